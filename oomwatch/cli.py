@@ -1,0 +1,41 @@
+"""`oomwatch` command line: dispatches to one module per subcommand.
+
+Each subcommand module exposes `configure(parser)` and `main(args) -> int`; they are imported
+lazily so `oomwatch report` never pays for the daemon's or the Kubernetes client's imports.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from oomwatch import __version__
+
+SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    "report": ("oomwatch.report.command", "post-mortem of OOM kills from a log, stdin, the store or /dev/kmsg"),
+    "run": ("oomwatch.daemon.command", "the node agent: follow the kernel log and cgroup counters"),
+    "demo": ("oomwatch.demo", "provoke a real OOM kill in a scratch cgroup and show the incident"),
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = argparse.ArgumentParser(prog="oomwatch", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"oomwatch {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    wanted = argv[0] if argv and argv[0] in SUBCOMMANDS else None
+    for name, (module_name, help_text) in SUBCOMMANDS.items():
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        if name == wanted:
+            module = importlib.import_module(module_name)
+            module.configure(p)
+            p.set_defaults(_main=module.main)
+    args = parser.parse_args(argv)
+    result: int = args._main(args)
+    return result
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

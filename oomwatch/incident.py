@@ -1,0 +1,247 @@
+"""The one record that flows through oomwatch: an OOM incident and its parts.
+
+Data flows one way (source -> decode -> incident -> enrich -> store -> sinks); each stage
+fills in more of the same `Incident`.  Field names are the JSON contract of
+`oomwatch report --json` and of the daemon's log line, so renaming one is a breaking change.
+Units are in the names (`_kb`, `_pages`, `_bytes`, `_seconds`); `None` means "the evidence
+did not say", never zero.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeVar, get_args
+
+IncidentKind = Literal[
+    "memcg", "global", "cpuset", "mempolicy", "unknown", "framework", "eviction", "false_oomkilled"
+]
+LimitScope = Literal["container", "pod", "qos", "node", "cgroup", "global"]
+QosClass = Literal["guaranteed", "burstable", "besteffort"]
+CgroupDriver = Literal["cgroupfs", "systemd"]
+Runtime = Literal["containerd", "cri-o", "docker"]
+
+INCIDENT_KINDS: tuple[str, ...] = get_args(IncidentKind)
+LIMIT_SCOPES: tuple[str, ...] = get_args(LimitScope)
+
+
+@dataclass(slots=True)
+class Invoker:
+    """The task whose allocation invoked the OOM killer (not necessarily the victim)."""
+
+    comm: str | None = None
+    pid: int | None = None
+    gfp_mask: str | None = None  # as printed, e.g. "0xcc0(GFP_KERNEL)"
+    order: int | None = None
+    oom_score_adj: int | None = None
+
+
+@dataclass(slots=True)
+class MemcgUsage:
+    """The `memory:` / `swap:` / `memory+swap:` / `kmem:` lines of a memcg OOM report."""
+
+    usage_kb: int | None = None
+    limit_kb: int | None = None
+    failcnt: int | None = None
+    swap_usage_kb: int | None = None
+    swap_limit_kb: int | None = None
+    kmem_usage_kb: int | None = None
+
+
+@dataclass(slots=True)
+class Breakdown:
+    """What the charged memory was made of, in bytes (hierarchical values where printed)."""
+
+    anon: int | None = None
+    file: int | None = None
+    shmem: int | None = None
+    thp: int | None = None  # rss_huge (v1) or anon_thp (v2)
+    kernel: int | None = None
+
+
+@dataclass(slots=True)
+class TaskRow:
+    """One row of the kernel's task table (`dump_tasks`); memory in pages as printed."""
+
+    pid: int
+    name: str
+    uid: int | None = None
+    tgid: int | None = None
+    total_vm_pages: int | None = None
+    rss_pages: int | None = None
+    rss_anon_pages: int | None = None
+    rss_file_pages: int | None = None
+    rss_shmem_pages: int | None = None
+    pgtables_bytes: int | None = None
+    swapents: int | None = None
+    oom_score_adj: int | None = None
+
+
+@dataclass(slots=True)
+class Victim:
+    """A process the kernel killed, from its `Killed process` line."""
+
+    pid: int
+    comm: str
+    total_vm_kb: int | None = None
+    anon_rss_kb: int | None = None
+    file_rss_kb: int | None = None
+    shmem_rss_kb: int | None = None
+    uid: int | None = None
+    pgtables_kb: int | None = None
+    oom_score_adj: int | None = None
+    # Filled from a later `oom_reaper: reaped process` line when one arrives.
+    reaped_anon_rss_kb: int | None = None
+
+
+@dataclass(slots=True)
+class PodContext:
+    """What the Kubernetes API knows of the pod and container (filled by enrichment)."""
+
+    namespace: str | None = None
+    pod: str | None = None
+    container: str | None = None
+    node: str | None = None
+    owner_kind: str | None = None
+    owner_name: str | None = None
+    qos_class: str | None = None
+    container_memory_request_bytes: int | None = None
+    container_memory_limit_bytes: int | None = None
+    pod_memory_request_bytes: int | None = None
+    pod_memory_limit_bytes: int | None = None
+    restart_count: int | None = None
+    last_termination_reason: str | None = None
+    last_termination_exit_code: int | None = None
+
+
+@dataclass(slots=True)
+class TimelineSample:
+    """One sample of a cgroup's memory, taken by the daemon's sampler."""
+
+    t_seconds: float  # wall clock, seconds since the epoch
+    usage_bytes: int
+    limit_bytes: int | None = None
+    anon_bytes: int | None = None
+    file_bytes: int | None = None
+    shmem_bytes: int | None = None
+    thp_bytes: int | None = None
+    kernel_bytes: int | None = None
+
+
+@dataclass(slots=True)
+class Timeline:
+    """The sampled window before a kill, frozen into the incident."""
+
+    samples: list[TimelineSample] = field(default_factory=list)
+    interval_seconds: float | None = None
+    peak_bytes: int | None = None
+    usage_at_kill_bytes: int | None = None
+    growth_bytes_per_second: float | None = None
+
+
+@dataclass(slots=True)
+class Finding:
+    """A diagnosis: stable code, severity, one sentence with the numbers, and its evidence."""
+
+    code: str
+    severity: Literal["critical", "warning", "info"]
+    message: str
+    evidence: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class Incident:
+    """Everything known about one OOM kill (or one group kill, or one framework OOM)."""
+
+    # --- decoded from the kernel log (issue: foundation) ---
+    kind: IncidentKind = "unknown"
+    constraint: str | None = None
+    kernel_time_s: float | None = None
+    wall_time: str | None = None
+    kmsg_seq: int | None = None
+    source_format: str | None = None
+    invoker: Invoker | None = None
+    oom_memcg: str | None = None
+    task_memcg: str | None = None
+    memcg: MemcgUsage | None = None
+    memcg_stats: dict[str, int] | None = None  # stat name as printed -> bytes
+    breakdown_bytes: Breakdown | None = None
+    tasks: list[TaskRow] = field(default_factory=list)
+    victims: list[Victim] = field(default_factory=list)
+    group_kill: bool = False
+    group_cgroup: str | None = None
+    header_suppressed: bool = False
+    # --- from the cgroup path (pure identity mapping) ---
+    pod_uid: str | None = None
+    container_id: str | None = None
+    qos_class: str | None = None
+    limit_scope: LimitScope | None = None
+    cgroup_driver: str | None = None
+    runtime: str | None = None
+    # --- added by the daemon ---
+    node: str | None = None
+    boot_id: str | None = None
+    detected_at: str | None = None  # ISO-8601 wall clock when oomwatch recorded it
+    kmsg_missing: bool = False
+    container_survived: bool | None = None
+    timeline: Timeline | None = None
+    # --- added by Kubernetes enrichment ---
+    k8s: PodContext | None = None
+    # --- added by the probe join (allocator state of the trainer) ---
+    allocator: dict[str, Any] | None = None
+    # --- added by diagnosis ---
+    findings: list[Finding] = field(default_factory=list)
+    recommendation: dict[str, Any] | None = None
+    # Lines of the report the decoder could not place; kept for the post-mortem.
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def victim(self) -> Victim | None:
+        """The primary victim (first `Killed process`), if any line named one."""
+        return self.victims[0] if self.victims else None
+
+    def identity_key(self) -> str:
+        """A stable key that is the same however often the same kill is decoded.
+
+        Used by the store to record each kill once across restarts and re-reads.
+        """
+        victim = self.victim
+        parts = [
+            self.boot_id or "",
+            self.kind,
+            f"{self.kernel_time_s:.6f}" if self.kernel_time_s is not None else "",
+            str(victim.pid) if victim else "",
+            victim.comm if victim else "",
+            self.task_memcg or self.oom_memcg or "",
+        ]
+        return hashlib.sha256("\x1f".join(parts).encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON-ready form (the `--json` contract)."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Incident:
+        """Rebuild from `to_dict` output (the store keeps incidents as JSON)."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        kwargs: dict[str, Any] = {k: v for k, v in data.items() if k in known}
+        kwargs["invoker"] = _opt(Invoker, data.get("invoker"))
+        kwargs["memcg"] = _opt(MemcgUsage, data.get("memcg"))
+        kwargs["breakdown_bytes"] = _opt(Breakdown, data.get("breakdown_bytes"))
+        kwargs["k8s"] = _opt(PodContext, data.get("k8s"))
+        kwargs["tasks"] = [TaskRow(**row) for row in data.get("tasks") or []]
+        kwargs["victims"] = [Victim(**v) for v in data.get("victims") or []]
+        kwargs["findings"] = [Finding(**f) for f in data.get("findings") or []]
+        timeline = data.get("timeline")
+        if timeline is not None:
+            samples = [TimelineSample(**s) for s in timeline.get("samples") or []]
+            kwargs["timeline"] = Timeline(**{**timeline, "samples": samples})
+        return cls(**kwargs)
+
+
+_T = TypeVar("_T")
+
+
+def _opt(cls: type[_T], value: dict[str, Any] | None) -> _T | None:
+    return None if value is None else cls(**value)
