@@ -14,7 +14,10 @@ from collections.abc import Sequence
 from oomwatch import __version__
 
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
-    "report": ("oomwatch.report.command", "post-mortem of OOM kills from a log, stdin, the store or /dev/kmsg"),
+    "report": (
+        "oomwatch.report.command",
+        "post-mortem of OOM kills: a log, stdin, the store or /dev/kmsg",
+    ),
     "run": ("oomwatch.daemon.command", "the node agent: follow the kernel log and cgroup counters"),
     "demo": ("oomwatch.demo", "provoke a real OOM kill in a scratch cgroup and show the incident"),
 }
@@ -22,7 +25,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser = argparse.ArgumentParser(prog="oomwatch", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="oomwatch",
+        description="Node-level OOM diagnostics: who was killed, why, which limit, what to change.",
+    )
     parser.add_argument("--version", action="version", version=f"oomwatch {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     wanted = argv[0] if argv and argv[0] in SUBCOMMANDS else None

@@ -1,4 +1,4 @@
-"""The seams of the daemon's one-way pipeline: source -> decode -> incident -> enrich -> store -> sinks.
+"""The seams of the daemon pipeline: source -> decode -> incident -> enrich -> store -> sinks.
 
 Adapters (Kubernetes, probe files, metrics, logs, Events) plug in through these two protocols,
 so the pipeline itself never imports a client library.
