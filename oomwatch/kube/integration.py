@@ -1,0 +1,209 @@
+"""`KubeIntegration`: the daemon's one handle on Kubernetes (enricher, sink, status signals).
+
+Three daemon threads: the pod watcher (cache), the publisher (Events, annotations) and the
+checker (false-OOMKilled verification after a grace delay, so the kernel kill that would
+explain an OOMKilled status has reached the store first).  The pipeline sees only
+`.enricher` and `.sink`, neither of which blocks or raises.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+from kubernetes import client, config
+
+from oomwatch.incident import Incident
+from oomwatch.kube.cache import PodCache
+from oomwatch.kube.enrich import PodEnricher
+from oomwatch.kube.events import annotation_value, build_event
+from oomwatch.kube.pods import PodInfo
+from oomwatch.kube.publisher import EventPublisher
+from oomwatch.kube.signals import (
+    OomKilledClaim,
+    eviction_incident,
+    false_oomkilled_incident,
+    new_oomkilled_claims,
+    newly_evicted,
+    parse_time_s,
+)
+from oomwatch.kube.watcher import PodWatcher
+
+log = logging.getLogger(__name__)
+
+KernelKillsFor = Callable[[str, float, float], int]
+"""(container_id, since_s, until_s) -> kernel kills the store holds for that container,
+times in seconds since the epoch."""
+
+_SEEN_MAX = 10_000
+
+
+def default_api_client() -> client.ApiClient:
+    """In-cluster service account, else the kubeconfig (`KUBECONFIG` or ~/.kube/config)."""
+    try:
+        config.load_incluster_config()  # type: ignore[no-untyped-call]
+        return client.ApiClient()
+    except config.ConfigException:
+        api: client.ApiClient = config.new_client_from_config()  # type: ignore[no-untyped-call]
+        return api
+
+
+class KubeSink:
+    """Sink: one Event per incident (series on repeats), and the opt-in pod annotation."""
+
+    def __init__(
+        self, node_name: str, cache: PodCache, publisher: EventPublisher, annotate: bool
+    ) -> None:
+        self._node_name = node_name
+        self._cache = cache
+        self._publisher = publisher
+        self._annotate = annotate
+
+    def emit(self, incident: Incident) -> None:
+        try:
+            now = datetime.now(UTC)
+            pod = self._cache.get(incident.pod_uid) if incident.pod_uid else None
+            draft = build_event(incident, self._node_name, now, pod.uid if pod else None)
+            if draft is not None:
+                self._publisher.submit_event(draft, now)
+            ctx = incident.k8s
+            if self._annotate and ctx is not None and ctx.namespace and ctx.pod:
+                value = annotation_value(incident, now)
+                self._publisher.submit_annotation(ctx.namespace, ctx.pod, value)
+        except Exception:  # a sink never raises into the pipeline
+            log.exception("could not queue the Kubernetes Event for an incident")
+
+    def close(self) -> None:
+        self._publisher.wake()
+
+
+class KubeIntegration:
+    """Pod cache + enrichment + Events/annotations + eviction and false-OOMKilled incidents.
+
+    `submit` hands the incidents this class finds (kinds `eviction`, `false_oomkilled`) to
+    the pipeline; it is called from this class's threads, so it must be thread-safe.
+    """
+
+    def __init__(
+        self,
+        node_name: str,
+        *,
+        annotate: bool,
+        submit: Callable[[Incident], None],
+        kernel_kills_for: KernelKillsFor,
+        api_client: client.ApiClient | None = None,
+        verify_delay_s: float = 15.0,
+        watch_timeout_s: int = 300,
+        max_queue: int = 1000,
+        backoff_max_s: float = 30.0,
+    ) -> None:
+        self.node_name = node_name
+        self._submit = submit
+        self._kernel_kills_for = kernel_kills_for
+        self._verify_delay_s = verify_delay_s
+        self._started_wall_s = time.time()
+        self.cache = PodCache()
+        self.enricher = PodEnricher(self.cache)
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._lock = threading.Lock()
+        self._pending: list[tuple[float, OomKilledClaim]] = []
+        self._seen: OrderedDict[tuple[str, ...], None] = OrderedDict()
+        # Reads the service-account token or kubeconfig now, so a missing one fails at startup.
+        api = api_client or default_api_client()
+        self.publisher = EventPublisher(
+            client.EventsV1Api(api),
+            client.CoreV1Api(api),
+            max_queue=max_queue,
+            backoff_max_s=backoff_max_s,
+        )
+        self.sink = KubeSink(node_name, self.cache, self.publisher, annotate)
+        self._watcher = PodWatcher(
+            client.CoreV1Api(api),
+            node_name,
+            self.cache,
+            self._on_pod_change,
+            watch_timeout_s=watch_timeout_s,
+            backoff_max_s=backoff_max_s,
+        )
+
+    def start(self) -> None:
+        """Start the watcher, publisher and verifier threads (all daemon threads)."""
+        self._started_wall_s = time.time()
+        for name, target in (
+            ("oomwatch-kube-pods", self._watcher.run),
+            ("oomwatch-kube-events", self.publisher.run),
+            ("oomwatch-kube-verify", self._verify_loop),
+        ):
+            thread = threading.Thread(target=target, args=(self._stop,), name=name, daemon=True)
+            thread.start()
+            self._threads.append(thread)
+
+    def stop(self, timeout_s: float = 5.0) -> None:
+        self._stop.set()
+        self._watcher.stop()
+        self.publisher.wake()
+        for thread in self._threads:
+            thread.join(timeout_s)
+
+    def healthy(self) -> bool:
+        """Liveness: our threads run (an unreachable API is not unhealthy: restarts do not help)."""
+        return all(t.is_alive() for t in self._threads) or not self._threads
+
+    @property
+    def connected(self) -> bool:
+        """Whether the pod watch currently reaches the API server."""
+        return self._watcher.connected
+
+    def _on_pod_change(self, previous: PodInfo | None, pod: PodInfo, initial: bool) -> None:
+        if not initial and newly_evicted(previous, pod) and self._first_time(("evicted", pod.uid)):
+            self._submit_safely(eviction_incident(pod, datetime.now(UTC)))
+        for claim in new_oomkilled_claims(previous, pod):
+            finished_s = parse_time_s(claim.termination.finished_at)
+            # Only terminations since we started: earlier kills may predate what we saw.
+            if finished_s is None or finished_s < self._started_wall_s - 1.0:
+                continue
+            if claim.termination.container_id and self._first_time(claim.key):
+                with self._lock:
+                    self._pending.append((time.monotonic() + self._verify_delay_s, claim))
+
+    def _verify_loop(self, stop: threading.Event) -> None:
+        while not stop.wait(0.25):
+            now = time.monotonic()
+            with self._lock:
+                due = [c for at, c in self._pending if at <= now]
+                self._pending = [(at, c) for at, c in self._pending if at > now]
+            for claim in due:
+                self._verify(claim)
+
+    def _verify(self, claim: OomKilledClaim) -> None:
+        window = claim.window_s()
+        container_id = claim.termination.container_id
+        if window is None or container_id is None:
+            return
+        try:
+            kills = self._kernel_kills_for(container_id, *window)
+        except Exception:
+            log.exception("could not count kernel kills for container %s", container_id)
+            return
+        if kills == 0:
+            self._submit_safely(false_oomkilled_incident(claim, window))
+
+    def _submit_safely(self, incident: Incident) -> None:
+        try:
+            self._submit(incident)
+        except Exception:
+            log.exception("pipeline refused a %s incident", incident.kind)
+
+    def _first_time(self, key: tuple[str, ...]) -> bool:
+        with self._lock:
+            if key in self._seen:
+                return False
+            self._seen[key] = None
+            while len(self._seen) > _SEEN_MAX:
+                self._seen.popitem(last=False)
+            return True

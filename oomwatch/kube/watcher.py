@@ -1,0 +1,149 @@
+"""List + watch the node's pods into the `PodCache` (the only reader of the pods API).
+
+One loop: list with `fieldSelector=spec.nodeName=<node>`, then watch from the list's
+resourceVersion (bookmarks keep it fresh); `410 Gone` means the version expired, so list
+again; any other failure backs off exponentially.  Nothing here raises into the caller.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from kubernetes import client, watch
+
+from oomwatch.kube.cache import PodCache
+from oomwatch.kube.pods import PodDecodeError, PodInfo, decode_pod
+
+log = logging.getLogger(__name__)
+
+PodChange = Callable[[PodInfo | None, PodInfo, bool], None]
+"""Called with (previous, current, initial_list) for every pod the API shows."""
+
+
+class PodWatcher:
+    """Keeps `cache` in step with the API; call `run(stop)` on a thread."""
+
+    def __init__(
+        self,
+        core: client.CoreV1Api,
+        node_name: str,
+        cache: PodCache,
+        on_change: PodChange,
+        *,
+        watch_timeout_s: int = 300,
+        connect_timeout_s: float = 5.0,
+        backoff_initial_s: float = 0.5,
+        backoff_max_s: float = 30.0,
+    ) -> None:
+        self._core = core
+        self._selector = f"spec.nodeName={node_name}"
+        self._cache = cache
+        self._on_change = on_change
+        self._watch_timeout_s = watch_timeout_s
+        self._connect_timeout_s = connect_timeout_s
+        self._backoff_initial_s = backoff_initial_s
+        self._backoff_max_s = backoff_max_s
+        self._watch: watch.Watch | None = None
+        self.connected = False
+        self.lists = 0  # how often the pods were (re)listed: a 410 or an error forces one
+        self.last_error: str | None = None
+
+    def run(self, stop: threading.Event) -> None:
+        resource_version: str | None = None
+        backoff_s = self._backoff_initial_s
+        while not stop.is_set():
+            try:
+                if resource_version is None:
+                    resource_version = self._list()
+                resource_version = self._watch_from(resource_version, stop)
+                backoff_s = self._backoff_initial_s
+            except client.ApiException as exc:
+                if exc.status == 410:  # resourceVersion expired: relist, no pause
+                    log.info("pod watch expired (410 Gone); relisting")
+                    resource_version = None
+                    continue
+                backoff_s = self._failed(f"pods API error {exc.status}: {exc.reason}", backoff_s)
+                resource_version = None
+                stop.wait(backoff_s)
+            except Exception as exc:  # the API being away must never stop the agent
+                backoff_s = self._failed(f"pods API unreachable: {exc}", backoff_s)
+                stop.wait(backoff_s)
+
+    def stop(self) -> None:
+        """Interrupt a blocked watch (the thread then sees its stop event)."""
+        current = self._watch
+        if current is not None:
+            current.stop()  # type: ignore[no-untyped-call]
+
+    def _failed(self, message: str, backoff_s: float) -> float:
+        if self.connected or self.last_error != message:
+            log.warning("%s; retrying in %.1fs", message, backoff_s)
+        self.connected = False
+        self.last_error = message
+        return min(backoff_s * 2, self._backoff_max_s)
+
+    def _list(self) -> str | None:
+        # Raw JSON, not models: the cache decodes dicts, and watch events arrive as dicts too.
+        response: Any = self._core.list_pod_for_all_namespaces(
+            field_selector=self._selector,
+            _preload_content=False,
+            _request_timeout=(self._connect_timeout_s, 60),
+        )
+        data: Any = json.loads(response.data)
+        initial = not self._cache.synced
+        pods = [p for p in (_decode(item) for item in data.get("items") or []) if p is not None]
+        previous = self._cache.replace(pods)
+        self.connected, self.last_error = True, None
+        self.lists += 1
+        for pod in pods:
+            self._notify(previous.get(pod.uid), pod, initial)
+        rv = (data.get("metadata") or {}).get("resourceVersion")
+        return rv if isinstance(rv, str) and rv else None
+
+    def _watch_from(self, resource_version: str | None, stop: threading.Event) -> str | None:
+        if resource_version is None:
+            return None
+        self._watch = w = watch.Watch()  # type: ignore[no-untyped-call]
+        try:
+            for event in w.stream(  # type: ignore[no-untyped-call]
+                self._core.list_pod_for_all_namespaces,
+                field_selector=self._selector,
+                resource_version=resource_version,
+                allow_watch_bookmarks=True,
+                timeout_seconds=self._watch_timeout_s,
+                _request_timeout=(self._connect_timeout_s, self._watch_timeout_s + 30),
+            ):
+                self.connected = True
+                raw = event.get("raw_object") or {}
+                rv = (raw.get("metadata") or {}).get("resourceVersion")
+                if isinstance(rv, str) and rv:
+                    resource_version = rv
+                pod = _decode(raw) if event.get("type") != "BOOKMARK" else None
+                if pod is not None:
+                    if event.get("type") == "DELETED":
+                        self._cache.delete(pod)
+                    else:
+                        self._notify(self._cache.upsert(pod), pod, False)
+                if stop.is_set():
+                    w.stop()  # type: ignore[no-untyped-call]
+        finally:
+            self._watch = None
+        return resource_version
+
+    def _notify(self, previous: PodInfo | None, pod: PodInfo, initial: bool) -> None:
+        try:
+            self._on_change(previous, pod, initial)
+        except Exception:  # a bug in a consumer must not stop the cache
+            log.exception("pod change handler failed for %s/%s", pod.namespace, pod.name)
+
+
+def _decode(raw: Any) -> PodInfo | None:
+    try:
+        return decode_pod(raw) if isinstance(raw, dict) else None
+    except PodDecodeError as exc:
+        log.warning("ignoring pod from the API: %s", exc)
+        return None
