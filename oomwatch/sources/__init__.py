@@ -1,0 +1,1 @@
+"""Adapters that read evidence from the host (the kernel log)."""

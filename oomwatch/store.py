@@ -1,0 +1,321 @@
+"""The incident store: SQLite in the state dir, shared by the daemon and `oomwatch report`.
+
+Incidents are kept whole as the JSON of `Incident.to_dict()` (the contract), with a few
+indexed columns for the queries we answer.  The same file keeps the kmsg cursor and the
+last seen cgroup counters, so a restarted daemon neither repeats nor misses kills.  WAL
+lets `oomwatch report --store` read while the daemon writes.  Retention is bounded by
+count and age so a node that OOMs all day cannot fill its disk.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from oomwatch.incident import Incident
+from oomwatch.sources.kmsg import KmsgCursor
+
+DB_NAME = "oomwatch.db"
+DEFAULT_MAX_INCIDENTS = 10_000
+DEFAULT_MAX_AGE_SECONDS = 30 * 24 * 3600.0
+_PRUNE_EVERY_ADDS = 100
+KERNEL_KILL_KINDS = ("memcg", "global", "cpuset", "mempolicy", "unknown")
+
+# Each entry migrates the schema from version i to i+1; append, never edit.
+_MIGRATIONS: tuple[str, ...] = (
+    """
+    CREATE TABLE incidents (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        identity_key TEXT NOT NULL UNIQUE,
+        kind TEXT NOT NULL,
+        boot_id TEXT,
+        kmsg_seq INTEGER,
+        killed_at_s REAL NOT NULL,
+        detected_at_s REAL NOT NULL,
+        pod_uid TEXT,
+        container_id TEXT,
+        namespace TEXT,
+        pod TEXT,
+        data TEXT NOT NULL
+    );
+    CREATE INDEX incidents_killed_at ON incidents (killed_at_s);
+    CREATE INDEX incidents_container ON incidents (container_id, killed_at_s);
+    CREATE INDEX incidents_pod ON incidents (pod, namespace);
+    CREATE TABLE kmsg_cursor (
+        id INTEGER PRIMARY KEY CHECK (id = 1),
+        boot_id TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        updated_at_s REAL NOT NULL
+    );
+    CREATE TABLE cgroup_counters (
+        cgroup TEXT PRIMARY KEY,
+        oom INTEGER NOT NULL,
+        oom_kill INTEGER NOT NULL,
+        oom_group_kill INTEGER NOT NULL,
+        updated_at_s REAL NOT NULL
+    );
+    """,
+)
+SCHEMA_VERSION = len(_MIGRATIONS)
+
+
+class StoreError(Exception):
+    """The state dir or its database cannot be used (names the path)."""
+
+
+@dataclass(frozen=True, slots=True)
+class StoredCounters:
+    """The last counter values the daemon saw for a cgroup (kept across restarts)."""
+
+    oom: int
+    oom_kill: int
+    oom_group_kill: int
+
+
+def _iso_to_epoch_s(value: str | None) -> float | None:
+    if not value:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    return parsed.timestamp()
+
+
+def killed_at_s(incident: Incident, now_s: float) -> float:
+    """When the kill happened, in epoch seconds: the record's wall time, else detection."""
+    for value in (incident.wall_time, incident.detected_at):
+        at = _iso_to_epoch_s(value)
+        if at is not None:
+            return at
+    return now_s
+
+
+def store_key(incident: Incident) -> str:
+    """`identity_key()`, except for kills known only from counters: each is its own kill.
+
+    A counter-only incident has no kernel time or victim, so two of them in one cgroup
+    would share an identity key; they are observed once (never replayed), so a fresh key
+    is safe.
+    """
+    if incident.kmsg_missing:
+        return f"{incident.identity_key()}-{uuid.uuid4().hex[:12]}"
+    return incident.identity_key()
+
+
+class IncidentStore:
+    """Read-write (daemon) or read-only (`oomwatch report`) access to the state dir's store."""
+
+    def __init__(
+        self,
+        state_dir: Path,
+        *,
+        max_incidents: int = DEFAULT_MAX_INCIDENTS,
+        max_age_s: float = DEFAULT_MAX_AGE_SECONDS,
+        _readonly: bool = False,
+    ) -> None:
+        self.path = Path(state_dir) / DB_NAME
+        self.readonly = _readonly
+        self._max_incidents = max_incidents
+        self._max_age_s = max_age_s
+        self._adds = 0
+        try:
+            if _readonly:
+                if not self.path.is_file():
+                    raise StoreError(f"no incident store at {self.path}")
+                uri = f"file:{self.path}?mode=ro"
+                self._db = sqlite3.connect(uri, uri=True, timeout=5.0, isolation_level=None)
+            else:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self._db = sqlite3.connect(self.path, timeout=5.0, isolation_level=None)
+                self._db.execute("PRAGMA journal_mode=WAL")
+                self._db.execute("PRAGMA synchronous=NORMAL")
+                self._migrate()
+            self._check_version()
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open incident store {self.path}: {exc}") from exc
+        if not _readonly:
+            self.prune()
+
+    @classmethod
+    def open_readonly(cls, state_dir: Path) -> IncidentStore:
+        """For readers (`oomwatch report --store DIR`): never creates or changes anything."""
+        return cls(Path(state_dir), _readonly=True)
+
+    def _migrate(self) -> None:
+        db = self._db
+        db.execute(
+            "CREATE TABLE IF NOT EXISTS schema_migrations"
+            " (version INTEGER PRIMARY KEY, applied_at_s REAL NOT NULL)"
+        )
+        current = db.execute("SELECT COALESCE(MAX(version), 0) FROM schema_migrations").fetchone()
+        for version in range(int(current[0]) + 1, SCHEMA_VERSION + 1):
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                for statement in _MIGRATIONS[version - 1].split(";"):
+                    if statement.strip():
+                        db.execute(statement)
+                db.execute(
+                    "INSERT INTO schema_migrations VALUES (?, ?)", (version, time.time())
+                )
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+
+    def _check_version(self) -> None:
+        row = self._db.execute("SELECT COALESCE(MAX(version), 0) FROM schema_migrations").fetchone()
+        if int(row[0]) > SCHEMA_VERSION:
+            raise StoreError(
+                f"incident store {self.path} has schema {row[0]}, newer than this oomwatch"
+                f" ({SCHEMA_VERSION})"
+            )
+
+    # --- incidents ---
+
+    def add(self, incident: Incident) -> bool:
+        """Store one incident; False if the same kill is already stored."""
+        now_s = time.time()
+        ctx = incident.k8s
+        cur = self._db.execute(
+            "INSERT OR IGNORE INTO incidents (identity_key, kind, boot_id, kmsg_seq, killed_at_s,"
+            " detected_at_s, pod_uid, container_id, namespace, pod, data)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                store_key(incident),
+                incident.kind,
+                incident.boot_id,
+                incident.kmsg_seq,
+                killed_at_s(incident, now_s),
+                _iso_to_epoch_s(incident.detected_at) or now_s,
+                incident.pod_uid,
+                incident.container_id,
+                ctx.namespace if ctx else None,
+                ctx.pod if ctx else None,
+                json.dumps(incident.to_dict(), ensure_ascii=False, separators=(",", ":")),
+            ),
+        )
+        added = cur.rowcount == 1
+        if added:
+            self._adds += 1
+            if self._adds % _PRUNE_EVERY_ADDS == 0:
+                self.prune()
+        return added
+
+    def query(
+        self,
+        since: datetime | None = None,
+        pod: str | None = None,
+        last: int | None = None,
+    ) -> list[Incident]:
+        """Incidents oldest first; `pod` matches the pod name, `namespace/pod` or the pod UID.
+
+        `last` keeps only the newest N of the matches.
+        """
+        where: list[str] = []
+        params: list[object] = []
+        if since is not None:
+            if since.tzinfo is None:
+                since = since.replace(tzinfo=UTC)
+            where.append("killed_at_s >= ?")
+            params.append(since.timestamp())
+        if pod is not None:
+            namespace, _, name = pod.rpartition("/")
+            if namespace:
+                where.append("namespace = ? AND pod = ?")
+                params += [namespace, name]
+            else:
+                where.append("(pod = ? OR pod_uid = ?)")
+                params += [pod, pod]
+        sql = "SELECT data FROM incidents"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY killed_at_s DESC, id DESC"
+        if last is not None:
+            sql += " LIMIT ?"
+            params.append(max(0, last))
+        rows = self._db.execute(sql, params).fetchall()
+        return [Incident.from_dict(json.loads(row[0])) for row in reversed(rows)]
+
+    def count(self) -> int:
+        return int(self._db.execute("SELECT COUNT(*) FROM incidents").fetchone()[0])
+
+    def kills_in(self, container_id: str, since_s: float, until_s: float) -> int:
+        """Kernel kills stored for a container between two epoch times (inclusive).
+
+        Accepts the runtime-prefixed form Kubernetes shows (`containerd://<id>`).
+        """
+        bare = container_id.rpartition("://")[2]
+        marks = ",".join("?" for _ in KERNEL_KILL_KINDS)
+        row = self._db.execute(
+            "SELECT COUNT(*) FROM incidents WHERE container_id = ?"
+            f" AND killed_at_s BETWEEN ? AND ? AND kind IN ({marks})",
+            (bare, since_s, until_s, *KERNEL_KILL_KINDS),
+        ).fetchone()
+        return int(row[0])
+
+    def prune(self, now_s: float | None = None) -> int:
+        """Drop incidents beyond the retention bounds; returns how many were removed."""
+        if self.readonly:
+            return 0
+        now_s = time.time() if now_s is None else now_s
+        before = self.count()
+        cutoff_s = now_s - self._max_age_s
+        self._db.execute("DELETE FROM incidents WHERE detected_at_s < ?", (cutoff_s,))
+        self._db.execute(
+            "DELETE FROM incidents WHERE id NOT IN"
+            " (SELECT id FROM incidents ORDER BY id DESC LIMIT ?)",
+            (self._max_incidents,),
+        )
+        return before - self.count()
+
+    # --- kmsg cursor ---
+
+    def load_cursor(self) -> KmsgCursor | None:
+        row = self._db.execute("SELECT boot_id, seq FROM kmsg_cursor WHERE id = 1").fetchone()
+        return KmsgCursor(str(row[0]), int(row[1])) if row else None
+
+    def save_cursor(self, cursor: KmsgCursor) -> None:
+        self._db.execute(
+            "INSERT INTO kmsg_cursor (id, boot_id, seq, updated_at_s) VALUES (1, ?, ?, ?)"
+            " ON CONFLICT (id) DO UPDATE SET boot_id = excluded.boot_id, seq = excluded.seq,"
+            " updated_at_s = excluded.updated_at_s",
+            (cursor.boot_id, cursor.seq, time.time()),
+        )
+
+    # --- cgroup counters ---
+
+    def load_counters(self) -> dict[str, StoredCounters]:
+        rows = self._db.execute(
+            "SELECT cgroup, oom, oom_kill, oom_group_kill FROM cgroup_counters"
+        ).fetchall()
+        return {str(r[0]): StoredCounters(int(r[1]), int(r[2]), int(r[3])) for r in rows}
+
+    def save_counters(self, counters: dict[str, StoredCounters]) -> None:
+        """Replace the saved counters with these (cgroups that are gone are dropped)."""
+        now_s = time.time()
+        db = self._db
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            db.execute("DELETE FROM cgroup_counters")
+            db.executemany(
+                "INSERT INTO cgroup_counters VALUES (?, ?, ?, ?, ?)",
+                [
+                    (cg, c.oom, c.oom_kill, c.oom_group_kill, now_s)
+                    for cg, c in counters.items()
+                ],
+            )
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+
+    def close(self) -> None:
+        self._db.close()
