@@ -1,0 +1,253 @@
+"""OOM counters of memory cgroups, and the bookkeeping that turns readings into kill deltas.
+
+Pure: readings go in, `CounterDelta`s come out; the watcher does the I/O.
+
+Rules (why they are what they are):
+- Notifications merge, so deltas come from diffing counters, never from counting wake-ups.
+- First sight at startup is a baseline: kills from before the daemon started are not news.
+- v2 `memory.events` counters are hierarchical, so a kill shows in the container and in every
+  ancestor.  Each kill is reported once, at the deepest watched cgroup that explains it: a
+  parent reports only what its watched children do not (e.g. the container's cgroup vanished
+  before we read it, or the process sat in the pod cgroup itself).  Callers must read a parent
+  before its children in one pass (the watcher does), so a parent never runs ahead.
+- A cgroup that appears after startup under an already-watched v2 ancestor starts from its
+  current counters: that ancestor already accounts for anything earlier.  One with no watched
+  ancestor, and every v1 cgroup (v1 counters are local, nothing above counts them), starts
+  from zero: a non-zero counter at first sight is a kill that happened before we found it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from oomwatch.cgroups.discovery import WatchedCgroup
+from oomwatch.cgroups.files import keyed_value
+
+
+@dataclass(frozen=True, slots=True)
+class OomCounters:
+    """The OOM counters of one cgroup (v1 has no `oom` or `oom_group_kill`: they read 0)."""
+
+    oom: int = 0
+    oom_kill: int = 0
+    oom_group_kill: int = 0
+    under_oom: bool = False  # v1 only: the cgroup is in OOM right now
+
+    def minus(self, other: OomCounters) -> OomCounters:
+        return OomCounters(
+            self.oom - other.oom,
+            self.oom_kill - other.oom_kill,
+            self.oom_group_kill - other.oom_group_kill,
+            self.under_oom,
+        )
+
+    def plus(self, other: OomCounters) -> OomCounters:
+        return OomCounters(
+            self.oom + other.oom,
+            self.oom_kill + other.oom_kill,
+            self.oom_group_kill + other.oom_group_kill,
+            self.under_oom,
+        )
+
+    def clamped(self) -> OomCounters:
+        return OomCounters(
+            max(self.oom, 0), max(self.oom_kill, 0), max(self.oom_group_kill, 0), self.under_oom
+        )
+
+    def any(self) -> bool:
+        return self.oom > 0 or self.oom_kill > 0 or self.oom_group_kill > 0
+
+
+ZERO = OomCounters()
+
+
+@dataclass(frozen=True, slots=True)
+class CounterDelta:
+    """Increases of a cgroup's OOM counters since they were last reported.
+
+    `vanished=True` says the cgroup is gone (its counters with it); kills it had that were not
+    read in time show up as a delta of its nearest watched ancestor.
+    `observed_at_s` is CLOCK_MONOTONIC seconds, the clock of the kernel log's timestamps.
+    """
+
+    cgroup: WatchedCgroup
+    oom: int
+    oom_kill: int
+    oom_group_kill: int
+    observed_at_s: float
+    vanished: bool = False
+
+
+def parse_memory_events(data: bytes) -> OomCounters:
+    """v2 `memory.events` / `memory.events.local` (missing keys read 0: older kernels)."""
+    return OomCounters(
+        keyed_value(data, b"oom") or 0,
+        keyed_value(data, b"oom_kill") or 0,
+        keyed_value(data, b"oom_group_kill") or 0,
+    )
+
+
+def parse_oom_control(data: bytes) -> OomCounters:
+    """v1 `memory.oom_control` (`oom_kill` exists since 4.13)."""
+    return OomCounters(
+        oom_kill=keyed_value(data, b"oom_kill") or 0,
+        under_oom=keyed_value(data, b"under_oom") == 1,
+    )
+
+
+@dataclass(slots=True)
+class _Entry:
+    cgroup: WatchedCgroup
+    parent: str | None  # relpath of the nearest watched ancestor
+    baseline: OomCounters
+    last: OomCounters
+    reported: OomCounters = ZERO  # cumulative, reported at this cgroup itself
+    # v2: counts of former children no longer subtracted live (vanished, or moved below a
+    # cgroup found later); may be negative for the cgroup they moved under.
+    offset: OomCounters = ZERO
+    children: set[str] = field(default_factory=set)
+
+    def cumulative(self) -> OomCounters:
+        return self.last.minus(self.baseline)
+
+
+class CounterBook:
+    """Baselines, last readings and what was reported, per watched cgroup."""
+
+    def __init__(self) -> None:
+        self._entries: dict[str, _Entry] = {}
+        self._started = False
+
+    def __contains__(self, relpath: str) -> bool:
+        return relpath in self._entries
+
+    def relpaths(self) -> list[str]:
+        return list(self._entries)
+
+    def add(
+        self,
+        cgroups: list[WatchedCgroup],
+        readings: dict[str, OomCounters],
+        observed_at_s: float,
+    ) -> list[CounterDelta]:
+        """Start watching cgroups (parents first) from their first readings.
+
+        The first call is the startup scan: everything read becomes a baseline.  Later calls
+        return the kills that cgroups starting from zero already counted.
+        """
+        from_zero: dict[str, bool] = {}
+        for cg in cgroups:
+            if cg.relpath in self._entries or cg.relpath not in readings:
+                continue
+            parent = self._nearest_ancestor(cg.relpath)
+            if not self._started:
+                zero = False
+            elif cg.version == 1 or parent is None:
+                zero = True
+            else:  # under a cgroup added in this same call: inherit its decision
+                zero = from_zero.get(parent, False)
+            from_zero[cg.relpath] = zero
+            reading = readings[cg.relpath]
+            entry = _Entry(cg, parent, ZERO if zero else reading, reading)
+            self._entries[cg.relpath] = entry
+            if parent is not None:
+                self._entries[parent].children.add(cg.relpath)
+                for sibling in list(self._entries[parent].children):
+                    if sibling.startswith(cg.relpath + "/"):
+                        self._move(self._entries[sibling], entry)
+        self._started = True
+        return self.update({rel: self._entries[rel].last for rel in from_zero}, observed_at_s)
+
+    def _move(self, child: _Entry, new_parent: _Entry) -> None:
+        """A cgroup found later sits between `child` and its old parent."""
+        assert child.parent is not None
+        old_parent = self._entries[child.parent]
+        old_parent.children.discard(child.cgroup.relpath)
+        if child.cgroup.version == 2:
+            # The old parent now subtracts new_parent, which counts only from its baseline.
+            moved = child.cumulative()
+            old_parent.offset = old_parent.offset.plus(moved)
+            new_parent.offset = new_parent.offset.minus(moved)
+        child.parent = new_parent.cgroup.relpath
+        new_parent.children.add(child.cgroup.relpath)
+
+    def _nearest_ancestor(self, relpath: str) -> str | None:
+        path = relpath
+        while "/" in path:
+            path = path.rsplit("/", 1)[0]
+            if path in self._entries:
+                return path
+        return None
+
+    def with_descendants(self, relpaths: set[str]) -> list[str]:
+        """These cgroups and every watched one below them, parents before children.
+
+        A pass must read a parent before its children so the parent never runs ahead.
+        """
+        todo = {rel for rel in relpaths if rel in self._entries}
+        out: set[str] = set()
+        while todo:
+            rel = todo.pop()
+            if rel not in out:
+                out.add(rel)
+                todo.update(self._entries[rel].children)
+        return sorted(out, key=lambda rel: (rel.count("/"), rel))
+
+    def update(
+        self, readings: dict[str, OomCounters | None], observed_at_s: float
+    ) -> list[CounterDelta]:
+        """Apply one pass of readings (None = the cgroup is gone); return what is new.
+
+        Deltas come deepest first, so a vanished container precedes its pod's delta.
+        """
+        deltas: list[CounterDelta] = []
+        for rel, reading in readings.items():
+            if reading is not None and rel in self._entries:
+                self._entries[rel].last = reading
+        gone = [rel for rel, reading in readings.items() if reading is None]
+        for rel in sorted(gone, key=lambda r: -r.count("/")):
+            if rel in self._entries:
+                deltas.extend(self._drop(rel, observed_at_s))
+        for rel in sorted(readings, key=lambda r: (-r.count("/"), r)):
+            entry = self._entries.get(rel)
+            if entry is None:
+                continue
+            fresh = self._unreported(entry)
+            if fresh.any():
+                entry.reported = entry.reported.plus(fresh)
+                deltas.append(
+                    CounterDelta(
+                        entry.cgroup,
+                        fresh.oom,
+                        fresh.oom_kill,
+                        fresh.oom_group_kill,
+                        observed_at_s,
+                    )
+                )
+        return deltas
+
+    def _unreported(self, entry: _Entry) -> OomCounters:
+        own = entry.cumulative()
+        if entry.cgroup.version == 2:
+            own = own.minus(entry.offset)
+            for child in entry.children:
+                own = own.minus(self._entries[child].cumulative())
+        return own.minus(entry.reported).clamped()
+
+    def _drop(self, relpath: str, observed_at_s: float) -> list[CounterDelta]:
+        entry = self._entries.pop(relpath)
+        out: list[CounterDelta] = []
+        for child in sorted(entry.children, key=lambda r: -r.count("/")):
+            if child in self._entries:  # children of a gone cgroup are gone too
+                out.extend(self._drop(child, observed_at_s))
+        if entry.parent is not None and entry.parent in self._entries:
+            parent = self._entries[entry.parent]
+            parent.children.discard(relpath)
+            if entry.cgroup.version == 2:
+                parent.offset = parent.offset.plus(entry.cumulative())
+        out.append(CounterDelta(entry.cgroup, 0, 0, 0, observed_at_s, vanished=True))
+        return out
+
+    def last(self, relpath: str) -> OomCounters | None:
+        entry = self._entries.get(relpath)
+        return None if entry is None else entry.last

@@ -1,0 +1,143 @@
+"""Find the memory cgroups worth watching under a cgroup mount (v1 or v2), bounded.
+
+Kubernetes cgroups are found below any `kubepods`/`kubepods.slice` directory (it may sit under
+a prefix: nested containers, a scratch root).  Every level is kept (node, qos, pod,
+container) because v2 counters are hierarchical: a pod's counters still show a kill after the
+container's cgroup is gone.  Optionally any other memcg with a limit is kept too (level
+`cgroup`), so a host without a cluster is covered.  The walk never goes below a container
+cgroup and stops at fixed depth and count bounds: the tree is written by other programs.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Literal
+
+from oomwatch.cgroup_identity import CgroupIdentity, identify
+from oomwatch.cgroups.files import CgroupGone, parse_limit_bytes, read_once
+
+KUBEPODS_NAMES = frozenset({"kubepods", "kubepods.slice"})
+MAX_SEARCH_DEPTH = 8  # how deep below the mount a kubepods dir (or a limited memcg) may sit
+MAX_KUBEPODS_DEPTH = 5  # node / qos / pod / container (+1 spare for odd layouts)
+MAX_CGROUPS = 4096
+
+
+@dataclass(frozen=True, slots=True)
+class Hierarchy:
+    """A mounted cgroup hierarchy that has the memory controller."""
+
+    mount_path: str
+    version: Literal[1, 2]
+
+    def fs_path(self, relpath: str) -> str | None:
+        """The directory for a kernel-printed cgroup path, or None if it would leave the mount."""
+        parts = [p for p in relpath.split("/") if p]
+        if any(p in (".", "..") or "\0" in p for p in parts):
+            return None
+        return "/".join([self.mount_path.rstrip("/"), *parts]) if parts else self.mount_path
+
+
+@dataclass(frozen=True, slots=True)
+class WatchedCgroup:
+    """A memory cgroup under watch: its path as the kernel prints it and where it lives."""
+
+    relpath: str
+    fs_path: str
+    version: Literal[1, 2]
+    identity: CgroupIdentity
+
+
+def find_hierarchies(root: str) -> list[Hierarchy]:
+    """The memory hierarchies under a cgroup root such as `/sys/fs/cgroup` or `/host/sys/fs/cgroup`.
+
+    v1: `<root>/memory` (or `<root>` itself when it is the memory mount); v2: `<root>` or
+    `<root>/unified` when its `cgroup.controllers` lists `memory` (a hybrid host's unified
+    mount usually does not).
+    """
+    found: list[Hierarchy] = []
+    for candidate in (root, os.path.join(root, "unified")):
+        if _has_memory_controller(candidate):
+            found.append(Hierarchy(candidate.rstrip("/") or "/", 2))
+            break
+    for candidate in (os.path.join(root, "memory"), root):
+        if os.path.exists(os.path.join(candidate, "memory.usage_in_bytes")):
+            found.append(Hierarchy(candidate.rstrip("/") or "/", 1))
+            break
+    return found
+
+
+def _has_memory_controller(path: str) -> bool:
+    try:
+        return "memory" in read_once(os.path.join(path, "cgroup.controllers")).decode().split()
+    except (CgroupGone, OSError, UnicodeDecodeError):
+        return False
+
+
+def discover(
+    hierarchy: Hierarchy,
+    *,
+    include_limited: bool = True,
+    max_cgroups: int = MAX_CGROUPS,
+) -> tuple[list[WatchedCgroup], bool]:
+    """Walk one hierarchy; returns the cgroups (parents before children) and whether a bound hit."""
+    out: list[WatchedCgroup] = []
+    truncated = False
+    # Depth-first with an explicit stack: (fs dir, relpath, depth, depth below kubepods or -1).
+    stack: list[tuple[str, str, int, int]] = [(hierarchy.mount_path, "", 0, -1)]
+    while stack:
+        fs_dir, rel, depth, kube_depth = stack.pop()
+        children: list[tuple[str, str, int, int]] = []
+        try:
+            with os.scandir(fs_dir) as it:
+                for entry in it:
+                    if not entry.is_dir(follow_symlinks=False):
+                        continue
+                    child_rel = f"{rel}/{entry.name}"
+                    if kube_depth >= 0:
+                        child_kube = kube_depth + 1
+                    elif entry.name in KUBEPODS_NAMES:
+                        child_kube = 0
+                    else:
+                        child_kube = -1
+                    children.append((entry.path, child_rel, depth + 1, child_kube))
+        except OSError:
+            continue  # removed while we walked, or unreadable: not ours to fail on
+        for child in sorted(children, reverse=True):
+            path, child_rel, child_depth, child_kube = child
+            if child_kube < 0 and child_depth > MAX_SEARCH_DEPTH:
+                truncated = True
+                continue
+            if child_kube > MAX_KUBEPODS_DEPTH:
+                truncated = True
+                continue
+            keep, descend = _classify(hierarchy, path, child_rel, child_kube, include_limited)
+            if keep is not None:
+                if len(out) >= max_cgroups:
+                    return out, True
+                out.append(keep)
+            if descend:
+                stack.append(child)
+    return out, truncated
+
+
+def _classify(
+    hierarchy: Hierarchy, path: str, rel: str, kube_depth: int, include_limited: bool
+) -> tuple[WatchedCgroup | None, bool]:
+    """Whether to watch this directory, and whether to look below it."""
+    if kube_depth >= 0:
+        identity = identify(rel)
+        watched = WatchedCgroup(rel, path, hierarchy.version, identity)
+        # Below a container live only the runtime's own sub-cgroups (crun's `container`).
+        return watched, identity.level != "container"
+    if include_limited and _has_limit(hierarchy, path):
+        return WatchedCgroup(rel, path, hierarchy.version, identify(rel)), True
+    return None, True
+
+
+def _has_limit(hierarchy: Hierarchy, path: str) -> bool:
+    name = "memory.max" if hierarchy.version == 2 else "memory.limit_in_bytes"
+    try:
+        return parse_limit_bytes(read_once(os.path.join(path, name))) is not None
+    except (CgroupGone, OSError):
+        return False

@@ -1,0 +1,120 @@
+"""Cheap, repeated reads of small cgroupfs files, and parsers for the few keys we need.
+
+The sampler reads three files per container every second, so a file is opened once and
+re-read with `pread` at offset 0 into one shared buffer (kernfs regenerates the content on
+every read from offset 0).  That is about five times cheaper than open/read/close.  A file
+of a removed cgroup fails with ENOENT or ENODEV: that is how "the cgroup is gone" shows.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+
+# Large enough for a v2 memory.stat (~2 KiB on 6.x) and a busy cgroup.procs page.
+_BUFFER_BYTES = 16384
+_GONE_ERRNOS = frozenset({errno.ENOENT, errno.ENODEV, errno.ENOTDIR, errno.ESRCH})
+
+# v1 prints "no limit" as PAGE_COUNTER_MAX pages rounded to the page size; anything this large
+# is not a limit anyone set.
+UNLIMITED_THRESHOLD_BYTES = 1 << 62
+
+
+class CgroupGone(Exception):
+    """The cgroup (or the file) no longer exists."""
+
+
+class CgroupFile:
+    """One cgroupfs file kept open and re-read in place."""
+
+    __slots__ = ("_fd", "path")
+
+    # One buffer for every file: reads are sequential in the daemon's single loop thread.
+    _buffer = bytearray(_BUFFER_BYTES)
+    _view = memoryview(_buffer)
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._fd: int | None = None
+
+    def read(self) -> bytes:
+        """The whole file content; raises `CgroupGone` when the cgroup was removed."""
+        try:
+            if self._fd is None:
+                self._fd = _open_or_none(self.path)
+            if self._fd is None:  # out of descriptors: read without keeping one
+                with open(self.path, "rb", buffering=0) as f:
+                    return f.read(_BUFFER_BYTES)
+            n = os.preadv(self._fd, [self._buffer], 0)
+            return bytes(self._view[:n])
+        except OSError as exc:
+            if exc.errno in _GONE_ERRNOS:
+                self.close()
+                raise CgroupGone(self.path) from exc
+            raise
+
+    def close(self) -> None:
+        """Release the descriptor (an open file pins a removed memcg in the kernel)."""
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            os.close(fd)
+
+
+def _open_or_none(path: str) -> int | None:
+    try:
+        return os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno in (errno.EMFILE, errno.ENFILE):
+            return None
+        raise
+
+
+def read_once(path: str) -> bytes:
+    """Read a small cgroupfs file once; raises `CgroupGone` if it does not exist."""
+    try:
+        with open(path, "rb", buffering=0) as f:
+            return f.read(_BUFFER_BYTES)
+    except OSError as exc:
+        if exc.errno in _GONE_ERRNOS:
+            raise CgroupGone(path) from exc
+        raise
+
+
+def keyed_value(data: bytes, key: bytes) -> int | None:
+    """The integer after `key ` in a flat-keyed file (`memory.stat`, `memory.events`).
+
+    Anchored at line starts so `rss` never matches `total_rss` or `rss_huge`.
+    """
+    needle = key + b" "
+    if data.startswith(needle):
+        start = len(needle)
+    else:
+        pos = data.find(b"\n" + needle)
+        if pos < 0:
+            return None
+        start = pos + 1 + len(needle)
+    end = data.find(b"\n", start)
+    try:
+        return int(data[start:] if end < 0 else data[start:end])
+    except ValueError:
+        return None
+
+
+def parse_limit_bytes(data: bytes) -> int | None:
+    """A memory limit file (v1 `memory.limit_in_bytes`, v2 `memory.max`); None = unlimited."""
+    text = data.strip()
+    if text == b"max" or not text:
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        return None
+    return None if value >= UNLIMITED_THRESHOLD_BYTES else value
+
+
+def parse_int(data: bytes) -> int | None:
+    """A single-integer file (`memory.current`, `memory.usage_in_bytes`)."""
+    try:
+        return int(data)
+    except ValueError:
+        return None

@@ -1,0 +1,212 @@
+"""The memory timeline: per-container samples in a bounded ring, frozen into an incident at a kill.
+
+A kill is the end of a story (a leak growing for minutes, a spike, a cache that would not
+shrink); the ring keeps the last `window_s` of it.  Sampling 250 containers every second must
+stay well under 1 % of a core, so files stay open (see `files.CgroupFile`), only the needed
+keys are parsed, and `memory.stat` (the costly file) is re-read only when usage moved:
+byte-identical usage means the breakdown is the one we already have.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from oomwatch.cgroups.discovery import WatchedCgroup
+from oomwatch.cgroups.files import CgroupFile, CgroupGone, keyed_value, parse_int, parse_limit_bytes
+from oomwatch.incident import Timeline, TimelineSample
+
+SAMPLED_LEVELS = frozenset({"container", "cgroup"})
+LIMIT_REFRESH_SAMPLES = 10  # limits change rarely (in-place resize): re-read every 10th sample
+
+# (anon, file, shmem, thp, kernel parts) keys of memory.stat, by cgroup version.
+_V1_KEYS = (b"total_rss", b"total_cache", b"total_shmem", b"total_rss_huge", ())
+_V2_KEYS = (
+    b"anon",
+    b"file",
+    b"shmem",
+    b"anon_thp",
+    (b"kernel_stack", b"pagetables", b"sec_pagetables", b"percpu", b"sock", b"slab"),
+)
+
+
+@dataclass(slots=True)
+class _Breakdown:
+    anon: int | None = None
+    file: int | None = None
+    shmem: int | None = None
+    thp: int | None = None
+    kernel: int | None = None
+
+
+class _Source:
+    """Open files, cached values and the ring of one cgroup."""
+
+    __slots__ = (
+        "breakdown",
+        "cgroup",
+        "gone",
+        "last_seen_s",
+        "last_usage",
+        "limit",
+        "limit_age",
+        "limit_file",
+        "ring",
+        "stat_file",
+        "usage_file",
+    )
+
+    def __init__(self, cgroup: WatchedCgroup, maxlen: int) -> None:
+        v2 = cgroup.version == 2
+        base = cgroup.fs_path + "/"
+        self.cgroup = cgroup
+        self.usage_file = CgroupFile(base + ("memory.current" if v2 else "memory.usage_in_bytes"))
+        self.limit_file = CgroupFile(base + ("memory.max" if v2 else "memory.limit_in_bytes"))
+        self.stat_file = CgroupFile(base + "memory.stat")
+        self.ring: deque[TimelineSample] = deque(maxlen=maxlen)
+        self.last_usage = -1
+        self.limit: int | None = None
+        self.limit_age = LIMIT_REFRESH_SAMPLES
+        self.breakdown = _Breakdown()
+        self.gone = False
+        self.last_seen_s = 0.0
+
+    def close(self) -> None:
+        self.usage_file.close()
+        self.limit_file.close()
+        self.stat_file.close()
+
+    def take(self, now_s: float) -> TimelineSample | None:
+        """One sample, or None (and the files closed) if the cgroup is gone."""
+        try:
+            usage = parse_int(self.usage_file.read())
+            if usage is None:
+                return None
+            if self.limit_age >= LIMIT_REFRESH_SAMPLES:
+                self.limit = parse_limit_bytes(self.limit_file.read())
+                self.limit_age = 0
+            self.limit_age += 1
+            if usage != self.last_usage:
+                self.breakdown = _parse_breakdown(self.stat_file.read(), self.cgroup.version)
+                self.last_usage = usage
+        except CgroupGone:
+            self.gone = True
+            self.close()
+            return None
+        b = self.breakdown
+        sample = TimelineSample(now_s, usage, self.limit, b.anon, b.file, b.shmem, b.thp, b.kernel)
+        self.ring.append(sample)
+        return sample
+
+
+def _parse_breakdown(stat: bytes, version: int) -> _Breakdown:
+    anon, file, shmem, thp, kernel_parts = _V2_KEYS if version == 2 else _V1_KEYS
+    kernel: int | None = None
+    if version == 2:
+        # 5.18+ prints a `kernel` total; older kernels only the parts.
+        kernel = keyed_value(stat, b"kernel")
+        if kernel is None:
+            parts = [keyed_value(stat, key) for key in kernel_parts]
+            known = [p for p in parts if p is not None]
+            kernel = sum(known) if known else None
+    return _Breakdown(
+        keyed_value(stat, anon),
+        keyed_value(stat, file),
+        keyed_value(stat, shmem),
+        keyed_value(stat, thp),
+        kernel,
+    )
+
+
+class TimelineSampler:
+    """Samples container cgroups into bounded rings and freezes a window at a kill."""
+
+    def __init__(
+        self, interval_s: float = 1.0, window_s: float = 600.0, keep_gone_s: float | None = None
+    ) -> None:
+        self.interval_s = interval_s
+        self.window_s = window_s
+        # A vanished container's ring is kept long enough for its kill to be frozen.
+        self._keep_gone_s = window_s if keep_gone_s is None else keep_gone_s
+        self._maxlen = max(1, int(window_s / interval_s) + 1)
+        self._sources: dict[str, _Source] = {}
+
+    def sample(
+        self, cgroups: Iterable[WatchedCgroup], now_s: float
+    ) -> list[tuple[WatchedCgroup, TimelineSample]]:
+        """Take one sample of each container-level cgroup; `now_s` is the wall clock."""
+        out: list[tuple[WatchedCgroup, TimelineSample]] = []
+        for cg in cgroups:
+            if cg.identity.level not in SAMPLED_LEVELS:
+                continue
+            source = self._sources.get(cg.relpath)
+            if source is None or source.cgroup.fs_path != cg.fs_path:
+                if source is not None:
+                    source.close()
+                source = self._sources[cg.relpath] = _Source(cg, self._maxlen)
+            if source.gone:
+                continue
+            source.last_seen_s = now_s
+            taken = source.take(now_s)
+            if taken is not None:
+                out.append((cg, taken))
+        self._expire(now_s)
+        return out
+
+    def _expire(self, now_s: float) -> None:
+        stale = [
+            rel
+            for rel, source in self._sources.items()
+            if now_s - source.last_seen_s > self._keep_gone_s
+        ]
+        for rel in stale:
+            self._sources.pop(rel).close()
+
+    def freeze(self, relpath: str, at_s: float) -> Timeline | None:
+        """The window before `at_s` (wall clock) for an incident; None if never sampled."""
+        source = self._sources.get(relpath)
+        if source is None:
+            return None
+        return summarize(source.ring, at_s, self.window_s, self.interval_s)
+
+    def close(self) -> None:
+        for source in self._sources.values():
+            source.close()
+        self._sources.clear()
+
+
+def summarize(
+    samples: Iterable[TimelineSample], at_s: float, window_s: float, interval_s: float | None
+) -> Timeline | None:
+    """Peak, usage at the kill and the growth rate over the samples of `[at_s - window_s, at_s]`.
+
+    Usage at the kill is the last sample before it: a sample after the kill shows the memory
+    already freed.
+    """
+    window = [s for s in samples if at_s - window_s <= s.t_seconds <= at_s]
+    if not window:
+        return None
+    return Timeline(
+        samples=window,
+        interval_seconds=interval_s,
+        peak_bytes=max(s.usage_bytes for s in window),
+        usage_at_kill_bytes=window[-1].usage_bytes,
+        growth_bytes_per_second=growth_rate(
+            [s.t_seconds for s in window], [s.usage_bytes for s in window]
+        ),
+    )
+
+
+def growth_rate(times_s: Sequence[float], values: Sequence[int]) -> float | None:
+    """Least-squares slope (units per second); None with fewer than two distinct times."""
+    n = len(times_s)
+    if n < 2:
+        return None
+    mean_t = sum(times_s) / n
+    mean_v = sum(values) / n
+    var = sum((t - mean_t) ** 2 for t in times_s)
+    if var == 0:
+        return None
+    cov = sum((t - mean_t) * (v - mean_v) for t, v in zip(times_s, values, strict=True))
+    return cov / var

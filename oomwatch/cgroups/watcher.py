@@ -1,0 +1,264 @@
+"""Watch the OOM counters of container cgroups: inotify where the kernel notifies, else polling.
+
+v2 `memory.events` raises IN_MODIFY on change (the notify also reaches every ancestor's file);
+v1 `memory.oom_control` raises nothing through inotify, so v1 cgroups are polled.  A periodic
+rescan finds new cgroups, notices removed ones and re-reads everything (a safety net for a
+missed or overflowed notification).  The arithmetic lives in `counters.CounterBook`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Callable, Sequence
+
+from inotify_simple import INotify, flags
+
+from oomwatch.cgroups.counters import (
+    CounterBook,
+    CounterDelta,
+    OomCounters,
+    parse_memory_events,
+    parse_oom_control,
+)
+from oomwatch.cgroups.discovery import (
+    MAX_CGROUPS,
+    Hierarchy,
+    WatchedCgroup,
+    discover,
+    find_hierarchies,
+)
+from oomwatch.cgroups.files import CgroupFile, CgroupGone, keyed_value, read_once
+
+_MAX_WARNINGS = 100
+_MAX_PROCS_DEPTH = 3  # v1 sub-cgroups of a container searched for live processes
+
+
+class CgroupWatcher:
+    """OOM counter deltas for every watched cgroup, each kill reported once."""
+
+    def __init__(
+        self,
+        roots: Sequence[str],
+        poll_interval_s: float = 1.0,
+        use_inotify: bool = True,
+        *,
+        rescan_interval_s: float = 10.0,
+        include_limited: bool = True,
+        max_cgroups: int = MAX_CGROUPS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.hierarchies: list[Hierarchy] = [h for root in roots for h in find_hierarchies(root)]
+        self.warnings: list[str] = []
+        self._poll_interval_s = poll_interval_s
+        self._rescan_interval_s = rescan_interval_s
+        self._include_limited = include_limited
+        self._max_cgroups = max_cgroups
+        self._clock = clock
+        self._book = CounterBook()
+        self._cgroups: dict[str, WatchedCgroup] = {}
+        self._files: dict[str, CgroupFile] = {}
+        self._polled: set[str] = set()
+        self._wd_to_rel: dict[int, str] = {}
+        self._rel_to_wd: dict[str, int] = {}
+        self._pending: list[CounterDelta] = []
+        self._gone: set[str] = set()  # known removed, to be dropped by the next pass
+        want_inotify = use_inotify and any(h.version == 2 for h in self.hierarchies)
+        self._inotify: INotify | None = INotify(nonblocking=True) if want_inotify else None
+        self._next_poll_s = 0.0
+        self._next_rescan_s = 0.0
+        self.rescan()
+
+    # --- what the daemon calls -------------------------------------------------------------
+
+    def fileno(self) -> int | None:
+        """The inotify descriptor to poll for readability (None: polling only)."""
+        return None if self._inotify is None else self._inotify.fileno()
+
+    def cgroups(self) -> list[WatchedCgroup]:
+        return list(self._cgroups.values())
+
+    def poll_changes(self) -> list[CounterDelta]:
+        """Counter increases since the last call (and cgroups that vanished)."""
+        now = self._clock()
+        dirty: set[str] = set()
+        if self._inotify is not None:
+            for event in self._inotify.read(timeout=0):
+                rel = self._wd_to_rel.get(event.wd)
+                if rel is None:
+                    continue
+                dirty.add(rel)
+                if event.mask & flags.IGNORED:  # the file (and so the cgroup) went away
+                    self._forget_watch(rel)
+                    self._gone.add(rel)
+        if now >= self._next_rescan_s:
+            self.rescan()
+            dirty.update(self._cgroups)
+        elif now >= self._next_poll_s:
+            dirty.update(self._polled)
+        dirty.update(self._gone)
+        if now >= self._next_poll_s:
+            self._next_poll_s = now + self._poll_interval_s
+        deltas, self._pending = self._pending, []
+        if dirty:
+            deltas.extend(self._pass(dirty, now))
+        return deltas
+
+    def rescan(self) -> None:
+        """Look for new and removed cgroups now; new kills they show come with the next poll."""
+        now = self._clock()
+        self._next_rescan_s = now + self._rescan_interval_s
+        # A removed cgroup's open file may still read (not on kernfs: ENODEV), so check.
+        self._gone.update(rel for rel, cg in self._cgroups.items() if not os.path.isdir(cg.fs_path))
+        found: list[WatchedCgroup] = []
+        for hierarchy in self.hierarchies:
+            cgroups, truncated = discover(
+                hierarchy, include_limited=self._include_limited, max_cgroups=self._max_cgroups
+            )
+            if truncated:
+                self._warn(f"cgroup discovery under {hierarchy.mount_path} hit its bounds")
+            found.extend(cg for cg in cgroups if cg.relpath not in self._cgroups)
+        readings: dict[str, OomCounters] = {}
+        for cg in found:
+            if len(self._cgroups) >= self._max_cgroups:
+                self._warn(f"watching at most {self._max_cgroups} cgroups")
+                break
+            if cg.relpath in self._cgroups:  # same path under two roots: first one wins
+                continue
+            self._cgroups[cg.relpath] = cg
+            self._files[cg.relpath] = CgroupFile(_counter_file(cg))
+            reading = self._read(cg.relpath)
+            if reading is None:
+                self._untrack(cg.relpath)
+                continue
+            readings[cg.relpath] = reading
+            if not self._add_watch(cg):
+                self._polled.add(cg.relpath)
+        added = [cg for cg in found if cg.relpath in readings]
+        self._pending.extend(self._book.add(added, readings, now))
+
+    def oom_group(self, relpath: str) -> bool | None:
+        """Whether the cgroup kills as a group (`memory.oom.group`; v1 never); None if gone."""
+        located = self._locate(relpath)
+        if located is None:
+            return None
+        path, version = located
+        if version == 1:
+            return False
+        try:
+            return read_once(os.path.join(path, "memory.oom.group")).strip() == b"1"
+        except CgroupGone:
+            return None if not os.path.isdir(path) else False
+
+    def has_processes(self, relpath: str) -> bool | None:
+        """Whether any process still lives in the cgroup (or below it); None if it is gone."""
+        located = self._locate(relpath)
+        if located is None:
+            return None
+        path, version = located
+        if version == 2:
+            try:
+                return (
+                    keyed_value(read_once(os.path.join(path, "cgroup.events")), b"populated") == 1
+                )
+            except CgroupGone:
+                pass  # a file tree without cgroup.events: fall back to cgroup.procs
+        return _procs_below(path, _MAX_PROCS_DEPTH)
+
+    def close(self) -> None:
+        for cgroup_file in self._files.values():
+            cgroup_file.close()
+        self._files.clear()
+        if self._inotify is not None:
+            self._inotify.close()
+            self._inotify = None
+
+    # --- internals ---------------------------------------------------------------------------
+
+    def _pass(self, dirty: set[str], now: float) -> list[CounterDelta]:
+        readings = {
+            rel: None if rel in self._gone else self._read(rel)
+            for rel in self._book.with_descendants(dirty)
+        }
+        self._gone.clear()
+        deltas = self._book.update(readings, now)
+        for delta in deltas:
+            if delta.vanished:
+                self._untrack(delta.cgroup.relpath)
+        return deltas
+
+    def _read(self, relpath: str) -> OomCounters | None:
+        cgroup_file = self._files[relpath]
+        try:
+            data = cgroup_file.read()
+        except CgroupGone:
+            return None
+        if self._cgroups[relpath].version == 2:
+            return parse_memory_events(data)
+        return parse_oom_control(data)
+
+    def _add_watch(self, cg: WatchedCgroup) -> bool:
+        if self._inotify is None or cg.version != 2:
+            return False
+        try:
+            wd = self._inotify.add_watch(_counter_file(cg), flags.MODIFY)
+        except OSError as exc:  # ENOSPC (watch limit) or the cgroup just went away
+            self._warn(f"inotify watch on {cg.relpath!r} failed ({exc.strerror}); polling it")
+            return False
+        self._wd_to_rel[wd] = cg.relpath
+        self._rel_to_wd[cg.relpath] = wd
+        return True
+
+    def _forget_watch(self, relpath: str) -> None:
+        wd = self._rel_to_wd.pop(relpath, None)
+        if wd is not None:
+            self._wd_to_rel.pop(wd, None)
+
+    def _untrack(self, relpath: str) -> None:
+        wd = self._rel_to_wd.get(relpath)
+        self._forget_watch(relpath)
+        if wd is not None and self._inotify is not None:
+            with contextlib.suppress(OSError):  # the kernel already dropped it with the file
+                self._inotify.rm_watch(wd)
+        cgroup_file = self._files.pop(relpath, None)
+        if cgroup_file is not None:
+            cgroup_file.close()
+        self._polled.discard(relpath)
+        self._cgroups.pop(relpath, None)
+
+    def _locate(self, relpath: str) -> tuple[str, int] | None:
+        watched = self._cgroups.get(relpath)
+        if watched is not None:
+            return (watched.fs_path, watched.version) if os.path.isdir(watched.fs_path) else None
+        for hierarchy in self.hierarchies:
+            path = hierarchy.fs_path(relpath)
+            if path is not None and os.path.isdir(path):
+                return path, hierarchy.version
+        return None
+
+    def _warn(self, message: str) -> None:
+        if message not in self.warnings and len(self.warnings) < _MAX_WARNINGS:
+            self.warnings.append(message)
+
+
+def _counter_file(cg: WatchedCgroup) -> str:
+    name = "memory.events" if cg.version == 2 else "memory.oom_control"
+    return os.path.join(cg.fs_path, name)
+
+
+def _procs_below(path: str, depth: int) -> bool | None:
+    """Any pid in `cgroup.procs` of the cgroup or its sub-cgroups (bounded); None if gone."""
+    try:
+        if read_once(os.path.join(path, "cgroup.procs")).strip():
+            return True
+    except CgroupGone:
+        return None
+    if depth > 0:
+        try:
+            with os.scandir(path) as it:
+                subdirs = [e.path for e in it if e.is_dir(follow_symlinks=False)]
+        except OSError:
+            return False
+        return any(_procs_below(sub, depth - 1) for sub in subdirs)
+    return False

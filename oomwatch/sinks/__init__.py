@@ -1,0 +1,1 @@
+"""Where incidents go after they are stored: metrics (here), logs and Kubernetes (elsewhere)."""

@@ -1,0 +1,282 @@
+"""Prometheus metrics for OOM kills and container memory, served with `/healthz` on one port.
+
+Names and labels are the agreed contract (alert rules and the dashboard use them).  Label
+values come only from Kubernetes identity (namespace, pod, container, pod UID) and from fixed
+vocabularies (kind, scope, framework), never from process names: a pod could otherwise mint
+unbounded series.  Series of containers not seen for a grace period are removed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge
+from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+
+from oomwatch import __version__
+from oomwatch.incident import INCIDENT_KINDS, LIMIT_SCOPES, Incident
+
+IDENTITY_LABELS = ("namespace", "pod", "container", "pod_uid")
+KERNEL_KINDS = frozenset({"memcg", "global", "cpuset", "mempolicy", "unknown"})
+FRAMEWORKS = frozenset({"torch-cuda", "tensorflow"})
+GAUGE_GRACE_S = 300.0  # a gone container's memory gauges linger this long
+COUNTER_GRACE_S = 3600.0  # its kill counters longer, so alerts on increase() still see them
+
+
+@dataclass(frozen=True, slots=True)
+class SeriesLabels:
+    """The identity labels of a container's series ("" when unknown)."""
+
+    namespace: str = ""
+    pod: str = ""
+    container: str = ""
+    pod_uid: str = ""
+
+    @classmethod
+    def of(cls, incident: Incident) -> SeriesLabels:
+        k8s = incident.k8s
+        return cls(
+            (k8s.namespace or "") if k8s else "",
+            (k8s.pod or "") if k8s else "",
+            (k8s.container or "") if k8s else "",
+            incident.pod_uid or "",
+        )
+
+    def values(self) -> tuple[str, str, str, str]:
+        return (self.namespace, self.pod, self.container, self.pod_uid)
+
+
+class Metrics:
+    """The metrics sink (a `Sink`): counts incidents, holds memory gauges, serves `/metrics`."""
+
+    def __init__(
+        self,
+        *,
+        gauge_grace_s: float = GAUGE_GRACE_S,
+        counter_grace_s: float = COUNTER_GRACE_S,
+        clock: Callable[[], float] | None = None,
+    ) -> None:
+        self._clock = clock or time.time
+        self._gauge_grace_s = gauge_grace_s
+        self._counter_grace_s = counter_grace_s
+        self._lock = threading.Lock()
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        ids = IDENTITY_LABELS
+        self.oom_kills = Counter(
+            "oomwatch_oom_kills",
+            "Kernel OOM kills, one per victim process.",
+            [*ids, "kind", "scope"],
+            registry=r,
+        )
+        self.group_oom_kills = Counter(
+            "oomwatch_group_oom_kills",
+            "memory.oom.group kills, one per group kill.",
+            ids,
+            registry=r,
+        )
+        self.child_process_oom_kills = Counter(
+            "oomwatch_child_process_oom_kills",
+            "OOM kills where the container survived (a worker died, PID 1 lives on).",
+            ids,
+            registry=r,
+        )
+        self.framework_oom = Counter(
+            "oomwatch_framework_oom",
+            "CUDA/TensorFlow out-of-memory errors reported by the probe.",
+            [*ids, "framework"],
+            registry=r,
+        )
+        self.kmsg_records_lost = Counter(
+            "oomwatch_kmsg_records_lost",
+            "/dev/kmsg records overwritten before they were read.",
+            registry=r,
+        )
+        self.oom_reports_suppressed = Counter(
+            "oomwatch_oom_reports_suppressed",
+            "OOM kills whose report the kernel rate-limited or that never reached the log.",
+            registry=r,
+        )
+        self.last_oom_kill = Gauge(
+            "oomwatch_last_oom_kill_timestamp_seconds",
+            "Wall clock of the latest OOM kill on this node.",
+            registry=r,
+        )
+        self.memory_usage = Gauge(
+            "oomwatch_container_memory_usage_bytes",
+            "Sampled memory usage of the container cgroup.",
+            ids,
+            registry=r,
+        )
+        self.memory_limit = Gauge(
+            "oomwatch_container_memory_limit_bytes",
+            "Memory limit of the container cgroup.",
+            ids,
+            registry=r,
+        )
+        Gauge(
+            "oomwatch_build_info", "oomwatch version (always 1).", ["version"], registry=r
+        ).labels(__version__).set(1)
+        # Last touch per identity, and every labelled series it owns.
+        self._seen_s: dict[SeriesLabels, float] = {}
+        self._series: dict[SeriesLabels, set[tuple[Any, tuple[str, ...]]]] = {}
+        self._server: ThreadingHTTPServer | None = None
+
+    # --- Sink ---------------------------------------------------------------------------------
+
+    def emit(self, incident: Incident) -> None:
+        labels = SeriesLabels.of(incident)
+        with self._lock:
+            self._touch(labels)
+            if incident.kind == "framework":
+                framework = (incident.allocator or {}).get("framework")
+                name = framework if framework in FRAMEWORKS else ""
+                self._inc(self.framework_oom, labels, (name,), 1)
+                return
+            if incident.kind not in KERNEL_KINDS:
+                return  # evictions and false OOMKilled reports are not kernel kills
+            kills = max(1, len(incident.victims))
+            kind = incident.kind if incident.kind in INCIDENT_KINDS else "unknown"
+            scope = incident.limit_scope if incident.limit_scope in LIMIT_SCOPES else ""
+            self._inc(self.oom_kills, labels, (kind, scope or ""), kills)
+            if incident.group_kill:
+                self._inc(self.group_oom_kills, labels, (), 1)
+            if incident.container_survived:
+                self._inc(self.child_process_oom_kills, labels, (), 1)
+            if incident.header_suppressed or incident.kmsg_missing:
+                self.oom_reports_suppressed.inc(kills)
+            self.last_oom_kill.set(_kill_wall_time(incident))
+
+    def close(self) -> None:
+        server, self._server = self._server, None
+        if server is not None:
+            server.shutdown()
+            server.server_close()
+
+    # --- counters and gauges fed by the daemon --------------------------------------------
+
+    def add_kmsg_lost(self, n: int) -> None:
+        if n > 0:
+            self.kmsg_records_lost.inc(n)
+
+    def add_reports_suppressed(self, n: int) -> None:
+        if n > 0:
+            self.oom_reports_suppressed.inc(n)
+
+    def set_container_memory(
+        self, identity_labels: SeriesLabels, usage_bytes: int, limit_bytes: int | None
+    ) -> None:
+        """Update a container's gauges (the limit series is absent while it is unlimited)."""
+        values = identity_labels.values()
+        with self._lock:
+            self._touch(identity_labels)
+            self.memory_usage.labels(*values).set(usage_bytes)
+            self._own(identity_labels, self.memory_usage, values)
+            if limit_bytes is None:
+                self._remove(self.memory_limit, values)
+            else:
+                self.memory_limit.labels(*values).set(limit_bytes)
+                self._own(identity_labels, self.memory_limit, values)
+
+    def forget_stale(self, now_s: float | None = None) -> int:
+        """Drop series of containers not seen lately (gauges first, counters later).
+
+        `now_s` is wall-clock seconds (the default clock); returns how many series went.
+        """
+        now = self._clock() if now_s is None else now_s
+        removed = 0
+        with self._lock:
+            for labels, seen in list(self._seen_s.items()):
+                age = now - seen
+                if age <= self._gauge_grace_s:
+                    continue
+                owned = self._series[labels]
+                for metric, values in list(owned):
+                    is_gauge = metric in (self.memory_usage, self.memory_limit)
+                    if is_gauge or age > self._counter_grace_s:
+                        self._remove(metric, values)
+                        owned.discard((metric, values))
+                        removed += 1
+                if not owned:
+                    del self._series[labels]
+                    del self._seen_s[labels]
+        return removed
+
+    # --- HTTP -----------------------------------------------------------------------------------
+
+    def serve(self, host: str, port: int, health: Callable[[], bool]) -> tuple[str, int]:
+        """Serve `/metrics` and `/healthz` from a background thread; returns the bound address."""
+        registry = self.registry
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                path = self.path.split("?", 1)[0]
+                if path == "/metrics":
+                    self._reply(200, CONTENT_TYPE_LATEST, generate_latest(registry))
+                elif path == "/healthz":
+                    ok = _healthy(health)
+                    self._reply(200 if ok else 503, "text/plain", b"ok\n" if ok else b"unhealthy\n")
+                else:
+                    self._reply(404, "text/plain", b"not found\n")
+
+            def _reply(self, status: int, content_type: str, body: bytes) -> None:
+                self.send_response(status)
+                self.send_header("Content-Type", content_type)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                """Silence per-request stderr lines: stdout/stderr carry the incident log."""
+
+        server = ThreadingHTTPServer((host, port), Handler)
+        server.daemon_threads = True
+        thread = threading.Thread(target=server.serve_forever, name="oomwatch-metrics", daemon=True)
+        thread.start()
+        self._server = server
+        bound_host, bound_port = server.server_address[:2]
+        return str(bound_host), int(bound_port)
+
+    # --- internals ------------------------------------------------------------------------------
+
+    def _touch(self, labels: SeriesLabels) -> None:
+        self._seen_s[labels] = self._clock()
+        self._series.setdefault(labels, set())
+
+    def _own(self, labels: SeriesLabels, metric: Any, values: tuple[str, ...]) -> None:
+        self._series[labels].add((metric, values))
+
+    def _inc(self, metric: Any, labels: SeriesLabels, extra: tuple[str, ...], n: int) -> None:
+        values = (*labels.values(), *extra)
+        metric.labels(*values).inc(n)
+        self._own(labels, metric, values)
+
+    @staticmethod
+    def _remove(metric: Any, values: tuple[str, ...]) -> None:
+        with contextlib.suppress(KeyError):  # never created (e.g. always unlimited)
+            metric.remove(*values)
+
+
+def _healthy(health: Callable[[], bool]) -> bool:
+    try:
+        return bool(health())
+    except Exception:
+        return False  # a failing health check is an unhealthy agent, not a crashed server
+
+
+def _kill_wall_time(incident: Incident) -> float:
+    """Seconds since the epoch of the kill: the record's wall time, else when we saw it."""
+    for stamp in (incident.wall_time, incident.detected_at):
+        if stamp:
+            try:
+                return datetime.fromisoformat(stamp).timestamp()
+            except ValueError:
+                continue
+    return time.time()

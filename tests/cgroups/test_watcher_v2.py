@@ -1,0 +1,254 @@
+"""Counter watching on cgroup v2 file trees: baselines, deltas, vanishing containers, inotify."""
+
+from __future__ import annotations
+
+import select
+import shutil
+from pathlib import Path
+
+import pytest
+
+from oomwatch.cgroups import CgroupWatcher, find_hierarchies
+
+from .conftest import CONTAINER, CONTAINER2, POD, POD_UID, Clock, FakeV2
+
+
+def _watcher(tree: FakeV2, clock: Clock, *, inotify: bool) -> CgroupWatcher:
+    return CgroupWatcher(
+        [str(tree.root)],
+        poll_interval_s=1.0,
+        use_inotify=inotify,
+        rescan_interval_s=3600.0,
+        clock=clock,
+    )
+
+
+def _kill_in_container(tree: FakeV2, rel: str, kills: int = 1) -> None:
+    """What the kernel does for `kills` memcg kills at the container's own limit."""
+    tree.events(rel, oom=1, oom_kill=kills)
+    for ancestor in (POD, "/kubepods/burstable", "/kubepods"):
+        tree.events(ancestor, oom=1, oom_kill=kills)
+
+
+def _wait_inotify(watcher: CgroupWatcher) -> None:
+    fd = watcher.fileno()
+    assert fd is not None
+    readable, _, _ = select.select([fd], [], [], 2.0)
+    assert readable, "no inotify event for memory.events"
+
+
+def test_finds_the_v2_hierarchy_and_every_kubernetes_level(fake_v2: FakeV2, clock: Clock) -> None:
+    assert [(h.mount_path, h.version) for h in find_hierarchies(str(fake_v2.root))] == [
+        (str(fake_v2.root), 2)
+    ]
+    watcher = _watcher(fake_v2, clock, inotify=False)
+    levels = {cg.relpath: cg.identity.level for cg in watcher.cgroups()}
+    assert levels == {
+        "/kubepods": "node",
+        "/kubepods/burstable": "qos",
+        POD: "pod",
+        CONTAINER: "container",
+        CONTAINER2: "container",
+    }
+    container = next(cg for cg in watcher.cgroups() if cg.relpath == CONTAINER)
+    assert container.identity.pod_uid == POD_UID
+    assert container.fs_path == str(fake_v2.path(CONTAINER))
+    assert container.version == 2
+    watcher.close()
+
+
+def test_does_not_descend_below_a_container_and_bounds_non_kubernetes_cgroups(
+    fake_v2: FakeV2, clock: Clock
+) -> None:
+    fake_v2.make(f"{CONTAINER}/container")  # crun's sub-cgroup
+    fake_v2.make("/system.slice/limited.service", limit=1 << 30)
+    fake_v2.make("/system.slice/unlimited.service")
+    watcher = _watcher(fake_v2, clock, inotify=False)
+    rels = {cg.relpath for cg in watcher.cgroups()}
+    assert f"{CONTAINER}/container" not in rels
+    assert "/system.slice/limited.service" in rels
+    assert "/system.slice/unlimited.service" not in rels
+    assert "/system.slice" not in rels
+    only_k8s = CgroupWatcher([str(fake_v2.root)], use_inotify=False, include_limited=False)
+    assert "/system.slice/limited.service" not in {cg.relpath for cg in only_k8s.cgroups()}
+    watcher.close()
+    only_k8s.close()
+
+
+def test_startup_counters_are_a_baseline_not_kills(fake_v2: FakeV2, clock: Clock) -> None:
+    _kill_in_container(fake_v2, CONTAINER, kills=5)
+    watcher = _watcher(fake_v2, clock, inotify=False)
+    assert watcher.poll_changes() == []
+    clock.advance(1.0)
+    assert watcher.poll_changes() == []
+    watcher.close()
+
+
+@pytest.mark.parametrize("inotify", [False, True], ids=["polling", "inotify"])
+def test_one_kill_is_one_delta_at_the_container(
+    fake_v2: FakeV2, clock: Clock, inotify: bool
+) -> None:
+    watcher = _watcher(fake_v2, clock, inotify=inotify)
+    assert watcher.poll_changes() == []
+    _kill_in_container(fake_v2, CONTAINER)
+    if inotify:
+        _wait_inotify(watcher)  # no clock advance: only the notification can trigger a read
+    else:
+        clock.advance(1.0)
+    deltas = watcher.poll_changes()
+    assert [
+        (d.cgroup.relpath, d.oom, d.oom_kill, d.oom_group_kill, d.vanished) for d in deltas
+    ] == [(CONTAINER, 1, 1, 0, False)]
+    assert deltas[0].observed_at_s == clock.now
+    clock.advance(1.0)
+    assert watcher.poll_changes() == []  # re-reading unchanged counters reports nothing
+    watcher.close()
+
+
+def test_merged_notifications_count_kills_not_wakeups(fake_v2: FakeV2, clock: Clock) -> None:
+    watcher = _watcher(fake_v2, clock, inotify=True)
+    watcher.poll_changes()
+    for kills in (1, 2, 3):  # three writes, possibly one merged wake-up
+        _kill_in_container(fake_v2, CONTAINER, kills=kills)
+    _wait_inotify(watcher)
+    total = sum(d.oom_kill for d in watcher.poll_changes())
+    clock.advance(1.0)
+    total += sum(d.oom_kill for d in watcher.poll_changes())
+    assert total == 3
+    watcher.close()
+
+
+def test_group_kill_counts_every_victim_and_one_group_kill(fake_v2: FakeV2, clock: Clock) -> None:
+    fake_v2.path(CONTAINER).joinpath("memory.oom.group").write_text("1\n")
+    watcher = _watcher(fake_v2, clock, inotify=False)
+    fake_v2.events(CONTAINER, oom=1, oom_kill=3, oom_group_kill=1)
+    for ancestor in (POD, "/kubepods/burstable", "/kubepods"):
+        fake_v2.events(ancestor, oom=1, oom_kill=3)  # oom_group_kill is local to the group
+    clock.advance(1.0)
+    deltas = watcher.poll_changes()
+    assert [(d.cgroup.relpath, d.oom_kill, d.oom_group_kill) for d in deltas] == [(CONTAINER, 3, 1)]
+    assert watcher.oom_group(CONTAINER) is True
+    assert watcher.oom_group(CONTAINER2) is False
+    watcher.close()
+
+
+def test_pod_limit_kill_shows_the_oom_at_the_pod_and_the_kill_at_the_container(
+    fake_v2: FakeV2, clock: Clock
+) -> None:
+    watcher = _watcher(fake_v2, clock, inotify=False)
+    fake_v2.events(CONTAINER, oom=0, oom_kill=1)  # the victim lived in the container ...
+    fake_v2.events(POD, oom=1, oom_kill=1)  # ... but the pod hit its limit
+    for ancestor in ("/kubepods/burstable", "/kubepods"):
+        fake_v2.events(ancestor, oom=1, oom_kill=1)
+    clock.advance(1.0)
+    deltas = watcher.poll_changes()
+    assert [(d.cgroup.relpath, d.oom, d.oom_kill) for d in deltas] == [
+        (CONTAINER, 0, 1),
+        (POD, 1, 0),
+    ]
+    watcher.close()
+
+
+@pytest.mark.parametrize("inotify", [False, True], ids=["polling", "inotify"])
+def test_container_vanished_after_kill_is_attributed_to_the_pod(
+    fake_v2: FakeV2, clock: Clock, inotify: bool
+) -> None:
+    watcher = _watcher(fake_v2, clock, inotify=inotify)
+    watcher.poll_changes()
+    shutil.rmtree(fake_v2.path(CONTAINER))  # killed and removed before we read it
+    for ancestor in (POD, "/kubepods/burstable", "/kubepods"):
+        fake_v2.events(ancestor, oom=1, oom_kill=1)
+    if inotify:
+        _wait_inotify(watcher)  # the pod's memory.events changed
+        deltas = watcher.poll_changes()
+    else:
+        deltas = []
+    watcher.rescan()  # the periodic rescan notices the directory is gone
+    clock.advance(1.0)
+    deltas += watcher.poll_changes()
+    assert sorted((d.cgroup.relpath, d.oom_kill, d.vanished) for d in deltas) == [
+        (POD, 1, False),
+        (CONTAINER, 0, True),
+    ]
+    assert CONTAINER not in {cg.relpath for cg in watcher.cgroups()}
+    assert watcher.has_processes(CONTAINER) is None
+    clock.advance(1.0)
+    assert watcher.poll_changes() == []
+    watcher.close()
+
+
+def test_container_killed_then_vanished_before_the_next_read_is_counted_once(
+    fake_v2: FakeV2, clock: Clock
+) -> None:
+    watcher = _watcher(fake_v2, clock, inotify=False)
+    _kill_in_container(fake_v2, CONTAINER)
+    clock.advance(1.0)
+    first = watcher.poll_changes()
+    shutil.rmtree(fake_v2.path(CONTAINER))
+    watcher.rescan()
+    clock.advance(1.0)
+    second = watcher.poll_changes()
+    assert [(d.cgroup.relpath, d.oom_kill) for d in first] == [(CONTAINER, 1)]
+    assert [(d.cgroup.relpath, d.oom_kill, d.vanished) for d in second] == [(CONTAINER, 0, True)]
+    watcher.close()
+
+
+def test_new_container_found_by_rescan(fake_v2: FakeV2, clock: Clock) -> None:
+    watcher = _watcher(fake_v2, clock, inotify=False)
+    late = f"{POD}/{'c' * 64}"
+    fake_v2.make(late)
+    watcher.rescan()
+    assert late in {cg.relpath for cg in watcher.cgroups()}
+    # A kill after discovery is the new container's.
+    fake_v2.events(late, oom=1, oom_kill=1)
+    for ancestor in (POD, "/kubepods/burstable", "/kubepods"):
+        fake_v2.events(ancestor, oom=1, oom_kill=1)
+    clock.advance(1.0)
+    assert [(d.cgroup.relpath, d.oom_kill) for d in watcher.poll_changes()] == [(late, 1)]
+    watcher.close()
+
+
+def test_kill_before_a_container_was_found_is_counted_once_at_the_pod(
+    fake_v2: FakeV2, clock: Clock
+) -> None:
+    watcher = _watcher(fake_v2, clock, inotify=False)
+    late = f"{POD}/{'d' * 64}"
+    fake_v2.make(late)
+    fake_v2.events(late, oom=1, oom_kill=1)  # killed before any rescan saw it
+    for ancestor in (POD, "/kubepods/burstable", "/kubepods"):
+        fake_v2.events(ancestor, oom=1, oom_kill=1)
+    clock.advance(1.0)
+    first = watcher.poll_changes()  # the pod's counters tell first
+    watcher.rescan()
+    clock.advance(1.0)
+    second = watcher.poll_changes()
+    assert [(d.cgroup.relpath, d.oom_kill) for d in first + second] == [(POD, 1)]
+    watcher.close()
+
+
+def test_new_kubepods_tree_after_startup_reports_its_kills(tmp_path: Path, clock: Clock) -> None:
+    tree = FakeV2(tmp_path / "cg")
+    watcher = _watcher(tree, clock, inotify=False)
+    assert watcher.cgroups() == []
+    tree.kubelet_tree()
+    _kill_in_container(tree, CONTAINER)
+    watcher.rescan()
+    deltas = watcher.poll_changes()
+    assert [(d.cgroup.relpath, d.oom_kill) for d in deltas] == [(CONTAINER, 1)]
+    watcher.close()
+
+
+def test_has_processes_and_hostile_paths(fake_v2: FakeV2, clock: Clock) -> None:
+    watcher = _watcher(fake_v2, clock, inotify=False)
+    assert watcher.has_processes(CONTAINER) is True
+    fake_v2.path(CONTAINER).joinpath("cgroup.events").write_text("populated 0\nfrozen 0\n")
+    assert watcher.has_processes(CONTAINER) is False
+    assert watcher.has_processes(POD) is False
+    assert watcher.has_processes("/kubepods/../../etc") is None
+    assert watcher.has_processes("/no/such/cgroup") is None
+    # Without cgroup.events (older layouts), cgroup.procs of the cgroup and below decides.
+    fake_v2.path(CONTAINER2).joinpath("cgroup.events").unlink()
+    assert watcher.has_processes(CONTAINER2) is True
+    fake_v2.path(CONTAINER2).joinpath("cgroup.procs").write_text("")
+    assert watcher.has_processes(CONTAINER2) is False
+    watcher.close()
