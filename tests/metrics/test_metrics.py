@@ -1,0 +1,167 @@
+"""The metrics sink, scraped over HTTP as Prometheus would, and its health endpoint."""
+
+from __future__ import annotations
+
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from oomwatch import __version__
+from oomwatch.incident import Incident, PodContext, Victim
+from oomwatch.sinks.metrics import Metrics, SeriesLabels
+
+UID = "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0"
+IDS = {"namespace": "ml", "pod": "trainer-0", "container": "main", "pod_uid": UID}
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1_700_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def served(clock: FakeClock) -> Iterator[tuple[Metrics, str, list[bool]]]:
+    metrics = Metrics(clock=clock, gauge_grace_s=60.0, counter_grace_s=600.0)
+    healthy = [True]
+    host, port = metrics.serve("127.0.0.1", 0, lambda: healthy[0])
+    yield metrics, f"http://{host}:{port}", healthy
+    metrics.close()
+
+
+def _scrape(base: str) -> dict[str, list[tuple[dict[str, str], float]]]:
+    with urllib.request.urlopen(base + "/metrics", timeout=5) as resp:
+        assert resp.status == 200
+        assert resp.headers["Content-Type"].startswith("text/plain")
+        text = resp.read().decode()
+    out: dict[str, list[tuple[dict[str, str], float]]] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            out.setdefault(sample.name, []).append((dict(sample.labels), sample.value))
+    return out
+
+
+def _kill(**overrides: object) -> Incident:
+    incident = Incident(
+        kind="memcg",
+        limit_scope="container",
+        pod_uid=UID,
+        k8s=PodContext(namespace="ml", pod="trainer-0", container="main"),
+        wall_time="2026-11-22T08:00:00+00:00",
+        victims=[Victim(pid=4242, comm="python3")],
+    )
+    for key, value in overrides.items():
+        setattr(incident, key, value)
+    return incident
+
+
+def test_kill_counters_over_http(served: tuple[Metrics, str, list[bool]]) -> None:
+    metrics, base, _ = served
+    metrics.emit(_kill())
+    metrics.emit(
+        _kill(
+            group_kill=True,
+            victims=[Victim(pid=1, comm="a"), Victim(pid=2, comm="b"), Victim(pid=3, comm="c")],
+        )
+    )
+    metrics.emit(_kill(container_survived=True, kmsg_missing=True, victims=[]))
+    metrics.emit(_kill(kind="global", limit_scope="global", pod_uid=None, k8s=None))
+    metrics.add_kmsg_lost(7)
+    metrics.add_reports_suppressed(2)
+    scraped = _scrape(base)
+    assert (dict(IDS, kind="memcg", scope="container"), 5.0) in scraped["oomwatch_oom_kills_total"]
+    empty = {"namespace": "", "pod": "", "container": "", "pod_uid": ""}
+    assert (dict(empty, kind="global", scope="global"), 1.0) in scraped["oomwatch_oom_kills_total"]
+    assert scraped["oomwatch_group_oom_kills_total"] == [(IDS, 1.0)]
+    assert scraped["oomwatch_child_process_oom_kills_total"] == [(IDS, 1.0)]
+    assert scraped["oomwatch_kmsg_records_lost_total"] == [({}, 7.0)]
+    assert scraped["oomwatch_oom_reports_suppressed_total"] == [({}, 3.0)]
+    assert scraped["oomwatch_last_oom_kill_timestamp_seconds"] == [({}, 1_795_334_400.0)]
+    assert scraped["oomwatch_build_info"] == [({"version": __version__}, 1.0)]
+
+
+def test_framework_ooms_and_non_kernel_kinds(served: tuple[Metrics, str, list[bool]]) -> None:
+    metrics, base, _ = served
+    metrics.emit(_kill(kind="framework", victims=[], allocator={"framework": "torch-cuda"}))
+    metrics.emit(_kill(kind="framework", victims=[], allocator={"framework": "x" * 300}))
+    metrics.emit(_kill(kind="eviction", victims=[]))
+    scraped = _scrape(base)
+    assert sorted(scraped["oomwatch_framework_oom_total"], key=str) == sorted(
+        [(dict(IDS, framework="torch-cuda"), 1.0), (dict(IDS, framework=""), 1.0)], key=str
+    )
+    assert "oomwatch_oom_kills_total" not in scraped
+
+
+def test_process_names_never_become_labels(served: tuple[Metrics, str, list[bool]]) -> None:
+    metrics, base, _ = served
+    hostile = 'x",pod="forged\nnamespace="kube-system'
+    metrics.emit(_kill(victims=[Victim(pid=9, comm=hostile)]))
+    with urllib.request.urlopen(base + "/metrics", timeout=5) as resp:
+        text = resp.read().decode()
+    assert "forged" not in text and "kube-system" not in text
+
+
+def test_memory_gauges_and_stale_series_are_forgotten(
+    served: tuple[Metrics, str, list[bool]], clock: FakeClock
+) -> None:
+    metrics, base, _ = served
+    labels = SeriesLabels(**IDS)
+    metrics.set_container_memory(labels, usage_bytes=200 << 20, limit_bytes=256 << 20)
+    gone = SeriesLabels("ml", "old-0", "main", "11111111-2222-3333-4444-555555555555")
+    metrics.set_container_memory(gone, usage_bytes=1, limit_bytes=None)  # unlimited: no limit
+    metrics.emit(_kill(pod_uid=gone.pod_uid, k8s=PodContext("ml", "old-0", "main")))
+    scraped = _scrape(base)
+    assert (IDS, float(200 << 20)) in scraped["oomwatch_container_memory_usage_bytes"]
+    assert scraped["oomwatch_container_memory_limit_bytes"] == [(IDS, float(256 << 20))]
+
+    clock.now += 120  # past the gauge grace: only the live container is refreshed
+    metrics.set_container_memory(labels, usage_bytes=210 << 20, limit_bytes=256 << 20)
+    assert metrics.forget_stale() == 1
+    scraped = _scrape(base)
+    assert scraped["oomwatch_container_memory_usage_bytes"] == [(IDS, float(210 << 20))]
+    assert any(lab["pod"] == "old-0" for lab, _ in scraped["oomwatch_oom_kills_total"])
+
+    clock.now += 1200  # past the counter grace too
+    metrics.set_container_memory(labels, usage_bytes=210 << 20, limit_bytes=256 << 20)
+    assert metrics.forget_stale() == 1
+    scraped = _scrape(base)
+    assert "oomwatch_oom_kills_total" not in scraped
+    assert scraped["oomwatch_container_memory_usage_bytes"] == [(IDS, float(210 << 20))]
+
+
+def test_healthz_follows_the_health_callable(served: tuple[Metrics, str, list[bool]]) -> None:
+    _, base, healthy = served
+    with urllib.request.urlopen(base + "/healthz", timeout=5) as resp:
+        assert resp.status == 200
+    healthy[0] = False
+    with pytest.raises(urllib.error.HTTPError) as err:
+        urllib.request.urlopen(base + "/healthz", timeout=5)
+    assert err.value.code == 503
+    with pytest.raises(urllib.error.HTTPError) as err:
+        urllib.request.urlopen(base + "/other", timeout=5)
+    assert err.value.code == 404
+
+
+def test_a_raising_health_check_is_unhealthy() -> None:
+    metrics = Metrics()
+
+    def broken() -> bool:
+        raise RuntimeError("kube client down")
+
+    host, port = metrics.serve("127.0.0.1", 0, broken)
+    try:
+        with pytest.raises(urllib.error.HTTPError) as err:
+            urllib.request.urlopen(f"http://{host}:{port}/healthz", timeout=5)
+        assert err.value.code == 503
+    finally:
+        metrics.close()
