@@ -13,7 +13,7 @@ import json
 import sqlite3
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -99,14 +99,17 @@ def killed_at_s(incident: Incident, now_s: float) -> float:
 
 
 def store_key(incident: Incident) -> str:
-    """`identity_key()`, except for kills known only from counters: each is its own kill.
+    """`identity_key()`, adjusted for the two kinds of kill the log does not fully name.
 
-    A counter-only incident has no kernel time or victim, so two of them in one cgroup
-    would share an identity key; they are observed once (never replayed), so a fresh key
-    is safe.
+    A counter-only incident (`kmsg_missing`) has no kernel time or victim, so two in one
+    cgroup would share a key; each is observed once (never replayed), so a fresh key is
+    safe.  A header-suppressed kill gets its cgroup from the counters, which a replay after
+    a restart may not repeat, so its key leaves the cgroup out (time + pid stay unique).
     """
     if incident.kmsg_missing:
         return f"{incident.identity_key()}-{uuid.uuid4().hex[:12]}"
+    if incident.header_suppressed:
+        return replace(incident, task_memcg=None, oom_memcg=None).identity_key()
     return incident.identity_key()
 
 

@@ -1,0 +1,1 @@
+"""The node agent (`oomwatch run`): configuration, the pipeline and its poll loop."""

@@ -1,0 +1,158 @@
+"""Reconciliation of kernel-log kills with cgroup counters (pure, no kernel needed)."""
+
+from __future__ import annotations
+
+from oomwatch.daemon.reconcile import (
+    ATTRIBUTED_BY_PID_NOTE,
+    CounterKills,
+    ReconcileState,
+    reconcile,
+)
+from oomwatch.incident import Incident, TaskRow, Victim
+
+POD = "/kubepods/burstable/pod1234"
+CTR_A = f"{POD}/aaaa"
+CTR_B = f"{POD}/bbbb"
+
+
+def full(cgroup: str, t: float, pid: int, *, tasks: tuple[int, ...] = ()) -> Incident:
+    return Incident(
+        kind="memcg",
+        kernel_time_s=t,
+        oom_memcg=cgroup,
+        task_memcg=cgroup,
+        victims=[Victim(pid=pid, comm="hog")],
+        tasks=[TaskRow(pid=p, name="hog") for p in tasks],
+    )
+
+
+def bare(t: float, pid: int) -> Incident:
+    return Incident(
+        kind="memcg", kernel_time_s=t, header_suppressed=True, victims=[Victim(pid=pid, comm="h")]
+    )
+
+
+def counted(cgroup: str, n: int, at: float, group: int = 0) -> CounterKills:
+    return CounterKills(cgroup, n, at, group)
+
+
+def test_full_report_passes_at_once_and_is_matched_by_its_counter() -> None:
+    r = reconcile(ReconcileState(), [full(CTR_A, 10.0, 100)], [], now_s=10.01)
+    assert [i.victim.pid for i in r.ready if i.victim] == [100]
+    assert len(r.state.unmatched) == 1
+    r = reconcile(r.state, [], [counted(CTR_A, 1, 10.8)], now_s=10.8)
+    assert r.ready == [] and r.state.quiet
+    # long after: nothing synthesized, nothing emitted twice
+    r = reconcile(r.state, [], [], now_s=100.0)
+    assert r.ready == [] and r.missing == 0
+
+
+def test_counter_before_log_record_is_settled_by_the_late_record() -> None:
+    r = reconcile(ReconcileState(), [], [counted(CTR_A, 1, 10.0)], now_s=10.0)
+    assert r.ready == [] and len(r.state.owed) == 1
+    r = reconcile(r.state, [full(CTR_A, 9.99, 100)], [], now_s=10.05)
+    assert len(r.ready) == 1 and r.state.quiet
+    assert reconcile(r.state, [], [], now_s=50.0).missing == 0
+
+
+def test_counted_kill_without_report_becomes_kmsg_missing_after_grace() -> None:
+    r = reconcile(ReconcileState(), [], [counted(CTR_B, 2, 10.0)], now_s=10.0)
+    r = reconcile(r.state, [], [], now_s=11.0)
+    assert r.ready == []
+    r = reconcile(r.state, [], [], now_s=12.6)
+    assert r.missing == 2
+    assert all(i.kmsg_missing and i.task_memcg == CTR_B for i in r.ready)
+    assert len(r.ready) == 2 and r.state.quiet
+
+
+def test_bare_kill_takes_the_cgroup_of_the_unexplained_counter() -> None:
+    first = full(CTR_A, 10.0, 100)
+    second = bare(10.2, 101)
+    r = reconcile(ReconcileState(), [first, second], [], now_s=10.3)
+    assert r.ready == [first]  # the bare kill waits for a counter
+    r = reconcile(r.state, [], [counted(CTR_A, 2, 11.0)], now_s=11.0)
+    assert r.ready == [second] and second.task_memcg == CTR_A
+    assert second.header_suppressed and r.attributed == 1 and r.state.quiet
+
+
+def test_bare_kills_across_cgroups_prefer_the_cgroup_whose_task_table_listed_the_pid() -> None:
+    a_report = full(CTR_A, 10.0, 100, tasks=(100, 200))
+    b_report = full(CTR_B, 10.1, 300, tasks=(300, 400))
+    bare_b = bare(10.2, 400)
+    bare_a = bare(10.3, 200)
+    r = reconcile(ReconcileState(), [a_report, b_report, bare_b, bare_a], [], now_s=10.4)
+    r = reconcile(r.state, [], [counted(CTR_A, 2, 11.0), counted(CTR_B, 2, 11.0)], now_s=11.0)
+    assert {i.victim.pid: i.task_memcg for i in r.ready if i.victim} == {200: CTR_A, 400: CTR_B}
+    assert r.state.quiet
+
+
+def test_bare_kill_after_its_counter_settles_the_debt() -> None:
+    r = reconcile(ReconcileState(), [], [counted(CTR_B, 1, 10.0)], now_s=10.0)
+    late = bare(9.9, 7)
+    r = reconcile(r.state, [late], [], now_s=10.1)
+    assert r.ready == [late] and late.task_memcg == CTR_B and r.state.quiet
+    assert reconcile(r.state, [], [], now_s=60.0).missing == 0
+
+
+def test_unplaced_bare_kill_is_emitted_after_grace_with_a_pid_hint_or_without() -> None:
+    r = reconcile(ReconcileState(), [full(CTR_A, 1.0, 1, tasks=(1, 2)), bare(2.0, 2)], [], 2.0)
+    r = reconcile(r.state, [bare(2.1, 999)], [], now_s=2.2)
+    r = reconcile(r.state, [], [], now_s=5.0)
+    by_pid = {i.victim.pid: i for i in r.ready if i.victim}
+    assert by_pid[2].task_memcg == CTR_A and ATTRIBUTED_BY_PID_NOTE in by_pid[2].notes
+    assert by_pid[999].task_memcg is None and by_pid[999].header_suppressed
+
+
+def test_pod_level_counter_explains_a_kill_below_it() -> None:
+    """v2: a container that vanished before being read shows up at the pod's counter."""
+    r = reconcile(ReconcileState(), [full(CTR_A, 10.0, 100)], [counted(POD, 1, 10.5)], 10.5)
+    assert len(r.ready) == 1 and r.state.quiet
+
+
+def test_counter_does_not_match_a_log_kill_of_another_cgroup() -> None:
+    r = reconcile(ReconcileState(), [full(CTR_A, 10.0, 100)], [counted(CTR_B, 1, 10.5)], 10.5)
+    r = reconcile(r.state, [], [], now_s=13.5)
+    assert r.missing == 1 and r.ready[0].task_memcg == CTR_B
+
+
+def test_group_kill_counts_each_victim() -> None:
+    group = full(CTR_A, 10.0, 100)
+    group.victims.append(Victim(pid=101, comm="w"))
+    group.group_kill = True
+    r = reconcile(ReconcileState(), [group], [counted(CTR_A, 2, 10.5, group=1)], 10.5)
+    assert r.ready == [group] and r.state.quiet
+
+
+def test_burst_of_twenty_with_suppressed_headers_records_each_kill_once() -> None:
+    """10 full reports then 10 bare lines across 4 cgroups; counters read once a second."""
+    cgroups = [f"{POD}/c{i}" for i in range(4)]
+    logs: list[Incident] = []
+    for k in range(20):
+        cg = cgroups[k % 4]
+        pid = 1000 + k
+        t = 10 + k * 0.05
+        logs.append(full(cg, t, pid, tasks=(pid,)) if k < 10 else bare(t, pid))
+    state = ReconcileState()
+    ready: list[Incident] = []
+    r = reconcile(state, logs, [], now_s=11.0)
+    ready += r.ready
+    r = reconcile(r.state, [], [counted(cg, 5, 11.5) for cg in cgroups], now_s=11.5)
+    ready += r.ready
+    r = reconcile(r.state, [], [], now_s=30.0)
+    ready += r.ready
+    assert len(ready) == 20 and r.missing == 0 and r.state.quiet
+    assert len({i.victim.pid for i in ready if i.victim}) == 20
+    per_cgroup = {cg: sum(1 for i in ready if i.task_memcg == cg) for cg in cgroups}
+    assert per_cgroup == {cg: 5 for cg in cgroups}
+
+
+def test_non_kernel_incidents_pass_through_untouched() -> None:
+    framework = Incident(kind="framework")
+    r = reconcile(ReconcileState(), [framework], [], now_s=1.0)
+    assert r.ready == [framework] and r.state.quiet
+
+
+def test_old_backlog_kills_without_counters_expire_quietly() -> None:
+    r = reconcile(ReconcileState(), [full(CTR_A, 1.0, 5)], [], now_s=5000.0)
+    r = reconcile(r.state, [], [], now_s=5011.0)
+    assert r.ready == [] and r.state.quiet
