@@ -7,10 +7,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from kubernetes import client
-
 from fakeapi import ALL_REQUESTS, FakeApiServer
 from kube_manifests import granted_verbs
+from kubernetes import client
 
 
 @pytest.fixture

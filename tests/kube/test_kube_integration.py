@@ -10,9 +10,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from fakeapi import NODE, FakeApiServer, make_pod
 from kubernetes import client
 
-from fakeapi import NODE, FakeApiServer, make_pod
 from oomwatch.incident import (
     Breakdown,
     Incident,
