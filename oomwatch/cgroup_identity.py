@@ -1,0 +1,147 @@
+"""Map a memcg path, as the kernel prints it, to the Kubernetes identity behind it.
+
+Kubelet names cgroups by a fixed scheme (`pkg/kubelet/cm/cgroup_manager_linux.go`):
+`kubepods[/qos]/pod<uid>/<container>` with the cgroupfs driver, or the systemd slice/scope names
+(`kubepods-burstable-pod<uid with - as _>.slice/cri-containerd-<id>.scope`).  This is the only
+link between a kernel OOM report and a pod, so it is a pure function, anchored on those fixed
+names: a component that does not fit the scheme is never guessed into a pod or a container.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+from typing import Literal
+
+from oomwatch.incident import CgroupDriver, Incident, LimitScope, QosClass, Runtime
+
+Level = Literal["container", "pod", "qos", "node", "cgroup"]
+
+_KUBEPODS = {"kubepods": "cgroupfs", "kubepods.slice": "systemd"}
+_QOS_DIRS: dict[str, QosClass] = {"burstable": "burstable", "besteffort": "besteffort"}
+_QOS_SLICES: dict[str, QosClass] = {
+    "kubepods-burstable.slice": "burstable",
+    "kubepods-besteffort.slice": "besteffort",
+}
+# Pod UIDs are UUIDs, static pods use a config hash; either way letters, digits and dashes
+# (systemd turns the dashes into underscores).
+_UID = r"[0-9A-Za-z][0-9A-Za-z_-]{0,63}"
+_POD_DIR = re.compile(rf"pod(?P<uid>{_UID})")
+_POD_SLICE = re.compile(rf"kubepods-(?:(?P<qos>burstable|besteffort)-)?pod(?P<uid>{_UID})\.slice")
+_ID = r"[0-9A-Za-z][0-9A-Za-z_.-]{0,127}"
+_HEX_ID = re.compile(r"[0-9a-f]{64}")
+# (pattern on one path component, runtime); the first that matches wins.
+_CONTAINER_FORMS: tuple[tuple[re.Pattern[str], Runtime | None], ...] = (
+    (re.compile(rf"cri-containerd-(?P<id>{_ID})\.scope"), "containerd"),
+    (re.compile(rf"crio-conmon-(?P<id>{_ID}?)(?:\.scope)?"), "cri-o"),
+    (re.compile(rf"crio-(?P<id>{_ID}?)(?:\.scope)?"), "cri-o"),
+    (re.compile(rf"docker-(?P<id>{_ID}?)\.scope"), "docker"),
+    (re.compile(r"(?P<id>[0-9a-f]{64})"), "containerd"),  # cgroupfs driver: the bare id
+    (re.compile(rf"(?P<id>{_ID})"), None),
+)
+# Docker outside Kubernetes: `/docker/<id>` (cgroupfs) or `docker-<id>.scope` (systemd).
+_DOCKER_PLAIN = re.compile(r"(?:^|/)docker/(?P<id>[0-9a-f]{64})(?:/|$)")
+_DOCKER_SCOPE = re.compile(r"(?:^|/)docker-(?P<id>[0-9a-f]{64})\.scope(?:/|$)")
+
+
+@dataclass(frozen=True, slots=True)
+class CgroupIdentity:
+    """Who owns a memcg; `None` where the path does not say."""
+
+    pod_uid: str | None = None
+    container_id: str | None = None
+    qos_class: QosClass | None = None
+    driver: CgroupDriver | None = None
+    runtime: Runtime | None = None
+    level: Level = "cgroup"
+
+    @property
+    def is_kubernetes(self) -> bool:
+        return self.level != "cgroup"
+
+
+NOT_KUBERNETES = CgroupIdentity()
+
+
+def identify(cgroup_path: str) -> CgroupIdentity:
+    """The Kubernetes identity of a memcg path as the kernel prints it (`task_memcg=` etc.).
+
+    `kubepods` may sit below a prefix (nested LXC, a test's scratch root).  Anything below a
+    container (crun's `container` child, a process's own sub-cgroup) still belongs to it.
+    """
+    parts = [p for p in cgroup_path.strip().split("/") if p]
+    root = next((i for i, p in enumerate(parts) if p in _KUBEPODS), None)
+    if root is None:
+        return _outside_kubernetes(cgroup_path)
+    driver: CgroupDriver = "systemd" if _KUBEPODS[parts[root]] == "systemd" else "cgroupfs"
+    rest = parts[root + 1 :]
+    if not rest:
+        return CgroupIdentity(driver=driver, level="node")
+    qos_names = _QOS_SLICES if driver == "systemd" else _QOS_DIRS
+    qos = qos_names.get(rest[0])
+    if qos is not None:
+        rest = rest[1:]
+        if not rest:
+            return CgroupIdentity(qos_class=qos, driver=driver, level="qos")
+    pod_uid = _pod_uid(rest[0], driver, qos)
+    if pod_uid is None:
+        return CgroupIdentity(driver=driver, level="cgroup")
+    qos_class: QosClass = qos or "guaranteed"
+    if len(rest) == 1:
+        return CgroupIdentity(pod_uid=pod_uid, qos_class=qos_class, driver=driver, level="pod")
+    container_id, runtime = _container(rest[1])
+    return CgroupIdentity(pod_uid, container_id, qos_class, driver, runtime, "container")
+
+
+def _pod_uid(component: str, driver: CgroupDriver, qos: QosClass | None) -> str | None:
+    if driver == "cgroupfs":
+        m = _POD_DIR.fullmatch(component)
+        return m.group("uid") if m else None
+    m = _POD_SLICE.fullmatch(component)
+    if m is None or m.group("qos") != qos:  # the pod slice repeats its parent's QoS
+        return None
+    return m.group("uid").replace("_", "-")
+
+
+def _container(component: str) -> tuple[str | None, Runtime | None]:
+    for pattern, runtime in _CONTAINER_FORMS:
+        m = pattern.fullmatch(component)
+        if m:
+            return m.group("id"), runtime
+    return None, None
+
+
+def _outside_kubernetes(cgroup_path: str) -> CgroupIdentity:
+    """Plain docker containers still get their id and runtime; the level stays `cgroup`."""
+    m = _DOCKER_PLAIN.search(cgroup_path) or _DOCKER_SCOPE.search(cgroup_path)
+    if m is None:
+        return NOT_KUBERNETES
+    driver: CgroupDriver = "systemd" if m.re is _DOCKER_SCOPE else "cgroupfs"
+    return CgroupIdentity(container_id=m.group("id"), driver=driver, runtime="docker")
+
+
+def limit_scope(incident: Incident) -> LimitScope | None:
+    """Which limit the kernel enforced: the level of the OOMing memcg, or `global`."""
+    if incident.kind == "global":
+        return "global"
+    if incident.kind != "memcg" or not incident.oom_memcg:
+        return None
+    return identify(incident.oom_memcg).level
+
+
+def annotate(incident: Incident) -> Incident:
+    """Fill the identity fields from the victim's memcg (the group's or OOMing one as fallback).
+
+    A field the path does not determine keeps what an earlier stage set.
+    """
+    path = incident.task_memcg or incident.group_cgroup or incident.oom_memcg
+    ident = identify(path) if path else NOT_KUBERNETES
+    return replace(
+        incident,
+        pod_uid=ident.pod_uid or incident.pod_uid,
+        container_id=ident.container_id or incident.container_id,
+        qos_class=ident.qos_class or incident.qos_class,
+        cgroup_driver=ident.driver or incident.cgroup_driver,
+        runtime=ident.runtime or incident.runtime,
+        limit_scope=limit_scope(incident) or incident.limit_scope,
+    )
