@@ -77,7 +77,8 @@ class StoredCounters:
     oom_group_kill: int
 
 
-def _iso_to_epoch_s(value: str | None) -> float | None:
+def iso_to_epoch_s(value: str | None) -> float | None:
+    """Epoch seconds of an ISO-8601 time (naive means UTC); None if absent or malformed."""
     if not value:
         return None
     try:
@@ -92,7 +93,7 @@ def _iso_to_epoch_s(value: str | None) -> float | None:
 def killed_at_s(incident: Incident, now_s: float) -> float:
     """When the kill happened, in epoch seconds: the record's wall time, else detection."""
     for value in (incident.wall_time, incident.detected_at):
-        at = _iso_to_epoch_s(value)
+        at = iso_to_epoch_s(value)
         if at is not None:
             return at
     return now_s
@@ -197,7 +198,7 @@ class IncidentStore:
                 incident.boot_id,
                 incident.kmsg_seq,
                 killed_at_s(incident, now_s),
-                _iso_to_epoch_s(incident.detected_at) or now_s,
+                iso_to_epoch_s(incident.detected_at) or now_s,
                 incident.pod_uid,
                 incident.container_id,
                 ctx.namespace if ctx else None,

@@ -10,6 +10,7 @@ records is the decoder's job; this module only moves bytes and keeps the cursor.
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +19,10 @@ KMSG_PATH = "/dev/kmsg"
 BOOT_ID_PATH = "/proc/sys/kernel/random/boot_id"
 RECORD_MAX_BYTES = 8192
 MAX_RECORDS_PER_READ = 4096  # bound one poll turn so timers and inotify still get served
+
+
+class KmsgError(Exception):
+    """The kernel log source cannot be followed (names the path)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +65,36 @@ def _open_nonblocking(path: str) -> int:
     return os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
 
 
+def _open_stream(path: str) -> int:
+    """A FIFO (from `oomwatch.kmsg_relay`) opens read-write: we are then always one of its
+    writers, so poll() never reports a hang-up while the relay restarts."""
+    return os.open(path, os.O_RDWR | os.O_NONBLOCK | os.O_CLOEXEC)
+
+
+class RecordSplitter:
+    """Cuts a byte stream of kmsg records (FIFO, saved ring) into whole records.
+
+    A record is a line that does not start with a space plus the dictionary lines (leading
+    space) after it; the kernel escapes newlines inside messages, so that is unambiguous.
+    The relay writes each record whole, so a chunk that ends in a newline ends a record.
+    """
+
+    def __init__(self) -> None:
+        self._pending = b""
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        data = self._pending + chunk
+        cut = data.rfind(b"\n") + 1
+        self._pending = data[cut:][-RECORD_MAX_BYTES:]  # a garbage line cannot grow forever
+        records: list[bytes] = []
+        for line in data[:cut].splitlines(keepends=True):
+            if line.startswith(b" ") and records:
+                records[-1] += line
+            elif line.strip():
+                records.append(line)
+        return records
+
+
 def _read_record(fd: int, stats: KmsgStats) -> bytes | None:
     """One record, or None when nothing is left (EAGAIN, or end of a regular file)."""
     while True:
@@ -82,7 +117,7 @@ def read_backlog(path: str = KMSG_PATH, stats: KmsgStats | None = None) -> Itera
     stats = stats if stats is not None else KmsgStats()
     if os.path.isfile(path):
         with open(path, "rb") as fh:
-            yield from (line for line in fh if line.strip())
+            yield from RecordSplitter().feed(fh.read().rstrip(b"\n") + b"\n")
         return
     fd = _open_nonblocking(path)
     try:
@@ -116,7 +151,15 @@ class KmsgFollower:
         self.stats = KmsgStats()
         resume = cursor is not None and cursor.boot_id == self.boot_id
         self._last_seq: int | None = cursor.seq if resume and cursor is not None else None
-        self._fd: int | None = _open_nonblocking(path)
+        self._splitter: RecordSplitter | None = None
+        mode = os.stat(path).st_mode
+        if stat.S_ISCHR(mode):
+            self._fd: int | None = _open_nonblocking(path)
+        elif stat.S_ISFIFO(mode):
+            self._fd = _open_stream(path)
+            self._splitter = RecordSplitter()
+        else:
+            raise KmsgError(f"{path}: not /dev/kmsg or a FIFO from the kmsg relay")
         self._lost_reported = 0
 
     def fileno(self) -> int:
@@ -139,10 +182,7 @@ class KmsgFollower:
         """
         fd = self.fileno()
         out: list[tuple[int, bytes]] = []
-        while len(out) < limit:
-            raw = _read_record(fd, self.stats)
-            if raw is None:
-                break
+        for raw in self._raw_records(fd, limit):
             seq = record_seq(raw)
             if seq is None:
                 self.stats.unreadable += 1
@@ -155,6 +195,16 @@ class KmsgFollower:
             self._last_seq = seq
             out.append((seq, raw))
         return out
+
+    def _raw_records(self, fd: int, limit: int) -> Iterator[bytes]:
+        for _ in range(limit):
+            raw = _read_record(fd, self.stats)
+            if raw is None:
+                return
+            if self._splitter is None:
+                yield raw
+            else:
+                yield from self._splitter.feed(raw)
 
     def take_lost(self) -> int:
         """Records lost since the last call (for a counter that only goes up)."""

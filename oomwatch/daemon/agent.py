@@ -1,0 +1,387 @@
+"""The node agent's event loop: one poll() over the kernel log, inotify and a timer.
+
+This is the adapter layer: it opens the kernel log, the cgroup watcher, the store, the
+metrics server and (unless standalone) Kubernetes, and feeds what they produce to the
+`Pipeline`.  The loop never dies on input: a bad record, a vanished cgroup or a failing
+sink is logged and the loop goes on.  SIGTERM/SIGINT stop it cleanly (pending incidents
+stored, cursor saved).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import queue
+import select
+import signal
+import threading
+import time
+from collections.abc import Callable
+from types import FrameType
+from typing import Any
+
+from oomwatch.cgroups import CgroupWatcher, TimelineSampler
+from oomwatch.daemon.config import DaemonConfig
+from oomwatch.daemon.pipeline import Pipeline
+from oomwatch.daemon.reconcile import CounterKills
+from oomwatch.decode import ReportAssembler, parse_kmsg_record
+from oomwatch.incident import Incident
+from oomwatch.sinks.log import LogSink, get_logger
+from oomwatch.sinks.metrics import Metrics, SeriesLabels
+from oomwatch.sources.kmsg import KmsgFollower, read_boot_id
+from oomwatch.stages import Enricher, Sink
+from oomwatch.store import IncidentStore
+
+FLUSH_IDLE_S = 0.02  # a report is complete once the kernel log is quiet this long
+MAX_WAIT_S = 0.25  # reconcile deadlines are checked at least this often
+COUNTER_POLL_MIN_S = 0.05  # inotify wake-ups are coalesced to this rate
+HEARTBEAT_STALE_S = 30.0
+_PROCS_DEPTH = 3
+
+
+def live_pids(fs_path: str, depth: int = _PROCS_DEPTH) -> set[int] | None:
+    """Pids in a cgroup directory and its sub-cgroups (bounded); None if the cgroup is gone."""
+    try:
+        with open(os.path.join(fs_path, "cgroup.procs"), "rb") as fh:
+            pids = {int(tok) for tok in fh.read().split() if tok.isdigit()}
+    except OSError:
+        return None
+    if depth > 0:
+        with contextlib.suppress(OSError), os.scandir(fs_path) as entries:
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False):
+                    pids |= live_pids(entry.path, depth - 1) or set()
+    return pids
+
+
+class Agent:
+    """Wires the sources, the pipeline and the sinks, and runs the poll loop."""
+
+    def __init__(self, config: DaemonConfig, *, on_ready: Callable[[Agent], None] | None = None):
+        self.config = config
+        self.log = get_logger()
+        self._on_ready = on_ready
+        self._stop = threading.Event()
+        self._submitted: queue.SimpleQueue[Incident] = queue.SimpleQueue()
+        self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        self._heartbeat_mono = time.monotonic()
+        self.store = IncidentStore(
+            config.state_dir,
+            max_incidents=config.max_incidents,
+            max_age_s=config.max_age_days * 86400.0,
+        )
+        self.boot_id = self._boot_id()
+        self.follower = self._open_kmsg()
+        self.assembler = ReportAssembler()
+        self.watcher = CgroupWatcher(list(config.cgroup_roots), poll_interval_s=1.0)
+        self.sampler = TimelineSampler(config.sample_interval_s, config.timeline_window_s)
+        self.metrics = Metrics()
+        self.kube: Any = None if config.standalone else self._connect_kube()
+        enrichers: list[Enricher] = []
+        sinks: list[Sink] = [LogSink(self.log), self.metrics]
+        if self.kube is not None:
+            enrichers.append(self.kube.enricher)
+            sinks.append(self.kube.sink)
+        self.framework_source: Any = None
+        probe_enricher = self._open_probe()
+        if probe_enricher is not None:
+            enrichers.append(probe_enricher)
+        self.pipeline = Pipeline(
+            store=self.store,
+            sinks=sinks,
+            enrichers=enrichers,
+            boot_id=self.boot_id,
+            node=config.node_name,
+            timeline_for=self.sampler.freeze,
+            survived=self._survived,
+            enrich_wait_s=config.enrich_wait_s,
+        )
+        self.metrics_address: tuple[str, int] | None = None
+        self._open_report_seq: int | None = None
+        self._last_record_mono = 0.0
+
+    # --- setup adapters ---
+
+    def _boot_id(self) -> str | None:
+        try:
+            return read_boot_id()
+        except OSError as exc:
+            self.log.error("boot_id_unreadable", error=str(exc))
+            return None
+
+    def _open_kmsg(self) -> KmsgFollower | None:
+        cursor = self.store.load_cursor()
+        try:
+            follower = KmsgFollower(self.config.kmsg_path, cursor, self.boot_id or "")
+        except Exception as exc:
+            self.log.error(
+                "kmsg_unavailable",
+                path=self.config.kmsg_path,
+                error=str(exc),
+                consequence="kills are recorded from cgroup counters only (kmsg_missing)",
+            )
+            return None
+        resumed = cursor is not None and follower.cursor is not None
+        self.log.info(
+            "kmsg_opened",
+            path=self.config.kmsg_path,
+            resume_seq=cursor.seq if resumed and cursor else None,
+            backlog=not resumed,
+        )
+        return follower
+
+    def _connect_kube(self) -> Any:
+        """Kubernetes, or None (standalone) when no cluster config is found."""
+        try:
+            from oomwatch.kube import KubeIntegration
+
+            kube = KubeIntegration(
+                self.config.node_name,
+                annotate=self.config.annotate_pods,
+                submit=self.submit,
+                kernel_kills_for=self._kernel_kills_for,
+            )
+        except Exception as exc:
+            self.log.warning("standalone", reason=f"no Kubernetes cluster reachable: {exc}")
+            return None
+        return kube
+
+    def _open_probe(self) -> Enricher | None:
+        probe_dir = self.config.probe_dir
+        if probe_dir is None:
+            return None
+        if not probe_dir.is_dir():
+            self.log.warning("probe_dir_missing", path=str(probe_dir))
+            return None
+        try:
+            from oomwatch.probe.join import FrameworkOomSource, ProbeEnricher
+        except ImportError as exc:
+            self.log.warning("probe_unavailable", error=str(exc))
+            return None
+        self.framework_source = FrameworkOomSource(probe_dir)
+        enricher: Enricher = ProbeEnricher(probe_dir)
+        return enricher
+
+    def _kernel_kills_for(self, container_id: str, since_s: float, until_s: float) -> int:
+        """For the Kubernetes thread: its own read-only connection (SQLite is per thread)."""
+        reader = IncidentStore.open_readonly(self.config.state_dir)
+        try:
+            return reader.kills_in(container_id, since_s, until_s)
+        finally:
+            reader.close()
+
+    def _survived(self, relpath: str, victims: frozenset[int]) -> bool | None:
+        """Whether a process other than the victims (which are dying) is left in the cgroup."""
+        for hierarchy in self.watcher.hierarchies:
+            path = hierarchy.fs_path(relpath)
+            if path is not None and os.path.isdir(path):
+                pids = live_pids(path)
+                return None if pids is None else bool(pids - victims)
+        return None
+
+    # --- API for other threads ---
+
+    def submit(self, incident: Incident) -> None:
+        """Hand an incident found elsewhere (Kubernetes: evictions, false OOMKilled)."""
+        self._submitted.put(incident)
+        self._wake()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake()
+
+    def healthy(self) -> bool:
+        alive = time.monotonic() - self._heartbeat_mono < HEARTBEAT_STALE_S
+        return alive and (self.kube is None or bool(self.kube.healthy()))
+
+    def _wake(self) -> None:
+        with contextlib.suppress(BlockingIOError):
+            os.write(self._wake_w, b"\0")
+
+    # --- the loop ---
+
+    def run(self) -> int:
+        """Run until stopped; returns the process exit code."""
+        self.metrics_address = self.metrics.serve(
+            self.config.metrics_host, self.config.metrics_port, self.healthy
+        )
+        if self.kube is not None:
+            self.kube.start()
+        self.log.info(
+            "started",
+            node=self.config.node_name,
+            metrics_address=f"{self.metrics_address[0]}:{self.metrics_address[1]}",
+            state_dir=str(self.config.state_dir),
+            cgroup_hierarchies=[h.mount_path for h in self.watcher.hierarchies],
+            cgroups_watched=len(self.watcher.cgroups()),
+            standalone=self.kube is None,
+            boot_id=self.boot_id,
+        )
+        poller = select.poll()
+        poller.register(self._wake_r, select.POLLIN)
+        if self.follower is not None:
+            poller.register(self.follower.fileno(), select.POLLIN)
+        inotify_fd = self.watcher.fileno()
+        if inotify_fd is not None:
+            poller.register(inotify_fd, select.POLLIN)
+        if self._on_ready is not None:
+            self._on_ready(self)
+        next_tick = time.monotonic()
+        next_counters = 0.0
+        try:
+            while not self._stop.is_set():
+                now = time.monotonic()
+                timeout_s = min(MAX_WAIT_S, max(0.0, next_tick - now))
+                if self.assembler.open:
+                    flush_at = self._last_record_mono + FLUSH_IDLE_S
+                    timeout_s = min(timeout_s, max(0.0, flush_at - now))
+                ready = {fd for fd, _ in poller.poll(timeout_s * 1000.0)}
+                if self._wake_r in ready:
+                    with contextlib.suppress(BlockingIOError):
+                        os.read(self._wake_r, 4096)
+                self._turn(ready, inotify_fd, next_counters)
+                now = time.monotonic()
+                if inotify_fd in ready or now >= next_counters:
+                    next_counters = now + COUNTER_POLL_MIN_S
+                if now >= next_tick:
+                    self._tick()
+                    next_tick = now + self.config.sample_interval_s
+                self._heartbeat_mono = now
+        finally:
+            self._shutdown()
+        return 0
+
+    def _turn(self, ready: set[int], inotify_fd: int | None, next_counters: float) -> None:
+        """One loop turn: read the log, read counters when due, run the pipeline."""
+        incidents: list[Incident] = []
+        try:
+            if self.follower is not None and self.follower.fileno() in ready:
+                incidents += self._read_kmsg()
+            if self.assembler.open and time.monotonic() - self._last_record_mono >= FLUSH_IDLE_S:
+                incidents += self.assembler.flush()
+                self._open_report_seq = None
+        except Exception:
+            self.log.exception("kmsg_read_failed")
+        while not self._submitted.empty():
+            incidents.append(self._submitted.get_nowait())
+        kills: list[CounterKills] = []
+        if inotify_fd in ready or time.monotonic() >= next_counters:
+            try:
+                for d in self.watcher.poll_changes():
+                    if not d.vanished and d.oom_kill > 0:
+                        kills.append(
+                            CounterKills(
+                                d.cgroup.relpath, d.oom_kill, d.observed_at_s, d.oom_group_kill
+                            )
+                        )
+            except Exception:
+                self.log.exception("cgroup_counters_failed")
+        self.pipeline.process(incidents, kills)
+
+    def _read_kmsg(self) -> list[Incident]:
+        assert self.follower is not None
+        out: list[Incident] = []
+        records = self.follower.read_available()
+        for seq, raw in records:
+            record = parse_kmsg_record(raw)
+            if record is None:
+                continue  # userspace-written (facility != 0) or garbage
+            was_open = self.assembler.open
+            done = self.assembler.feed(record)
+            out += done
+            if self.assembler.open and (not was_open or done):
+                self._open_report_seq = seq
+            elif not self.assembler.open:
+                self._open_report_seq = None
+        if records:
+            self._last_record_mono = time.monotonic()
+        lost = self.follower.take_lost()
+        if lost:
+            self.metrics.add_kmsg_lost(lost)
+            self.log.warning(
+                "kmsg_records_lost",
+                records=lost,
+                total=self.follower.stats.records_lost,
+                overruns=self.follower.stats.overruns,
+            )
+        return out
+
+    def _tick(self) -> None:
+        """Once a sample interval: memory samples and gauges, framework OOMs, cursor."""
+        now_wall = time.time()
+        try:
+            for cg, sample in self.sampler.sample(self.watcher.cgroups(), now_wall):
+                labels = self._labels(cg.identity.pod_uid, cg.identity.container_id)
+                if labels is not None:
+                    self.metrics.set_container_memory(
+                        labels, sample.usage_bytes, sample.limit_bytes
+                    )
+            self.metrics.forget_stale(now_wall)
+        except Exception:
+            self.log.exception("memory_sampling_failed")
+        if self.framework_source is not None:
+            try:
+                self.pipeline.process(self.framework_source.poll())
+            except Exception:
+                self.log.exception("probe_poll_failed")
+        self._save_cursor()
+
+    def _labels(self, pod_uid: str | None, container_id: str | None) -> SeriesLabels | None:
+        if not pod_uid:
+            return None
+        namespace = pod = container = ""
+        info = self.kube.cache.get(pod_uid) if self.kube is not None else None
+        if info is not None:
+            namespace, pod = info.namespace, info.name
+            found = info.container_by_id(container_id) if container_id else None
+            container = found.name if found is not None else ""
+        return SeriesLabels(namespace, pod, container, pod_uid)
+
+    def _save_cursor(self) -> None:
+        """Persist how far the log is safely handled: never past an unstored report."""
+        if self.follower is None or self.pipeline.holding:
+            return
+        cursor = self.follower.cursor
+        if cursor is None:
+            return
+        if self._open_report_seq is not None:
+            if self._open_report_seq <= 0:
+                return
+            cursor = type(cursor)(cursor.boot_id, min(cursor.seq, self._open_report_seq - 1))
+        try:
+            self.store.save_cursor(cursor)
+        except Exception:
+            self.log.exception("cursor_save_failed")
+
+    def _shutdown(self) -> None:
+        try:
+            if self.assembler.open:
+                self.pipeline.process(self.assembler.flush())
+                self._open_report_seq = None
+            self.pipeline.drain()
+            self._save_cursor()
+        except Exception:
+            self.log.exception("shutdown_flush_failed")
+        if self.kube is not None:
+            self.kube.stop()
+        closers = (self.metrics.close, self.watcher.close, self.sampler.close, self.store.close)
+        for closer in closers:
+            with contextlib.suppress(Exception):
+                closer()
+        if self.follower is not None:
+            self.follower.close()
+        for fd in (self._wake_r, self._wake_w):
+            os.close(fd)
+        stats = self.pipeline.stats
+        self.log.info("stopped", stored=stats.stored, duplicates=stats.duplicates)
+
+
+def install_signal_handlers(agent: Agent) -> None:
+    """SIGTERM and SIGINT stop the loop cleanly (the kubelet sends SIGTERM)."""
+
+    def _handler(signum: int, _frame: FrameType | None) -> None:
+        agent.stop()
+
+    signal.signal(signal.SIGTERM, _handler)
+    signal.signal(signal.SIGINT, _handler)
+

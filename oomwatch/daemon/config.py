@@ -1,0 +1,221 @@
+"""`oomwatch run` settings: each one a flag, an `OOMWATCH_*` variable and a YAML key.
+
+Precedence is flag > environment > config file > default, so a DaemonSet can ship a
+ConfigMap and still override one value per node with an env var.  Every bad value is
+reported with where it came from (`--metrics-address`, `OOMWATCH_METRICS_ADDRESS`, or the
+file and key) so the operator knows what to fix.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ENV_PREFIX = "OOMWATCH_"
+DEFAULT_METRICS_ADDRESS = "0.0.0.0:9717"
+DEFAULT_STATE_DIR = "/var/lib/oomwatch"
+DEFAULT_CGROUP_ROOT = "/sys/fs/cgroup"
+DEFAULT_KMSG = "/dev/kmsg"
+LOG_FORMATS = ("json", "console")
+
+
+class ConfigError(Exception):
+    """A setting could not be used; the message names the flag, variable or file key."""
+
+
+@dataclass(frozen=True, slots=True)
+class DaemonConfig:
+    node_name: str
+    metrics_host: str
+    metrics_port: int
+    state_dir: Path
+    cgroup_roots: tuple[str, ...]
+    kmsg_path: str
+    standalone: bool
+    log_format: str
+    probe_dir: Path | None
+    annotate_pods: bool
+    sample_interval_s: float
+    timeline_window_s: float
+    enrich_wait_s: float
+    max_incidents: int
+    max_age_days: float
+
+
+@dataclass(frozen=True, slots=True)
+class _Setting:
+    key: str  # YAML key; the flag is --key-with-dashes, the env var OOMWATCH_KEY
+    parse: Callable[[str], Any]
+    default: Any
+    help: str
+    is_flag: bool = False
+    repeatable: bool = False
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.key.replace("_", "-")
+
+    @property
+    def env(self) -> str:
+        return ENV_PREFIX + self.key.upper()
+
+
+def _bool(text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off", ""):
+        return False
+    raise ValueError(f"expected true or false, got {text!r}")
+
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise ValueError(f"must be > 0, got {text!r}")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value <= 0:
+        raise ValueError(f"must be > 0, got {text!r}")
+    return value
+
+
+def _log_format(text: str) -> str:
+    if text not in LOG_FORMATS:
+        raise ValueError(f"expected one of {', '.join(LOG_FORMATS)}, got {text!r}")
+    return text
+
+
+def parse_address(text: str) -> tuple[str, int]:
+    """`HOST:PORT` (IPv6 as `[::]:9717`) -> (host, port)."""
+    host, sep, port_text = text.rpartition(":")
+    if not sep or not port_text.isdigit():
+        raise ValueError(f"expected HOST:PORT, got {text!r}")
+    port = int(port_text)
+    if not 0 <= port <= 65535:
+        raise ValueError(f"port out of range in {text!r}")
+    return host.strip("[]") or "0.0.0.0", port
+
+
+SETTINGS: tuple[_Setting, ...] = (
+    _Setting("node_name", str, None, "node name for Events and logs (default: hostname)"),
+    _Setting("metrics_address", parse_address, DEFAULT_METRICS_ADDRESS, "HOST:PORT of /metrics"),
+    _Setting("state_dir", Path, DEFAULT_STATE_DIR, "where the SQLite incident store lives"),
+    _Setting(
+        "cgroup_root",
+        str,
+        (DEFAULT_CGROUP_ROOT,),
+        "cgroup mount(s) to watch, e.g. /host/sys/fs/cgroup (repeatable)",
+        repeatable=True,
+    ),
+    _Setting("kmsg", str, DEFAULT_KMSG, "kernel log device"),
+    _Setting("standalone", _bool, False, "do not talk to Kubernetes", is_flag=True),
+    _Setting("log_format", _log_format, "json", "json (one object a line) or console"),
+    _Setting("probe_dir", Path, None, "directory of trainer probe flight records"),
+    _Setting("annotate_pods", _bool, False, "annotate pods with their last OOM", is_flag=True),
+    _Setting("sample_interval_s", _positive_float, 1.0, "memory sampling interval"),
+    _Setting("timeline_window_s", _positive_float, 600.0, "memory timeline kept per container"),
+    _Setting("enrich_wait_s", _positive_float, 5.0, "how long an incident may wait for enrichers"),
+    _Setting("max_incidents", _positive_int, 10_000, "incidents kept in the store"),
+    _Setting("max_age_days", _positive_float, 30.0, "days an incident is kept in the store"),
+)
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    """Add `--config` and one flag per setting (defaults applied later, by precedence)."""
+    parser.add_argument("--config", metavar="FILE", help="YAML file of settings (same keys)")
+    for s in SETTINGS:
+        help_text = f"{s.help} [env {s.env}]"
+        if s.is_flag:
+            parser.add_argument(
+                s.flag, dest=s.key, action="store_const", const=True, default=None, help=help_text
+            )
+        elif s.repeatable:
+            parser.add_argument(s.flag, dest=s.key, action="append", default=None, help=help_text)
+        else:
+            parser.add_argument(s.flag, dest=s.key, default=None, help=help_text)
+
+
+def _load_file(path: str) -> dict[str, Any]:
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"config file {path}: {exc.strerror or exc}") from exc
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"config file {path}: not valid YAML ({exc})") from exc
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"config file {path}: expected a mapping of settings")
+    known = {s.key for s in SETTINGS}
+    unknown = sorted(str(k) for k in data if str(k).replace("-", "_") not in known)
+    if unknown:
+        raise ConfigError(f"config file {path}: unknown key(s) {', '.join(unknown)}")
+    return {str(k).replace("-", "_"): v for k, v in data.items()}
+
+
+def _convert(setting: _Setting, raw: Any, where: str) -> Any:
+    try:
+        if setting.repeatable:
+            items = raw if isinstance(raw, list | tuple) else str(raw).split(os.pathsep)
+            values = tuple(setting.parse(str(item)) for item in items if str(item))
+            if not values:
+                raise ValueError("empty")
+            return values
+        if isinstance(raw, bool) and setting.parse is _bool:
+            return raw
+        return setting.parse(str(raw))
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(f"{where}: {exc}") from exc
+
+
+def resolve(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> DaemonConfig:
+    """Apply flag > env > file > default to every setting."""
+    environ = os.environ if environ is None else environ
+    config_path = args.config or environ.get(ENV_PREFIX + "CONFIG")
+    from_file = _load_file(config_path) if config_path else {}
+    values: dict[str, Any] = {}
+    for s in SETTINGS:
+        flag_value = getattr(args, s.key, None)
+        if flag_value is not None:
+            values[s.key] = _convert(s, flag_value, s.flag)
+        elif s.env in environ:
+            values[s.key] = _convert(s, environ[s.env], s.env)
+        elif s.key in from_file and from_file[s.key] is not None:
+            values[s.key] = _convert(s, from_file[s.key], f"config file {config_path}: {s.key}")
+        else:
+            values[s.key] = s.default
+    host, port = (
+        values["metrics_address"]
+        if isinstance(values["metrics_address"], tuple)
+        else parse_address(values["metrics_address"])
+    )
+    return DaemonConfig(
+        node_name=values["node_name"] or socket.gethostname(),
+        metrics_host=host,
+        metrics_port=port,
+        state_dir=Path(values["state_dir"]),
+        cgroup_roots=tuple(values["cgroup_root"]),
+        kmsg_path=values["kmsg"],
+        standalone=values["standalone"],
+        log_format=values["log_format"],
+        probe_dir=values["probe_dir"],
+        annotate_pods=values["annotate_pods"],
+        sample_interval_s=values["sample_interval_s"],
+        timeline_window_s=values["timeline_window_s"],
+        enrich_wait_s=values["enrich_wait_s"],
+        max_incidents=values["max_incidents"],
+        max_age_days=values["max_age_days"],
+    )

@@ -1,0 +1,217 @@
+"""The daemon's pipeline from decoded incidents to stored, published ones.
+
+decoded kills + counter deltas -> reconcile -> identity -> timeline and survival -> enrichers
+(deferred, bounded) -> store (once per kill) -> sinks.  It does no I/O of its own: the host
+is reached only through the callables and adapters it is given, so it runs the same on the
+real kernel, in the demo and in tests.  Nothing here raises on input or on a sink error.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from oomwatch.cgroup_identity import annotate, identify
+from oomwatch.daemon.reconcile import (
+    CounterKills,
+    ReconcileState,
+    is_kernel_kill,
+    reconcile,
+)
+from oomwatch.incident import Incident, Timeline
+from oomwatch.stages import Enricher, Sink
+from oomwatch.store import IncidentStore, iso_to_epoch_s
+
+log = logging.getLogger("oomwatch.pipeline")
+
+TimelineFor = Callable[[str, float], Timeline | None]
+"""(cgroup relpath, kill wall time in epoch seconds) -> the frozen memory window."""
+Survived = Callable[[str, frozenset[int]], bool | None]
+"""(container cgroup relpath, victim pids) -> whether any other process lives on in it."""
+
+
+def _iso(epoch_s: float) -> str:
+    return datetime.fromtimestamp(epoch_s, UTC).isoformat(timespec="microseconds")
+
+
+def container_cgroup(relpath: str) -> str:
+    """The container's own cgroup for a path at or below it (e.g. crun's `container` child)."""
+    path = relpath.rstrip("/")
+    while "/" in path.strip("/"):
+        parent = path.rsplit("/", 1)[0]
+        if identify(parent).level != "container":
+            break
+        path = parent
+    return path
+
+
+@dataclass(slots=True)
+class PipelineStats:
+    stored: int = 0
+    duplicates: int = 0
+    deferred: int = 0
+    attributed: int = 0
+    kmsg_missing: int = 0
+    errors: int = 0
+
+
+@dataclass(slots=True)
+class _Deferred:
+    incident: Incident
+    deadline_s: float
+    waiting_on: list[Enricher] = field(default_factory=list)
+
+
+class Pipeline:
+    """Turns kernel-log incidents and counter deltas into stored, published incidents."""
+
+    def __init__(
+        self,
+        *,
+        store: IncidentStore,
+        sinks: Sequence[Sink],
+        enrichers: Sequence[Enricher] = (),
+        boot_id: str | None,
+        node: str | None,
+        timeline_for: TimelineFor | None = None,
+        survived: Survived | None = None,
+        enrich_wait_s: float = 5.0,
+        wall_clock: Callable[[], float] = time.time,
+        mono_clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.store = store
+        self.sinks = list(sinks)
+        self.enrichers = list(enrichers)
+        self.boot_id = boot_id
+        self.node = node
+        self._timeline_for = timeline_for
+        self._survived = survived
+        self._enrich_wait_s = enrich_wait_s
+        self._wall = wall_clock
+        self._mono = mono_clock
+        self.state = ReconcileState()
+        self._deferred: list[_Deferred] = []
+        self.stats = PipelineStats()
+
+    @property
+    def holding(self) -> bool:
+        """Whether decoded kernel-log incidents are still waiting (not yet stored)."""
+        return bool(self.state.bare) or any(is_kernel_kill(d.incident) for d in self._deferred)
+
+    def process(
+        self, incidents: Sequence[Incident] = (), deltas: Sequence[CounterKills] = ()
+    ) -> None:
+        """Take new incidents and counter increases; store and publish what is ready.
+
+        Call it on every turn of the loop, even with nothing new: deadlines advance here.
+        """
+        now_mono = self._mono()
+        now_wall = self._wall()
+        for incident in incidents:
+            self._stamp(incident, now_wall, now_mono)
+        try:
+            result = reconcile(self.state, incidents, deltas, now_mono)
+        except Exception:  # a bug here must not lose the incidents: pass them on unmatched
+            log.exception("reconciliation failed; passing incidents on unmatched")
+            self.stats.errors += 1
+            ready = list(incidents)
+        else:
+            self.state = result.state
+            self.stats.attributed += result.attributed
+            self.stats.kmsg_missing += result.missing
+            ready = result.ready
+        for incident in ready:
+            self._stamp(incident, now_wall, now_mono)
+            self._prepare(incident, now_mono)
+        self._retry_deferred(now_mono)
+
+    def drain(self) -> None:
+        """At shutdown: store everything still waiting with what is known now."""
+        for waiting in self.state.waiting_incidents:
+            self._prepare(waiting, self._mono(), defer=False)
+        self.state = ReconcileState()
+        deferred, self._deferred = self._deferred, []
+        for item in deferred:
+            self._commit(item.incident)
+
+    # --- stages ---
+
+    def _stamp(self, incident: Incident, now_wall: float, now_mono: float) -> None:
+        """Daemon facts: boot, node, when we saw it, and the kill's wall time from its stamp."""
+        incident.boot_id = incident.boot_id or self.boot_id
+        incident.node = incident.node or self.node
+        incident.detected_at = incident.detected_at or _iso(now_wall)
+        if incident.wall_time is None and incident.kernel_time_s is not None:
+            # kmsg stamps are CLOCK_MONOTONIC; servers do not suspend, so the offset holds.
+            incident.wall_time = _iso(now_wall - (now_mono - incident.kernel_time_s))
+
+    def _prepare(self, incident: Incident, now_mono: float, defer: bool = True) -> None:
+        try:
+            incident = annotate(incident)
+            if is_kernel_kill(incident) or incident.kmsg_missing:
+                self._observe_cgroup(incident)
+        except Exception:
+            log.exception("could not annotate an incident; storing it as decoded")
+            self.stats.errors += 1
+        waiting = self._enrich(incident, self.enrichers)
+        if waiting and defer:
+            self.stats.deferred += 1
+            self._deferred.append(_Deferred(incident, now_mono + self._enrich_wait_s, waiting))
+        else:
+            self._commit(incident)
+
+    def _observe_cgroup(self, incident: Incident) -> None:
+        """Freeze the memory timeline and check whether the container outlived the kill."""
+        cgroup = incident.task_memcg or incident.group_cgroup
+        if cgroup is None:
+            return
+        container = container_cgroup(cgroup)
+        if self._timeline_for is not None and incident.timeline is None:
+            at_s = iso_to_epoch_s(incident.wall_time) or self._wall()
+            incident.timeline = self._timeline_for(container, at_s)
+        if self._survived is not None and incident.container_survived is None:
+            victims = frozenset(v.pid for v in incident.victims)
+            incident.container_survived = self._survived(container, victims)
+
+    def _enrich(self, incident: Incident, enrichers: Sequence[Enricher]) -> list[Enricher]:
+        """Run enrichers; return those that asked to be asked again later."""
+        waiting: list[Enricher] = []
+        for enricher in enrichers:
+            try:
+                if not enricher.enrich(incident):
+                    waiting.append(enricher)
+            except Exception:
+                log.exception("enricher %s failed", type(enricher).__name__)
+                self.stats.errors += 1
+        return waiting
+
+    def _retry_deferred(self, now_mono: float) -> None:
+        still: list[_Deferred] = []
+        for item in self._deferred:
+            item.waiting_on = self._enrich(item.incident, item.waiting_on)
+            if item.waiting_on and now_mono < item.deadline_s:
+                still.append(item)
+            else:
+                self._commit(item.incident)
+        self._deferred = still
+
+    def _commit(self, incident: Incident) -> None:
+        """Store once, then publish; a store failure still publishes (better than silence)."""
+        try:
+            if not self.store.add(incident):
+                self.stats.duplicates += 1
+                return
+        except Exception:
+            log.exception("could not store an incident; publishing it anyway")
+            self.stats.errors += 1
+        self.stats.stored += 1
+        for sink in self.sinks:
+            try:
+                sink.emit(incident)
+            except Exception:
+                log.exception("sink %s failed", type(sink).__name__)
+                self.stats.errors += 1
+
