@@ -1,10 +1,10 @@
 """The incident store: SQLite in the state dir, shared by the daemon and `oomwatch report`.
 
 Incidents are kept whole as the JSON of `Incident.to_dict()` (the contract), with a few
-indexed columns for the queries we answer.  The same file keeps the kmsg cursor and the
-last seen cgroup counters, so a restarted daemon neither repeats nor misses kills.  WAL
-lets `oomwatch report --store` read while the daemon writes.  Retention is bounded by
-count and age so a node that OOMs all day cannot fill its disk.
+indexed columns for the queries we answer.  The same file keeps the kmsg cursor, so a
+restarted daemon neither repeats nor skips kernel log records.  WAL lets `oomwatch report
+--store` read while the daemon writes.  Retention is bounded by count and age so a node
+that OOMs all day cannot fill its disk.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import json
 import sqlite3
 import time
 import uuid
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -52,13 +52,6 @@ _MIGRATIONS: tuple[str, ...] = (
         seq INTEGER NOT NULL,
         updated_at_s REAL NOT NULL
     );
-    CREATE TABLE cgroup_counters (
-        cgroup TEXT PRIMARY KEY,
-        oom INTEGER NOT NULL,
-        oom_kill INTEGER NOT NULL,
-        oom_group_kill INTEGER NOT NULL,
-        updated_at_s REAL NOT NULL
-    );
     """,
 )
 SCHEMA_VERSION = len(_MIGRATIONS)
@@ -66,15 +59,6 @@ SCHEMA_VERSION = len(_MIGRATIONS)
 
 class StoreError(Exception):
     """The state dir or its database cannot be used (names the path)."""
-
-
-@dataclass(frozen=True, slots=True)
-class StoredCounters:
-    """The last counter values the daemon saw for a cgroup (kept across restarts)."""
-
-    oom: int
-    oom_kill: int
-    oom_group_kill: int
 
 
 def iso_to_epoch_s(value: str | None) -> float | None:
@@ -293,33 +277,6 @@ class IncidentStore:
             " updated_at_s = excluded.updated_at_s",
             (cursor.boot_id, cursor.seq, time.time()),
         )
-
-    # --- cgroup counters ---
-
-    def load_counters(self) -> dict[str, StoredCounters]:
-        rows = self._db.execute(
-            "SELECT cgroup, oom, oom_kill, oom_group_kill FROM cgroup_counters"
-        ).fetchall()
-        return {str(r[0]): StoredCounters(int(r[1]), int(r[2]), int(r[3])) for r in rows}
-
-    def save_counters(self, counters: dict[str, StoredCounters]) -> None:
-        """Replace the saved counters with these (cgroups that are gone are dropped)."""
-        now_s = time.time()
-        db = self._db
-        db.execute("BEGIN IMMEDIATE")
-        try:
-            db.execute("DELETE FROM cgroup_counters")
-            db.executemany(
-                "INSERT INTO cgroup_counters VALUES (?, ?, ?, ?, ?)",
-                [
-                    (cg, c.oom, c.oom_kill, c.oom_group_kill, now_s)
-                    for cg, c in counters.items()
-                ],
-            )
-            db.execute("COMMIT")
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
 
     def close(self) -> None:
         self._db.close()

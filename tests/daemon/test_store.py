@@ -1,0 +1,115 @@
+"""The SQLite incident store: dedupe, queries, cursor, retention, schema version, read-only."""
+
+from __future__ import annotations
+
+import sqlite3
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from oomwatch.incident import Incident, PodContext, Victim
+from oomwatch.sources.kmsg import KmsgCursor
+from oomwatch.store import SCHEMA_VERSION, IncidentStore, StoreError
+
+BOOT = "b0"
+
+
+def kill(pid: int, at: str, *, pod: str = "web-1", cid: str = "c" * 64) -> Incident:
+    return Incident(
+        kind="memcg",
+        boot_id=BOOT,
+        kernel_time_s=float(pid),
+        wall_time=at,
+        task_memcg=f"/kubepods/burstable/podu/{cid}",
+        victims=[Victim(pid=pid, comm="java")],
+        pod_uid="u",
+        container_id=cid,
+        k8s=PodContext(namespace="shop", pod=pod, container="app"),
+    )
+
+
+def test_add_dedupes_and_roundtrips(tmp_path: Path) -> None:
+    store = IncidentStore(tmp_path)
+    first = kill(1, "2026-11-22T08:00:00+00:00")
+    assert store.add(first) is True
+    assert store.add(kill(1, "2026-11-22T08:00:00+00:00")) is False
+    assert store.query() == [first]
+
+
+def test_header_suppressed_kill_dedupes_whatever_cgroup_it_was_given(tmp_path: Path) -> None:
+    store = IncidentStore(tmp_path)
+    a = Incident(kind="memcg", boot_id=BOOT, kernel_time_s=5.0, header_suppressed=True,
+                 victims=[Victim(pid=9, comm="x")], task_memcg="/a")
+    b = Incident(kind="memcg", boot_id=BOOT, kernel_time_s=5.0, header_suppressed=True,
+                 victims=[Victim(pid=9, comm="x")])
+    assert store.add(a) and not store.add(b)
+
+
+def test_counter_only_kills_are_each_their_own(tmp_path: Path) -> None:
+    store = IncidentStore(tmp_path)
+    missing = Incident(kind="unknown", boot_id=BOOT, kmsg_missing=True, task_memcg="/a")
+    assert store.add(missing) and store.add(Incident.from_dict(missing.to_dict()))
+    assert store.count() == 2
+
+
+def test_query_filters(tmp_path: Path) -> None:
+    store = IncidentStore(tmp_path)
+    for i, pod in enumerate(["web-1", "web-2", "web-1"]):
+        store.add(kill(i + 1, f"2026-11-22T08:0{i}:00+00:00", pod=pod))
+    assert [i.victims[0].pid for i in store.query(pod="web-1")] == [1, 3]
+    assert [i.victims[0].pid for i in store.query(pod="shop/web-2")] == [2]
+    assert [i.victims[0].pid for i in store.query(pod="u")] == [1, 2, 3]
+    assert [i.victims[0].pid for i in store.query(last=2)] == [2, 3]
+    since = datetime(2026, 11, 22, 8, 1, tzinfo=UTC)
+    assert [i.victims[0].pid for i in store.query(since=since)] == [2, 3]
+
+
+def test_kills_in_window_accepts_runtime_prefix(tmp_path: Path) -> None:
+    store = IncidentStore(tmp_path)
+    store.add(kill(1, "2026-11-22T08:00:00+00:00"))
+    at = datetime(2026, 11, 22, 8, tzinfo=UTC).timestamp()
+    assert store.kills_in("containerd://" + "c" * 64, at - 1, at + 1) == 1
+    assert store.kills_in("c" * 64, at + 1, at + 9) == 0
+    assert store.kills_in("d" * 64, at - 1, at + 1) == 0
+
+
+def test_cursor_persists(tmp_path: Path) -> None:
+    store = IncidentStore(tmp_path)
+    assert store.load_cursor() is None
+    store.save_cursor(KmsgCursor(BOOT, 10))
+    store.save_cursor(KmsgCursor(BOOT, 12))
+    store.close()
+    again = IncidentStore(tmp_path)
+    assert again.load_cursor() == KmsgCursor(BOOT, 12)
+
+
+def test_retention_by_count_and_age(tmp_path: Path) -> None:
+    store = IncidentStore(tmp_path, max_incidents=3, max_age_s=3600)
+    for pid in range(1, 6):
+        store.add(kill(pid, "2026-11-22T08:00:00+00:00"))
+    assert store.prune() == 2
+    assert [i.victims[0].pid for i in store.query()] == [3, 4, 5]
+    far_future = datetime(2100, 1, 1, tzinfo=UTC).timestamp()
+    assert store.prune(now_s=far_future) == 3 and store.count() == 0
+
+
+def test_readonly_reader_sees_writes_and_cannot_write(tmp_path: Path) -> None:
+    with pytest.raises(StoreError, match=str(tmp_path)):
+        IncidentStore.open_readonly(tmp_path)
+    writer = IncidentStore(tmp_path)
+    reader = IncidentStore.open_readonly(tmp_path)
+    writer.add(kill(1, "2026-11-22T08:00:00+00:00"))
+    assert len(reader.query()) == 1
+    with pytest.raises(sqlite3.OperationalError):
+        reader.add(kill(2, "2026-11-22T08:00:00+00:00"))
+
+
+def test_newer_schema_is_refused(tmp_path: Path) -> None:
+    IncidentStore(tmp_path).close()
+    db = sqlite3.connect(tmp_path / "oomwatch.db")
+    db.execute("INSERT INTO schema_migrations VALUES (?, 0)", (SCHEMA_VERSION + 1,))
+    db.commit()
+    db.close()
+    with pytest.raises(StoreError, match="newer"):
+        IncidentStore(tmp_path)
