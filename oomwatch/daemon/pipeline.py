@@ -110,6 +110,7 @@ class Pipeline:
         """
         now_mono = self._mono()
         now_wall = self._wall()
+        self._retry_deferred(now_mono)
         for incident in incidents:
             self._stamp(incident, now_wall, now_mono)
         try:
@@ -126,7 +127,6 @@ class Pipeline:
         for incident in ready:
             self._stamp(incident, now_wall, now_mono)
             self._prepare(incident, now_mono)
-        self._retry_deferred(now_mono)
 
     def drain(self) -> None:
         """At shutdown: store everything still waiting with what is known now."""
