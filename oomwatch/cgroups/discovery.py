@@ -11,6 +11,7 @@ cgroup and stops at fixed depth and count bounds: the tree is written by other p
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
@@ -79,12 +80,34 @@ def discover(
     *,
     include_limited: bool = True,
     max_cgroups: int = MAX_CGROUPS,
+    known: Mapping[str, WatchedCgroup] | None = None,
+    under: str = "",
 ) -> tuple[list[WatchedCgroup], bool]:
-    """Walk one hierarchy; returns the cgroups (parents before children) and whether a bound hit."""
+    """Walk one hierarchy (or the subtree `under`, itself included); parents come first.
+
+    Returns the cgroups and whether a bound cut the walk short.  Cgroups in `known` (by
+    relpath) are taken as they are, without reading or identifying them again.
+    """
+    known = known or {}
     out: list[WatchedCgroup] = []
     truncated = False
     # Depth-first with an explicit stack: (fs dir, relpath, depth, depth below kubepods or -1).
-    stack: list[tuple[str, str, int, int]] = [(hierarchy.mount_path, "", 0, -1)]
+    stack: list[tuple[str, str, int, int]] = []
+    parts = [p for p in under.split("/") if p]
+    start = hierarchy.fs_path(under)
+    if not parts:
+        stack.append((hierarchy.mount_path, "", 0, -1))
+    elif start is not None and os.path.isdir(start):
+        kube = [i for i, p in enumerate(parts) if p in KUBEPODS_NAMES]
+        rel, depth = "/" + "/".join(parts), len(parts)
+        kube_depth = depth - 1 - kube[-1] if kube else -1
+        if _beyond_bounds(depth, kube_depth):
+            return out, True
+        keep, descend = _visit(hierarchy, known, start, rel, kube_depth, include_limited)
+        if keep is not None:
+            out.append(keep)
+        if descend:
+            stack.append((start, rel, depth, kube_depth))
     while stack:
         fs_dir, rel, depth, kube_depth = stack.pop()
         children: list[tuple[str, str, int, int]] = []
@@ -105,13 +128,10 @@ def discover(
             continue  # removed while we walked, or unreadable: not ours to fail on
         for child in sorted(children, reverse=True):
             path, child_rel, child_depth, child_kube = child
-            if child_kube < 0 and child_depth > MAX_SEARCH_DEPTH:
+            if _beyond_bounds(child_depth, child_kube):
                 truncated = True
                 continue
-            if child_kube > MAX_KUBEPODS_DEPTH:
-                truncated = True
-                continue
-            keep, descend = _classify(hierarchy, path, child_rel, child_kube, include_limited)
+            keep, descend = _visit(hierarchy, known, path, child_rel, child_kube, include_limited)
             if keep is not None:
                 if len(out) >= max_cgroups:
                     return out, True
@@ -119,6 +139,25 @@ def discover(
             if descend:
                 stack.append(child)
     return out, truncated
+
+
+def _beyond_bounds(depth: int, kube_depth: int) -> bool:
+    return kube_depth > MAX_KUBEPODS_DEPTH or (kube_depth < 0 and depth > MAX_SEARCH_DEPTH)
+
+
+def _visit(
+    hierarchy: Hierarchy,
+    known: Mapping[str, WatchedCgroup],
+    path: str,
+    rel: str,
+    kube_depth: int,
+    include_limited: bool,
+) -> tuple[WatchedCgroup | None, bool]:
+    """Whether to watch this directory, and whether to look below it."""
+    seen = known.get(rel)
+    if seen is not None and seen.fs_path == path:
+        return seen, seen.identity.level != "container"
+    return _classify(hierarchy, path, rel, kube_depth, include_limited)
 
 
 def _classify(

@@ -1,8 +1,8 @@
 """Cheap, repeated reads of small cgroupfs files, and parsers for the few keys we need.
 
-The sampler reads three files per container every second, so a file is opened once and
-re-read with `pread` at offset 0 into one shared buffer (kernfs regenerates the content on
-every read from offset 0).  That is about five times cheaper than open/read/close.  A file
+The sampler reads a few files per container every second, so a file is opened once and
+re-read with `pread` at offset 0 (kernfs regenerates the content on every read from offset
+0): several times cheaper than open/read/close.  A file
 of a removed cgroup fails with ENOENT or ENODEV: that is how "the cgroup is gone" shows.
 """
 
@@ -11,8 +11,7 @@ from __future__ import annotations
 import errno
 import os
 
-# Large enough for a v2 memory.stat (~2 KiB on 6.x) and a busy cgroup.procs page.
-_BUFFER_BYTES = 16384
+_READ_ONCE_BYTES = 1 << 20  # cgroup.procs of a busy cgroup can be long
 _GONE_ERRNOS = frozenset({errno.ENOENT, errno.ENODEV, errno.ENOTDIR, errno.ESRCH})
 
 # v1 prints "no limit" as PAGE_COUNTER_MAX pages rounded to the page size; anything this large
@@ -25,16 +24,13 @@ class CgroupGone(Exception):
 
 
 class CgroupFile:
-    """One cgroupfs file kept open and re-read in place."""
+    """One cgroupfs file kept open and re-read in place with `pread` at offset 0."""
 
-    __slots__ = ("_fd", "path")
+    __slots__ = ("_fd", "_size", "path")
 
-    # One buffer for every file: reads are sequential in the daemon's single loop thread.
-    _buffer = bytearray(_BUFFER_BYTES)
-    _view = memoryview(_buffer)
-
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, size_bytes: int = 4096) -> None:
         self.path = path
+        self._size = size_bytes  # most files are one short line; memory.stat needs more
         self._fd: int | None = None
 
     def read(self) -> bytes:
@@ -43,10 +39,12 @@ class CgroupFile:
             if self._fd is None:
                 self._fd = _open_or_none(self.path)
             if self._fd is None:  # out of descriptors: read without keeping one
-                with open(self.path, "rb", buffering=0) as f:
-                    return f.read(_BUFFER_BYTES)
-            n = os.preadv(self._fd, [self._buffer], 0)
-            return bytes(self._view[:n])
+                return read_once(self.path)
+            data = os.pread(self._fd, self._size, 0)
+            while len(data) == self._size:  # bigger than expected: grow and read again
+                self._size *= 2
+                data = os.pread(self._fd, self._size, 0)
+            return data
         except OSError as exc:
             if exc.errno in _GONE_ERRNOS:
                 self.close()
@@ -73,7 +71,7 @@ def read_once(path: str) -> bytes:
     """Read a small cgroupfs file once; raises `CgroupGone` if it does not exist."""
     try:
         with open(path, "rb", buffering=0) as f:
-            return f.read(_BUFFER_BYTES)
+            return f.read(_READ_ONCE_BYTES)
     except OSError as exc:
         if exc.errno in _GONE_ERRNOS:
             raise CgroupGone(path) from exc

@@ -63,7 +63,7 @@ class _Source:
         self.cgroup = cgroup
         self.usage_file = CgroupFile(base + ("memory.current" if v2 else "memory.usage_in_bytes"))
         self.limit_file = CgroupFile(base + ("memory.max" if v2 else "memory.limit_in_bytes"))
-        self.stat_file = CgroupFile(base + "memory.stat")
+        self.stat_file = CgroupFile(base + "memory.stat", size_bytes=8192)
         self.ring: deque[TimelineSample] = deque(maxlen=maxlen)
         self.last_usage = -1
         self.limit: int | None = None
@@ -131,6 +131,7 @@ class TimelineSampler:
         self._keep_gone_s = window_s if keep_gone_s is None else keep_gone_s
         self._maxlen = max(1, int(window_s / interval_s) + 1)
         self._sources: dict[str, _Source] = {}
+        self._next_expiry_s = 0.0
 
     def sample(
         self, cgroups: Iterable[WatchedCgroup], now_s: float
@@ -151,7 +152,9 @@ class TimelineSampler:
             taken = source.take(now_s)
             if taken is not None:
                 out.append((cg, taken))
-        self._expire(now_s)
+        if now_s >= self._next_expiry_s:
+            self._expire(now_s)
+            self._next_expiry_s = now_s + 60.0
         return out
 
     def _expire(self, now_s: float) -> None:

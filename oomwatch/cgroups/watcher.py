@@ -1,9 +1,12 @@
 """Watch the OOM counters of container cgroups: inotify where the kernel notifies, else polling.
 
 v2 `memory.events` raises IN_MODIFY on change (the notify also reaches every ancestor's file);
-v1 `memory.oom_control` raises nothing through inotify, so v1 cgroups are polled.  A periodic
-rescan finds new cgroups, notices removed ones and re-reads everything (a safety net for a
-missed or overflowed notification).  The arithmetic lives in `counters.CounterBook`.
+v1 `memory.oom_control` raises nothing through inotify, so v1 container cgroups are polled.
+New and removed cgroups show as IN_CREATE/IN_DELETE on the directories of the node, QoS and
+pod cgroups (both versions), so only the new subtree is walked; a full rescan on a slow timer
+is the safety net (a missed or overflowed notification, a new `kubepods` tree deep below the
+root), and the daemon may call `rescan()` when the kernel log names a cgroup it does not know.
+The arithmetic lives in `counters.CounterBook`.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from oomwatch.cgroups.files import CgroupFile, CgroupGone, keyed_value, read_onc
 
 _MAX_WARNINGS = 100
 _MAX_PROCS_DEPTH = 3  # v1 sub-cgroups of a container searched for live processes
+_DIR_EVENTS = flags.CREATE | flags.DELETE | flags.ONLYDIR
 
 
 class CgroupWatcher:
@@ -44,7 +48,7 @@ class CgroupWatcher:
         poll_interval_s: float = 1.0,
         use_inotify: bool = True,
         *,
-        rescan_interval_s: float = 10.0,
+        rescan_interval_s: float = 60.0,
         include_limited: bool = True,
         max_cgroups: int = MAX_CGROUPS,
         clock: Callable[[], float] = time.monotonic,
@@ -59,15 +63,19 @@ class CgroupWatcher:
         self._book = CounterBook()
         self._cgroups: dict[str, WatchedCgroup] = {}
         self._files: dict[str, CgroupFile] = {}
+        self._raw: dict[str, bytes] = {}  # last content read: unchanged bytes need no parsing
         self._polled: set[str] = set()
-        self._wd_to_rel: dict[int, str] = {}
+        self._wd_to_rel: dict[int, str] = {}  # memory.events watches
         self._rel_to_wd: dict[str, int] = {}
+        self._dir_wds: dict[int, tuple[Hierarchy, str]] = {}  # directory watches
+        self._walk_under: set[tuple[Hierarchy, str]] = set()  # new directories to walk
         self._pending: list[CounterDelta] = []
         self._gone: set[str] = set()  # known removed, to be dropped by the next pass
-        want_inotify = use_inotify and any(h.version == 2 for h in self.hierarchies)
-        self._inotify: INotify | None = INotify(nonblocking=True) if want_inotify else None
+        self._inotify: INotify | None = INotify(nonblocking=True) if use_inotify else None
         self._next_poll_s = 0.0
         self._next_rescan_s = 0.0
+        for hierarchy in self.hierarchies:
+            self._watch_dir(hierarchy, "")
         self.rescan()
 
     # --- what the daemon calls -------------------------------------------------------------
@@ -82,50 +90,57 @@ class CgroupWatcher:
     def poll_changes(self) -> list[CounterDelta]:
         """Counter increases since the last call (and cgroups that vanished)."""
         now = self._clock()
-        dirty: set[str] = set()
-        if self._inotify is not None:
-            for event in self._inotify.read(timeout=0):
-                rel = self._wd_to_rel.get(event.wd)
-                if rel is None:
-                    continue
-                dirty.add(rel)
-                if event.mask & flags.IGNORED:  # the file (and so the cgroup) went away
-                    self._forget_watch(rel)
-                    self._gone.add(rel)
+        dirty = self._drain_inotify()
         if now >= self._next_rescan_s:
             self.rescan()
             dirty.update(self._cgroups)
-        elif now >= self._next_poll_s:
-            dirty.update(self._polled)
-        dirty.update(self._gone)
+        else:
+            walks, self._walk_under = self._walk_under, set()
+            for hierarchy, under in walks:
+                self._scan(hierarchy, under)
         if now >= self._next_poll_s:
+            dirty.update(self._polled)
             self._next_poll_s = now + self._poll_interval_s
+        dirty.update(self._gone)
         deltas, self._pending = self._pending, []
         if dirty:
             deltas.extend(self._pass(dirty, now))
         return deltas
 
     def rescan(self) -> None:
-        """Look for new and removed cgroups now; new kills they show come with the next poll."""
-        now = self._clock()
-        self._next_rescan_s = now + self._rescan_interval_s
-        # A removed cgroup's open file may still read (not on kernfs: ENODEV), so check.
-        self._gone.update(rel for rel, cg in self._cgroups.items() if not os.path.isdir(cg.fs_path))
-        found: list[WatchedCgroup] = []
+        """Walk every hierarchy now; new kills that new cgroups show come with the next poll."""
+        self._next_rescan_s = self._clock() + self._rescan_interval_s
+        self._walk_under.clear()
         for hierarchy in self.hierarchies:
-            cgroups, truncated = discover(
-                hierarchy, include_limited=self._include_limited, max_cgroups=self._max_cgroups
+            self._scan(hierarchy, "")
+
+    # --- discovery ---------------------------------------------------------------------------
+
+    def _scan(self, hierarchy: Hierarchy, under: str) -> None:
+        cgroups, truncated = discover(
+            hierarchy,
+            include_limited=self._include_limited,
+            max_cgroups=self._max_cgroups,
+            known=self._cgroups,
+            under=under,
+        )
+        if truncated:
+            self._warn(f"cgroup discovery under {hierarchy.mount_path} hit its bounds")
+        else:  # what a complete walk did not find is gone
+            found = {cg.relpath for cg in cgroups}
+            self._gone.update(
+                rel
+                for rel, cg in self._cgroups.items()
+                if cg.fs_path.startswith(hierarchy.mount_path)
+                and (rel == under or rel.startswith(under + "/"))
+                and rel not in found
             )
-            if truncated:
-                self._warn(f"cgroup discovery under {hierarchy.mount_path} hit its bounds")
-            found.extend(cg for cg in cgroups if cg.relpath not in self._cgroups)
+        new = [cg for cg in cgroups if cg.relpath not in self._cgroups]
         readings: dict[str, OomCounters] = {}
-        for cg in found:
+        for cg in new:
             if len(self._cgroups) >= self._max_cgroups:
                 self._warn(f"watching at most {self._max_cgroups} cgroups")
                 break
-            if cg.relpath in self._cgroups:  # same path under two roots: first one wins
-                continue
             self._cgroups[cg.relpath] = cg
             self._files[cg.relpath] = CgroupFile(_counter_file(cg))
             reading = self._read(cg.relpath)
@@ -133,10 +148,12 @@ class CgroupWatcher:
                 self._untrack(cg.relpath)
                 continue
             readings[cg.relpath] = reading
-            if not self._add_watch(cg):
+            if not self._watch_counters(cg) and _worth_polling(cg):
                 self._polled.add(cg.relpath)
-        added = [cg for cg in found if cg.relpath in readings]
-        self._pending.extend(self._book.add(added, readings, now))
+            if cg.identity.level != "container":
+                self._watch_dir(hierarchy, cg.relpath)
+        added = [cg for cg in new if cg.relpath in readings]
+        self._pending.extend(self._book.add(added, readings, self._clock()))
 
     def oom_group(self, relpath: str) -> bool | None:
         """Whether the cgroup kills as a group (`memory.oom.group`; v1 never); None if gone."""
@@ -177,10 +194,11 @@ class CgroupWatcher:
     # --- internals ---------------------------------------------------------------------------
 
     def _pass(self, dirty: set[str], now: float) -> list[CounterDelta]:
-        readings = {
-            rel: None if rel in self._gone else self._read(rel)
-            for rel in self._book.with_descendants(dirty)
-        }
+        readings: dict[str, OomCounters | None] = {}
+        for rel in self._book.with_descendants(dirty):
+            reading = None if rel in self._gone else self._read(rel)
+            if reading is not _UNCHANGED:
+                readings[rel] = reading
         self._gone.clear()
         deltas = self._book.update(readings, now)
         for delta in deltas:
@@ -189,16 +207,50 @@ class CgroupWatcher:
         return deltas
 
     def _read(self, relpath: str) -> OomCounters | None:
+        """Counters now, None if gone, or `_UNCHANGED` (same bytes as last time)."""
         cgroup_file = self._files[relpath]
         try:
             data = cgroup_file.read()
         except CgroupGone:
             return None
+        if self._raw.get(relpath) == data:
+            return _UNCHANGED
+        self._raw[relpath] = data
         if self._cgroups[relpath].version == 2:
             return parse_memory_events(data)
         return parse_oom_control(data)
 
-    def _add_watch(self, cg: WatchedCgroup) -> bool:
+    def _drain_inotify(self) -> set[str]:
+        """Cgroups whose counters changed; schedules walks of new directories."""
+        dirty: set[str] = set()
+        if self._inotify is None:
+            return dirty
+        for event in self._inotify.read(timeout=0):
+            if event.mask & flags.Q_OVERFLOW:
+                self._next_rescan_s = 0.0  # events were lost: walk everything
+                continue
+            rel = self._wd_to_rel.get(event.wd)
+            if rel is not None:
+                dirty.add(rel)
+                if event.mask & flags.IGNORED:  # the file (and so the cgroup) went away
+                    self._forget_watch(rel)
+                    self._gone.add(rel)
+                continue
+            watched_dir = self._dir_wds.get(event.wd)
+            if watched_dir is None or not event.mask & (flags.ISDIR | flags.IGNORED):
+                continue
+            if event.mask & flags.IGNORED:
+                del self._dir_wds[event.wd]
+                continue
+            hierarchy, parent = watched_dir
+            child = f"{parent}/{event.name}"
+            if event.mask & flags.CREATE:
+                self._walk_under.add((hierarchy, child))
+            elif event.mask & flags.DELETE and child in self._cgroups:
+                self._gone.add(child)
+        return dirty
+
+    def _watch_counters(self, cg: WatchedCgroup) -> bool:
         if self._inotify is None or cg.version != 2:
             return False
         try:
@@ -209,6 +261,17 @@ class CgroupWatcher:
         self._wd_to_rel[wd] = cg.relpath
         self._rel_to_wd[cg.relpath] = wd
         return True
+
+    def _watch_dir(self, hierarchy: Hierarchy, relpath: str) -> None:
+        path = hierarchy.fs_path(relpath)
+        if self._inotify is None or path is None:
+            return
+        try:
+            wd = self._inotify.add_watch(path, _DIR_EVENTS)
+        except OSError as exc:
+            self._warn(f"inotify watch on directory {relpath!r} failed ({exc.strerror})")
+            return
+        self._dir_wds[wd] = (hierarchy, relpath)
 
     def _forget_watch(self, relpath: str) -> None:
         wd = self._rel_to_wd.pop(relpath, None)
@@ -221,11 +284,18 @@ class CgroupWatcher:
         if wd is not None and self._inotify is not None:
             with contextlib.suppress(OSError):  # the kernel already dropped it with the file
                 self._inotify.rm_watch(wd)
+        for dir_wd, (_, dir_rel) in list(self._dir_wds.items()):
+            if dir_rel == relpath:
+                del self._dir_wds[dir_wd]
+                if self._inotify is not None:
+                    with contextlib.suppress(OSError):
+                        self._inotify.rm_watch(dir_wd)
         cgroup_file = self._files.pop(relpath, None)
         if cgroup_file is not None:
             cgroup_file.close()
         self._polled.discard(relpath)
         self._cgroups.pop(relpath, None)
+        self._raw.pop(relpath, None)
 
     def _locate(self, relpath: str) -> tuple[str, int] | None:
         watched = self._cgroups.get(relpath)
@@ -240,6 +310,18 @@ class CgroupWatcher:
     def _warn(self, message: str) -> None:
         if message not in self.warnings and len(self.warnings) < _MAX_WARNINGS:
             self.warnings.append(message)
+
+
+_UNCHANGED = OomCounters(oom=-1)  # sentinel: compared by identity only
+
+
+def _worth_polling(cg: WatchedCgroup) -> bool:
+    """Whether to read the counters every poll, not just at rescans.
+
+    v1 counters are local and Kubernetes puts no process in the node, QoS or pod cgroups
+    themselves, so those read 0 forever; rescans still read them.
+    """
+    return cg.version == 2 or cg.identity.level in ("container", "cgroup")
 
 
 def _counter_file(cg: WatchedCgroup) -> str:

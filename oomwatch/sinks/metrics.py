@@ -12,10 +12,9 @@ import contextlib
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, NamedTuple
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
@@ -30,9 +29,8 @@ GAUGE_GRACE_S = 300.0  # a gone container's memory gauges linger this long
 COUNTER_GRACE_S = 3600.0  # its kill counters longer, so alerts on increase() still see them
 
 
-@dataclass(frozen=True, slots=True)
-class SeriesLabels:
-    """The identity labels of a container's series ("" when unknown)."""
+class SeriesLabels(NamedTuple):
+    """The identity labels of a container's series ("" when unknown), in label order."""
 
     namespace: str = ""
     pod: str = ""
@@ -49,8 +47,17 @@ class SeriesLabels:
             incident.pod_uid or "",
         )
 
-    def values(self) -> tuple[str, str, str, str]:
-        return (self.namespace, self.pod, self.container, self.pod_uid)
+
+class _GaugePair:
+    """A container's cached gauge children and the values they hold (skip unchanged sets)."""
+
+    __slots__ = ("limit", "limit_child", "usage", "usage_child")
+
+    def __init__(self, usage_child: Any) -> None:
+        self.usage_child = usage_child
+        self.usage: int | None = None
+        self.limit_child: Any = None
+        self.limit: int | None = None
 
 
 class Metrics:
@@ -127,6 +134,7 @@ class Metrics:
         # Last touch per identity, and every labelled series it owns.
         self._seen_s: dict[SeriesLabels, float] = {}
         self._series: dict[SeriesLabels, set[tuple[Any, tuple[str, ...]]]] = {}
+        self._gauges: dict[SeriesLabels, _GaugePair] = {}
         self._server: ThreadingHTTPServer | None = None
 
     # --- Sink ---------------------------------------------------------------------------------
@@ -173,17 +181,34 @@ class Metrics:
     def set_container_memory(
         self, identity_labels: SeriesLabels, usage_bytes: int, limit_bytes: int | None
     ) -> None:
-        """Update a container's gauges (the limit series is absent while it is unlimited)."""
-        values = identity_labels.values()
+        """Update a container's gauges (the limit series is absent while it is unlimited).
+
+        Called for every container every second, so the labelled children are cached.
+        """
         with self._lock:
-            self._touch(identity_labels)
-            self.memory_usage.labels(*values).set(usage_bytes)
-            self._own(identity_labels, self.memory_usage, values)
+            self._seen_s[identity_labels] = self._clock()
+            cached = self._gauges.get(identity_labels)
+            if cached is None:
+                self._series.setdefault(identity_labels, set())
+                self._own(identity_labels, self.memory_usage, identity_labels)
+                cached = self._gauges[identity_labels] = _GaugePair(
+                    self.memory_usage.labels(*identity_labels)
+                )
+            if usage_bytes != cached.usage:
+                cached.usage_child.set(usage_bytes)
+                cached.usage = usage_bytes
+            if limit_bytes == cached.limit:
+                return
+            cached.limit = limit_bytes
             if limit_bytes is None:
-                self._remove(self.memory_limit, values)
-            else:
-                self.memory_limit.labels(*values).set(limit_bytes)
-                self._own(identity_labels, self.memory_limit, values)
+                self._remove(self.memory_limit, identity_labels)
+                self._series[identity_labels].discard((self.memory_limit, identity_labels))
+                cached.limit_child = None
+                return
+            if cached.limit_child is None:
+                self._own(identity_labels, self.memory_limit, identity_labels)
+                cached.limit_child = self.memory_limit.labels(*identity_labels)
+            cached.limit_child.set(limit_bytes)
 
     def forget_stale(self, now_s: float | None = None) -> int:
         """Drop series of containers not seen lately (gauges first, counters later).
@@ -204,6 +229,7 @@ class Metrics:
                         self._remove(metric, values)
                         owned.discard((metric, values))
                         removed += 1
+                self._gauges.pop(labels, None)
                 if not owned:
                     del self._series[labels]
                     del self._seen_s[labels]
@@ -254,7 +280,7 @@ class Metrics:
         self._series[labels].add((metric, values))
 
     def _inc(self, metric: Any, labels: SeriesLabels, extra: tuple[str, ...], n: int) -> None:
-        values = (*labels.values(), *extra)
+        values = (*labels, *extra)
         metric.labels(*values).inc(n)
         self._own(labels, metric, values)
 

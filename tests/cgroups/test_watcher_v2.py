@@ -252,3 +252,19 @@ def test_has_processes_and_hostile_paths(fake_v2: FakeV2, clock: Clock) -> None:
     fake_v2.path(CONTAINER2).joinpath("cgroup.procs").write_text("")
     assert watcher.has_processes(CONTAINER2) is False
     watcher.close()
+
+
+def test_inotify_sees_new_and_removed_containers_without_a_rescan(
+    fake_v2: FakeV2, clock: Clock
+) -> None:
+    watcher = _watcher(fake_v2, clock, inotify=True)
+    late = f"{POD}/{'e' * 64}"
+    fake_v2.make(late)
+    _wait_inotify(watcher)
+    assert watcher.poll_changes() == []
+    assert late in {cg.relpath for cg in watcher.cgroups()}
+    shutil.rmtree(fake_v2.path(CONTAINER2))
+    _wait_inotify(watcher)
+    deltas = watcher.poll_changes()
+    assert [(d.cgroup.relpath, d.vanished) for d in deltas] == [(CONTAINER2, True)]
+    watcher.close()
