@@ -1,0 +1,100 @@
+"""Memory trouble that is not a kernel OOM kill: a framework's device OOM (CUDA/TensorFlow),
+a kubelet node-pressure eviction, and an OOMKilled status with no kernel kill behind it.
+
+The allocator dict comes from the trainer probe; its numbers are read defensively (the probe
+file is written by the workload, so nothing in it is trusted to be well-typed).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from oomwatch.diagnosis.evidence import fmt_bytes, where
+from oomwatch.incident import Finding, Incident
+from oomwatch.sanitize import escape_control
+
+FRAGMENTATION_MIN_SHARE = 0.25  # reserved-but-unallocated as a share of reserved
+# Codes the Kubernetes adapter puts on the incidents it builds; diagnosis replaces them.
+SUPERSEDED_CODES = frozenset({"false_oomkilled", "memory_pressure_eviction"})
+
+
+def _num(data: dict[str, Any], *keys: str) -> int | None:
+    for key in keys:
+        value = data.get(key)
+        if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0:
+            return int(value)
+    return None
+
+
+def framework_oom(incident: Incident) -> Finding | None:
+    if incident.kind != "framework":
+        return None
+    alloc = incident.allocator or {}
+    framework = str(alloc.get("framework") or "framework")
+    allocated = _num(alloc, "allocated_bytes", "allocated")
+    reserved = _num(alloc, "reserved_bytes", "reserved")
+    requested = _num(alloc, "requested_bytes", "alloc_size_bytes")
+    evidence: dict[str, Any] = {
+        "framework": framework,
+        "device": alloc.get("device"),
+        "allocated_bytes": allocated,
+        "reserved_bytes": reserved,
+        "requested_bytes": requested,
+    }
+    message = f"{escape_control(framework)} ran out of device memory in {where(incident)}"
+    if requested is not None:
+        message += f" asking for {fmt_bytes(requested)}"
+    if allocated is not None and reserved is not None:
+        idle = max(reserved - allocated, 0)
+        message += (
+            f"; {fmt_bytes(allocated)} allocated by tensors, {fmt_bytes(reserved)} reserved"
+            f" by the caching allocator ({fmt_bytes(idle)} reserved but unallocated)"
+        )
+        evidence["reserved_unallocated_bytes"] = idle
+        if reserved and idle >= FRAGMENTATION_MIN_SHARE * reserved:
+            message += ": fragmentation — try PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"
+            evidence["fragmented"] = True
+    else:
+        message += "; the probe recorded no allocator numbers (allocated/reserved unknown)"
+    return Finding("framework-oom", "critical", message + ".", evidence)
+
+
+def eviction(incident: Incident) -> Finding | None:
+    if incident.kind != "eviction":
+        return None
+    ctx = incident.k8s
+    qos = incident.qos_class or (ctx.qos_class if ctx else None)
+    prior = _prior_evidence(incident, "memory_pressure_eviction")
+    evidence = {"qos_class": qos, **prior}
+    message = (
+        f"The kubelet evicted {where(incident)} because the node was low on memory (not a"
+        f" kernel OOM kill); QoS class {escape_control(qos or 'unknown')}. Eviction order:"
+        " BestEffort first, then Burstable pods using more than their requests (largest"
+        " excess first), Guaranteed last; set memory requests close to real usage."
+    )
+    return Finding("eviction", "warning", message, evidence)
+
+
+def false_oomkilled(incident: Incident) -> Finding | None:
+    if incident.kind != "false_oomkilled":
+        return None
+    prior = _prior_evidence(incident, "false_oomkilled")
+    ctx = incident.k8s
+    evidence = {
+        "last_termination_reason": ctx.last_termination_reason if ctx else None,
+        "last_termination_exit_code": ctx.last_termination_exit_code if ctx else None,
+        **prior,
+    }
+    message = (
+        f"Kubernetes shows {where(incident)} as OOMKilled, but the node's kernel log and"
+        " cgroup counters show no OOM kill while it ran: the reason is the runtime's label"
+        " (e.g. a sticky reason from an earlier child-process kill), not a memory limit."
+    )
+    return Finding("false-oomkilled", "warning", message, evidence)
+
+
+def _prior_evidence(incident: Incident, code: str) -> dict[str, Any]:
+    for finding in incident.findings:
+        if finding.code == code:
+            return dict(finding.evidence)
+    return {}

@@ -1,0 +1,124 @@
+"""Numbers the findings share, each derived only from what an incident actually says.
+
+Every helper returns `None` when the evidence is missing, so a finding that needs it does not
+fire; the kernel's own units are converted here once (kB, pages) so findings speak bytes.
+"""
+
+from __future__ import annotations
+
+from oomwatch.incident import Incident, TaskRow, Victim
+from oomwatch.sanitize import escape_control
+
+KIB = 1024
+MIB = 1024 * 1024
+GIB = 1024 * MIB
+DEFAULT_PAGE_BYTES = 4096
+# v1 prints PAGE_COUNTER_MAX for "no limit"; v2 prints a similar huge value.  Anything at or
+# above 2**52 bytes (4 PiB) is not a limit anyone set.
+UNLIMITED_BYTES = 1 << 52
+
+
+def fmt_bytes(value: float | None) -> str:
+    """Human size with binary units, the way `kubectl` users read limits (`256 MiB`)."""
+    if value is None:
+        return "?"
+    size = float(value)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(size) < 1024 or unit == "TiB":
+            text = f"{size:.0f}" if unit == "B" or size >= 100 else f"{size:.1f}".removesuffix(".0")
+            return f"{text} {unit}"
+        size /= 1024
+    return f"{size:.1f} TiB"  # pragma: no cover - loop always returns
+
+
+def pct(part: float, whole: float) -> str:
+    return f"{100.0 * part / whole:.0f} %" if whole else "?"
+
+
+def usage_bytes(incident: Incident) -> int | None:
+    """Charged memory of the OOMing memcg when the kernel printed it."""
+    memcg = incident.memcg
+    if memcg is None or memcg.usage_kb is None:
+        return None
+    return memcg.usage_kb * KIB
+
+
+def limit_bytes(incident: Incident) -> int | None:
+    """The memcg limit that was hit, or None (not printed, or effectively unlimited)."""
+    memcg = incident.memcg
+    if memcg is None or memcg.limit_kb is None:
+        return None
+    value = memcg.limit_kb * KIB
+    return None if value >= UNLIMITED_BYTES else value
+
+
+def charged_bytes(incident: Incident) -> int | None:
+    """What the breakdown shares are measured against: memcg usage, else the breakdown's sum."""
+    usage = usage_bytes(incident)
+    if usage:
+        return usage
+    parts = incident.breakdown_bytes
+    if parts is None or parts.anon is None or parts.file is None:
+        return None
+    total = parts.anon + parts.file + (parts.kernel or 0)
+    return total or None
+
+
+def victim_rss_bytes(victim: Victim) -> int | None:
+    parts = [victim.anon_rss_kb, victim.file_rss_kb, victim.shmem_rss_kb]
+    known = [p for p in parts if p is not None]
+    return sum(known) * KIB if known else None
+
+
+def victim_row(incident: Incident) -> TaskRow | None:
+    """The victim's row in the task table (matched by pid, then by tgid)."""
+    victim = incident.victim
+    if victim is None:
+        return None
+    rows = [t for t in incident.tasks if t.pid == victim.pid]
+    rows = rows or [t for t in incident.tasks if t.tgid == victim.pid]
+    return rows[0] if rows else None
+
+
+def page_bytes(incident: Incident) -> int:
+    """Page size, inferred from the victim's kB line against its pages row (arm64 may use 64K)."""
+    victim, row = incident.victim, victim_row(incident)
+    if victim is not None and row is not None and row.rss_pages:
+        rss = victim_rss_bytes(victim)
+        if rss:
+            ratio = rss / row.rss_pages
+            for size in (4096, 16384, 65536):
+                if 0.8 * size <= ratio <= 1.25 * size:
+                    return size
+    return DEFAULT_PAGE_BYTES
+
+
+def task_rss_bytes(task: TaskRow, page: int) -> int | None:
+    if task.rss_pages is not None:
+        return task.rss_pages * page
+    parts = [task.rss_anon_pages, task.rss_file_pages, task.rss_shmem_pages]
+    known = [p for p in parts if p is not None]
+    return sum(known) * page if known else None
+
+
+def where(incident: Incident) -> str:
+    """Who owned the memory, in the words a reader searches for: pod/container, else cgroup."""
+    ctx = incident.k8s
+    if ctx is not None and ctx.pod:
+        name = f"{ctx.namespace}/{ctx.pod}" if ctx.namespace else ctx.pod
+        text = f"pod {name}" + (f" container {ctx.container}" if ctx.container else "")
+    elif incident.pod_uid:
+        cid = f" container {incident.container_id[:12]}" if incident.container_id else ""
+        text = f"pod uid {incident.pod_uid}{cid}"
+    else:
+        path = incident.task_memcg or incident.group_cgroup or incident.oom_memcg
+        text = f"cgroup {path}" if path else "an unknown cgroup"
+    return escape_control(text)
+
+
+def who(incident: Incident) -> str:
+    """The primary victim as `comm (pid N)`, escaped: process names are chosen by the pod."""
+    victim = incident.victim
+    if victim is None:
+        return "an unknown process"
+    return f"{escape_control(victim.comm)} (pid {victim.pid})"
