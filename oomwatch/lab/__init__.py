@@ -1,0 +1,25 @@
+"""The kernel lab: real OOM kills in scratch cgroup v1 memcgs, for tests, demos, benchmarks.
+
+`ScratchMemcg` makes a small-limit memcg tree and always removes it, `kubelet_layout` names it
+like kubelet does, `spawn_hog` runs a workload that joins a memcg before it allocates,
+`KmsgTail` collects what the kernel printed, `wait_rate_limit_window` keeps reports whole.
+"""
+
+from oomwatch.lab.hog import MODES as HOG_MODES
+from oomwatch.lab.kmsg import KmsgTail, kmsg_message, wait_rate_limit_window
+from oomwatch.lab.layout import kubelet_layout
+from oomwatch.lab.memcg import Memcg, ScratchMemcg, memcg_v1_unavailable_reason
+from oomwatch.lab.spawn import HogProcess, spawn_hog
+
+__all__ = [
+    "HOG_MODES",
+    "HogProcess",
+    "KmsgTail",
+    "Memcg",
+    "ScratchMemcg",
+    "kmsg_message",
+    "kubelet_layout",
+    "memcg_v1_unavailable_reason",
+    "spawn_hog",
+    "wait_rate_limit_window",
+]

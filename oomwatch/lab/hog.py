@@ -1,0 +1,180 @@
+"""The lab workload: joins a memcg, names itself, then allocates memory the way a mode says.
+
+Run as `python -m oomwatch.lab.hog --cgroup-procs /sys/fs/cgroup/memory/<x>/cgroup.procs ...`.
+It moves itself into the memcg before allocating anything, sets its comm (the kernel prints
+comm, not argv) and its oom_score_adj, and reports progress as lines on stdout:
+`joined <pid>`, `child <pid>` (child-worker), `allocated <mib>` and `holding` when it got
+everything it asked for without being killed, `child-exit <status>` (child-worker).
+It dies with its parent (PR_SET_PDEATHSIG) so a crashed test leaves no hog behind.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import mmap
+import os
+import shutil
+import signal
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+MODES = ("anon", "thp", "tmpfs", "untouched-mapping", "child-worker", "idle")
+MIB = 1 << 20
+PAGE_BYTES = mmap.PAGESIZE
+HUGE_PAGE_BYTES = 2 * MIB
+_MAP_NORESERVE = 0x4000  # <asm-generic/mman-common.h>; Python's mmap module lacks it
+_PR_SET_PDEATHSIG = 1
+
+
+def _say(text: str) -> None:
+    os.write(1, (text + "\n").encode())
+
+
+def _die_with_parent() -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+def _set_comm(comm: str) -> None:
+    with open("/proc/self/comm", "wb") as handle:
+        handle.write(comm.encode()[:15])
+
+
+def _set_oom_score_adj(adj: int) -> None:
+    with open("/proc/self/oom_score_adj", "w") as handle:
+        handle.write(str(adj))
+
+
+def _join(cgroup_procs: str) -> None:
+    with open(cgroup_procs, "w") as handle:
+        handle.write(str(os.getpid()))
+
+
+def _touch_in_steps(region: mmap.mmap, step_bytes: int, interval_s: float) -> None:
+    """Fault in every page of `region`, `step_bytes` at a time, pausing between steps."""
+    view = memoryview(region)
+    for start in range(0, len(region), step_bytes):
+        chunk = view[start : start + step_bytes]
+        chunk[::PAGE_BYTES] = b"\x01" * len(range(0, len(chunk), PAGE_BYTES))
+        if interval_s > 0:
+            time.sleep(interval_s)
+
+
+def _allocate_anon(mib: int, step_mib: int, interval_s: float, huge: bool) -> mmap.mmap | None:
+    if mib <= 0:
+        return None
+    size = mib * MIB
+    if huge:
+        size = -(-size // HUGE_PAGE_BYTES) * HUGE_PAGE_BYTES
+    region = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    if huge:
+        region.madvise(mmap.MADV_HUGEPAGE)
+    _touch_in_steps(region, max(step_mib, 1) * MIB, interval_s)
+    return region
+
+
+def _fill_tmpfs(directory: Path, mib: int, step_mib: int, interval_s: float) -> None:
+    """Write `mib` MiB of files under a tmpfs directory: shmem charged to the memcg."""
+    directory.mkdir(parents=True, exist_ok=True)
+    block = b"\x01" * MIB
+    written = 0
+    part = 0
+    while written < mib:
+        count = min(max(step_mib, 1), mib - written)
+        with open(directory / f"part-{part}", "wb") as handle:
+            for _ in range(count):
+                handle.write(block)
+        written += count
+        part += 1
+        if interval_s > 0:
+            time.sleep(interval_s)
+
+
+def _remove_on_sigterm(directory: Path) -> None:
+    """Shmem stays charged after we die until the files go: remove them when told to stop."""
+
+    def _stop(_signum: int, _frame: object) -> None:
+        shutil.rmtree(directory, ignore_errors=True)
+        sys.exit(0)
+
+    signal.signal(signal.SIGTERM, _stop)
+
+
+def _hold() -> None:
+    _say("holding")
+    while True:
+        signal.pause()
+
+
+def _run_child_worker(args: argparse.Namespace) -> int:
+    """Parent stays small; a forked child (own comm) allocates and is the one killed."""
+    child = os.fork()
+    if child == 0:
+        _die_with_parent()
+        _set_comm(args.comm)
+        _allocate_anon(args.mb, args.step_mb, args.step_interval_s, huge=False)
+        _say(f"allocated {args.mb}")
+        _hold()
+        os._exit(0)
+
+    def _stop(_signum: int, _frame: object) -> None:
+        os.kill(child, signal.SIGKILL)
+        os.waitpid(child, 0)
+        sys.exit(0)
+
+    signal.signal(signal.SIGTERM, _stop)
+    _say(f"child {child}")
+    _, status = os.waitpid(child, 0)
+    _say(f"child-exit {status}")
+    time.sleep(args.linger_s)
+    return 0
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m oomwatch.lab.hog", description=__doc__)
+    parser.add_argument("--cgroup-procs", required=True, help="cgroup.procs file to join")
+    parser.add_argument("--mode", choices=MODES, default="anon")
+    parser.add_argument("--mb", type=int, default=0, help="MiB to allocate")
+    parser.add_argument("--comm", default="oomlab-hog", help="comm (<= 15 bytes)")
+    parser.add_argument("--parent-comm", default="oomlab-parent", help="child-worker parent")
+    parser.add_argument("--oom-score-adj", type=int, default=None)
+    parser.add_argument("--step-mb", type=int, default=16)
+    parser.add_argument("--step-interval-s", type=float, default=0.0)
+    parser.add_argument("--tmpfs-dir", type=Path, default=None, help="tmpfs mode: where")
+    parser.add_argument("--reserve-mb", type=int, default=0, help="untouched mapping size")
+    parser.add_argument("--linger-s", type=float, default=2.0, help="child-worker parent")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    _die_with_parent()
+    _join(args.cgroup_procs)
+    _set_comm(args.parent_comm if args.mode == "child-worker" else args.comm)
+    if args.oom_score_adj is not None:
+        _set_oom_score_adj(args.oom_score_adj)
+    _say(f"joined {os.getpid()}")
+    if args.mode == "child-worker":
+        return _run_child_worker(args)
+    keep: list[object] = []
+    if args.mode == "untouched-mapping":
+        keep.append(mmap.mmap(-1, args.reserve_mb * MIB,
+                              flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | _MAP_NORESERVE))
+    if args.mode == "tmpfs":
+        if args.tmpfs_dir is None:
+            raise SystemExit("hog: --mode tmpfs needs --tmpfs-dir")
+        _remove_on_sigterm(args.tmpfs_dir)
+        _fill_tmpfs(args.tmpfs_dir, args.mb, args.step_mb, args.step_interval_s)
+    else:
+        keep.append(_allocate_anon(args.mb, args.step_mb, args.step_interval_s,
+                                   huge=args.mode == "thp"))
+    _say(f"allocated {args.mb}")
+    _hold()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,268 @@
+"""Scratch cgroup v1 memcgs for provoking real kernel OOM kills safely.
+
+Tests and the demo need real kills, which means real memcgs with small limits.  Everything
+made here lives under one `oomwatch-lab-<pid>-<random>` directory, and cleanup kills only the
+processes this object started (and their descendants), moves any other process it was given
+back to the root memcg, removes tmpfs leftovers and then the directories bottom-up -- also
+when a test fails midway.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+from types import TracebackType
+
+import psutil
+
+MEMCG_V1_ROOT = Path("/sys/fs/cgroup/memory")
+KMSG_PATH = "/dev/kmsg"
+SCRATCH_PREFIX = "oomwatch-lab"
+_RMDIR_RETRY_S = 5.0
+
+
+def memcg_v1_unavailable_reason(
+    root: Path = MEMCG_V1_ROOT, kmsg_path: str = KMSG_PATH
+) -> str | None:
+    """Why real-kill tests cannot run here, or None when they can."""
+    if os.geteuid() != 0:
+        return f"not root (euid {os.geteuid()}): scratch memcgs and /dev/kmsg need root"
+    if not (root / "memory.limit_in_bytes").is_file():
+        return f"no cgroup v1 memory controller mounted at {root}"
+    if not os.access(root, os.W_OK):
+        return f"{root} is not writable (read-only cgroup mount?)"
+    try:
+        use_hierarchy = (root / "memory.use_hierarchy").read_text().strip()
+    except OSError as exc:
+        return f"cannot read {root}/memory.use_hierarchy: {exc}"
+    if use_hierarchy != "1":
+        return f"{root}/memory.use_hierarchy is {use_hierarchy}: pod-level limits would not count"
+    try:
+        fd = os.open(kmsg_path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as exc:
+        return f"cannot read {kmsg_path}: {exc}"
+    os.close(fd)
+    return None
+
+
+def _write(path: Path, value: str) -> None:
+    with open(path, "w") as handle:
+        handle.write(value)
+
+
+class Memcg:
+    """One memcg directory of a scratch tree: its kernel path, its files, its children."""
+
+    def __init__(self, scratch: ScratchMemcg, relpath: str) -> None:
+        self.scratch = scratch
+        self.relpath = relpath  # as the kernel prints it, e.g. /oomwatch-lab-1-ab/kubepods
+        self.fs_path = scratch.mount / relpath.lstrip("/")
+
+    def __repr__(self) -> str:
+        return f"Memcg({self.relpath!r})"
+
+    def create_child(self, name: str, limit_bytes: int | None = None) -> Memcg:
+        """Make (or reuse) a child memcg; a limit is set when given."""
+        if not name or "/" in name or name in (".", ".."):
+            raise ValueError(f"bad memcg name {name!r}")
+        child = Memcg(self.scratch, f"{self.relpath}/{name}")
+        self.scratch._mkdir(child.fs_path)
+        if limit_bytes is not None:
+            child.set_limit(limit_bytes)
+        return child
+
+    def set_limit(self, limit_bytes: int) -> None:
+        """Set memory.limit_in_bytes, and memory+swap to the same where the file exists.
+
+        With swap the kernel would swap instead of killing; memsw must stay >= memory, so
+        the order of the two writes depends on the direction of the change.
+        """
+        memory = self.fs_path / "memory.limit_in_bytes"
+        memsw = self.fs_path / "memory.memsw.limit_in_bytes"
+        if not memsw.exists():
+            _write(memory, str(limit_bytes))
+            return
+        try:
+            _write(memory, str(limit_bytes))
+            _write(memsw, str(limit_bytes))
+        except OSError as exc:
+            if exc.errno != errno.EINVAL:
+                raise
+            _write(memsw, str(limit_bytes))
+            _write(memory, str(limit_bytes))
+
+    def limit_bytes(self) -> int:
+        return int((self.fs_path / "memory.limit_in_bytes").read_text())
+
+    def usage_bytes(self) -> int:
+        return int((self.fs_path / "memory.usage_in_bytes").read_text())
+
+    def add_pid(self, pid: int) -> None:
+        """Move a process into this memcg (its later charges land here)."""
+        _write(self.fs_path / "cgroup.procs", str(pid))
+        self.scratch._note_added(pid)
+
+    def pids(self) -> list[int]:
+        """Processes directly in this memcg (not in its children)."""
+        text = (self.fs_path / "cgroup.procs").read_text()
+        return [int(line) for line in text.split()]
+
+    def oom_control(self) -> dict[str, int]:
+        """memory.oom_control as a dict: oom_kill_disable, under_oom, oom_kill."""
+        fields = (line.split() for line in (self.fs_path / "memory.oom_control").read_text()
+                  .splitlines())
+        return {parts[0]: int(parts[1]) for parts in fields if len(parts) == 2}
+
+    def oom_kill_count(self) -> int:
+        """Kills the kernel counted in this memcg (v1 counts where the victim lived)."""
+        return self.oom_control().get("oom_kill", 0)
+
+    def stat(self) -> dict[str, int]:
+        """memory.stat, names as the kernel writes them, values in bytes (or counts)."""
+        out: dict[str, int] = {}
+        for line in (self.fs_path / "memory.stat").read_text().splitlines():
+            name, _, value = line.partition(" ")
+            out[name] = int(value)
+        return out
+
+
+class ScratchMemcg(Memcg):
+    """A scratch memcg tree under the v1 memory root; use as a context manager."""
+
+    def __init__(
+        self,
+        limit_bytes: int | None = None,
+        *,
+        mount: Path = MEMCG_V1_ROOT,
+        prefix: str = SCRATCH_PREFIX,
+    ) -> None:
+        self.mount = mount
+        name = f"{prefix}-{os.getpid()}-{secrets.token_hex(4)}"
+        super().__init__(self, f"/{name}")
+        self._initial_limit_bytes = limit_bytes
+        self._dirs: list[Path] = []
+        self._procs: list[subprocess.Popen[bytes]] = []
+        self._added_pids: set[int] = set()
+        self._tmp_paths: list[Path] = []
+        self._created = False
+
+    def __enter__(self) -> ScratchMemcg:
+        self.create()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.cleanup()
+
+    def create(self) -> None:
+        if self._created:
+            return
+        reason = memcg_v1_unavailable_reason(self.mount)
+        if reason is not None:
+            raise RuntimeError(f"cannot make a scratch memcg: {reason}")
+        self._mkdir(self.fs_path)
+        self._created = True
+        if self._initial_limit_bytes is not None:
+            self.set_limit(self._initial_limit_bytes)
+
+    # -- bookkeeping used by Memcg and spawn_hog -------------------------------------------
+    def _mkdir(self, path: Path) -> None:
+        if path.is_dir():
+            return
+        path.mkdir()
+        self._dirs.append(path)
+
+    def _note_added(self, pid: int) -> None:
+        if all(proc.pid != pid for proc in self._procs):
+            self._added_pids.add(pid)
+
+    def track_process(self, proc: subprocess.Popen[bytes]) -> None:
+        """Record a process this scratch tree started, so cleanup kills it."""
+        self._procs.append(proc)
+        self._added_pids.discard(proc.pid)
+
+    def track_tmp_path(self, path: Path) -> None:
+        """Record a tmpfs file or directory to remove at cleanup (shmem stays charged)."""
+        self._tmp_paths.append(path)
+
+    def memcgs(self) -> list[Memcg]:
+        """Every memcg of the tree, the root first."""
+        return [self] + [
+            Memcg(self, "/" + str(path.relative_to(self.mount))) for path in self._dirs[1:]
+        ]
+
+    # -- cleanup ---------------------------------------------------------------------------
+    def cleanup(self) -> None:
+        """Kill what we started, release what we were given, remove tmpfs files and dirs."""
+        self._kill_started()
+        self._release_added()
+        for path in reversed(self._tmp_paths):
+            if path.is_dir():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                with contextlib.suppress(FileNotFoundError):
+                    path.unlink()
+        self._tmp_paths.clear()
+        errors: list[str] = []
+        for path in reversed(self._dirs):
+            error = _rmdir_patiently(path)
+            if error:
+                errors.append(error)
+        self._dirs.clear()
+        self._created = False
+        if errors:
+            raise RuntimeError("scratch memcg cleanup left: " + "; ".join(errors))
+
+    def _kill_started(self) -> None:
+        victims: list[psutil.Process] = []
+        for proc in self._procs:
+            if proc.poll() is not None:
+                continue
+            with contextlib.suppress(psutil.Error):
+                parent = psutil.Process(proc.pid)
+                victims.extend(parent.children(recursive=True))
+                victims.append(parent)
+        for victim in victims:
+            with contextlib.suppress(psutil.Error):
+                victim.send_signal(signal.SIGKILL)
+        for proc in self._procs:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=_RMDIR_RETRY_S)
+            for stream in (proc.stdout, proc.stderr, proc.stdin):
+                if stream is not None:
+                    stream.close()
+        psutil.wait_procs(victims, timeout=_RMDIR_RETRY_S)
+        self._procs.clear()
+
+    def _release_added(self) -> None:
+        root_procs = self.mount / "cgroup.procs"
+        for pid in sorted(self._added_pids):
+            with contextlib.suppress(ProcessLookupError, OSError):
+                _write(root_procs, str(pid))
+        self._added_pids.clear()
+
+
+def _rmdir_patiently(path: Path) -> str | None:
+    """rmdir, retrying while exiting tasks still hold the memcg (EBUSY)."""
+    deadline = time.monotonic() + _RMDIR_RETRY_S
+    while True:
+        try:
+            path.rmdir()
+            return None
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            if exc.errno != errno.EBUSY or time.monotonic() > deadline:
+                return f"{path}: {exc.strerror}"
+            time.sleep(0.05)

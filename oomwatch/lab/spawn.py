@@ -1,0 +1,127 @@
+"""Start `hog` workloads inside scratch memcgs and follow what they report."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import select
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import oomwatch
+from oomwatch.lab.hog import MODES
+from oomwatch.lab.memcg import Memcg
+
+TMPFS_ROOT = Path("/dev/shm")
+_tmpfs_serial = itertools.count()
+
+
+class HogProcess(subprocess.Popen[bytes]):
+    """A running hog: a Popen that also knows its memcg, comm and status lines."""
+
+    def __init__(self, args: list[str], memcg: Memcg, comm: str, mode: str,
+                 tmpfs_dir: Path | None, **kwargs: Any) -> None:
+        super().__init__(args, **kwargs)
+        self.memcg = memcg
+        self.comm = comm
+        self.mode = mode
+        self.tmpfs_dir = tmpfs_dir
+        self.lines: list[str] = []
+        self._buffer = b""
+
+    @property
+    def child_pid(self) -> int | None:
+        """The allocating child's pid in child-worker mode (once `child <pid>` arrived)."""
+        for line in self.lines:
+            if line.startswith("child "):
+                return int(line.split()[1])
+        return None
+
+    def wait_for(self, prefix: str, timeout_s: float = 10.0) -> str | None:
+        """Wait for a status line starting with `prefix`; None if the hog ended first.
+
+        Raises TimeoutError when neither happens in time.
+        """
+        deadline = time.monotonic() + timeout_s
+        while True:
+            for line in self.lines:
+                if line.startswith(prefix):
+                    return line
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError(f"hog {self.pid} ({self.mode}) said no {prefix!r} "
+                                   f"in {timeout_s} s; said {self.lines}")
+            if not self._read_more(remaining):
+                return None
+
+    def _read_more(self, timeout_s: float) -> bool:
+        """Read what stdout has; False at end of file (the hog is gone)."""
+        assert self.stdout is not None
+        fd = self.stdout.fileno()
+        ready, _, _ = select.select([fd], [], [], min(timeout_s, 0.5))
+        if not ready:
+            return True
+        chunk = os.read(fd, 4096)
+        if not chunk:
+            return False
+        self._buffer += chunk
+        *complete, self._buffer = self._buffer.split(b"\n")
+        self.lines.extend(line.decode(errors="replace") for line in complete)
+        return True
+
+    def stderr_text(self) -> str:
+        """What the hog wrote to stderr (after it ended), for failure messages."""
+        if self.stderr is None or self.poll() is None:
+            return ""
+        return self.stderr.read().decode(errors="replace")
+
+
+def spawn_hog(
+    memcg: Memcg,
+    mode: str = "anon",
+    mb: int = 0,
+    comm: str = "oomlab-hog",
+    oom_score_adj: int | None = None,
+    step_mb: int = 16,
+    step_interval_s: float = 0.0,
+    *,
+    reserve_mb: int = 0,
+    parent_comm: str = "oomlab-parent",
+    linger_s: float = 2.0,
+    join_timeout_s: float = 10.0,
+) -> HogProcess:
+    """Start a hog in `memcg`; returns once it has joined the memcg (before it allocates).
+
+    Several hogs may share one memcg (e.g. with different `oom_score_adj`): call this again.
+    The scratch tree that owns `memcg` kills the hog (and its children) at cleanup.
+    """
+    if mode not in MODES:
+        raise ValueError(f"unknown hog mode {mode!r}; one of {', '.join(MODES)}")
+    scratch = memcg.scratch
+    tmpfs_dir = None
+    argv = [
+        sys.executable, "-m", "oomwatch.lab.hog",
+        "--cgroup-procs", str(memcg.fs_path / "cgroup.procs"),
+        "--mode", mode, "--mb", str(mb), "--comm", comm, "--parent-comm", parent_comm,
+        "--step-mb", str(step_mb), "--step-interval-s", str(step_interval_s),
+        "--reserve-mb", str(reserve_mb), "--linger-s", str(linger_s),
+    ]
+    if oom_score_adj is not None:
+        argv += ["--oom-score-adj", str(oom_score_adj)]
+    if mode == "tmpfs":
+        tmpfs_dir = TMPFS_ROOT / f"{scratch.relpath.strip('/')}-{next(_tmpfs_serial)}"
+        scratch.track_tmp_path(tmpfs_dir)
+        argv += ["--tmpfs-dir", str(tmpfs_dir)]
+    env = dict(os.environ)
+    package_parent = str(Path(oomwatch.__file__).resolve().parents[1])
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_parent, env.get("PYTHONPATH")) if p)
+    hog = HogProcess(argv, memcg, comm, mode, tmpfs_dir, stdin=subprocess.DEVNULL,
+                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    scratch.track_process(hog)
+    if hog.wait_for("joined", join_timeout_s) is None:
+        hog.wait()
+        raise RuntimeError(f"hog did not join {memcg.relpath}: {hog.stderr_text().strip()}")
+    return hog
