@@ -1,0 +1,146 @@
+"""The watcher and the sampler on the real kernel: cgroup v1 memcgs, real OOM kills.
+
+Other tests provoke kills on this machine at the same time, so only deltas of our own
+scratch tree are looked at.  Counters do not depend on the kernel's report rate limit.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from oomwatch.cgroups import CgroupWatcher, CounterDelta, TimelineSampler
+
+lab = pytest.importorskip("oomwatch.lab", reason="the kernel lab (oomwatch.lab) is not here yet")
+
+pytestmark = [pytest.mark.kernel, pytest.mark.slow]
+
+MiB = 1 << 20
+CGROUP_ROOT = "/sys/fs/cgroup"
+
+
+@pytest.fixture
+def scratch() -> Iterator[lab.ScratchMemcg]:
+    reason = lab.memcg_v1_unavailable_reason()
+    if reason is not None:
+        pytest.skip(reason)
+    with lab.ScratchMemcg(256 * MiB) as tree:
+        yield tree
+
+
+def _container(scratch: lab.ScratchMemcg, limit_bytes: int) -> tuple[str, lab.Memcg]:
+    """A kubelet-like container memcg; returns the pod UID and the container."""
+    pod_uid = str(uuid.uuid4())
+    layout = lab.kubelet_layout(
+        scratch, pod_uid, uuid.uuid4().hex * 2, container_limit_bytes=limit_bytes
+    )
+    return pod_uid, layout
+
+
+def _ours(watcher: CgroupWatcher, prefix: str) -> Callable[[], list[CounterDelta]]:
+    def poll() -> list[CounterDelta]:
+        return [d for d in watcher.poll_changes() if d.cgroup.relpath.startswith(prefix + "/")]
+
+    return poll
+
+
+def _collect(poll: Callable[[], list[CounterDelta]], seconds: float) -> list[CounterDelta]:
+    out: list[CounterDelta] = []
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        out += poll()
+        time.sleep(0.05)
+    return out
+
+
+def test_a_real_kill_is_exactly_one_delta(scratch: lab.ScratchMemcg) -> None:
+    pod_uid, container = _container(scratch, 64 * MiB)
+    watcher = CgroupWatcher([CGROUP_ROOT], poll_interval_s=0.2, include_limited=False)
+    try:
+        poll = _ours(watcher, scratch.relpath)
+        assert container.relpath in {cg.relpath for cg in watcher.cgroups()}
+        assert poll() == []  # a baseline, nothing more
+        hog = lab.spawn_hog(container, mode="anon", mb=200, comm="h5-kill")
+        assert hog.wait(timeout=60) == -9
+        assert container.oom_kill_count() == 1
+        deltas = _collect(poll, 2.0)
+        assert [(d.cgroup.relpath, d.oom_kill, d.vanished) for d in deltas] == [
+            (container.relpath, 1, False)
+        ]
+        assert deltas[0].cgroup.identity.level == "container"
+        assert deltas[0].cgroup.identity.pod_uid == pod_uid
+        assert watcher.oom_group(container.relpath) is False  # v1 has no group kill
+    finally:
+        watcher.close()
+
+
+def test_a_container_made_and_killed_after_start_is_counted_once(
+    scratch: lab.ScratchMemcg,
+) -> None:
+    watcher = CgroupWatcher([CGROUP_ROOT], poll_interval_s=0.2, include_limited=False)
+    try:
+        poll = _ours(watcher, scratch.relpath)
+        _, container = _container(scratch, 48 * MiB)
+        hog = lab.spawn_hog(container, mode="anon", mb=200, comm="h5-late")
+        assert hog.wait(timeout=60) == -9
+        # Found through the directory watch (or a rescan); its counters start from zero.
+        deltas = _collect(poll, 2.0)
+        if not deltas:
+            watcher.rescan()
+            deltas = _collect(poll, 1.0)
+        assert [(d.cgroup.relpath, d.oom_kill) for d in deltas] == [(container.relpath, 1)]
+    finally:
+        watcher.close()
+
+
+def test_child_worker_killed_while_the_container_lives(scratch: lab.ScratchMemcg) -> None:
+    _, container = _container(scratch, 64 * MiB)
+    watcher = CgroupWatcher([CGROUP_ROOT], poll_interval_s=0.2, include_limited=False)
+    try:
+        poll = _ours(watcher, scratch.relpath)
+        hog = lab.spawn_hog(container, mode="child-worker", mb=200, comm="h5-worker", linger_s=60.0)
+        deadline = time.monotonic() + 60
+        while container.oom_kill_count() == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        deltas = _collect(poll, 1.0)
+        assert [(d.cgroup.relpath, d.oom_kill) for d in deltas] == [(container.relpath, 1)]
+        assert hog.poll() is None  # the parent (the container's "PID 1") lives on
+        assert watcher.has_processes(container.relpath) is True
+        hog.kill()
+        hog.wait(timeout=10)
+        deadline = time.monotonic() + 5
+        while watcher.has_processes(container.relpath) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert watcher.has_processes(container.relpath) is False
+    finally:
+        watcher.close()
+
+
+def test_sampler_sees_a_slow_leak_grow(scratch: lab.ScratchMemcg) -> None:
+    _, container = _container(scratch, 200 * MiB)
+    watcher = CgroupWatcher([CGROUP_ROOT], use_inotify=False, include_limited=False)
+    sampler = TimelineSampler(interval_s=0.25, window_s=60.0)
+    try:
+        [cg] = [c for c in watcher.cgroups() if c.relpath == container.relpath]
+        # 8 MiB every 0.25 s: about 32 MiB/s, up to 96 MiB (well under the limit).
+        lab.spawn_hog(
+            container, mode="anon", mb=96, step_mb=8, step_interval_s=0.25, comm="h5-leak"
+        )
+        start = time.time()
+        while time.time() - start < 3.0:
+            sampler.sample([cg], time.time())
+            time.sleep(0.25)
+        timeline = sampler.freeze(container.relpath, time.time())
+        assert timeline is not None and len(timeline.samples) >= 8
+        assert timeline.samples[0].limit_bytes == 200 * MiB
+        assert timeline.growth_bytes_per_second is not None
+        assert 10 * MiB < timeline.growth_bytes_per_second < 80 * MiB
+        assert timeline.peak_bytes is not None and timeline.peak_bytes >= 64 * MiB
+        last = timeline.samples[-1]
+        assert last.anon_bytes is not None and last.anon_bytes >= 0.8 * last.usage_bytes - 8 * MiB
+    finally:
+        sampler.close()
+        watcher.close()
