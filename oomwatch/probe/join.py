@@ -1,0 +1,280 @@
+"""Join probe flight records to incidents: the daemon's two uses of the probe directory.
+
+`ProbeEnricher` gives a kernel OOM kill of a probed process an `allocator` section: the last
+sample before the kill and its age, the phase/step the trainer was in, the peak over the
+recorded window.  `FrameworkOomSource` turns each CUDA/TensorFlow OOM the probe recorded
+into one incident of kind `framework`.
+
+Everything in a probe file is written by the pod, so a file only speaks for the process
+that the kernel named: it matches by container id or exact memcg path of the kill, or by the
+victim pid within the file's lifetime, or by pod UID and container name from the API.
+Strings taken from it are escaped before they enter an incident.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from oomwatch.cgroup_identity import annotate, identify
+from oomwatch.incident import Incident, Invoker, PodContext
+from oomwatch.probe.reader import FlightRecord, ProbeDirReader, ReaderLimits
+from oomwatch.probe.schema import FrameworkOomEvent, ProbeSample, to_payload
+from oomwatch.sanitize import escape_control
+
+log = logging.getLogger("oomwatch.probe.join")
+
+# Kernel log timestamps and CLOCK_MONOTONIC differ by a few milliseconds here; a sample
+# stamped that little after the kill was still taken before it.
+CLOCK_SLACK_S = 0.05
+
+_PEAK_FIELDS = ("rss_bytes", "uss_bytes", "anon_bytes", "anon_huge_bytes", "shmem_bytes")
+
+
+def _iso(wall_s: float) -> str:
+    return datetime.fromtimestamp(wall_s, tz=UTC).isoformat()
+
+
+def _wall_of(text: str | None) -> float | None:
+    if not text:
+        return None
+    try:
+        parsed = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    return parsed.timestamp()
+
+
+def _text(value: str | None) -> str | None:
+    return None if value is None else escape_control(value)
+
+
+def kill_clock(incident: Incident, record: FlightRecord) -> tuple[str, float] | None:
+    """When the kill happened, on a clock the record's samples carry: (`mono_s`|`wall_s`, t)."""
+    same_boot = None in (incident.boot_id, record.meta.boot_id) or (
+        incident.boot_id == record.meta.boot_id
+    )
+    if incident.kernel_time_s is not None and same_boot:
+        return "mono_s", incident.kernel_time_s
+    wall = _wall_of(incident.wall_time) or _wall_of(incident.detected_at)
+    return ("wall_s", wall) if wall is not None else None
+
+
+def match_reason(incident: Incident, record: FlightRecord) -> str | None:
+    """Why `record` belongs to the process or container the incident is about, if it does."""
+    meta = record.meta
+    file_identity = identify(meta.cgroup) if meta.cgroup else None
+    if (
+        incident.container_id
+        and file_identity is not None
+        and file_identity.container_id == incident.container_id
+    ):
+        return "container_id"
+    if meta.cgroup and meta.cgroup in (incident.task_memcg, incident.group_cgroup):
+        return "memcg"
+    if any(v.pid == meta.pid for v in incident.victims) and _within_lifetime(incident, record):
+        return "pid"
+    container = incident.k8s.container if incident.k8s else None
+    if (
+        incident.pod_uid
+        and meta.pod_uid == incident.pod_uid
+        and container is not None
+        and meta.container == container
+    ):
+        return "pod_container"
+    return None
+
+
+def _within_lifetime(incident: Incident, record: FlightRecord) -> bool:
+    """A pid matches only while that process lived (pids are reused)."""
+    clock = kill_clock(incident, record)
+    if clock is None or not record.samples:
+        return False
+    key, at = clock
+    started = record.meta.started_mono_s if key == "mono_s" else record.meta.started_wall_s
+    last: float = getattr(record.samples[-1], key)
+    return started - CLOCK_SLACK_S <= at <= last + 2 * 60.0
+
+
+def allocator_section(
+    incident: Incident, record: FlightRecord, reason: str, window_s: float
+) -> dict[str, Any] | None:
+    """The `allocator` section for a kill, or None if the record has no sample before it."""
+    clock = kill_clock(incident, record)
+    if clock is None:
+        return None
+    key, at = clock
+    before = [s for s in record.samples if getattr(s, key) <= at + CLOCK_SLACK_S]
+    if not before:
+        return None
+    last = before[-1]
+    age = at - getattr(last, key)
+    if age > window_s:
+        return None
+    window = [s for s in before if at - getattr(s, key) <= window_s]
+    return {
+        "source": "probe",
+        "file": escape_control(record.name),
+        "matched_by": reason,
+        "pid": record.meta.pid,
+        "comm": escape_control(record.meta.comm),
+        "phase": _text(last.phase),
+        "epoch": last.epoch,
+        "step": last.step,
+        "batch_size": last.batch_size,
+        "age_seconds": round(max(age, 0.0), 3),
+        "last_sample": _sample_dict(last),
+        "peak": _peaks(window),
+        "window_seconds": round(getattr(last, key) - getattr(window[0], key), 3),
+        "samples_in_window": len(window),
+        "framework_ooms": sum(1 for e in record.events if getattr(e, key) <= at + CLOCK_SLACK_S),
+    }
+
+
+def _sample_dict(sample: ProbeSample) -> dict[str, Any]:
+    out = to_payload(sample)
+    out["seq"] = sample.seq
+    if sample.phase is not None:
+        out["phase"] = escape_control(sample.phase)
+    if sample.tf is not None:
+        out["tf"] = {
+            k: escape_control(v) if isinstance(v, str) else v for k, v in sample.tf.items()
+        }
+    return out
+
+
+def _peaks(samples: list[ProbeSample]) -> dict[str, int]:
+    peaks: dict[str, int] = {}
+    for name in _PEAK_FIELDS:
+        values = [v for s in samples if (v := getattr(s, name)) is not None]
+        if values:
+            peaks[name] = max(values)
+    for name in ("reserved_bytes", "allocated_bytes"):
+        values = [s.cuda[name] for s in samples if s.cuda and name in s.cuda]
+        if values:
+            peaks[f"cuda_{name}"] = max(values)
+    return peaks
+
+
+class ProbeEnricher:
+    """Enricher adding `incident.allocator` from the probe directory (never defers)."""
+
+    def __init__(
+        self, probe_dir: Path, *, limits: ReaderLimits | None = None, window_s: float = 120.0
+    ) -> None:
+        self._reader = ProbeDirReader(probe_dir, limits)
+        self.window_s = window_s
+
+    def enrich(self, incident: Incident) -> bool:
+        if incident.kind == "framework" or incident.allocator is not None:
+            return True
+        best: tuple[float, dict[str, Any]] | None = None
+        for record in self._reader.read_all():
+            reason = match_reason(incident, record)
+            if reason is None:
+                continue
+            section = allocator_section(incident, record, reason, self.window_s)
+            if section is not None and (best is None or section["age_seconds"] < best[0]):
+                best = (section["age_seconds"], section)
+        if best is not None:
+            incident.allocator = best[1]
+        return True
+
+    def close(self) -> None:
+        self._reader.close()
+
+
+def framework_incident(
+    record: FlightRecord, event: FrameworkOomEvent, now_wall_s: float
+) -> Incident:
+    """One framework OOM as an incident (kind `framework`), identity from the file's metadata."""
+    meta = record.meta
+    window = [s for s in record.samples if s.mono_s <= event.mono_s + CLOCK_SLACK_S]
+    last = window[-1] if window else None
+    allocator: dict[str, Any] = {
+        "source": "probe",
+        "file": escape_control(record.name),
+        "framework": event.framework,
+        "device": _text(event.device),
+        "requested_bytes": event.requested_bytes,
+        "free_bytes": event.free_bytes,
+        "total_bytes": event.total_bytes,
+        "allocated_bytes": event.allocated_bytes,
+        "reserved_unallocated_bytes": event.reserved_unallocated_bytes,
+        "phase": _text(event.phase),
+        "epoch": event.epoch,
+        "step": event.step,
+        "batch_size": event.batch_size,
+        "message": escape_control(event.message),
+        "last_sample": _sample_dict(last) if last else None,
+        "peak": _peaks(window[-120:]),
+    }
+    incident = Incident(
+        kind="framework",
+        kernel_time_s=round(event.mono_s, 6),
+        wall_time=_iso(event.wall_s),
+        boot_id=meta.boot_id,
+        detected_at=_iso(now_wall_s),
+        invoker=Invoker(comm=escape_control(meta.comm), pid=meta.pid),
+        task_memcg=meta.cgroup,
+        pod_uid=meta.pod_uid,
+        k8s=PodContext(
+            namespace=_text(meta.namespace),
+            pod=_text(meta.pod_name),
+            container=_text(meta.container),
+        ),
+        allocator=allocator,
+    )
+    return annotate(incident)
+
+
+def claims_consistent(record: FlightRecord) -> bool:
+    """A file may not claim a pod UID that its own memcg path contradicts."""
+    if not record.meta.cgroup or not record.meta.pod_uid:
+        return True
+    path_uid = identify(record.meta.cgroup).pod_uid
+    return path_uid is None or path_uid == record.meta.pod_uid
+
+
+class FrameworkOomSource:
+    """Reports each framework OOM recorded in the probe directory once (per daemon run).
+
+    After a daemon restart the same events come again; the store drops them, since the
+    incident's identity (boot, kind, monotonic time, memcg) is the same.
+    """
+
+    def __init__(self, probe_dir: Path, *, limits: ReaderLimits | None = None) -> None:
+        self._reader = ProbeDirReader(probe_dir, limits)
+        self._seen: set[tuple[str, int, float, int]] = set()
+        self._contradicted: set[str] = set()
+
+    def poll(self, now_wall_s: float | None = None) -> list[Incident]:
+        now = time.time() if now_wall_s is None else now_wall_s
+        out: list[Incident] = []
+        present: set[tuple[str, int, float, int]] = set()
+        for record in self._reader.read_all(now):
+            if not record.events:
+                continue
+            if not claims_consistent(record):
+                if record.name not in self._contradicted:
+                    self._contradicted.add(record.name)
+                    log.warning(
+                        "probe file %s refused: pod UID contradicts its memcg path",
+                        escape_control(record.name),
+                    )
+                continue
+            for event in record.events:
+                key = (record.name, record.meta.pid, record.meta.started_wall_s, event.seq)
+                present.add(key)
+                if key not in self._seen:
+                    out.append(framework_incident(record, event, now))
+        self._seen = present  # files gone or refused are forgotten: the set stays bounded
+        return out
+
+    def close(self) -> None:
+        self._reader.close()

@@ -1,0 +1,128 @@
+"""Parse the text of framework out-of-memory errors into numbers (pure functions).
+
+PyTorch's CUDA caching allocator and TensorFlow's `OpKernelContext::allocate_tensor` say in
+words what was requested and what was free; those numbers are what turns "CUDA OOM" into a
+diagnosis (too big a batch vs fragmentation: "reserved but unallocated" is large).
+Patterns are anchored on the fixed text of the formats in c10/cuda/CUDACachingAllocator.cpp
+(current and <= 2.0) and tensorflow/core/framework/op_kernel.cc.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+_SIZE = r"(\d+(?:\.\d+)?) (bytes|KiB|MiB|GiB|TiB)"
+_UNITS = {"bytes": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
+
+_TORCH_REQUESTED = re.compile(r"CUDA out of memory\. Tried to allocate " + _SIZE + r"\.? ")
+_TORCH_CAPACITY = re.compile(
+    r"GPU (\d+) has a total capacity of " + _SIZE + " of which " + _SIZE + " is free"
+)
+_TORCH_ALLOCATED = re.compile(r"Of the allocated memory " + _SIZE + " is allocated by PyTorch")
+_TORCH_UNALLOCATED = re.compile(_SIZE + r" is reserved by PyTorch but unallocated")
+_TORCH_OLD = re.compile(
+    r"\(GPU (\d+); "
+    + _SIZE
+    + r" total capacity; "
+    + _SIZE
+    + r" already allocated; "
+    + _SIZE
+    + r" free; "
+    + _SIZE
+    + r" reserved in total by PyTorch\)"
+)
+_TORCH_REJECTED = re.compile(
+    r"CUDA out of memory\. Allocation was preemptively rejected .*?Requested size: " + _SIZE
+)
+_TF_OOM = re.compile(
+    r"OOM when allocating tensor with shape\s*\[([\d,\s]*)\] and type (\w+) on (\S+) "
+    r"by allocator (\S+)"
+)
+_TF_DTYPE_BYTES = {
+    "float": 4,
+    "double": 8,
+    "half": 2,
+    "bfloat16": 2,
+    "int8": 1,
+    "uint8": 1,
+    "int16": 2,
+    "uint16": 2,
+    "int32": 4,
+    "uint32": 4,
+    "int64": 8,
+    "uint64": 8,
+    "bool": 1,
+    "complex64": 8,
+    "complex128": 16,
+}
+_DEVICE_SUFFIX = re.compile(r"device:([A-Z]+:\d+)$")
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedOom:
+    """The numbers a framework OOM message gave; None where the message did not say."""
+
+    device: str | None = None
+    requested_bytes: int | None = None
+    total_bytes: int | None = None
+    free_bytes: int | None = None
+    allocated_bytes: int | None = None  # held by the framework's live tensors
+    reserved_unallocated_bytes: int | None = None  # cached by the allocator, not in use
+
+
+def _bytes(number: str, unit: str) -> int:
+    return round(float(number) * _UNITS[unit])
+
+
+def parse_torch_cuda_oom(message: str) -> ParsedOom:
+    """Numbers from a `torch.cuda.OutOfMemoryError` message (either message format)."""
+    requested = _TORCH_REQUESTED.search(message)
+    rejected = _TORCH_REJECTED.search(message)
+    requested_bytes = None
+    if requested:
+        requested_bytes = _bytes(requested.group(1), requested.group(2))
+    elif rejected:
+        requested_bytes = _bytes(rejected.group(1), rejected.group(2))
+    capacity = _TORCH_CAPACITY.search(message)
+    if capacity:
+        allocated = _TORCH_ALLOCATED.search(message)
+        unallocated = _TORCH_UNALLOCATED.search(message)
+        return ParsedOom(
+            device=f"cuda:{capacity.group(1)}",
+            requested_bytes=requested_bytes,
+            total_bytes=_bytes(capacity.group(2), capacity.group(3)),
+            free_bytes=_bytes(capacity.group(4), capacity.group(5)),
+            allocated_bytes=_bytes(allocated.group(1), allocated.group(2)) if allocated else None,
+            reserved_unallocated_bytes=(
+                _bytes(unallocated.group(1), unallocated.group(2)) if unallocated else None
+            ),
+        )
+    old = _TORCH_OLD.search(message)
+    if old:
+        allocated_bytes = _bytes(old.group(4), old.group(5))
+        reserved_bytes = _bytes(old.group(8), old.group(9))
+        return ParsedOom(
+            device=f"cuda:{old.group(1)}",
+            requested_bytes=requested_bytes,
+            total_bytes=_bytes(old.group(2), old.group(3)),
+            free_bytes=_bytes(old.group(6), old.group(7)),
+            allocated_bytes=allocated_bytes,
+            reserved_unallocated_bytes=max(reserved_bytes - allocated_bytes, 0),
+        )
+    return ParsedOom(requested_bytes=requested_bytes)
+
+
+def parse_tf_oom(message: str) -> ParsedOom:
+    """Numbers from a TensorFlow `ResourceExhaustedError` ("OOM when allocating tensor ...")."""
+    match = _TF_OOM.search(message)
+    if not match:
+        return ParsedOom()
+    dims = [int(d) for d in match.group(1).replace(" ", "").split(",") if d]
+    size = _TF_DTYPE_BYTES.get(match.group(2))
+    device_match = _DEVICE_SUFFIX.search(match.group(3))
+    return ParsedOom(
+        device=device_match.group(1) if device_match else match.group(3)[:128],
+        requested_bytes=math.prod(dims) * size if size is not None else None,
+    )

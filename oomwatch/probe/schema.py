@@ -1,0 +1,196 @@
+"""What a flight-recorder file may contain, validated field by field.
+
+The daemon reads these files from a directory every pod can write to, so each payload is
+checked against a closed schema: known keys only, exact types, bounded numbers and strings.
+One bad field refuses the whole file (`SchemaError`), never a half-trusted record.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, fields
+from typing import Any, Literal, get_args
+
+Framework = Literal["torch-cuda", "tensorflow"]
+FRAMEWORKS: tuple[str, ...] = get_args(Framework)
+
+MAX_TEXT = 128  # names, phases, devices
+MAX_MESSAGE = 1200  # a framework OOM message, truncated by the writer
+MAX_BYTES = 1 << 50  # 1 PiB: larger "byte counts" are lies
+MAX_COUNT = 1 << 40
+
+CUDA_KEYS = (
+    "device",
+    "allocated_bytes",
+    "allocated_peak_bytes",
+    "reserved_bytes",
+    "reserved_peak_bytes",
+    "active_bytes",
+    "active_peak_bytes",
+    "inactive_split_bytes",
+    "num_alloc_retries",
+    "num_ooms",
+)
+TF_KEYS = ("device", "current_bytes", "peak_bytes")
+
+
+class SchemaError(ValueError):
+    """A payload does not match the schema; the message names the field."""
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeMeta:
+    """Who wrote the file: pod identity from the downward API, pid, memory cgroup, boot."""
+
+    pid: int
+    comm: str
+    started_wall_s: float
+    started_mono_s: float
+    boot_id: str | None = None
+    cgroup: str | None = None  # the memory cgroup as /proc/self/cgroup names it
+    pod_uid: str | None = None
+    pod_name: str | None = None
+    namespace: str | None = None
+    container: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeSample:
+    """One sample of the process: memory, allocator stats, and where the trainer was."""
+
+    wall_s: float
+    mono_s: float  # CLOCK_MONOTONIC, the clock of kernel log timestamps (same boot)
+    rss_bytes: int
+    uss_bytes: int | None = None
+    anon_bytes: int | None = None
+    anon_huge_bytes: int | None = None
+    shmem_bytes: int | None = None
+    swap_bytes: int | None = None
+    phase: str | None = None
+    epoch: int | None = None
+    step: int | None = None
+    batch_size: int | None = None
+    cuda: dict[str, int] | None = None
+    tf: dict[str, int | str] | None = None
+    seq: int = 0  # the slot's sequence number (not part of the payload)
+
+
+@dataclass(frozen=True, slots=True)
+class FrameworkOomEvent:
+    """A CUDA or TensorFlow out-of-memory error the probe caught, with its message parsed."""
+
+    wall_s: float
+    mono_s: float
+    framework: str
+    message: str
+    device: str | None = None
+    requested_bytes: int | None = None
+    free_bytes: int | None = None
+    total_bytes: int | None = None
+    allocated_bytes: int | None = None
+    reserved_unallocated_bytes: int | None = None
+    phase: str | None = None
+    epoch: int | None = None
+    step: int | None = None
+    batch_size: int | None = None
+    seq: int = 0
+
+
+def to_payload(record: ProbeMeta | ProbeSample | FrameworkOomEvent) -> dict[str, Any]:
+    """The JSON payload: None fields and the slot-held `seq` are left out."""
+    return {k: v for k, v in asdict(record).items() if v is not None and k != "seq"}
+
+
+def _check(name: str, value: Any, kind: str) -> Any:
+    if kind == "int" or kind == "count":
+        if type(value) is not int or not 0 <= value <= (
+            MAX_COUNT if kind == "count" else MAX_BYTES
+        ):
+            raise SchemaError(f"{name}: expected a non-negative integer in range")
+        return value
+    if kind == "float":
+        if type(value) not in (int, float) or not math.isfinite(value) or value < 0:
+            raise SchemaError(f"{name}: expected a finite non-negative number")
+        return float(value)
+    if kind == "text" or kind == "message":
+        limit = MAX_MESSAGE if kind == "message" else MAX_TEXT
+        if type(value) is not str or len(value) > limit:
+            raise SchemaError(f"{name}: expected a string of at most {limit} characters")
+        return value
+    raise AssertionError(kind)
+
+
+_KINDS: dict[str, str] = {
+    "pid": "count",
+    "comm": "text",
+    "started_wall_s": "float",
+    "started_mono_s": "float",
+    "boot_id": "text",
+    "cgroup": "message",
+    "pod_uid": "text",
+    "pod_name": "text",
+    "namespace": "text",
+    "container": "text",
+    "wall_s": "float",
+    "mono_s": "float",
+    "phase": "text",
+    "epoch": "count",
+    "step": "count",
+    "batch_size": "count",
+    "framework": "text",
+    "message": "message",
+    "device": "text",
+}
+
+
+def _parse_nested(name: str, value: Any, keys: tuple[str, ...]) -> dict[str, Any]:
+    if type(value) is not dict:
+        raise SchemaError(f"{name}: expected an object")
+    unknown = set(value) - set(keys)
+    if unknown:
+        raise SchemaError(f"{name}: unknown keys {sorted(unknown)[:3]}")
+    out: dict[str, Any] = {}
+    for key, item in value.items():
+        out[key] = _check(f"{name}.{key}", item, "text" if key == "device" else "int")
+    return out
+
+
+def _from_payload(cls: type[Any], payload: dict[str, Any], seq: int | None) -> Any:
+    names = {f.name for f in fields(cls)} - {"seq"}
+    unknown = set(payload) - names
+    if unknown:
+        raise SchemaError(f"{cls.__name__}: unknown keys {sorted(unknown)[:3]}")
+    kwargs: dict[str, Any] = {}
+    for key, value in payload.items():
+        if value is None:
+            continue
+        if key == "cuda":
+            kwargs[key] = _parse_nested(key, value, CUDA_KEYS)
+        elif key == "tf":
+            kwargs[key] = _parse_nested(key, value, TF_KEYS)
+        elif key.endswith("_bytes"):
+            kwargs[key] = _check(key, value, "int")
+        else:
+            kwargs[key] = _check(key, value, _KINDS[key])
+    try:
+        record = cls(**kwargs) if seq is None else cls(**kwargs, seq=seq)
+    except TypeError as exc:  # a required field is missing
+        raise SchemaError(f"{cls.__name__}: {exc}") from None
+    return record
+
+
+def meta_from_payload(payload: dict[str, Any]) -> ProbeMeta:
+    meta: ProbeMeta = _from_payload(ProbeMeta, payload, None)
+    return meta
+
+
+def sample_from_payload(payload: dict[str, Any], seq: int) -> ProbeSample:
+    sample: ProbeSample = _from_payload(ProbeSample, payload, seq)
+    return sample
+
+
+def event_from_payload(payload: dict[str, Any], seq: int) -> FrameworkOomEvent:
+    event: FrameworkOomEvent = _from_payload(FrameworkOomEvent, payload, seq)
+    if event.framework not in FRAMEWORKS:
+        raise SchemaError(f"framework: {event.framework!r} is not one of {FRAMEWORKS}")
+    return event
