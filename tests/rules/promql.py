@@ -1,0 +1,129 @@
+"""What the rule file and the dashboard refer to: PromQL expressions, and the metric names in them.
+
+The name extraction is a small lexer, not a parser: strings, label matchers, ranges, grouping
+clauses and Grafana variables are removed first, and what remains is names, functions (followed
+by `(`), keywords and numbers.  It is exact for the expressions we ship; a test pins it on the
+tricky cases.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+RULES_FILE = REPO / "rules" / "oomwatch.rules.yaml"
+RULE_TESTS_DIR = REPO / "rules" / "tests"
+RULES_README = REPO / "rules" / "README.md"
+DASHBOARD_FILE = REPO / "rules" / "dashboards" / "oomwatch.json"
+PROMETHEUS_RULE_FILE = REPO / "daemonset" / "prometheusrule.yaml"
+
+# Series Prometheus makes itself, not the agent.
+PROMETHEUS_SYNTHETIC = frozenset({"up", "ALERTS", "ALERTS_FOR_STATE"})
+# Labels Prometheus adds to every scraped series (the agent never exports them).
+TARGET_LABELS = frozenset({"instance", "job", "node"})
+
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'|`[^`]*`')
+_GRAFANA_VAR = re.compile(r"\$\{[^}]*\}|\$\w+")
+_BRACES = re.compile(r"\{[^{}]*\}")
+_RANGE = re.compile(r"\[[^\[\]]*\]")
+_GROUPING = re.compile(r"\b(?:by|without|on|ignoring|group_left|group_right)\s*\([^()]*\)")
+_IDENT = re.compile(r"[A-Za-z_:][A-Za-z0-9_:]*")
+_KEYWORDS = frozenset(
+    {"and", "or", "unless", "offset", "bool", "atan2", "inf", "nan", "Inf", "NaN", "start", "end"}
+)
+_SELECTOR = re.compile(r"([A-Za-z_:][A-Za-z0-9_:]*)\s*\{([^{}]*)\}")
+_MATCHER_NAME = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\s*(?:=~|!~|!=|=)")
+
+
+def metric_names(expr: str) -> set[str]:
+    """Every metric (or recording-rule) name an expression selects."""
+    if "__name__" in expr:
+        raise ValueError(f"selects by __name__, which this check cannot follow: {expr!r}")
+    text = _STRING.sub('""', expr)
+    text = _GRAFANA_VAR.sub("", text)
+    text = _BRACES.sub(" ", text)
+    text = _RANGE.sub(" ", text)
+    text = _GROUPING.sub(" ", text)
+    names: set[str] = set()
+    for match in _IDENT.finditer(text):
+        name, start, end = match.group(), match.start(), match.end()
+        if name in _KEYWORDS or re.match(r"\s*\(", text[end:]):
+            continue  # operator keyword, or a function / aggregation call
+        if start > 0 and (text[start - 1].isdigit() or text[start - 1] == "."):
+            continue  # the unit of a duration (5m) or the tail of a number (1e3)
+        names.add(name)
+    return names
+
+
+def selector_labels(expr: str) -> Iterator[tuple[str, set[str]]]:
+    """(metric name, label names matched in its `{...}`) for each braced selector."""
+    text = _STRING.sub('""', expr)
+    for match in _SELECTOR.finditer(text):
+        yield match.group(1), set(_MATCHER_NAME.findall(match.group(2)))
+
+
+def load_rule_groups(path: Path = RULES_FILE) -> list[dict[str, Any]]:
+    groups: list[dict[str, Any]] = yaml.safe_load(path.read_text())["groups"]
+    return groups
+
+
+def rules() -> list[dict[str, Any]]:
+    return [rule for group in load_rule_groups() for rule in group["rules"]]
+
+
+def recording_names() -> set[str]:
+    return {rule["record"] for rule in rules() if "record" in rule}
+
+
+def alert_names() -> set[str]:
+    return {rule["alert"] for rule in rules() if "alert" in rule}
+
+
+def rule_expressions() -> list[str]:
+    return [rule["expr"] for rule in rules()]
+
+
+def annotation_texts() -> list[str]:
+    return [text for rule in rules() for text in rule.get("annotations", {}).values()]
+
+
+def load_dashboard() -> dict[str, Any]:
+    dashboard: dict[str, Any] = json.loads(DASHBOARD_FILE.read_text())
+    return dashboard
+
+
+def dashboard_panels(dashboard: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    for panel in dashboard["panels"]:
+        yield panel
+        yield from panel.get("panels", [])  # panels folded into a collapsed row
+
+
+def dashboard_expressions(dashboard: dict[str, Any]) -> list[str]:
+    """Every PromQL expression of every panel and every query variable."""
+    exprs = [
+        target["expr"]
+        for panel in dashboard_panels(dashboard)
+        for target in panel.get("targets", [])
+        if target.get("expr")
+    ]
+    for variable in dashboard.get("templating", {}).get("list", []):
+        if variable.get("type") != "query":
+            continue
+        query = variable["query"]
+        text = query["query"] if isinstance(query, dict) else query
+        label_values = re.fullmatch(r"\s*label_values\((.*),\s*\w+\s*\)\s*", text)
+        exprs.append(label_values.group(1) if label_values else text)
+    return exprs
+
+
+def grafana_to_promql(expr: str) -> str:
+    """A dashboard expression with Grafana's variables replaced, for a real Prometheus."""
+    expr = expr.replace("$__range", "1h").replace("$__rate_interval", "1m")
+    expr = expr.replace("$__interval", "1m")
+    return re.sub(r"\$\{?namespace\}?", ".*", expr)

@@ -1,0 +1,174 @@
+"""Every metric the rules and the dashboard name is one the agent really exports.
+
+The agent's metrics sink is served in-process after it has emitted an incident of every kind,
+and `/metrics` is scraped over HTTP as Prometheus would; the real `oomwatch run` is checked the
+same way by the end-to-end test.
+"""
+
+from __future__ import annotations
+
+import re
+import urllib.request
+from collections.abc import Iterator
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from oomwatch.incident import Incident, PodContext, Victim
+from oomwatch.sinks.metrics import Metrics, SeriesLabels
+
+from .promql import (
+    PROMETHEUS_SYNTHETIC,
+    TARGET_LABELS,
+    annotation_texts,
+    dashboard_expressions,
+    load_dashboard,
+    metric_names,
+    recording_names,
+    rule_expressions,
+    selector_labels,
+)
+
+UID = "5d1c7a52-8d8e-4a53-9d0b-2f4c1d3e5a60"
+POD = PodContext(namespace="shop", pod="cart-0", container="api")
+# The label sets the rules and their templates rely on (the agreed metric contract).
+IDENTITY = {"namespace", "pod", "container", "pod_uid"}
+CONTRACT_LABELS = {
+    "oomwatch_oom_kills_total": IDENTITY | {"kind", "scope"},
+    "oomwatch_group_oom_kills_total": IDENTITY,
+    "oomwatch_child_process_oom_kills_total": IDENTITY,
+    "oomwatch_framework_oom_total": IDENTITY | {"framework"},
+    "oomwatch_kmsg_records_lost_total": set(),
+    "oomwatch_oom_reports_suppressed_total": set(),
+    "oomwatch_last_oom_kill_timestamp_seconds": set(),
+    "oomwatch_container_memory_usage_bytes": IDENTITY,
+    "oomwatch_container_memory_limit_bytes": IDENTITY,
+    "oomwatch_build_info": {"version"},
+}
+
+
+def exported_names(exposition: str) -> dict[str, set[str]]:
+    """Sample names a scrape of this text yields, each with its label names.
+
+    A family with no samples yet (a counter before its first kill) still counts, under the
+    names Prometheus would store for its type (`_total` for counters, `_bucket`/`_sum`/
+    `_count` for histograms).
+    """
+    out: dict[str, set[str]] = {}
+    suffixes = {
+        "counter": ("_total",),
+        "histogram": ("_bucket", "_sum", "_count"),
+        "summary": ("", "_sum", "_count"),
+    }
+    for family in text_string_to_metric_families(exposition):
+        for suffix in suffixes.get(family.type, ("",)):
+            out.setdefault(family.name + suffix, set())
+        for sample in family.samples:
+            out.setdefault(sample.name, set()).update(sample.labels)
+    return out
+
+
+def referenced_names() -> dict[str, set[str]]:
+    """Metric name -> where it is named (rule expressions, annotations, dashboard queries)."""
+    where: dict[str, set[str]] = {}
+    sources = [("rule", e) for e in rule_expressions()]
+    sources += [("dashboard", e) for e in dashboard_expressions(load_dashboard())]
+    for origin, expr in sources:
+        for name in metric_names(expr):
+            where.setdefault(name, set()).add(f"{origin}: {expr.strip()}")
+    for text in annotation_texts():  # a `query` in a template names metrics inside a string
+        for name in re.findall(r"\boomwatch_[a-z0-9_]+", text):
+            where.setdefault(name, set()).add(f"annotation: {text.strip()}")
+    return where
+
+
+def assert_all_exported(exported: dict[str, set[str]]) -> None:
+    recorded = recording_names()
+    missing = {
+        name: sorted(where)
+        for name, where in referenced_names().items()
+        if name not in exported and name not in recorded and name not in PROMETHEUS_SYNTHETIC
+    }
+    assert not missing, f"named but not exported by the agent: {missing}"
+    for expr in rule_expressions() + dashboard_expressions(load_dashboard()):
+        for name, labels in selector_labels(expr):
+            if name in exported:
+                unknown = labels - exported[name] - TARGET_LABELS
+                assert not unknown, f"{name} has no label {unknown} (in {expr.strip()})"
+
+
+@pytest.fixture
+def served_metrics() -> Iterator[tuple[Metrics, str]]:
+    metrics = Metrics()
+    host, port = metrics.serve("127.0.0.1", 0, lambda: True)
+    try:
+        yield metrics, f"http://{host}:{port}/metrics"
+    finally:
+        metrics.close()
+
+
+def _scrape(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=5) as resp:
+        text: str = resp.read().decode()
+        return text
+
+
+def _kill(**fields: object) -> Incident:
+    incident = Incident(
+        kind="memcg",
+        limit_scope="container",
+        pod_uid=UID,
+        k8s=POD,
+        wall_time="2026-11-22T08:00:00+00:00",
+        victims=[Victim(pid=4242, comm="python3")],
+    )
+    for name, value in fields.items():
+        setattr(incident, name, value)
+    return incident
+
+
+def test_metric_name_extraction_on_tricky_expressions() -> None:
+    expr = (
+        'sum without (kind, scope) (rec:a:increase5m{pod_uid!=""}) >= 3 '
+        "or (b_total unless b_total offset 5m) or increase(c_total[30m]) "
+        'and on (instance) label_replace(d > 0, "reason", "x_total", "", "") '
+        '/ ignoring(job) group_left(pod) topk(5, e{namespace=~"$namespace"}) * 1e3 '
+        "+ sum_over_time(f[$__range:5m]) or vector(0) + time() - g"
+    )
+    assert metric_names(expr) == {"rec:a:increase5m", "b_total", "c_total", "d", "e", "f", "g"}
+    assert dict(selector_labels('x{a="1", b=~"q{}", c!=""} + y{}')) == {
+        "x": {"a", "b", "c"},
+        "y": set(),
+    }
+
+
+def test_rules_and_dashboard_name_only_exported_metrics(
+    served_metrics: tuple[Metrics, str],
+) -> None:
+    metrics, url = served_metrics
+    metrics.emit(_kill())
+    metrics.emit(_kill(kind="global", limit_scope="global"))
+    metrics.emit(_kill(group_kill=True, group_cgroup="/kubepods/burstable/pod" + UID))
+    metrics.emit(_kill(container_survived=True))
+    metrics.emit(_kill(header_suppressed=True))
+    metrics.emit(_kill(kind="framework", victims=[], allocator={"framework": "torch-cuda"}))
+    metrics.add_kmsg_lost(2)
+    metrics.set_container_memory(SeriesLabels("shop", "cart-0", "api", UID), 900, 1000)
+
+    exported = exported_names(_scrape(url))
+
+    for name, labels in CONTRACT_LABELS.items():
+        assert name in exported, f"agent does not export {name}"
+        assert exported[name] == labels, f"{name} labels {exported[name]} != {labels}"
+    assert_all_exported(exported)
+
+
+def test_every_recording_rule_is_used_and_every_named_one_exists() -> None:
+    used = {
+        name
+        for expr in rule_expressions() + dashboard_expressions(load_dashboard())
+        for name in metric_names(expr)
+    }
+    assert recording_names() <= used, f"unused recording rules {recording_names() - used}"
+    named = {name for name in referenced_names() if ":" in name}
+    assert named <= recording_names(), f"no such recording rule: {named - recording_names()}"
