@@ -1,0 +1,23 @@
+"""Pure decoder of kernel OOM reports: log text or /dev/kmsg records in, `Incident`s out.
+
+No I/O here: sources read the bytes, this package turns them into incidents.
+- `parse_kmsg_record(raw)` / `parse_lines(lines)`: any log format -> `LogRecord`s;
+- `ReportAssembler`: records -> incidents, one record at a time (the daemon's live path);
+- `decode_text(text)` / `decode_lines(lines)`: a whole log -> `DecodeResult`.
+"""
+
+from oomwatch.decode.assembler import ReportAssembler
+from oomwatch.decode.prefixes import parse_lines
+from oomwatch.decode.records import SOURCE_FORMATS, LogRecord, parse_kmsg_record
+from oomwatch.decode.scan import DecodeResult, decode_lines, decode_text
+
+__all__ = [
+    "SOURCE_FORMATS",
+    "DecodeResult",
+    "LogRecord",
+    "ReportAssembler",
+    "decode_lines",
+    "decode_text",
+    "parse_kmsg_record",
+    "parse_lines",
+]

@@ -1,0 +1,488 @@
+"""Assemble kernel records into OOM incidents, one record at a time (streaming and batch).
+
+The kernel prints a report in a fixed order (header, stack, memcg or global memory info,
+task table, `oom-kill:` summary, kill lines, group kill, reaper).  A line of an earlier stage
+than the open report has reached, or a second kill without a group-kill line, starts a new
+incident; anything else is attached.  Lines of other kernel chatter are ignored, so the same
+incidents come out whether the chatter is fed or skipped (`decode_text` skips it).
+
+Time of an incident: `kernel_time_s`, `wall_time` and `kmsg_seq` are those of the primary
+`Killed process` line (never rate limited, so a kill decoded from a full report and from a
+bare line gets the same key), or of the first line when nothing was killed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from oomwatch.decode import lines as L
+from oomwatch.decode.records import LogRecord
+from oomwatch.decode.stats import is_byte_stat, memcg_breakdown, node_breakdown
+from oomwatch.decode.tasks import infer_layout, parse_header, parse_row
+from oomwatch.incident import Incident, MemcgUsage, TaskRow, Victim
+from oomwatch.sanitize import escape_control
+
+HEADER, TASK_IN, MEMINFO, TASKS, SUMMARY, SELECT, KILLED, GROUP = range(8)
+# A gap in kernel time this long ends a report: no report's lines are that far apart.
+REPORT_GAP_S = 10.0
+
+_KINDS = {
+    "CONSTRAINT_MEMCG": "memcg",
+    "CONSTRAINT_CPUSET": "cpuset",
+    "CONSTRAINT_MEMORY_POLICY": "mempolicy",
+    "CONSTRAINT_NONE": "global",
+}
+
+
+@dataclass
+class _Report:
+    """An incident being assembled, with the parser state that goes with it."""
+
+    first: LogRecord
+    incident: Incident = field(default_factory=Incident)
+    stage: int = HEADER
+    last_time_s: float | None = None
+    seen: set[tuple[object, ...]] = field(default_factory=set)
+    header_evidence: bool = False
+    columns: list[str] | None = None
+    in_stats: bool = False
+    line_stats: dict[str, int] = field(default_factory=dict)
+    inline_first: dict[str, int] | None = None
+    inline_sum: dict[str, int] = field(default_factory=dict)
+    nodes: list[dict[str, int]] = field(default_factory=list)
+    kill_record: LogRecord | None = None
+    kill_message: str | None = None
+    summary: L.OomKillLine | None = None
+    memsw: tuple[int, int] | None = None
+    mem_info: bool = False
+
+
+def _line_parts(message: str) -> list[str]:
+    """Split a multi-line record, but only the kinds the kernel prints as several lines.
+
+    A newline anywhere else comes from a name (an escaped `\\x0a` in a comm) and must not
+    cut a kill line in two.
+    """
+    if "\n" not in message:
+        return [message]
+    first = message.split("\n", 1)[0].strip()
+    if (
+        L.parse_stat_line(first) is not None
+        or first.startswith(("active_anon:", "Memory cgroup stats for", "Mem-Info"))
+    ):
+        return [part.strip() for part in message.split("\n") if part.strip()]
+    return [message]
+
+
+def _may_open(message: str) -> bool:
+    """Cheap test: could this line start or belong to a report? (most chatter fails it)."""
+    return (
+        message.startswith("[")
+        or "oom" in message
+        or "ill" in message
+        or "emory" in message
+        or "Task" in message
+    )
+
+
+class ReportAssembler:
+    """Feed `LogRecord`s in log order; get each incident once it is complete.
+
+    `feed` returns the incidents a record completed (a new report began); `flush` closes
+    the open one (end of input, or the daemon saw ~20 ms without records).
+    """
+
+    def __init__(self) -> None:
+        self.warnings: list[str] = []
+        self._report: _Report | None = None
+
+    @property
+    def open(self) -> bool:
+        """True while a report is being assembled."""
+        return self._report is not None
+
+    def feed(self, record: LogRecord) -> list[Incident]:
+        """Add one record; return the incidents it completed."""
+        done: list[Incident] = []
+        for message in _line_parts(record.message):
+            if self._report is None and not _may_open(message):
+                continue
+            self._line(record, message, done)
+        return done
+
+    def flush(self) -> list[Incident]:
+        """Close the open report, if any."""
+        done: list[Incident] = []
+        self._close(done)
+        return done
+
+    # --- internals -------------------------------------------------------------------
+
+    def _close(self, done: list[Incident]) -> None:
+        report, self._report = self._report, None
+        if report is not None:
+            done.append(_finish(report))
+
+    def _start(self, record: LogRecord, stage: int, done: list[Incident]) -> _Report:
+        self._close(done)
+        report = _Report(first=record, stage=stage, last_time_s=record.kernel_time_s)
+        report.seen.add(_dedupe_key(record, record.message))
+        self._report = report
+        return report
+
+    def _continue(self, record: LogRecord, stage: int, done: list[Incident]) -> _Report:
+        """The open report if a line of `stage` may still belong to it, else a new one."""
+        report = self._report
+        if report is None or report.stage > stage or report.incident.victims:
+            return self._start(record, stage, done)
+        report.stage = stage
+        return report
+
+    def _line(self, record: LogRecord, message: str, done: list[Incident]) -> None:
+        report = self._report
+        if report is not None:
+            key = _dedupe_key(record, message)
+            if key in report.seen:
+                return  # a repeated line (terminal paste): count it once
+            report.seen.add(key)
+            now = record.kernel_time_s
+            if now is not None and report.last_time_s is not None and (
+                now - report.last_time_s > REPORT_GAP_S or now < report.last_time_s - 1.0
+            ):
+                self._close(done)
+                report = None
+            elif now is not None:
+                report.last_time_s = now
+        if " invoked oom-killer: " in message:
+            invoked = L.parse_invoked(message)
+            if invoked is not None:
+                report = self._start(record, HEADER, done)
+                report.incident.invoker, note = invoked
+                report.header_evidence = True
+                if note:
+                    report.incident.notes.append(note)
+                return
+        if message.startswith("oom-kill:"):
+            self._summary(record, message, done)
+            return
+        if "Killed process " in message:
+            self._killed(record, message, done)
+            return
+        if "ill process " in message:
+            selected = L.parse_kill_select(message)
+            if selected is not None:
+                self._select(record, selected, done)
+                return
+        if "memory.oom.group" in message:
+            group = L.parse_group(message)
+            if group is not None:
+                if report is None or not report.incident.victims:
+                    report = self._start(record, GROUP, done)
+                report.stage = GROUP
+                report.incident.group_kill = True
+                report.incident.group_cgroup = group
+                return
+        if message.startswith("oom_reaper: "):
+            self._reaped(message)
+            return
+        if report is not None and "is already exiting" in message:
+            exiting = L.parse_already_exiting(message)
+            if exiting is not None:
+                report.incident.notes.append(
+                    f"pid {exiting[0]} ({escape_control(exiting[1])}) was already exiting; "
+                    "the kernel skipped killing it"
+                )
+                return
+        if report is not None and message.startswith(
+            ("Out of memory and no killable processes", "Kernel panic - not syncing")
+        ):
+            report.incident.notes.append(escape_control(message))
+            return
+        if message.startswith(("Task in ", "Memory limit reached")):
+            task_in = L.parse_task_in(message)
+            if task_in is not None:
+                report = self._continue(record, TASK_IN, done)
+                report.header_evidence = True
+                report.incident.task_memcg, report.incident.oom_memcg = task_in
+                return
+        if message.startswith(("memory", "swap: ", "kmem: ")):
+            usage = L.parse_usage(message)
+            if usage is not None:
+                self._usage(record, usage, done)
+                return
+        if message.startswith("Memory cgroup stats for "):
+            self._stats_header(record, message, done)
+            return
+        if report is not None and report.in_stats:
+            stat = L.parse_stat_line(message)
+            if stat is not None:
+                report.line_stats[stat[0]] = stat[1]
+                return
+            report.in_stats = False
+        if message.startswith("Tasks state ("):
+            report = self._continue(record, TASKS, done)
+            report.header_evidence = True
+            return
+        if message.startswith("["):
+            self._task_line(record, message, done)
+            return
+        if report is None or report.incident.victims or report.stage > MEMINFO:
+            return
+        if message.startswith("Mem-Info"):
+            report.stage = MEMINFO
+            report.mem_info = True
+            report.header_evidence = True
+        elif message.startswith("Node "):
+            node = L.parse_node_meminfo(message)
+            if node is not None:
+                report.nodes.append(node)
+        elif report.stage == HEADER and report.incident.invoker is not None:
+            pid = L.parse_cpu_pid(message)
+            if pid is not None and report.incident.invoker.pid is None:
+                report.incident.invoker.pid = pid
+
+    def _summary(self, record: LogRecord, message: str, done: list[Incident]) -> None:
+        summary = L.parse_oom_kill(message)
+        if summary is None:
+            return
+        report = self._report
+        if report is None or report.summary is not None or report.stage > SUMMARY or (
+            report.incident.victims
+        ):
+            report = self._start(record, SUMMARY, done)
+        report.stage = SUMMARY
+        report.summary = summary
+        report.header_evidence = True
+        incident = report.incident
+        incident.constraint = summary.constraint if summary.constraint is not None else ""
+        if summary.oom_memcg is not None:
+            incident.oom_memcg = summary.oom_memcg
+        if summary.task_memcg is not None:
+            incident.task_memcg = summary.task_memcg
+
+    def _killed(self, record: LogRecord, message: str, done: list[Incident]) -> None:
+        killed = L.parse_killed(message)
+        if killed is None:
+            self.warnings.append(
+                f"line {record.line_no}: a 'Killed process' line not understood: "
+                f"{escape_control(message[:200])}"
+            )
+            return
+        kill_message, victim = killed
+        report = self._report
+        if report is not None and report.incident.victims and report.incident.group_kill:
+            if all(v.pid != victim.pid for v in report.incident.victims):
+                report.incident.victims.append(victim)
+            return
+        if report is None or report.incident.victims:
+            report = self._start(record, KILLED, done)
+        report.stage = KILLED
+        report.incident.victims.append(victim)
+        report.kill_record = record
+        report.kill_message = kill_message or report.kill_message
+
+    def _select(
+        self, record: LogRecord, selected: tuple[str | None, int, str, int], done: list[Incident]
+    ) -> None:
+        kill_message, pid, comm, score = selected
+        report = self._continue(record, SELECT, done)
+        report.kill_message = kill_message
+        report.incident.notes.append(
+            f"the kernel selected pid {pid} ({escape_control(comm)}) with score {score}; "
+            "it may kill a child instead (pre-5.1 'or sacrifice child')"
+        )
+
+    def _reaped(self, message: str) -> None:
+        reaped = L.parse_reaped(message)
+        report = self._report
+        if reaped is None or report is None:
+            return
+        pid, comm, anon_kb = reaped
+        for victim in report.incident.victims:
+            if victim.pid == pid:
+                victim.reaped_anon_rss_kb = anon_kb
+                return
+        if not report.incident.victims and report.header_evidence:
+            report.incident.victims.append(Victim(pid=pid, comm=comm, reaped_anon_rss_kb=anon_kb))
+            report.incident.notes.append(
+                f"victim pid {pid} known only from its oom_reaper line (no kill line seen)"
+            )
+
+    def _usage(
+        self, record: LogRecord, usage: tuple[str, int, int, int], done: list[Incident]
+    ) -> None:
+        which, usage_kb, limit_kb, failcnt = usage
+        report = self._report
+        if which == "memory":
+            memcg = report.incident.memcg if report is not None else None
+            if memcg is not None and memcg.usage_kb is not None:
+                report = self._start(record, MEMINFO, done)
+            else:
+                report = self._continue(record, MEMINFO, done)
+            report.incident.memcg = MemcgUsage(usage_kb, limit_kb, failcnt)
+            report.header_evidence = True
+            return
+        if report is None or report.stage > MEMINFO or report.incident.victims:
+            return
+        memcg = report.incident.memcg or MemcgUsage()
+        report.incident.memcg = memcg
+        if which == "swap":
+            memcg.swap_usage_kb, memcg.swap_limit_kb = usage_kb, limit_kb
+        elif which == "kmem":
+            memcg.kmem_usage_kb = usage_kb
+        else:
+            report.memsw = (usage_kb, limit_kb)
+
+    def _stats_header(self, record: LogRecord, message: str, done: list[Incident]) -> None:
+        parsed = L.parse_stats_header(message)
+        if parsed is None:
+            return
+        path, inline = parsed
+        report = self._continue(record, MEMINFO, done)
+        report.header_evidence = True
+        incident = report.incident
+        if inline is None:
+            report.in_stats = True
+            if incident.oom_memcg is None:
+                incident.oom_memcg = path
+            return
+        if report.inline_first is None:
+            report.inline_first = inline
+            if incident.oom_memcg is None:
+                if incident.memcg is not None:
+                    incident.oom_memcg = path
+                else:
+                    incident.notes.append(
+                        f"memory stats printed for {escape_control(path)} (report fragment: "
+                        "the limit-hitting memcg is not named)"
+                    )
+        for name, value in inline.items():
+            report.inline_sum[name] = report.inline_sum.get(name, 0) + value
+
+    def _task_line(self, record: LogRecord, message: str, done: list[Incident]) -> None:
+        columns = parse_header(message)
+        if columns is not None:
+            opened = self._continue(record, TASKS, done)
+            opened.header_evidence = True
+            opened.columns = columns
+            return
+        current = self._report
+        if current is not None and current.columns is not None and not current.incident.victims:
+            row = parse_row(message, current.columns)
+            if row is not None:
+                current.incident.tasks.append(row)
+            return
+        layout = infer_layout(message)
+        if layout is None:
+            return
+        row = parse_row(message, layout)
+        if row is None:
+            return
+        report = self._continue(record, TASKS, done)
+        report.header_evidence = True
+        if report.columns is None:
+            report.columns = layout
+            report.incident.notes.append(
+                "task rows without their header: columns inferred from the row width"
+            )
+        report.incident.tasks.append(row)
+
+
+def _dedupe_key(record: LogRecord, message: str) -> tuple[object, ...]:
+    return (record.kernel_time_s, record.wall_time, record.kmsg_seq, record.time_text, message)
+
+
+def _kind(report: _Report) -> str:
+    incident = report.incident
+    if incident.constraint in _KINDS:
+        return _KINDS[incident.constraint]
+    message = report.kill_message or ""
+    if (
+        incident.oom_memcg is not None
+        or incident.memcg is not None
+        or report.inline_first is not None
+        or report.line_stats
+        or message.startswith("Memory cgroup")
+    ):
+        return "memcg"
+    if (report.summary is not None and report.summary.global_oom) or message.startswith(
+        "Out of memory"
+    ) or report.mem_info:
+        return "global"
+    return "unknown"
+
+
+def _cross_check(incident: Incident, summary: L.OomKillLine | None) -> None:
+    """Compare the kill lines with the task table and the summary line; fill uid/adj gaps."""
+    rows: dict[int, TaskRow] = {row.pid: row for row in incident.tasks}
+    for victim in incident.victims:
+        row = rows.get(victim.pid)
+        if row is None:
+            continue
+        if row.name != victim.comm:
+            incident.notes.append(
+                f"task table names pid {victim.pid} {escape_control(row.name)!r} but the kill "
+                f"line says {escape_control(victim.comm)!r}"
+            )
+        if victim.uid is None:
+            victim.uid = row.uid
+        if victim.oom_score_adj is None:
+            victim.oom_score_adj = row.oom_score_adj
+    primary = incident.victim
+    if summary is None or summary.pid is None or primary is None:
+        return
+    if summary.pid == primary.pid:
+        if primary.uid is None:
+            primary.uid = summary.uid
+    else:
+        incident.notes.append(
+            f"oom-kill summary names pid {summary.pid} but the kill line pid {primary.pid} "
+            "(thread id vs process id)"
+        )
+
+
+def _finish(report: _Report) -> Incident:
+    incident = report.incident
+    summary = report.summary
+    if not incident.victims and summary is not None and summary.pid is not None:
+        incident.victims.append(
+            Victim(pid=summary.pid, comm=summary.task or "", uid=summary.uid)
+        )
+        incident.notes.append("victim known only from the oom-kill: summary line")
+    anchor = report.kill_record or report.first
+    incident.kernel_time_s = anchor.kernel_time_s
+    incident.wall_time = anchor.wall_time
+    incident.kmsg_seq = anchor.kmsg_seq
+    incident.source_format = report.first.source_format
+    if anchor.wall_time is None and anchor.time_text is not None:
+        incident.notes.append(
+            f"log time {escape_control(anchor.time_text)!r} has no year; wall_time left null"
+        )
+    incident.kind = _kind(report)  # type: ignore[assignment]
+    incident.header_suppressed = bool(incident.victims) and not report.header_evidence
+    kmem_kb = incident.memcg.kmem_usage_kb if incident.memcg is not None else None
+    if report.line_stats:
+        incident.memcg_stats = {k: v for k, v in report.line_stats.items() if is_byte_stat(k)}
+        incident.breakdown_bytes = memcg_breakdown(report.line_stats, kmem_kb)
+    elif report.inline_first is not None:
+        incident.memcg_stats = {
+            k: v for k, v in report.inline_first.items() if is_byte_stat(k)
+        }
+        incident.breakdown_bytes = memcg_breakdown(report.inline_sum, kmem_kb)
+    elif report.nodes:
+        incident.breakdown_bytes = node_breakdown(report.nodes)
+    if report.memsw is not None and incident.memcg is not None:
+        memsw_usage_kb, memsw_limit_kb = report.memsw
+        usage_kb = incident.memcg.usage_kb or 0
+        if memsw_usage_kb >= usage_kb and memsw_usage_kb > 0:
+            incident.memcg.swap_usage_kb = memsw_usage_kb - usage_kb
+        incident.notes.append(
+            f"memory+swap: usage {memsw_usage_kb}kB, limit {memsw_limit_kb}kB"
+        )
+    _cross_check(incident, summary)
+    if not incident.victims:
+        incident.notes.append(
+            "no kill line: the report ends without a kill (no killable process, or the log "
+            "is cut)"
+        )
+    return incident

@@ -1,0 +1,105 @@
+"""One kernel log message with its log-format prefix removed, and the raw /dev/kmsg parser.
+
+Every input format (a /dev/kmsg read, dmesg, syslog, journalctl, a paste) is reduced to
+`LogRecord`s first, so the report assembler only ever sees kernel message text.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+SOURCE_FORMATS = ("kmsg", "dmesg", "dmesg-T", "syslog", "journal", "plain")
+
+# Longest message the decoder looks at.  Kernel records are at most 8 KiB even before the
+# 1 KiB text limit, so anything longer is not a kernel line and is cut to keep regexes cheap.
+MAX_MESSAGE_CHARS = 16384
+
+_KMSG_HEADER = re.compile(r"(\d{1,3}),(\d{1,20}),(\d{1,20}),([-c+])[^;\n]{0,200};")
+_ESCAPE = re.compile(r"\\x([0-9a-fA-F]{2})")
+
+
+@dataclass(frozen=True, slots=True)
+class LogRecord:
+    """A kernel message and what its log prefix said about it.
+
+    `message` may contain newlines only when the kernel printed several lines in one record
+    (a /dev/kmsg record with `\\x0a` escapes); the assembler decides how to split it.
+    """
+
+    message: str
+    source_format: str
+    kernel_time_s: float | None = None
+    wall_time: str | None = None
+    kmsg_seq: int | None = None
+    facility: int | None = None
+    level: int | None = None
+    line_no: int | None = None
+    # The log's own time stamp as printed, kept when it cannot be made ISO-8601 (no year).
+    time_text: str | None = None
+
+
+def unescape_kmsg(text: str) -> str:
+    """Undo /dev/kmsg's `\\xNN` escaping (non-printable bytes and the backslash itself).
+
+    Escaped bytes are reassembled as UTF-8 so a multi-byte name survives; bytes that do not
+    form valid UTF-8 become U+FFFD.
+    """
+    if "\\x" not in text:
+        return text
+    out: list[str] = []
+    pending = bytearray()
+    pos = 0
+    for match in _ESCAPE.finditer(text):
+        if match.start() != pos:
+            if pending:
+                out.append(pending.decode("utf-8", "replace"))
+                pending.clear()
+            out.append(text[pos : match.start()])
+        pending.append(int(match.group(1), 16))
+        pos = match.end()
+    if pending:
+        out.append(pending.decode("utf-8", "replace"))
+    out.append(text[pos:])
+    return "".join(out)
+
+
+def kmsg_record_from_text(text: str, line_no: int | None = None) -> LogRecord | None:
+    """Parse `prio,seq,usec,flags[,...];message` (plus dictionary lines) already as text.
+
+    Returns None for userspace-written records (facility != 0) and for text that is not a
+    kmsg record.  Shared by `parse_kmsg_record` and the line parser for pasted kmsg dumps.
+    """
+    match = _KMSG_HEADER.match(text)
+    if match is None:
+        return None
+    prio = int(match.group(1))
+    facility, level = prio >> 3, prio & 7
+    if facility != 0:
+        return None
+    body = text[match.end() :]
+    newline = body.find("\n")
+    if newline >= 0:  # dictionary lines (" SUBSYSTEM=...") are metadata, not message text
+        body = body[:newline]
+    if len(body) > MAX_MESSAGE_CHARS:
+        body = body[:MAX_MESSAGE_CHARS]
+    return LogRecord(
+        message=unescape_kmsg(body.rstrip("\r")),
+        source_format="kmsg",
+        kernel_time_s=int(match.group(3)) / 1e6,
+        kmsg_seq=int(match.group(2)),
+        facility=facility,
+        level=level,
+        line_no=line_no,
+    )
+
+
+def parse_kmsg_record(raw: bytes) -> LogRecord | None:
+    """Parse one read() of /dev/kmsg; None for userspace records (facility != 0) or garbage."""
+    if not raw or not raw[:1].isdigit():
+        return None
+    semicolon = raw.find(b";", 0, 256)
+    if semicolon < 0:
+        return None
+    text = raw[: MAX_MESSAGE_CHARS + semicolon + 1].decode("utf-8", "replace")
+    return kmsg_record_from_text(text)

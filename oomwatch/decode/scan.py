@@ -1,0 +1,143 @@
+"""Batch decoding of whole logs: find the report windows fast, parse only those lines.
+
+A large log is mostly ordinary kernel chatter.  Instead of running the line parsers over
+every line, `decode_text` searches the whole text for a few literal anchors that every
+report line kind contains (C-speed `str.find`), widens each hit to whole lines, fills the
+gap from a report's opening lines to its kill lines (stack, meminfo, task table), and
+feeds just those windows through the same `parse_lines` + `ReportAssembler` that
+`decode_lines` and the daemon use.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from oomwatch.decode.assembler import ReportAssembler
+from oomwatch.decode.prefixes import LineParser
+from oomwatch.incident import Incident
+
+# Lines that can open a report or sit before its kill: the text between one of these and
+# the next anchor is part of the report (stack trace, meminfo, task table).
+_OPENING = (
+    " invoked oom-killer: ",
+    "killed as a result of limit of",
+    "Memory limit reached of cgroup",
+    "memory: usage ",
+    "Memory cgroup stats for ",
+    "Tasks state (memory values",
+    "uid  tgid total_vm",
+)
+# Lines that only ever follow the opening ones (the gap after them is chatter).
+_CLOSING = (
+    "oom-kill:",
+    "Killed process ",
+    "ill process ",
+    "memory.oom.group set",
+    "oom_reaper: ",
+    "is already exiting",
+    "no killable processes",
+)
+# The most a report may run from an opening line to the next anchor.
+MAX_FILL_CHARS = 8 << 20
+# Lines taken before a window's first anchor: task rows of a grep-filtered fragment.
+_LEAD_LINES = 4
+
+
+@dataclass
+class DecodeResult:
+    """Incidents in log order, and what the decoder could not make sense of."""
+
+    incidents: list[Incident] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def decode_lines(lines: Iterable[str]) -> DecodeResult:
+    """Decode log lines in any supported format, every line through the line parsers."""
+    parser = LineParser()
+    assembler = ReportAssembler()
+    incidents: list[Incident] = []
+    for line_no, line in enumerate(lines, 1):
+        for record in parser.feed(line, line_no):
+            incidents.extend(assembler.feed(record))
+    for record in parser.finish():
+        incidents.extend(assembler.feed(record))
+    incidents.extend(assembler.flush())
+    return DecodeResult(incidents, parser.warnings + assembler.warnings)
+
+
+def _as_text(data: str | bytes, warnings: list[str]) -> str:
+    if isinstance(data, str):
+        return data
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        warnings.append(
+            f"input is not valid UTF-8 (first bad byte at offset {error.start}); "
+            "undecodable bytes were replaced"
+        )
+        return data.decode("utf-8", "replace")
+
+
+def _anchor_hits(text: str) -> list[tuple[int, bool]]:
+    """(offset, opening?) of every anchor occurrence, sorted."""
+    hits: list[tuple[int, bool]] = []
+    for anchors, opening in ((_OPENING, True), (_CLOSING, False)):
+        for anchor in anchors:
+            find = text.find
+            pos = find(anchor)
+            while pos >= 0:
+                hits.append((pos, opening))
+                pos = find(anchor, pos + 1)
+    hits.sort()
+    return hits
+
+
+def _windows(text: str, hits: list[tuple[int, bool]]) -> list[tuple[int, int]]:
+    """Merged [start, end) line-aligned spans covering every report."""
+    spans: list[tuple[int, int]] = []
+    for index, (pos, opening) in enumerate(hits):
+        start = text.rfind("\n", 0, pos) + 1
+        for _ in range(_LEAD_LINES):
+            if start == 0:
+                break
+            start = text.rfind("\n", 0, start - 1) + 1
+        end = text.find("\n", pos)
+        end = len(text) if end < 0 else end + 1
+        if opening:
+            following = hits[index + 1][0] if index + 1 < len(hits) else len(text)
+            stop = min(following, pos + MAX_FILL_CHARS)
+            fill_end = text.find("\n", stop)
+            end = max(end, len(text) if fill_end < 0 else fill_end + 1)
+        if spans and start <= spans[-1][1]:
+            spans[-1] = (spans[-1][0], max(spans[-1][1], end))
+        else:
+            spans.append((start, end))
+    return spans
+
+
+def decode_text(data: str | bytes) -> DecodeResult:
+    """Decode a whole log (any supported format, or a mix) into incidents.
+
+    Same result as `decode_lines(text.splitlines())`, but only the lines around OOM report
+    anchors are parsed, which is what makes a large log fast to scan.
+    """
+    warnings: list[str] = []
+    text = _as_text(data, warnings)
+    parser = LineParser()
+    assembler = ReportAssembler()
+    incidents: list[Incident] = []
+    counted_to, line_no = 0, 1
+    for start, end in _windows(text, _anchor_hits(text)):
+        line_no += text.count("\n", counted_to, start)
+        counted_to = start
+        window = text[start:end].split("\n")
+        if window[-1] == "":
+            window.pop()
+        for offset, line in enumerate(window):
+            for record in parser.feed(line, line_no + offset):
+                incidents.extend(assembler.feed(record))
+        for record in parser.finish():
+            incidents.extend(assembler.feed(record))
+    incidents.extend(assembler.flush())
+    return DecodeResult(incidents, warnings + parser.warnings + assembler.warnings)

@@ -1,0 +1,86 @@
+"""The kernel's task table (`dump_tasks`), columns read from its header in every layout.
+
+Layouts: 3.10 (`nr_ptes`), 4.4-4.14 (`nr_ptes nr_pmds`), 4.19-6.6 (`pgtables_bytes`),
+6.8+ (`rss_anon rss_file rss_shmem`).  A row is split into exactly as many numbers as the
+header has columns, so the name (last column) keeps its inner spaces.  A grep-filtered
+fragment may carry rows without their header; the layout is then inferred from the count
+of leading numbers.
+"""
+
+from __future__ import annotations
+
+import re
+
+from oomwatch.incident import TaskRow
+
+_HEADER = re.compile(r"\[\s*pid\s*\]\s+(?P<cols>.*\bname)\s*$")
+_ROW = re.compile(r"\[\s*(?P<pid>\d+)\]\s+(?P<rest>.*)$", re.S)
+
+_FIELD = {
+    "uid": "uid",
+    "tgid": "tgid",
+    "total_vm": "total_vm_pages",
+    "rss": "rss_pages",
+    "rss_anon": "rss_anon_pages",
+    "rss_file": "rss_file_pages",
+    "rss_shmem": "rss_shmem_pages",
+    "pgtables_bytes": "pgtables_bytes",
+    "swapents": "swapents",
+    "oom_score_adj": "oom_score_adj",
+}
+
+_COMMON = ["uid", "tgid", "total_vm", "rss"]
+_TAIL = ["swapents", "oom_score_adj", "name"]
+LAYOUT_6_8 = [*_COMMON, "rss_anon", "rss_file", "rss_shmem", "pgtables_bytes", *_TAIL]
+LAYOUT_4_19 = [*_COMMON, "pgtables_bytes", *_TAIL]
+LAYOUT_4_4 = [*_COMMON, "nr_ptes", "nr_pmds", *_TAIL]
+LAYOUT_3_10 = [*_COMMON, "nr_ptes", *_TAIL]
+
+
+def parse_header(message: str) -> list[str] | None:
+    """Column names after `[ pid ]` (ending in `name`), or None if this is not the header."""
+    match = _HEADER.match(message)
+    return match.group("cols").split() if match else None
+
+
+def _is_int(token: str) -> bool:
+    return token.lstrip("-").isdigit()
+
+
+def infer_layout(message: str) -> list[str] | None:
+    """The layout of a row seen without its header, from how many numbers lead it."""
+    match = _ROW.match(message)
+    if match is None:
+        return None
+    tokens = match.group("rest").split(None, 11)
+    numbers = 0
+    for token in tokens:
+        if not _is_int(token):
+            break
+        numbers += 1
+    for layout in (LAYOUT_6_8, LAYOUT_4_4, LAYOUT_4_19):
+        width = len(layout) - 1
+        if numbers >= width and len(tokens) > width:
+            if width == 7:
+                # 4.19+ prints page-table bytes (whole pages); 3.10 a small page count.
+                pgtables = int(tokens[4])
+                return LAYOUT_4_19 if pgtables >= 4096 and pgtables % 1024 == 0 else LAYOUT_3_10
+            return layout
+    return None
+
+
+def parse_row(message: str, columns: list[str]) -> TaskRow | None:
+    """One `[pid] uid tgid ... name` row under `columns`; None if it does not fit them."""
+    match = _ROW.match(message)
+    if match is None or not columns or columns[-1] != "name":
+        return None
+    width = len(columns) - 1
+    tokens = match.group("rest").split(None, width)
+    if len(tokens) != width + 1 or not all(_is_int(t) for t in tokens[:width]):
+        return None
+    row = TaskRow(pid=int(match.group("pid")), name=tokens[width])
+    for column, token in zip(columns[:width], tokens[:width], strict=True):
+        field = _FIELD.get(column)
+        if field is not None:
+            setattr(row, field, int(token))
+    return row
