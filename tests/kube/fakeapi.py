@@ -189,6 +189,7 @@ class FakeApiServer:
 def _make_handler(api: FakeApiServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        disable_nagle_algorithm = True  # headers and body are separate writes
 
         def log_message(self, format: str, *args: Any) -> None:  # quiet
             return
