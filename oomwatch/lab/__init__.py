@@ -2,24 +2,28 @@
 
 `ScratchMemcg` makes a small-limit memcg tree and always removes it, `kubelet_layout` names it
 like kubelet does, `spawn_hog` runs a workload that joins a memcg before it allocates,
-`KmsgTail` collects what the kernel printed, `wait_rate_limit_window` keeps reports whole.
+`KmsgTail` collects what the kernel printed, `wait_rate_limit_window` keeps reports whole,
+`provoke_kill` does all of it for one scenario and returns the raw records.
 """
 
 from oomwatch.lab.hog import MODES as HOG_MODES
 from oomwatch.lab.kmsg import KmsgTail, kmsg_message, wait_rate_limit_window
 from oomwatch.lab.layout import kubelet_layout
 from oomwatch.lab.memcg import Memcg, ScratchMemcg, memcg_v1_unavailable_reason
+from oomwatch.lab.scenarios import KillCapture, provoke_kill
 from oomwatch.lab.spawn import HogProcess, spawn_hog
 
 __all__ = [
     "HOG_MODES",
     "HogProcess",
+    "KillCapture",
     "KmsgTail",
     "Memcg",
     "ScratchMemcg",
     "kmsg_message",
     "kubelet_layout",
     "memcg_v1_unavailable_reason",
+    "provoke_kill",
     "spawn_hog",
     "wait_rate_limit_window",
 ]

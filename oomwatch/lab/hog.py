@@ -3,8 +3,9 @@
 Run as `python -m oomwatch.lab.hog --cgroup-procs /sys/fs/cgroup/memory/<x>/cgroup.procs ...`.
 It moves itself into the memcg before allocating anything, sets its comm (the kernel prints
 comm, not argv) and its oom_score_adj, and reports progress as lines on stdout:
-`joined <pid>`, `child <pid>` (child-worker), `allocated <mib>` and `holding` when it got
-everything it asked for without being killed, `child-exit <status>` (child-worker).
+`joined <pid>`, `allocated <mib>` and `holding` when it got everything it asked for without
+being killed; in child-worker mode `child <pid>` and `child-exit <wait status>` per child
+(a child that was not killed exits at once).
 It dies with its parent (PR_SET_PDEATHSIG) so a crashed test leaves no hog behind.
 """
 
@@ -110,25 +111,32 @@ def _hold() -> None:
 
 
 def _run_child_worker(args: argparse.Namespace) -> int:
-    """Parent stays small; a forked child (own comm) allocates and is the one killed."""
-    child = os.fork()
-    if child == 0:
-        _die_with_parent()
-        _set_comm(args.comm)
-        _allocate_anon(args.mb, args.step_mb, args.step_interval_s, huge=False)
-        _say(f"allocated {args.mb}")
-        _hold()
-        os._exit(0)
+    """Parent stays small; forked children (own comm) allocate, one after the other.
+
+    Each child is expected to be killed; the parent waits for it before forking the next,
+    so `--children 15` gives a fast, deterministic burst of kills from one small survivor.
+    """
+    current = 0
 
     def _stop(_signum: int, _frame: object) -> None:
-        os.kill(child, signal.SIGKILL)
-        os.waitpid(child, 0)
+        if current:
+            os.kill(current, signal.SIGKILL)
+            os.waitpid(current, 0)
         sys.exit(0)
 
     signal.signal(signal.SIGTERM, _stop)
-    _say(f"child {child}")
-    _, status = os.waitpid(child, 0)
-    _say(f"child-exit {status}")
+    for _ in range(args.children):
+        current = os.fork()
+        if current == 0:
+            _die_with_parent()
+            _set_comm(args.comm)
+            _allocate_anon(args.mb, args.step_mb, args.step_interval_s, huge=False)
+            _say(f"allocated {args.mb}")
+            os._exit(0)
+        _say(f"child {current}")
+        _, status = os.waitpid(current, 0)
+        current = 0
+        _say(f"child-exit {status}")
     time.sleep(args.linger_s)
     return 0
 
@@ -145,6 +153,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--step-interval-s", type=float, default=0.0)
     parser.add_argument("--tmpfs-dir", type=Path, default=None, help="tmpfs mode: where")
     parser.add_argument("--reserve-mb", type=int, default=0, help="untouched mapping size")
+    parser.add_argument("--children", type=int, default=1, help="child-worker: how many")
     parser.add_argument("--linger-s", type=float, default=2.0, help="child-worker parent")
     return parser
 

@@ -26,6 +26,9 @@ MEMCG_V1_ROOT = Path("/sys/fs/cgroup/memory")
 KMSG_PATH = "/dev/kmsg"
 SCRATCH_PREFIX = "oomwatch-lab"
 _RMDIR_RETRY_S = 5.0
+# The scratch root always has a limit, and a small one: the lab must never approach a
+# node-wide OOM on a machine that others share.
+MAX_SCRATCH_LIMIT_BYTES = 256 << 20
 
 
 def memcg_v1_unavailable_reason(
@@ -84,6 +87,8 @@ class Memcg:
         With swap the kernel would swap instead of killing; memsw must stay >= memory, so
         the order of the two writes depends on the direction of the change.
         """
+        if self is self.scratch and not 0 < limit_bytes <= MAX_SCRATCH_LIMIT_BYTES:
+            raise ValueError(f"scratch root limit {limit_bytes} not in (0, 256 MiB]")
         memory = self.fs_path / "memory.limit_in_bytes"
         memsw = self.fs_path / "memory.memsw.limit_in_bytes"
         if not memsw.exists():
@@ -134,19 +139,24 @@ class Memcg:
 
 
 class ScratchMemcg(Memcg):
-    """A scratch memcg tree under the v1 memory root; use as a context manager."""
+    """A scratch memcg tree under the v1 memory root; use as a context manager.
+
+    The root's limit (at most 256 MiB) bounds the whole tree; children may set smaller ones.
+    """
 
     def __init__(
         self,
-        limit_bytes: int | None = None,
+        limit_bytes: int = MAX_SCRATCH_LIMIT_BYTES,
         *,
         mount: Path = MEMCG_V1_ROOT,
         prefix: str = SCRATCH_PREFIX,
     ) -> None:
+        if not 0 < limit_bytes <= MAX_SCRATCH_LIMIT_BYTES:
+            raise ValueError(f"scratch memcg limit {limit_bytes} not in (0, 256 MiB]")
         self.mount = mount
         name = f"{prefix}-{os.getpid()}-{secrets.token_hex(4)}"
         super().__init__(self, f"/{name}")
-        self._initial_limit_bytes = limit_bytes
+        self._limit_bytes = limit_bytes
         self._dirs: list[Path] = []
         self._procs: list[subprocess.Popen[bytes]] = []
         self._added_pids: set[int] = set()
@@ -173,8 +183,7 @@ class ScratchMemcg(Memcg):
             raise RuntimeError(f"cannot make a scratch memcg: {reason}")
         self._mkdir(self.fs_path)
         self._created = True
-        if self._initial_limit_bytes is not None:
-            self.set_limit(self._initial_limit_bytes)
+        self.set_limit(self._limit_bytes)
 
     # -- bookkeeping used by Memcg and spawn_hog -------------------------------------------
     def _mkdir(self, path: Path) -> None:

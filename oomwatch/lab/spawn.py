@@ -33,29 +33,31 @@ class HogProcess(subprocess.Popen[bytes]):
         self._buffer = b""
 
     @property
-    def child_pid(self) -> int | None:
-        """The allocating child's pid in child-worker mode (once `child <pid>` arrived)."""
-        for line in self.lines:
-            if line.startswith("child "):
-                return int(line.split()[1])
-        return None
+    def child_pids(self) -> list[int]:
+        """Pids of the allocating children in child-worker mode, as announced so far."""
+        return [int(line.split()[1]) for line in self.lines if line.startswith("child ")]
 
     def wait_for(self, prefix: str, timeout_s: float = 10.0) -> str | None:
         """Wait for a status line starting with `prefix`; None if the hog ended first.
 
         Raises TimeoutError when neither happens in time.
         """
+        found = self.wait_for_count(prefix, 1, timeout_s)
+        return found[0] if found else None
+
+    def wait_for_count(self, prefix: str, count: int, timeout_s: float = 10.0) -> list[str]:
+        """Wait for `count` status lines starting with `prefix`; fewer if the hog ended."""
         deadline = time.monotonic() + timeout_s
         while True:
-            for line in self.lines:
-                if line.startswith(prefix):
-                    return line
+            found = [line for line in self.lines if line.startswith(prefix)]
+            if len(found) >= count:
+                return found
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                raise TimeoutError(f"hog {self.pid} ({self.mode}) said no {prefix!r} "
-                                   f"in {timeout_s} s; said {self.lines}")
+                raise TimeoutError(f"hog {self.pid} ({self.mode}) said {len(found)} of "
+                                   f"{count} {prefix!r} in {timeout_s} s; said {self.lines}")
             if not self._read_more(remaining):
-                return None
+                return found
 
     def _read_more(self, timeout_s: float) -> bool:
         """Read what stdout has; False at end of file (the hog is gone)."""
@@ -91,6 +93,7 @@ def spawn_hog(
     reserve_mb: int = 0,
     parent_comm: str = "oomlab-parent",
     linger_s: float = 2.0,
+    children: int = 1,
     join_timeout_s: float = 10.0,
 ) -> HogProcess:
     """Start a hog in `memcg`; returns once it has joined the memcg (before it allocates).
@@ -108,6 +111,7 @@ def spawn_hog(
         "--mode", mode, "--mb", str(mb), "--comm", comm, "--parent-comm", parent_comm,
         "--step-mb", str(step_mb), "--step-interval-s", str(step_interval_s),
         "--reserve-mb", str(reserve_mb), "--linger-s", str(linger_s),
+        "--children", str(children),
     ]
     if oom_score_adj is not None:
         argv += ["--oom-score-adj", str(oom_score_adj)]

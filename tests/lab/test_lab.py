@@ -1,0 +1,170 @@
+"""The kernel lab itself: it cleans up, hogs join before allocating, names are right."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import psutil
+import pytest
+
+from oomwatch.cgroup_identity import identify
+from oomwatch.lab import (
+    KmsgTail,
+    ScratchMemcg,
+    kmsg_message,
+    kubelet_layout,
+    provoke_kill,
+    spawn_hog,
+)
+
+MIB = 1 << 20
+CONTAINER_ID = "0123456789abcdef" * 4
+
+pytestmark = pytest.mark.kernel
+
+
+def _memcg_of(pid: int) -> str:
+    for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines():
+        _, controllers, path = line.split(":", 2)
+        if "memory" in controllers.split(","):
+            return path
+    raise AssertionError(f"pid {pid} has no memory cgroup line")
+
+
+def _gone(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def test_hog_joins_memcg_before_allocating(scratch: ScratchMemcg) -> None:
+    memcg = scratch.create_child("c", 96 * MIB)
+    hog = spawn_hog(memcg, "idle", mb=40, comm="joiner")
+    assert hog.pid in memcg.pids()
+    assert _memcg_of(hog.pid) == memcg.relpath
+    assert hog.wait_for("holding") == "holding"
+    # Every allocated page was charged here, so the hog joined before it allocated.
+    assert memcg.usage_bytes() >= 40 * MIB
+    assert memcg.stat()["rss"] >= 40 * MIB
+
+
+def test_comm_and_oom_score_adj_are_set(scratch: ScratchMemcg) -> None:
+    hostile = "a) total-vm:1kB,pid=1"
+    hog = spawn_hog(scratch, "idle", comm=hostile, oom_score_adj=777)
+    assert Path(f"/proc/{hog.pid}/comm").read_text() == hostile[:15] + "\n"
+    assert Path(f"/proc/{hog.pid}/oom_score_adj").read_text().strip() == "777"
+
+
+def test_cleanup_leaves_nothing_behind(memcg_v1: None) -> None:
+    with ScratchMemcg(128 * MIB) as tree:
+        container = kubelet_layout(tree, str(uuid.uuid4()), CONTAINER_ID,
+                                   pod_limit_bytes=100 * MIB)
+        hogs = [
+            spawn_hog(container, "idle", mb=8),
+            spawn_hog(container, "tmpfs", mb=16, step_mb=4),
+            spawn_hog(container, "child-worker", mb=8, linger_s=60),
+        ]
+        hogs[1].wait_for("holding")
+        hogs[2].wait_for("child-exit")
+        tmpfs_dir = hogs[1].tmpfs_dir
+        assert tmpfs_dir is not None and any(tmpfs_dir.iterdir())
+        paths = [memcg.fs_path for memcg in tree.memcgs()]
+        assert len(paths) == 5
+        pids = [hog.pid for hog in hogs]
+    assert not any(path.exists() for path in paths)
+    assert not tmpfs_dir.exists()
+    assert all(_gone(pid) for pid in pids)
+
+
+def test_cleanup_after_a_failing_test(memcg_v1: None) -> None:
+    with pytest.raises(RuntimeError, match="midway"), ScratchMemcg(64 * MIB) as tree:
+        hog = spawn_hog(tree.create_child("x"), "idle", mb=4)
+        raise RuntimeError("test failed midway")
+    assert not tree.fs_path.exists()
+    assert _gone(hog.pid)
+
+
+def test_cleanup_releases_processes_it_did_not_start(memcg_v1: None) -> None:
+    stranger = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        with ScratchMemcg(64 * MIB) as tree:
+            tree.add_pid(stranger.pid)
+            assert tree.pids() == [stranger.pid]
+        assert stranger.poll() is None, "cleanup must not kill a process it did not start"
+        assert _memcg_of(stranger.pid) == "/"
+    finally:
+        stranger.kill()
+        stranger.wait()
+
+
+def test_root_limit_is_capped() -> None:
+    with pytest.raises(ValueError, match="256 MiB"):
+        ScratchMemcg(1 << 30)
+
+
+@pytest.mark.parametrize(
+    ("qos", "driver", "runtime", "expected_tail"),
+    [
+        ("burstable", "cgroupfs", "containerd", "/kubepods/burstable/pod{uid}/{cid}"),
+        ("besteffort", "cgroupfs", "cri-o", "/kubepods/besteffort/pod{uid}/crio-{cid}"),
+        ("guaranteed", "cgroupfs", "docker", "/kubepods/pod{uid}/{cid}"),
+        ("burstable", "systemd", "containerd",
+         "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{uid_}.slice"
+         "/cri-containerd-{cid}.scope"),
+        ("besteffort", "systemd", "cri-o",
+         "/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod{uid_}.slice"
+         "/crio-{cid}.scope"),
+        ("guaranteed", "systemd", "docker",
+         "/kubepods.slice/kubepods-pod{uid_}.slice/docker-{cid}.scope"),
+    ],
+)
+def test_kubelet_layout_names(scratch: ScratchMemcg, qos: str, driver: str, runtime: str,
+                              expected_tail: str) -> None:
+    uid = str(uuid.uuid4())
+    container = kubelet_layout(
+        scratch, uid, CONTAINER_ID, qos=qos, driver=driver, runtime=runtime,  # type: ignore[arg-type]
+        pod_limit_bytes=96 * MIB,
+    )
+    tail = expected_tail.format(uid=uid, uid_=uid.replace("-", "_"), cid=CONTAINER_ID)
+    assert container.relpath == scratch.relpath + tail
+    assert container.fs_path.is_dir()
+    pod = container.fs_path.parent
+    assert int((pod / "memory.limit_in_bytes").read_text()) == 96 * MIB
+    identity = identify(container.relpath)
+    assert (identity.pod_uid, identity.container_id, identity.qos_class) == (uid, CONTAINER_ID,
+                                                                            qos)
+    assert (identity.driver, identity.level) == (driver, "container")
+    if not (driver == "cgroupfs" and runtime == "docker"):  # a bare id does not name it
+        assert identity.runtime == runtime
+
+
+def test_kmsg_tail_sees_new_records_only(memcg_v1: None) -> None:
+    token = f"oomwatch-lab-selftest {uuid.uuid4()}"
+    with KmsgTail() as tail:
+        fd = os.open("/dev/kmsg", os.O_WRONLY)
+        try:
+            os.write(fd, f"<6>{token}\n".encode())
+        finally:
+            os.close(fd)
+        records = tail.collect(until=lambda record: token.encode() in record, timeout_s=5,
+                               settle_s=0)
+    assert [kmsg_message(record) for record in records] == [token]
+
+
+def test_child_worker_parent_survives_its_killed_child(scratch: ScratchMemcg) -> None:
+    memcg = scratch.create_child("worker", 64 * MIB)
+    capture = provoke_kill(memcg, mode="child-worker", mb=200, comm="lab-worker",
+                           parent_comm="lab-main", linger_s=30)
+    parent = capture.hog
+    [child] = capture.victim_pids
+    assert child != parent.pid
+    assert parent.poll() is None and parent.pid in memcg.pids()
+    assert parent.lines[-1] == "child-exit 9"  # wait status: killed by SIGKILL
+    assert capture.killed_line(child) is not None
+    assert b"(lab-worker)" in (capture.killed_line(child) or b"")
+    assert memcg.oom_kill_count() == 1
