@@ -55,6 +55,7 @@ class _Report:
     summary: L.OomKillLine | None = None
     memsw: tuple[int, int] | None = None
     mem_info: bool = False
+    journal: bool = False  # some line of the report was journalctl-only (continuation)
 
 
 def _line_parts(message: str) -> list[str]:
@@ -153,6 +154,8 @@ class ReportAssembler:
                 report = None
             elif now is not None:
                 report.last_time_s = now
+            if report is not None and record.source_format == "journal":
+                report.journal = True
         if " invoked oom-killer: " in message:
             invoked = L.parse_invoked(message)
             if invoked is not None:
@@ -454,6 +457,8 @@ def _finish(report: _Report) -> Incident:
     incident.wall_time = anchor.wall_time
     incident.kmsg_seq = anchor.kmsg_seq
     incident.source_format = report.first.source_format
+    if report.journal and incident.source_format == "syslog":
+        incident.source_format = "journal"
     if anchor.wall_time is None and anchor.time_text is not None:
         incident.notes.append(
             f"log time {escape_control(anchor.time_text)!r} has no year; wall_time left null"

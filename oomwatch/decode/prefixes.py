@@ -6,6 +6,10 @@ in any locale, syslog/kern.log (with or without host, BSD or RFC 3339 stamps), j
 (indentation, `> ` quoting, terminal wrapping, tmux scroll markers).  Lines other programs
 wrote into a syslog file are dropped: only the kernel's own lines may become records.
 
+Syslog or journal: the short formats look alike; a line is `journal` when its stamp has
+sub-second digits, a `+hhmm` offset (short-iso), or it is an indented continuation line
+(only journalctl writes those); the assembler extends that to the whole report.
+
 Wall-clock rule: a stamp becomes ISO-8601 only when it carries a year (dmesg -T, RFC 3339,
 short-iso).  Syslog/journal stamps without a year leave `wall_time` null and keep the
 stamp as printed in `time_text`.
@@ -89,7 +93,6 @@ class LineParser:
         self.warnings: list[str] = []
         self._pending: LogRecord | None = None
         self._pending_raw_chars = 0
-        self._journal = False
         self._skipped = False  # the last prefixed line was another program's (dropped)
 
     def feed(self, line: str, line_no: int | None = None) -> Iterator[LogRecord]:
@@ -126,7 +129,15 @@ class LineParser:
                 if previous.source_format == "kmsg" and _DICT_LINE.match(line):
                     return  # a /dev/kmsg dictionary line: metadata, not text
                 yield from self._release()
-                self._hold(replace(previous, message=stripped, line_no=line_no), len(line))
+                # Only journalctl indents continuation lines under the stamp (rsyslog never).
+                source = "journal" if previous.source_format == "syslog" else None
+                continued = replace(
+                    previous,
+                    message=stripped,
+                    line_no=line_no,
+                    source_format=source or previous.source_format,
+                )
+                self._hold(continued, len(line))
                 return
             if self._pending_raw_chars >= _WRAP_MIN_CHARS:
                 self._pending = replace(previous, message=previous.message + stripped)
@@ -180,7 +191,6 @@ class LineParser:
             if dmesg_t:
                 return self._from_dmesg_t(dmesg_t, s, line_no)
         elif first == "-" and _JOURNAL_BANNER.match(s):
-            self._journal = True
             self._skipped = True
             return None
         bsd = _BSD_SYSLOG.match(s)
@@ -227,7 +237,7 @@ class LineParser:
             self._skipped = True
             return None
         stamp = f"{m.group(1)} {int(m.group(2)):2d} {m.group(3)}{m.group(4) or ''}"
-        source_format = "journal" if (self._journal or m.group(4)) else "syslog"
+        source_format = "journal" if m.group(4) else "syslog"
         return self._kernel_body(s[m.end() :], source_format, None, stamp, line_no)
 
     def _from_iso(self, m: re.Match[str], s: str, line_no: int | None) -> LogRecord | None:
@@ -236,7 +246,7 @@ class LineParser:
             return None
         offset = m.group(3)
         wall = f"{m.group(1)}T{m.group(2).replace(',', '.')}{_iso_offset(offset)}"
-        journal = self._journal or (offset is not None and offset != "Z" and ":" not in offset)
+        journal = offset is not None and offset != "Z" and ":" not in offset
         return self._kernel_body(
             s[m.end() :], "journal" if journal else "syslog", wall, None, line_no
         )

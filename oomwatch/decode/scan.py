@@ -37,6 +37,7 @@ _CLOSING = (
     "oom_reaper: ",
     "is already exiting",
     "no killable processes",
+    "Kernel panic - not syncing",
 )
 # The most a report may run from an opening line to the next anchor.
 MAX_FILL_CHARS = 8 << 20
