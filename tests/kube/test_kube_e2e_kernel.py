@@ -1,0 +1,134 @@
+"""End to end on the real kernel: `oomwatch run` (not standalone) with the fake API server.
+
+The fake API server knows a pod whose UID and container ID name a scratch kubelet-like memcg;
+a real kill there must produce an Event on that pod, naming namespace, pod and container, and
+a log line (`kubectl logs`) carrying the same Kubernetes identity.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fakeapi import FakeApiServer, make_pod
+
+from oomwatch.lab import ScratchMemcg, kubelet_layout, spawn_hog, wait_rate_limit_window
+from oomwatch.lab.fixtures import memcg_v1, scratch
+
+__all__ = ["memcg_v1", "scratch"]
+
+NODE = "e2e-node"
+MiB = 2**20
+
+
+def kubeconfig(path: Path, server: str) -> Path:
+    path.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "fake",
+        "clusters": [{"name": "fake", "cluster": {"server": server}}],
+        "users": [{"name": "agent", "user": {}}],
+        "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "agent"}}],
+    }))
+    return path
+
+
+class Daemon:
+    """`oomwatch run` as a subprocess; its JSON log lines are collected as they come."""
+
+    def __init__(self, tmp: Path, server: str) -> None:
+        env = {**os.environ, "KUBECONFIG": str(kubeconfig(tmp / "kubeconfig", server))}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "oomwatch.cli", "run", f"--node-name={NODE}",
+             f"--state-dir={tmp / 'state'}", "--metrics-address=127.0.0.1:0"],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
+        )
+        self.lines: list[dict[str, Any]] = []
+        self.raw: list[str] = []
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            text = line.decode(errors="replace")
+            self.raw.append(text)
+            with contextlib.suppress(ValueError):
+                self.lines.append(json.loads(text))
+
+    def wait_line(self, predicate: Any, timeout_s: float) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            found = next((line for line in list(self.lines) if predicate(line)), None)
+            if found is not None:
+                return found
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.05)
+        raise AssertionError("daemon log line not seen; output:\n" + "".join(self.raw[-40:]))
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+@pytest.fixture
+def daemon(tmp_path: Path, fake_api: FakeApiServer, memcg_v1: None) -> Iterator[Daemon]:
+    agent = Daemon(tmp_path, fake_api.url)
+    try:
+        yield agent
+    finally:
+        agent.stop()
+
+
+@pytest.mark.kernel
+@pytest.mark.slow
+def test_real_kill_produces_an_event_on_the_pod(
+    fake_api: FakeApiServer, scratch: ScratchMemcg, daemon: Daemon
+) -> None:
+    pod_uid, container_id = str(uuid.uuid4()), uuid.uuid4().hex + uuid.uuid4().hex
+    fake_api.put_pod(make_pod("trainer-0", "ml", uid=pod_uid, node=NODE,
+                              owner=("Job", "trainer"), labels={}, statuses=[{
+                                  "name": "app", "containerID": f"containerd://{container_id}",
+                                  "restartCount": 0,
+                                  "state": {"running": {"startedAt": "2026-11-22T08:00:00Z"}}}]))
+    container = kubelet_layout(scratch, pod_uid, container_id, qos="burstable",
+                               container_limit_bytes=64 * MiB)
+    started = daemon.wait_line(lambda line: line.get("event") == "started", timeout_s=60)
+    assert started["standalone"] is False
+    fake_api.wait_for(lambda api: ("watch", "", "pods") in api.seen(), timeout_s=30)
+
+    wait_rate_limit_window()
+    hog = spawn_hog(container, mode="anon", mb=200, comm="e2e-hog")
+    assert hog.wait(30) == -signal.SIGKILL
+
+    def our_event(api: FakeApiServer) -> dict[str, Any] | None:
+        return next((e for e in api.events.values()
+                     if e["regarding"].get("uid") == pod_uid), None)
+
+    event = fake_api.wait_for(our_event, timeout_s=30)
+    assert event["regarding"] == {"apiVersion": "v1", "kind": "Pod", "namespace": "ml",
+                                  "name": "trainer-0", "uid": pod_uid,
+                                  "fieldPath": "spec.containers{app}"}
+    assert event["reason"] in ("OOMKillDetected", "ChildProcessOOMKilled")
+    assert event["reportingInstance"] == f"oomwatch-{NODE}"
+    assert "in container app at the container memory limit" in event["note"]
+    assert event["metadata"]["namespace"] == "ml"
+    if "rate-limited" not in event["note"]:
+        assert "e2e-hog" in event["note"] and "limit 64.0MiB" in event["note"]
+    line = daemon.wait_line(lambda ln: ln.get("pod") == "trainer-0", timeout_s=10)
+    assert (line["event"], line["namespace"], line["container"]) == ("oom_kill", "ml", "app")
+    assert line["pod_uid"] == pod_uid and line["container_id"] == container_id
