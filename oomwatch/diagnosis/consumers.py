@@ -33,7 +33,7 @@ KERNEL_MIN_SHARE = 0.25
 MIN_BYTES = 8 * MIB  # below this no share is worth a finding
 MANY_TASKS_MIN = 5
 MANY_TASKS_MAX_TOP_SHARE = 0.5  # the largest task holds less than half of the tasks' RSS
-OVERCOMMIT_MIN_RATIO = 3.0
+OVERCOMMIT_MIN_RATIO = 4.0
 
 
 def _share(incident: Incident, part: int | None, min_share: float) -> tuple[int, int] | None:

@@ -60,14 +60,19 @@ def recommend(
     base, request, basis = sizes
     limit = round_up_mi(base * (1 + buffer_percent / 100))
     scope = incident.limit_scope
-    target = "the pod's containers together" if scope == "pod" else "the container"
-    message = f"Set {target} memory limit to at least {quantity(limit)}"
+    if scope == "pod":
+        target = "the pod's containers' memory limits to at least a total of"
+    elif incident.container_id or incident.pod_uid:
+        target = "the container's memory limit to at least"
+    else:
+        target = "a memory limit on this workload's cgroup of at least"
+    message = f"Set {target} {quantity(limit)}"
     message += f" ({buffer_percent} % above {basis['peak_source']})"
     if request is not None:
         message += f" and the request to about {quantity(request)} (median of sampled usage)"
     if scope in ("node", "qos", "global") or incident.kind in ("global", "eviction"):
         message += (
-            "; the node, not this container's limit, ran out: requests below real usage let the"
+            "; the node, not this workload's limit, ran out: requests below real usage let the"
             " scheduler overpack the node"
         )
     if "many-processes" in codes:
@@ -89,10 +94,14 @@ def _sizes(incident: Incident) -> tuple[int, int | None, dict[str, Any]] | None:
     """(base bytes for the limit, request bytes or None, what they are based on)."""
     timeline = incident.timeline
     samples = timeline.samples if timeline else []
-    at_kill = (timeline.usage_at_kill_bytes if timeline else None) or usage_bytes(incident)
+    at_kill = timeline.usage_at_kill_bytes if timeline else None
     source = "usage at the kill"
-    if at_kill is None and incident.kind != "memcg" and incident.victim is not None:
-        at_kill, source = victim_rss_bytes(incident.victim), "the victim's RSS at the kill"
+    if at_kill is None and incident.limit_scope in ("container", "pod", "cgroup"):
+        at_kill = usage_bytes(incident)
+    elif at_kill is None:
+        # The memcg line (if any) is the node's or QoS level's total, not this container's.
+        rss = [b for v in incident.victims if (b := victim_rss_bytes(v))]
+        at_kill, source = (sum(rss) if rss else None), "the killed processes' RSS"
     peak = (timeline.peak_bytes if timeline else None) or (
         max(s.usage_bytes for s in samples) if samples else None
     )

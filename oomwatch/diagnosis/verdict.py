@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from oomwatch.diagnosis.evidence import charged_bytes, fmt_bytes, limit_bytes, pct, where, who
 from oomwatch.incident import Finding, Incident
+from oomwatch.sanitize import escape_control
 
 _LIMIT_WORDS = {
     "limit-container": "its container memory limit",
@@ -65,6 +66,13 @@ def verdict(incident: Incident) -> str:
     for code in ("framework-oom", "eviction", "false-oomkilled"):
         if code in by_code:
             return f"{by_code[code].message.rstrip('.')} — {todo}."
+    if incident.victim is None and not incident.header_suppressed:
+        invoker = incident.invoker.comm if incident.invoker else None
+        by = f" by {escape_control(invoker)}" if invoker else ""
+        return (
+            f"The OOM killer was invoked{by} but this log shows no kill (nothing was killable,"
+            " another task was already exiting, or the log is cut)."
+        )
     limit_code = next((c for c in _LIMIT_WORDS if c in by_code), None)
     if limit_code is None:
         what = "an unknown limit (the report does not say which)"

@@ -59,9 +59,11 @@ def score_adj_victim(incident: Incident) -> Finding | None:
 
 
 def child_process_kill(incident: Incident) -> Finding | None:
-    """The kernel killed a process but the container kept running: nothing in Kubernetes."""
+    """The kernel killed a process but its container kept running: nothing in Kubernetes."""
     if incident.container_survived is not True or incident.group_kill:
         return None
+    if incident.container_id is None and incident.pod_uid is None:
+        return None  # a plain cgroup (a systemd service): there is no container to survive
     message = (
         f"{who(incident)} was killed but {where(incident)} kept running (another process, e.g."
         " its main process, survived): Kubernetes records no OOMKilled and no restart, so only"

@@ -97,7 +97,7 @@ def test_scopes_map_to_limit_codes() -> None:
     out = diagnose(glob)
     assert [f.code for f in out.findings] == ["limit-node"]
     assert out.recommendation and out.recommendation["memory_limit"] == "1229Mi"
-    assert "node, not this container" in out.recommendation["message"]
+    assert "node, not this workload" in out.recommendation["message"]
     assert "limit-cpuset" in _codes(Incident(kind="cpuset", constraint="CONSTRAINT_CPUSET"))
     assert "limit-mempolicy" in _codes(Incident(kind="mempolicy"))
 

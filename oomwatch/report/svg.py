@@ -1,0 +1,243 @@
+"""The memory plot as inline SVG: stacked anon/THP/shmem/page cache/kernel, usage and limit
+lines, the trainer's allocator allocated/reserved when the probe recorded them, and the kill.
+
+Pure string building with no plotting library, so the page works offline and the daemon
+image stays small.  THP is part of anon and shmem part of file, so the stack splits them
+out instead of adding them on top (which would double-count).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from oomwatch.diagnosis.evidence import fmt_bytes, limit_bytes, usage_bytes
+from oomwatch.incident import Incident, TimelineSample
+
+WIDTH, HEIGHT = 760, 300
+LEFT, RIGHT, TOP, BOTTOM = 70, 150, 20, 40
+LAYERS = (  # (name, colour); drawn bottom-up
+    ("anon", "#4e79a7"),
+    ("thp", "#f28e2b"),
+    ("shmem", "#e15759"),
+    ("page cache", "#76b7b2"),
+    ("kernel", "#b07aa1"),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Point:
+    t_s: float  # seconds relative to the kill (≤ 0)
+    layers: tuple[float, ...]  # bytes per LAYERS entry
+    usage: float
+    limit: float | None
+
+
+def _split(sample: TimelineSample) -> tuple[float, ...]:
+    anon, file = sample.anon_bytes or 0, sample.file_bytes or 0
+    thp, shmem = sample.thp_bytes or 0, sample.shmem_bytes or 0
+    return (
+        max(anon - thp, 0),
+        min(thp, anon) if anon else thp,
+        shmem,
+        max(file - shmem, 0),
+        sample.kernel_bytes or 0,
+    )
+
+
+def _points(incident: Incident) -> list[Point]:
+    timeline = incident.timeline
+    if timeline is None or not timeline.samples:
+        return []
+    samples = sorted(timeline.samples, key=lambda s: s.t_seconds)
+    end = samples[-1].t_seconds
+    return [Point(s.t_seconds - end, _split(s), s.usage_bytes, s.limit_bytes) for s in samples]
+
+
+def _at_kill(incident: Incident) -> Point | None:
+    """One point from the report itself when nothing was sampled."""
+    parts = incident.breakdown_bytes
+    usage = usage_bytes(incident)
+    if parts is None and usage is None:
+        return None
+    sample = TimelineSample(
+        0.0,
+        usage or 0,
+        limit_bytes(incident),
+        parts.anon if parts else None,
+        parts.file if parts else None,
+        parts.shmem if parts else None,
+        parts.thp if parts else None,
+        parts.kernel if parts else None,
+    )
+    layers = _split(sample)
+    return Point(0.0, layers, float(usage or sum(layers)), sample.limit_bytes)
+
+
+def _allocator_series(
+    incident: Incident, end_s: float | None
+) -> dict[str, list[tuple[float, float]]]:
+    """Allocator samples from the probe: [{t_seconds, allocated_bytes, reserved_bytes}, ...]."""
+    raw = (incident.allocator or {}).get("samples")
+    series: dict[str, list[tuple[float, float]]] = {"allocated": [], "reserved": []}
+    if not isinstance(raw, list) or end_s is None:
+        return series
+    for item in raw:
+        if not isinstance(item, dict) or not isinstance(item.get("t_seconds"), int | float):
+            continue
+        for name in series:
+            value = item.get(f"{name}_bytes")
+            if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0:
+                series[name].append((float(item["t_seconds"]) - end_s, float(value)))
+    return series
+
+
+def _end_s(incident: Incident) -> float | None:
+    timeline = incident.timeline
+    if timeline is None or not timeline.samples:
+        return None
+    return max(s.t_seconds for s in timeline.samples)
+
+
+class _Scale:
+    def __init__(self, t0: float, top_bytes: float) -> None:
+        self.t0 = min(t0, -1.0)
+        self.top = max(top_bytes, 1.0)
+
+    def x(self, t_s: float) -> float:
+        return LEFT + (t_s - self.t0) / (0 - self.t0) * (WIDTH - LEFT - RIGHT)
+
+    def y(self, value: float) -> float:
+        return HEIGHT - BOTTOM - value / self.top * (HEIGHT - TOP - BOTTOM)
+
+
+def _poly(points: Sequence[tuple[float, float]]) -> str:
+    return " ".join(f"{x:.1f},{y:.1f}" for x, y in points)
+
+
+def render(incident: Incident, element_id: str) -> str:
+    points = _points(incident)
+    note = ""
+    if not points:
+        single = _at_kill(incident)
+        if single is None:
+            return (
+                f'<p class="noplot" id="{element_id}">No memory numbers in this report:'
+                " nothing to plot.</p>"
+            )
+        points = [Point(-1.0, single.layers, single.usage, single.limit), single]
+        note = "no timeline was sampled (not recorded by the daemon): breakdown at the kill only"
+    alloc = _allocator_series(incident, _end_s(incident))
+    values = [p.usage for p in points] + [sum(p.layers) for p in points]
+    values += [p.limit for p in points if p.limit] + [v for s in alloc.values() for _, v in s]
+    scale = _Scale(points[0].t_s, max(values) * 1.08)
+    out: list[str] = [
+        f'<svg id="{element_id}" class="plot" xmlns="http://www.w3.org/2000/svg"'
+        f' width="{WIDTH}" height="{HEIGHT}" viewBox="0 0 {WIDTH} {HEIGHT}" role="img"'
+        ' aria-label="memory timeline before the kill">',
+        f'<rect x="0" y="0" width="{WIDTH}" height="{HEIGHT}" fill="#ffffff"/>',
+    ]
+    out += _axes(scale)
+    base = [0.0] * len(points)
+    for index, (name, colour) in enumerate(LAYERS):
+        top = [b + p.layers[index] for b, p in zip(base, points, strict=True)]
+        if any(p.layers[index] for p in points):
+            upper = [(scale.x(p.t_s), scale.y(v)) for p, v in zip(points, top, strict=True)]
+            lower = [(scale.x(p.t_s), scale.y(v)) for p, v in zip(points, base, strict=True)]
+            out.append(
+                f'<polygon class="layer layer-{name.replace(" ", "-")}" fill="{colour}"'
+                f' fill-opacity="0.75" points="{_poly(upper + lower[::-1])}"/>'
+            )
+        base = top
+    usage = [(scale.x(p.t_s), scale.y(p.usage)) for p in points]
+    out.append(
+        '<polyline class="usage" fill="none" stroke="#222" stroke-width="2"'
+        f' points="{_poly(usage)}"/>'
+    )
+    limits = [(scale.x(p.t_s), scale.y(p.limit)) for p in points if p.limit]
+    if limits:
+        out.append(
+            f'<polyline class="limit" fill="none" stroke="#d62728" stroke-width="2"'
+            f' stroke-dasharray="6 4" points="{_poly(limits)}"/>'
+        )
+    for name, colour in (("allocated", "#2ca02c"), ("reserved", "#9467bd")):
+        series = [(scale.x(t), scale.y(v)) for t, v in alloc[name] if t >= scale.t0]
+        if series:
+            out.append(
+                f'<polyline class="allocator-{name}" fill="none" stroke="{colour}"'
+                f' stroke-width="1.5" points="{_poly(series)}"/>'
+            )
+    kill_x = scale.x(0.0)
+    out.append(
+        f'<line class="kill" x1="{kill_x:.1f}" y1="{TOP}" x2="{kill_x:.1f}" y2="{HEIGHT - BOTTOM}"'
+        ' stroke="#000" stroke-width="2"/>'
+        f'<text x="{kill_x - 4:.1f}" y="{TOP + 12}" text-anchor="end" font-size="12"'
+        ' font-weight="bold">OOM kill</text>'
+    )
+    out += _legend(points, bool(limits), alloc)
+    out.append("</svg>")
+    if note:
+        out.append(f'<p class="plotnote">{note}</p>')
+    return "".join(out)
+
+
+def _axes(scale: _Scale) -> list[str]:
+    out = [
+        f'<line x1="{LEFT}" y1="{HEIGHT - BOTTOM}" x2="{WIDTH - RIGHT}" y2="{HEIGHT - BOTTOM}"'
+        ' stroke="#888"/>',
+        f'<line x1="{LEFT}" y1="{TOP}" x2="{LEFT}" y2="{HEIGHT - BOTTOM}" stroke="#888"/>',
+    ]
+    for i in range(5):
+        value = scale.top * i / 4
+        y = scale.y(value)
+        out.append(
+            f'<text x="{LEFT - 6}" y="{y + 4:.1f}" text-anchor="end" font-size="11">'
+            f"{fmt_bytes(value)}</text>"
+            f'<line x1="{LEFT}" y1="{y:.1f}" x2="{WIDTH - RIGHT}" y2="{y:.1f}" stroke="#eee"/>'
+        )
+    for i in range(5):
+        t = scale.t0 * (1 - i / 4)
+        out.append(
+            f'<text x="{scale.x(t):.1f}" y="{HEIGHT - BOTTOM + 16}" text-anchor="middle"'
+            f' font-size="11">{t:.0f} s</text>'
+        )
+    out.append(
+        f'<text x="{(LEFT + WIDTH - RIGHT) / 2:.0f}" y="{HEIGHT - 6}" text-anchor="middle"'
+        ' font-size="11">seconds before the kill</text>'
+    )
+    return out
+
+
+def _legend(points: Sequence[Point], limit: bool, alloc: dict[str, Any]) -> list[str]:
+    entries = [("usage", "#222")] + ([("limit", "#d62728")] if limit else [])
+    entries += [
+        (name, colour)
+        for i, (name, colour) in enumerate(LAYERS)
+        if any(p.layers[i] for p in points)
+    ]
+    entries += [
+        (f"allocator {n}", c)
+        for n, c in (("allocated", "#2ca02c"), ("reserved", "#9467bd"))
+        if alloc[n]
+    ]
+    x = WIDTH - RIGHT + 12
+    out = []
+    for n, (name, colour) in enumerate(entries):
+        y = TOP + 8 + n * 18
+        out.append(
+            f'<rect x="{x}" y="{y - 9}" width="12" height="12" fill="{colour}"/>'
+            f'<text x="{x + 18}" y="{y + 1}" font-size="12">{name}</text>'
+        )
+    return out
+
+
+def caption(incident: Incident) -> str:
+    """The plot in words (peak and limit), for readers of the page and of its DOM."""
+    timeline = incident.timeline
+    samples = timeline.samples if timeline else []
+    peak = (timeline.peak_bytes if timeline else None) or usage_bytes(incident)
+    limits = [s.limit_bytes for s in samples if s.limit_bytes]
+    limit = limits[-1] if limits else limit_bytes(incident)
+    span = f"{samples[-1].t_seconds - samples[0].t_seconds:.0f} s sampled, " if samples else ""
+    return f"{span}peak {fmt_bytes(peak)}, limit {fmt_bytes(limit)}"

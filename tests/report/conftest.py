@@ -1,0 +1,47 @@
+"""Helpers for running the real `oomwatch report` entry point."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from oomwatch.cli import main as cli_main
+
+CORPUS = Path(__file__).resolve().parents[3] / "shared" / "corpus" / "public"
+
+
+@dataclass
+class Run:
+    rc: int
+    out: str
+    err: str
+
+    def json(self) -> dict[str, Any]:
+        doc: dict[str, Any] = json.loads(self.out)
+        return doc
+
+
+@pytest.fixture
+def report(capsys: pytest.CaptureFixture[str]):  # type: ignore[no-untyped-def]
+    def run(*args: str) -> Run:
+        rc = cli_main(["report", *args])
+        captured = capsys.readouterr()
+        return Run(rc, captured.out, captured.err)
+
+    return run
+
+
+@pytest.fixture
+def corpus() -> Path:
+    if not CORPUS.is_dir():
+        pytest.skip(f"public corpus not found at {CORPUS}")
+    return CORPUS
+
+
+def corpus_file(corpus: Path, prefix: str) -> str:
+    [path] = corpus.glob(f"{prefix}-*.log")
+    return str(path)

@@ -1,0 +1,261 @@
+"""`oomwatch report` through the real CLI entry: corpus files, stdin, filters, bad inputs."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from .conftest import CORPUS, corpus_file
+
+CONTRACT_KEYS = {
+    "kind",
+    "constraint",
+    "kernel_time_s",
+    "wall_time",
+    "kmsg_seq",
+    "source_format",
+    "invoker",
+    "oom_memcg",
+    "task_memcg",
+    "memcg",
+    "memcg_stats",
+    "breakdown_bytes",
+    "tasks",
+    "victims",
+    "group_kill",
+    "group_cgroup",
+    "header_suppressed",
+    "pod_uid",
+    "container_id",
+    "qos_class",
+    "limit_scope",
+    "findings",
+    "recommendation",
+}
+INVOKER_KEYS = {"comm", "pid", "gfp_mask", "order", "oom_score_adj"}
+MEMCG_KEYS = {"usage_kb", "limit_kb", "failcnt", "swap_usage_kb", "swap_limit_kb", "kmem_usage_kb"}
+BREAKDOWN_KEYS = {"anon", "file", "shmem", "thp", "kernel"}
+TASK_KEYS = {
+    "pid",
+    "uid",
+    "tgid",
+    "total_vm_pages",
+    "rss_pages",
+    "rss_anon_pages",
+    "rss_file_pages",
+    "rss_shmem_pages",
+    "pgtables_bytes",
+    "swapents",
+    "oom_score_adj",
+    "name",
+}
+VICTIM_KEYS = {
+    "pid",
+    "comm",
+    "total_vm_kb",
+    "anon_rss_kb",
+    "file_rss_kb",
+    "shmem_rss_kb",
+    "uid",
+    "pgtables_kb",
+    "oom_score_adj",
+}
+CID = "a" * 64
+POD_UID = "28fcb1a0-a45c-44e7-b9bf-e3b9360bedba"
+
+
+def _all_corpus() -> list[str]:
+    return sorted(str(p) for p in CORPUS.glob("*.log")) if CORPUS.is_dir() else []
+
+
+@pytest.mark.parametrize("path", _all_corpus(), ids=lambda p: Path(p).name[:40])
+def test_every_corpus_file_gives_the_json_contract(report, path: str) -> None:  # type: ignore[no-untyped-def]
+    run = report(path, "--json")
+    assert run.rc == 0, run.err
+    doc = run.json()
+    assert set(doc) == {"incidents", "warnings"}
+    assert doc["incidents"], "every public corpus file has at least one OOM"
+    for incident in doc["incidents"]:
+        assert set(incident) >= CONTRACT_KEYS
+        if incident["invoker"] is not None:
+            assert set(incident["invoker"]) == INVOKER_KEYS
+        if incident["memcg"] is not None:
+            assert set(incident["memcg"]) == MEMCG_KEYS
+        if incident["breakdown_bytes"] is not None:
+            assert set(incident["breakdown_bytes"]) == BREAKDOWN_KEYS
+        for task in incident["tasks"]:
+            assert set(task) >= TASK_KEYS
+        for victim in incident["victims"]:
+            assert set(victim) >= VICTIM_KEYS
+        for finding in incident["findings"]:
+            assert set(finding) == {"code", "severity", "message", "evidence"}
+            assert finding["evidence"], f"{finding['code']} fired without evidence"
+        assert incident["verdict"]
+
+
+def _codes(doc: dict, n: int = 0) -> set[str]:  # type: ignore[type-arg]
+    return {f["code"] for f in doc["incidents"][n]["findings"]}
+
+
+@pytest.mark.parametrize(
+    ("prefix", "index", "expected"),
+    [
+        ("01", 0, {"limit-node-allocatable", "group-kill", "besteffort-qos"}),
+        ("02", 0, {"limit-pod"}),
+        ("03", 0, {"limit-cgroup", "overcommit-vm"}),
+        ("05", 0, {"limit-node", "thp-hidden"}),
+        ("09", 0, {"limit-cpuset"}),
+        ("12", 0, {"limit-pod", "kernel-memory"}),
+        ("15", 0, {"limit-pod"}),
+        ("17", 0, {"limit-cgroup", "thp-hidden", "overcommit-vm"}),
+        ("18", 0, {"limit-cgroup"}),
+        ("20", 0, {"limit-node", "many-processes"}),
+        ("27", 1, {"limit-mempolicy"}),
+    ],
+)
+def test_corpus_limit_and_consumer_findings(  # type: ignore[no-untyped-def]
+    report, corpus: Path, prefix: str, index: int, expected: set[str]
+) -> None:
+    doc = report(corpus_file(corpus, prefix), "--json").json()
+    assert _codes(doc, index) == expected
+
+
+def test_corpus_identity_and_scope(report, corpus: Path) -> None:  # type: ignore[no-untyped-def]
+    doc = report(corpus_file(corpus, "01"), "--json").json()
+    [inc] = doc["incidents"]
+    assert inc["pod_uid"] == "a5d8fdd1-1369-469e-8a7d-2c1047529435"
+    assert inc["qos_class"] == "besteffort" and inc["runtime"] == "containerd"
+    assert inc["cgroup_driver"] == "systemd" and inc["limit_scope"] == "node"
+    rec = inc["recommendation"]
+    # the recommendation for a node-level kill is sized on the killed processes, not on kubepods
+    assert rec["peak_source"] == "the killed processes' RSS"
+    assert "node, not this workload" in rec["message"]
+
+
+def test_text_report_leads_with_the_verdict(report, corpus: Path) -> None:  # type: ignore[no-untyped-def]
+    run = report(corpus_file(corpus, "17"))
+    assert run.rc == 0
+    lines = run.out.splitlines()
+    block = lines.index(next(line for line in lines if line.startswith("== OOM 1 of 1")))
+    verdict = lines[block + 1]
+    assert verdict.strip().startswith("VERDICT    jshell (pid 29816)")
+    assert "512 MiB" in verdict and "transparent hugepages (66 %)" in verdict and "615Mi" in verdict
+    text = run.out
+    for needle in ("limit", "breakdown", "largest tasks", "thp-hidden", "unknown:"):
+        assert needle in text
+
+
+def test_stdin_through_the_console_entry(corpus: Path) -> None:
+    data = Path(corpus_file(corpus, "02")).read_bytes()
+    proc = subprocess.run(
+        [sys.executable, "-m", "oomwatch.cli", "report", "-", "--json"],
+        input=data,
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert b'"limit_scope": "pod"' in proc.stdout
+
+
+HOSTILE = (
+    "[  100.000000] evil\x1b[2J x invoked oom-killer: gfp_mask=0xcc0(GFP_KERNEL), order=0,"
+    " oom_score_adj=0\n"
+    "[  100.000100] memory: usage 262144kB, limit 262144kB, failcnt 12\n"
+    "[  100.000200] oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),cpuset=/,mems_allowed=0,"
+    f"oom_memcg=/kubepods/burstable/pod{POD_UID}/{CID},"
+    f"task_memcg=/kubepods/burstable/pod{POD_UID}/{CID},task=evil\x1b[2J x,pid=4242,uid=0\n"
+    "[  100.000300] Memory cgroup out of memory: Killed process 4242 (evil\x1b[2J x)"
+    " total-vm:300000kB, anon-rss:250000kB, file-rss:0kB, shmem-rss:0kB, UID:0 pgtables:600kB"
+    " oom_score_adj:0\n"
+)
+
+
+def test_control_characters_never_reach_the_terminal(report, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    log = tmp_path / "evil.log"
+    log.write_text(HOSTILE)
+    for args in ((str(log),), (str(log), "--json")):
+        run = report(*args)
+        assert run.rc == 0
+        assert "\x1b" not in run.out
+        assert "evil\\x1b[2J x" in run.out or "evil\\\\x1b[2J x" in run.out
+
+
+def test_filters_pod_last_since(report, corpus: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    log = tmp_path / "two.log"
+    log.write_text(HOSTILE + Path(corpus_file(corpus, "02")).read_text())
+    every = report(str(log), "--json").json()["incidents"]
+    assert len(every) >= 2
+    only = report(str(log), "--json", "--pod", POD_UID).json()["incidents"]
+    assert [i["pod_uid"] for i in only] == [POD_UID]
+    last = report(str(log), "--json", "--last", "1").json()["incidents"]
+    assert last == [every[-1]]
+    # dmesg lines carry no wall clock: --since cannot place them, and says so
+    since = report(str(log), "--json", "--since", "2h").json()
+    assert since["incidents"] == []
+    assert any("no wall-clock time" in w for w in since["warnings"])
+
+
+def test_since_keeps_incidents_with_wall_time(report, corpus: Path) -> None:  # type: ignore[no-untyped-def]
+    path = corpus_file(corpus, "14")  # dmesg -T: wall-clock times from 2020s
+    doc = report(path, "--json", "--since", "2000-01-01T00:00:00").json()
+    assert doc["incidents"] and all(i["wall_time"] for i in doc["incidents"])
+    assert report(path, "--json", "--since", "2999-01-01").json()["incidents"] == []
+
+
+def test_no_incidents_is_success(report, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    quiet = tmp_path / "quiet.log"
+    quiet.write_text("[    1.000000] Linux version 6.18\n[    2.0] eth0: link up\n")
+    run = report(str(quiet))
+    assert run.rc == 0 and "No OOM kills found" in run.out
+    assert report(str(quiet), "--json").json() == {"incidents": [], "warnings": []}
+
+
+@pytest.mark.parametrize(
+    ("make", "needle"),
+    [
+        (lambda d: str(d / "missing.log"), "No such file"),
+        (lambda d: str(d), "is a directory"),
+        (lambda d: "/proc/self/mem", "cannot read /proc/self/mem"),  # unreadable even for root
+    ],
+)
+def test_unreadable_input_exits_2_naming_it(report, tmp_path: Path, make, needle: str) -> None:  # type: ignore[no-untyped-def]
+    path = make(tmp_path)
+    run = report(path)
+    assert run.rc == 2
+    assert path in run.err and needle in run.err and run.out == ""
+
+
+def test_permission_denied_exits_2(report, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    if os.geteuid() == 0:
+        pytest.skip("root reads files regardless of their mode")
+    log = tmp_path / "secret.log"
+    log.write_text("x\n")
+    log.chmod(0)
+    run = report(str(log))
+    assert run.rc == 2 and "Permission denied" in run.err
+
+
+def test_bad_arguments_exit_2(report, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    assert report("--since", "yesterday-ish").rc == 2
+    assert report("x.log", "--store", str(tmp_path)).rc == 2
+    run = report("--store", str(tmp_path))  # an empty directory is not a store
+    assert run.rc == 2 and str(tmp_path) in run.err
+
+
+def test_huge_line_and_binary_garbage_do_not_stop_the_report(
+    report, corpus: Path, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    log = tmp_path / "big.log"
+    with log.open("wb") as fh:
+        fh.write(b"\xff\xfe\x00garbage" * 10 + b"\n")
+        fh.write(b"A" * (3 << 20))  # a 3 MiB line without newline, then the report
+        fh.write(b"\n")
+        fh.write(Path(corpus_file(corpus, "18")).read_bytes())
+    doc = report(str(log), "--json").json()
+    assert _codes(doc) == {"limit-cgroup"}
+    assert any("were cut" in w for w in doc["warnings"])
