@@ -1,9 +1,10 @@
-"""What the rule file and the dashboard refer to: PromQL expressions, and the metric names in them.
+"""What the rule file and the dashboard refer to, and whether the agent exports it.
 
-The name extraction is a small lexer, not a parser: strings, label matchers, ranges, grouping
-clauses and Grafana variables are removed first, and what remains is names, functions (followed
-by `(`), keywords and numbers.  It is exact for the expressions we ship; a test pins it on the
-tricky cases.
+PromQL expressions and the metric names in them, against the names a scrape of the agent's
+`/metrics` yields.  The name extraction is a small lexer, not a parser: strings, label
+matchers, ranges, grouping clauses and Grafana variables are removed first, and what remains is
+names, functions (followed by `(`), keywords and numbers.  It is exact for the expressions we
+ship; a test pins it on the tricky cases.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
 REPO = Path(__file__).resolve().parents[2]
 RULES_FILE = REPO / "rules" / "oomwatch.rules.yaml"
@@ -127,3 +129,53 @@ def grafana_to_promql(expr: str) -> str:
     expr = expr.replace("$__range", "1h").replace("$__rate_interval", "1m")
     expr = expr.replace("$__interval", "1m")
     return re.sub(r"\$\{?namespace\}?", ".*", expr)
+
+
+def exported_names(exposition: str) -> dict[str, set[str]]:
+    """Sample names a scrape of this text yields, each with its label names.
+
+    A family with no samples yet (a counter before its first kill) still counts, under the
+    names Prometheus would store for its type (`_total` for counters, `_bucket`/`_sum`/
+    `_count` for histograms).
+    """
+    out: dict[str, set[str]] = {}
+    suffixes = {
+        "counter": ("_total",),
+        "histogram": ("_bucket", "_sum", "_count"),
+        "summary": ("", "_sum", "_count"),
+    }
+    for family in text_string_to_metric_families(exposition):
+        for suffix in suffixes.get(family.type, ("",)):
+            out.setdefault(family.name + suffix, set())
+        for sample in family.samples:
+            out.setdefault(sample.name, set()).update(sample.labels)
+    return out
+
+
+def referenced_names() -> dict[str, set[str]]:
+    """Metric name -> where it is named (rule expressions, annotations, dashboard queries)."""
+    where: dict[str, set[str]] = {}
+    sources = [("rule", e) for e in rule_expressions()]
+    sources += [("dashboard", e) for e in dashboard_expressions(load_dashboard())]
+    for origin, expr in sources:
+        for name in metric_names(expr):
+            where.setdefault(name, set()).add(f"{origin}: {expr.strip()}")
+    for text in annotation_texts():  # a `query` in a template names metrics inside a string
+        for name in re.findall(r"\boomwatch_[a-z0-9_]+", text):
+            where.setdefault(name, set()).add(f"annotation: {text.strip()}")
+    return where
+
+
+def assert_all_exported(exported: dict[str, set[str]]) -> None:
+    recorded = recording_names()
+    missing = {
+        name: sorted(where)
+        for name, where in referenced_names().items()
+        if name not in exported and name not in recorded and name not in PROMETHEUS_SYNTHETIC
+    }
+    assert not missing, f"named but not exported by the agent: {missing}"
+    for expr in rule_expressions() + dashboard_expressions(load_dashboard()):
+        for name, labels in selector_labels(expr):
+            if name in exported:
+                unknown = labels - exported[name] - TARGET_LABELS
+                assert not unknown, f"{name} has no label {unknown} (in {expr.strip()})"

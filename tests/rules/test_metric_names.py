@@ -7,24 +7,22 @@ same way by the end-to-end test.
 
 from __future__ import annotations
 
-import re
 import urllib.request
 from collections.abc import Iterator
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from oomwatch.incident import Incident, PodContext, Victim
 from oomwatch.sinks.metrics import Metrics, SeriesLabels
 
 from .promql import (
-    PROMETHEUS_SYNTHETIC,
-    TARGET_LABELS,
-    annotation_texts,
+    assert_all_exported,
     dashboard_expressions,
+    exported_names,
     load_dashboard,
     metric_names,
     recording_names,
+    referenced_names,
     rule_expressions,
     selector_labels,
 )
@@ -45,56 +43,6 @@ CONTRACT_LABELS = {
     "oomwatch_container_memory_limit_bytes": IDENTITY,
     "oomwatch_build_info": {"version"},
 }
-
-
-def exported_names(exposition: str) -> dict[str, set[str]]:
-    """Sample names a scrape of this text yields, each with its label names.
-
-    A family with no samples yet (a counter before its first kill) still counts, under the
-    names Prometheus would store for its type (`_total` for counters, `_bucket`/`_sum`/
-    `_count` for histograms).
-    """
-    out: dict[str, set[str]] = {}
-    suffixes = {
-        "counter": ("_total",),
-        "histogram": ("_bucket", "_sum", "_count"),
-        "summary": ("", "_sum", "_count"),
-    }
-    for family in text_string_to_metric_families(exposition):
-        for suffix in suffixes.get(family.type, ("",)):
-            out.setdefault(family.name + suffix, set())
-        for sample in family.samples:
-            out.setdefault(sample.name, set()).update(sample.labels)
-    return out
-
-
-def referenced_names() -> dict[str, set[str]]:
-    """Metric name -> where it is named (rule expressions, annotations, dashboard queries)."""
-    where: dict[str, set[str]] = {}
-    sources = [("rule", e) for e in rule_expressions()]
-    sources += [("dashboard", e) for e in dashboard_expressions(load_dashboard())]
-    for origin, expr in sources:
-        for name in metric_names(expr):
-            where.setdefault(name, set()).add(f"{origin}: {expr.strip()}")
-    for text in annotation_texts():  # a `query` in a template names metrics inside a string
-        for name in re.findall(r"\boomwatch_[a-z0-9_]+", text):
-            where.setdefault(name, set()).add(f"annotation: {text.strip()}")
-    return where
-
-
-def assert_all_exported(exported: dict[str, set[str]]) -> None:
-    recorded = recording_names()
-    missing = {
-        name: sorted(where)
-        for name, where in referenced_names().items()
-        if name not in exported and name not in recorded and name not in PROMETHEUS_SYNTHETIC
-    }
-    assert not missing, f"named but not exported by the agent: {missing}"
-    for expr in rule_expressions() + dashboard_expressions(load_dashboard()):
-        for name, labels in selector_labels(expr):
-            if name in exported:
-                unknown = labels - exported[name] - TARGET_LABELS
-                assert not unknown, f"{name} has no label {unknown} (in {expr.strip()})"
 
 
 @pytest.fixture

@@ -1,0 +1,186 @@
+"""A real Prometheus fires OOMKillDetected for a real kernel OOM kill seen by `oomwatch run`.
+
+The agent runs standalone on a free port, Prometheus scrapes it every second with the shipped
+rule file, and a hog in a scratch memcg laid out like kubelet's is killed by the kernel.  The
+alert must fire for that pod's UID within a bounded time.  The live agent's `/metrics` is also
+checked against every name the rules and the dashboard use.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+
+from oomwatch.lab import ScratchMemcg, kubelet_layout, memcg_v1_unavailable_reason, provoke_kill
+
+from .conftest import PrometheusServer, free_port, http_get
+from .promql import RULES_FILE, assert_all_exported, exported_names
+
+pytestmark = [pytest.mark.kernel, pytest.mark.slow]
+
+ALERT_TIMEOUT_S = 60.0
+CONTAINER_LIMIT_BYTES = 64 << 20
+_T = TypeVar("_T")
+
+
+def wait_for(what: str, probe: Callable[[], _T | None], timeout_s: float, logs: str = "") -> _T:
+    """Poll `probe` until it returns something, or fail naming what never happened."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = probe()
+        if value is not None:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} not within {timeout_s:.0f} s\n{logs}")
+        time.sleep(0.25)
+
+
+class Agent:
+    """`oomwatch run --standalone` as a subprocess with its own state dir and port."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log_file = workdir / "oomwatch.log"
+        with self.log_file.open("wb") as log:
+            self.process = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "oomwatch.cli",
+                    "run",
+                    "--standalone",
+                    "--state-dir",
+                    str(workdir / "state"),
+                    "--cgroup-root",
+                    "/sys/fs/cgroup",
+                    "--metrics-address",
+                    f"127.0.0.1:{self.port}",
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            )
+
+    def healthy(self) -> bool | None:
+        if self.process.poll() is not None:
+            raise AssertionError(f"oomwatch run exited {self.process.returncode}:\n{self.log()}")
+        try:
+            return True if http_get(self.url + "/healthz", 1.0)[0] == 200 else None
+        except OSError:
+            return None
+
+    def metrics_text(self) -> str:
+        status, body = http_get(self.url + "/metrics")
+        assert status == 200
+        return body.decode()
+
+    def log(self) -> str:
+        return self.log_file.read_text(errors="replace")[-4000:]
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=10)
+
+
+@pytest.fixture
+def agent(tmp_path: Path) -> Iterator[Agent]:
+    reason = memcg_v1_unavailable_reason()
+    if reason is not None:
+        pytest.skip(f"needs root, cgroup v1 memory and /dev/kmsg: {reason}")
+    running = Agent(tmp_path)
+    try:
+        wait_for("oomwatch run /healthz 200", running.healthy, 30.0)
+        yield running
+    finally:
+        running.stop()
+
+
+@pytest.fixture
+def prometheus(prometheus_binary: str, agent: Agent, tmp_path: Path) -> Iterator[PrometheusServer]:
+    server = PrometheusServer(
+        prometheus_binary,
+        tmp_path,
+        rule_files=[RULES_FILE],
+        targets=[f"127.0.0.1:{agent.port}"],
+    )
+    try:
+        server.wait_ready()
+        yield server
+    finally:
+        server.stop()
+
+
+def _firing(server: PrometheusServer, pod_uid: str) -> dict[str, Any] | None:
+    for alert in server.alerts():
+        labels = alert["labels"]
+        if (
+            labels.get("alertname") == "OOMKillDetected"
+            and labels.get("pod_uid") == pod_uid
+            and alert["state"] == "firing"
+        ):
+            return alert
+    return None
+
+
+def test_real_kill_fires_oomkilldetected_with_the_pod_uid(
+    agent: Agent, prometheus: PrometheusServer
+) -> None:
+    def logs() -> str:
+        return f"--- oomwatch ---\n{agent.log()}\n--- prometheus ---\n{prometheus.log()}"
+
+    wait_for(
+        "Prometheus scraping the agent (up == 1)",
+        lambda: prometheus.query('up{job="oomwatch"} == 1') or None,
+        30.0,
+        logs(),
+    )
+    pod_uid = str(uuid.uuid4())
+    with ScratchMemcg() as scratch:
+        container = kubelet_layout(
+            scratch,
+            pod_uid,
+            secrets.token_hex(32),
+            qos="burstable",
+            container_limit_bytes=CONTAINER_LIMIT_BYTES,
+        )
+        capture = provoke_kill(container, mode="anon", mb=192, comm="h7-alert-hog")
+        killed_at = time.monotonic()
+        assert capture.hog.returncode == -9, capture.hog.stderr_text()
+        assert container.oom_kill_count() >= 1
+
+        alert = wait_for(
+            f"OOMKillDetected firing for pod_uid {pod_uid}",
+            lambda: _firing(prometheus, pod_uid),
+            ALERT_TIMEOUT_S,
+            logs(),
+        )
+    latency_s = time.monotonic() - killed_at
+    print(f"kill -> OOMKillDetected firing: {latency_s:.1f} s (1 s scrape and evaluation)")
+
+    labels = alert["labels"]
+    assert labels["kind"] == "memcg"
+    assert labels["scope"] == "container"
+    assert labels["severity"] == "warning"
+    assert labels["job"] == "oomwatch"
+    annotations = alert["annotations"]
+    assert annotations["summary"] == f"OOM kill in pod UID {pod_uid}"
+    assert f"pod UID {pod_uid} in the last 5 minutes" in annotations["description"]
+    assert annotations["runbook_url"].endswith("/rules/README.md#oomkilldetected")
+
+    # The names the rules and the dashboard use are what this live agent exports.
+    assert_all_exported(exported_names(agent.metrics_text()))
