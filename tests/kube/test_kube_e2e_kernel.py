@@ -45,11 +45,11 @@ def kubeconfig(path: Path, server: str) -> Path:
 class Daemon:
     """`oomwatch run` as a subprocess; its JSON log lines are collected as they come."""
 
-    def __init__(self, tmp: Path, server: str) -> None:
+    def __init__(self, tmp: Path, server: str, extra_args: list[str]) -> None:
         env = {**os.environ, "KUBECONFIG": str(kubeconfig(tmp / "kubeconfig", server))}
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "oomwatch.cli", "run", f"--node-name={NODE}",
-             f"--state-dir={tmp / 'state'}", "--metrics-address=127.0.0.1:0"],
+             f"--state-dir={tmp / 'state'}", "--metrics-address=127.0.0.1:0", *extra_args],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
         )
         self.lines: list[dict[str, Any]] = []
@@ -85,13 +85,29 @@ class Daemon:
                 self.proc.wait()
 
 
-@pytest.fixture
-def daemon(tmp_path: Path, fake_api: FakeApiServer, memcg_v1: None) -> Iterator[Daemon]:
-    agent = Daemon(tmp_path, fake_api.url)
+@pytest.fixture(params=["direct", "relay"])
+def daemon(
+    request: pytest.FixtureRequest, tmp_path: Path, fake_api: FakeApiServer, memcg_v1: None
+) -> Iterator[Daemon]:
+    """The agent reading /dev/kmsg itself, or (as in the DaemonSet) a FIFO fed by the relay."""
+    relay: subprocess.Popen[bytes] | None = None
+    extra: list[str] = []
+    if request.param == "relay":
+        fifo = tmp_path / "kmsg.fifo"
+        relay = subprocess.Popen([sys.executable, "-m", "oomwatch.kmsg_relay", "--fifo",
+                                  str(fifo)])
+        deadline = time.monotonic() + 10
+        while not fifo.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        extra = [f"--kmsg={fifo}"]
+    agent = Daemon(tmp_path, fake_api.url, extra)
     try:
         yield agent
     finally:
         agent.stop()
+        if relay is not None:
+            relay.terminate()
+            relay.wait(10)
 
 
 @pytest.mark.kernel
