@@ -1,12 +1,13 @@
 """The lab workload: joins a memcg, names itself, then allocates memory the way a mode says.
 
-Run as `python -m oomwatch.lab.hog --cgroup-procs /sys/fs/cgroup/memory/<x>/cgroup.procs ...`.
+Run as `python oomwatch/lab/hog.py --cgroup-procs /sys/fs/cgroup/memory/<x>/cgroup.procs ...`.
 It moves itself into the memcg before allocating anything, sets its comm (the kernel prints
 comm, not argv) and its oom_score_adj, and reports progress as lines on stdout:
 `joined <pid>`, `allocated <mib>` and `holding` when it got everything it asked for without
 being killed; in child-worker mode `child <pid>` and `child-exit <wait status>` per child
 (a child that was not killed exits at once).
-It dies with its parent (PR_SET_PDEATHSIG) so a crashed test leaves no hog behind.
+It dies with its parent (PR_SET_PDEATHSIG) so a crashed test leaves no hog behind.  Only the
+standard library is used, so it starts fast (bursts) and runs by path or as a module.
 """
 
 from __future__ import annotations
@@ -45,8 +46,12 @@ def _set_comm(comm: str) -> None:
 
 
 def _set_oom_score_adj(adj: int) -> None:
-    with open("/proc/self/oom_score_adj", "w") as handle:
-        handle.write(str(adj))
+    try:
+        with open("/proc/self/oom_score_adj", "w") as handle:
+            handle.write(str(adj))
+    except PermissionError as exc:
+        raise SystemExit(f"hog: cannot set oom_score_adj {adj} (lowering it below the "
+                         f"inherited minimum needs CAP_SYS_RESOURCE): {exc}") from exc
 
 
 def _join(cgroup_procs: str) -> None:
@@ -142,7 +147,7 @@ def _run_child_worker(args: argparse.Namespace) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m oomwatch.lab.hog", description=__doc__)
+    parser = argparse.ArgumentParser(prog="hog.py", description=__doc__)
     parser.add_argument("--cgroup-procs", required=True, help="cgroup.procs file to join")
     parser.add_argument("--mode", choices=MODES, default="anon")
     parser.add_argument("--mb", type=int, default=0, help="MiB to allocate")

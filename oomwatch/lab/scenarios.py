@@ -12,6 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from oomwatch.decode import ReportAssembler, parse_kmsg_record
+from oomwatch.incident import Incident
 from oomwatch.lab.kmsg import KmsgTail, wait_rate_limit_window
 from oomwatch.lab.memcg import Memcg
 from oomwatch.lab.spawn import HogProcess, spawn_hog
@@ -34,6 +36,20 @@ class KillCapture:
         """The kernel's `Killed process <pid> (` record, if it arrived."""
         needle = b"Killed process %d (" % pid
         return next((record for record in self.records if needle in record), None)
+
+    def incidents(self) -> list[Incident]:
+        """Decode the records (as the daemon would, record by record) and keep the incidents
+        that killed one of our victims; other people's kills in the same window are dropped."""
+        assembler = ReportAssembler()
+        decoded: list[Incident] = []
+        for raw in self.records:
+            record = parse_kmsg_record(raw)
+            if record is not None:
+                decoded.extend(assembler.feed(record))
+        decoded.extend(assembler.flush())
+        ours = set(self.victim_pids)
+        return [incident for incident in decoded
+                if any(victim.pid in ours for victim in incident.victims)]
 
     def has_full_report(self, pid: int) -> bool:
         """Whether the rate limit let the `oom-kill:` line (and so the header) through."""

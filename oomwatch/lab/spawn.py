@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-import oomwatch
+from oomwatch.lab import hog as hog_module
 from oomwatch.lab.hog import MODES
 from oomwatch.lab.memcg import Memcg
 
@@ -106,7 +106,7 @@ def spawn_hog(
     scratch = memcg.scratch
     tmpfs_dir = None
     argv = [
-        sys.executable, "-m", "oomwatch.lab.hog",
+        sys.executable, str(Path(hog_module.__file__)),
         "--cgroup-procs", str(memcg.fs_path / "cgroup.procs"),
         "--mode", mode, "--mb", str(mb), "--comm", comm, "--parent-comm", parent_comm,
         "--step-mb", str(step_mb), "--step-interval-s", str(step_interval_s),
@@ -119,11 +119,8 @@ def spawn_hog(
         tmpfs_dir = TMPFS_ROOT / f"{scratch.relpath.strip('/')}-{next(_tmpfs_serial)}"
         scratch.track_tmp_path(tmpfs_dir)
         argv += ["--tmpfs-dir", str(tmpfs_dir)]
-    env = dict(os.environ)
-    package_parent = str(Path(oomwatch.__file__).resolve().parents[1])
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_parent, env.get("PYTHONPATH")) if p)
     hog = HogProcess(argv, memcg, comm, mode, tmpfs_dir, stdin=subprocess.DEVNULL,
-                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     scratch.track_process(hog)
     if hog.wait_for("joined", join_timeout_s) is None:
         hog.wait()
