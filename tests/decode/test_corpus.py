@@ -1,0 +1,96 @@
+"""Every public corpus report decodes with every kill found and its fields right.
+
+The expectations in `tests/data/corpus/expected/` were written by reading each report,
+not by running the decoder; a key listed there must match exactly.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from oomwatch.decode import decode_lines, decode_text
+from oomwatch.incident import Incident
+
+CORPUS_DIR = Path(__file__).resolve().parent.parent / "data" / "corpus"
+EXPECTED_DIR = CORPUS_DIR / "expected"
+FILES = sorted(CORPUS_DIR.glob("*.log"))
+_SPECIAL = {
+    "victims", "tasks_count", "first_task", "task_names", "notes_contain", "memcg_stats_subset",
+}
+
+
+def _expected(path: Path) -> list[dict[str, Any]]:
+    data = json.loads((EXPECTED_DIR / (path.stem + ".json")).read_text(encoding="utf-8"))
+    assert data["file"] == path.name
+    incidents: list[dict[str, Any]] = data["incidents"]
+    return incidents
+
+
+def _check_subset(label: str, actual: dict[str, Any] | None, expected: dict[str, Any]) -> None:
+    assert actual is not None, f"{label}: missing"
+    for key, value in expected.items():
+        assert actual.get(key) == value, f"{label}.{key}: {actual.get(key)!r} != {value!r}"
+
+
+def _check_incident(label: str, incident: Incident, expected: dict[str, Any]) -> None:
+    got = incident.to_dict()
+    for key, value in expected.items():
+        if key in _SPECIAL:
+            continue
+        if isinstance(value, dict):
+            _check_subset(f"{label}.{key}", got[key], value)
+        else:
+            assert got[key] == value, f"{label}.{key}: {got[key]!r} != {value!r}"
+    victims = expected["victims"]
+    assert [(v.pid, v.comm) for v in incident.victims] == [
+        (v["pid"], v["comm"]) for v in victims
+    ], f"{label}: victims"
+    for index, victim in enumerate(victims):
+        _check_subset(f"{label}.victims[{index}]", got["victims"][index], victim)
+    if "tasks_count" in expected:
+        assert len(incident.tasks) == expected["tasks_count"], f"{label}: task rows"
+    if "first_task" in expected:
+        _check_subset(f"{label}.tasks[0]", got["tasks"][0], expected["first_task"])
+    if "task_names" in expected:
+        assert [t.name for t in incident.tasks] == expected["task_names"]
+    if "memcg_stats_subset" in expected:
+        _check_subset(f"{label}.memcg_stats", got["memcg_stats"], expected["memcg_stats_subset"])
+    for text in expected.get("notes_contain", []):
+        assert any(text in note for note in incident.notes), f"{label}: no note with {text!r}"
+
+
+def test_corpus_is_complete() -> None:
+    assert len(FILES) == 30
+    assert len(list(EXPECTED_DIR.glob("*.json"))) == 30
+
+
+@pytest.mark.parametrize("path", FILES, ids=[p.name[:2] for p in FILES])
+def test_corpus_file(path: Path) -> None:
+    result = decode_text(path.read_bytes())
+    expected = _expected(path)
+    assert result.warnings == []
+    assert len(result.incidents) == len(expected), [
+        [(v.pid, v.comm) for v in i.victims] for i in result.incidents
+    ]
+    for index, (incident, want) in enumerate(zip(result.incidents, expected, strict=True)):
+        _check_incident(f"{path.name[:2]}[{index}]", incident, want)
+
+
+@pytest.mark.parametrize("path", FILES, ids=[p.name[:2] for p in FILES])
+def test_fast_scan_equals_line_by_line(path: Path) -> None:
+    """The anchor-window scan must find exactly what parsing every line finds."""
+    text = path.read_text(encoding="utf-8")
+    fast = [i.to_dict() for i in decode_text(text).incidents]
+    full = [i.to_dict() for i in decode_lines(text.split("\n")).incidents]
+    assert fast == full
+
+
+def test_every_corpus_kill_is_found() -> None:
+    """Across the corpus: the number of killed processes the expectations list."""
+    found = sum(len(i.victims) for p in FILES for i in decode_text(p.read_bytes()).incidents)
+    expected = sum(len(i["victims"]) for p in FILES for i in _expected(p))
+    assert found == expected == 52
