@@ -3,6 +3,7 @@
     .venv/bin/python tests/kube/bench_kube.py
 
 - decode: pods decoded per second (a full node: 110 pods, 3 containers each);
+- cache: Python heap the pod cache holds for that node;
 - enrich: incident enrichment lookups per second against that cache;
 - event latency: sink.emit -> Event stored by the fake API server (median, p95);
 - outage drain: N Events queued while the API is down, time to deliver after it returns.
@@ -13,6 +14,7 @@ from __future__ import annotations
 import statistics
 import sys
 import time
+import tracemalloc
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -48,8 +50,12 @@ def main() -> None:
     decode_s = time.perf_counter() - t0
     print(f"decode: {rounds * len(raw) / decode_s:,.0f} pods/s ({len(raw)} pods, 3 containers)")
 
+    tracemalloc.start()
     cache = PodCache()
-    cache.replace(decoded)
+    cache.replace([decode_pod(p) for p in raw])
+    cache_bytes = tracemalloc.get_traced_memory()[0]
+    tracemalloc.stop()
+    print(f"cache: {cache_bytes / 1024:.0f} KiB for {len(raw)} pods")
     enricher = PodEnricher(cache)
     incidents = [Incident(kind="memcg", pod_uid=p.uid, container_id=p.containers[2].container_id)
                  for p in decoded]
