@@ -125,11 +125,11 @@ def prometheus(prometheus_binary: str, agent: Agent, tmp_path: Path) -> Iterator
         server.stop()
 
 
-def _firing(server: PrometheusServer, pod_uid: str) -> dict[str, Any] | None:
+def _firing(server: PrometheusServer, alertname: str, pod_uid: str) -> dict[str, Any] | None:
     for alert in server.alerts():
         labels = alert["labels"]
         if (
-            labels.get("alertname") == "OOMKillDetected"
+            labels.get("alertname") == alertname
             and labels.get("pod_uid") == pod_uid
             and alert["state"] == "firing"
         ):
@@ -137,9 +137,9 @@ def _firing(server: PrometheusServer, pod_uid: str) -> dict[str, Any] | None:
     return None
 
 
-def test_real_kill_fires_oomkilldetected_with_the_pod_uid(
-    agent: Agent, prometheus: PrometheusServer
-) -> None:
+def _scraping(agent: Agent, prometheus: PrometheusServer) -> Callable[[], str]:
+    """Wait until Prometheus scrapes the agent; return a function giving both logs."""
+
     def logs() -> str:
         return f"--- oomwatch ---\n{agent.log()}\n--- prometheus ---\n{prometheus.log()}"
 
@@ -149,14 +149,17 @@ def test_real_kill_fires_oomkilldetected_with_the_pod_uid(
         30.0,
         logs(),
     )
+    return logs
+
+
+def test_real_kill_fires_oomkilldetected_with_the_pod_uid(
+    agent: Agent, prometheus: PrometheusServer
+) -> None:
+    logs = _scraping(agent, prometheus)
     pod_uid = str(uuid.uuid4())
     with ScratchMemcg() as scratch:
         container = kubelet_layout(
-            scratch,
-            pod_uid,
-            secrets.token_hex(32),
-            qos="burstable",
-            container_limit_bytes=CONTAINER_LIMIT_BYTES,
+            scratch, pod_uid, secrets.token_hex(32), container_limit_bytes=CONTAINER_LIMIT_BYTES
         )
         capture = provoke_kill(container, mode="anon", mb=192, comm="h7-alert-hog")
         killed_at = time.monotonic()
@@ -165,7 +168,7 @@ def test_real_kill_fires_oomkilldetected_with_the_pod_uid(
 
         alert = wait_for(
             f"OOMKillDetected firing for pod_uid {pod_uid}",
-            lambda: _firing(prometheus, pod_uid),
+            lambda: _firing(prometheus, "OOMKillDetected", pod_uid),
             ALERT_TIMEOUT_S,
             logs(),
         )
@@ -179,8 +182,39 @@ def test_real_kill_fires_oomkilldetected_with_the_pod_uid(
     assert labels["job"] == "oomwatch"
     annotations = alert["annotations"]
     assert annotations["summary"] == f"OOM kill in pod UID {pod_uid}"
-    assert f"pod UID {pod_uid} in the last 5 minutes" in annotations["description"]
+    assert f"killed 1 process(es) in pod UID {pod_uid} in the last 5" in annotations["description"]
     assert annotations["runbook_url"].endswith("/rules/README.md#oomkilldetected")
+    # The kill's series appeared at 1 (no earlier sample): the recording rule counts it whole,
+    # where increase() alone would have seen nothing.
+    (recorded,) = prometheus.query(
+        f'container:oomwatch_oom_kills:increase5m{{pod_uid="{pod_uid}"}}'
+    )
+    assert float(recorded["value"][1]) == 1.0
 
     # The names the rules and the dashboard use are what this live agent exports.
     assert_all_exported(exported_names(agent.metrics_text()))
+
+
+def test_child_worker_kill_fires_oomkillchildprocess(
+    agent: Agent, prometheus: PrometheusServer
+) -> None:
+    logs = _scraping(agent, prometheus)
+    pod_uid = str(uuid.uuid4())
+    with ScratchMemcg() as scratch:
+        container = kubelet_layout(
+            scratch, pod_uid, secrets.token_hex(32), container_limit_bytes=CONTAINER_LIMIT_BYTES
+        )
+        # The parent stays small and alive; its child outgrows the limit and is killed.
+        capture = provoke_kill(
+            container, mode="child-worker", mb=192, comm="h7-worker", linger_s=5.0
+        )
+        assert capture.hog.poll() is None, "the container's main process must outlive the kill"
+        alert = wait_for(
+            f"OOMKillChildProcess firing for pod_uid {pod_uid}",
+            lambda: _firing(prometheus, "OOMKillChildProcess", pod_uid),
+            ALERT_TIMEOUT_S,
+            logs(),
+        )
+    assert alert["labels"]["severity"] == "warning"
+    assert "while its main process survived" in alert["annotations"]["description"]
+    assert alert["annotations"]["runbook_url"].endswith("#oomkillchildprocess")
