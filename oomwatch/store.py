@@ -9,13 +9,17 @@ that OOMs all day cannot fill its disk.
 
 from __future__ import annotations
 
+import functools
 import json
 import sqlite3
+import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any, TypeVar, cast
 
 from oomwatch.incident import Incident
 from oomwatch.sources.kmsg import KmsgCursor
@@ -98,6 +102,18 @@ def store_key(incident: Incident) -> str:
     return incident.identity_key()
 
 
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _locked(method: _F) -> _F:
+    @functools.wraps(method)
+    def wrapper(self: IncidentStore, *args: Any, **kwargs: Any) -> Any:
+        with self._lock:
+            return method(self, *args, **kwargs)
+
+    return cast(_F, wrapper)
+
+
 class IncidentStore:
     """Read-write (daemon) or read-only (`oomwatch report`) access to the state dir's store."""
 
@@ -114,15 +130,21 @@ class IncidentStore:
         self._max_incidents = max_incidents
         self._max_age_s = max_age_s
         self._adds = 0
+        # One connection, used from whichever thread runs the pipeline; calls are serialized.
+        self._lock = threading.RLock()
         try:
             if _readonly:
                 if not self.path.is_file():
                     raise StoreError(f"no incident store at {self.path}")
                 uri = f"file:{self.path}?mode=ro"
-                self._db = sqlite3.connect(uri, uri=True, timeout=5.0, isolation_level=None)
+                self._db = sqlite3.connect(
+                    uri, uri=True, timeout=5.0, isolation_level=None, check_same_thread=False
+                )
             else:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
-                self._db = sqlite3.connect(self.path, timeout=5.0, isolation_level=None)
+                self._db = sqlite3.connect(
+                    self.path, timeout=5.0, isolation_level=None, check_same_thread=False
+                )
                 self._db.execute("PRAGMA journal_mode=WAL")
                 self._db.execute("PRAGMA synchronous=NORMAL")
                 self._migrate()
@@ -168,6 +190,7 @@ class IncidentStore:
 
     # --- incidents ---
 
+    @_locked
     def add(self, incident: Incident) -> bool:
         """Store one incident; False if the same kill is already stored."""
         now_s = time.time()
@@ -197,6 +220,7 @@ class IncidentStore:
                 self.prune()
         return added
 
+    @_locked
     def query(
         self,
         since: datetime | None = None,
@@ -232,9 +256,11 @@ class IncidentStore:
         rows = self._db.execute(sql, params).fetchall()
         return [Incident.from_dict(json.loads(row[0])) for row in reversed(rows)]
 
+    @_locked
     def count(self) -> int:
         return int(self._db.execute("SELECT COUNT(*) FROM incidents").fetchone()[0])
 
+    @_locked
     def kills_in(self, container_id: str, since_s: float, until_s: float) -> int:
         """Kernel kills stored for a container between two epoch times (inclusive).
 
@@ -249,6 +275,7 @@ class IncidentStore:
         ).fetchone()
         return int(row[0])
 
+    @_locked
     def prune(self, now_s: float | None = None) -> int:
         """Drop incidents beyond the retention bounds; returns how many were removed."""
         if self.readonly:
@@ -266,10 +293,12 @@ class IncidentStore:
 
     # --- kmsg cursor ---
 
+    @_locked
     def load_cursor(self) -> KmsgCursor | None:
         row = self._db.execute("SELECT boot_id, seq FROM kmsg_cursor WHERE id = 1").fetchone()
         return KmsgCursor(str(row[0]), int(row[1])) if row else None
 
+    @_locked
     def save_cursor(self, cursor: KmsgCursor) -> None:
         self._db.execute(
             "INSERT INTO kmsg_cursor (id, boot_id, seq, updated_at_s) VALUES (1, ?, ?, ?)"
@@ -278,5 +307,6 @@ class IncidentStore:
             (cursor.boot_id, cursor.seq, time.time()),
         )
 
+    @_locked
     def close(self) -> None:
         self._db.close()

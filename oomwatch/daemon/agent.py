@@ -36,6 +36,7 @@ FLUSH_IDLE_S = 0.02  # a report is complete once the kernel log is quiet this lo
 MAX_WAIT_S = 0.25  # reconcile deadlines are checked at least this often
 COUNTER_POLL_MIN_S = 0.05  # inotify wake-ups are coalesced to this rate
 HEARTBEAT_STALE_S = 30.0
+FORCED_RESCAN_MIN_S = 0.25
 _PROCS_DEPTH = 3
 
 
@@ -99,6 +100,7 @@ class Agent:
         self.metrics_address: tuple[str, int] | None = None
         self._open_report_seq: int | None = None
         self._last_record_mono = 0.0
+        self._next_forced_rescan = 0.0
 
     # --- setup adapters ---
 
@@ -265,7 +267,8 @@ class Agent:
         while not self._submitted.empty():
             incidents.append(self._submitted.get_nowait())
         kills: list[CounterKills] = []
-        if inotify_fd in ready or time.monotonic() >= next_counters:
+        forced = self._rescan_for(incidents)
+        if forced or inotify_fd in ready or time.monotonic() >= next_counters:
             try:
                 for d in self.watcher.poll_changes():
                     if not d.vanished and d.oom_kill > 0:
@@ -277,6 +280,28 @@ class Agent:
             except Exception:
                 self.log.exception("cgroup_counters_failed")
         self.pipeline.process(incidents, kills)
+
+    def _rescan_for(self, incidents: list[Incident]) -> bool:
+        """Look for new cgroups now when a kill names a cgroup we do not watch yet, or a bare
+        kill waits for a counter: a memcg made just before its kill is then found (and its
+        counter read from zero) in this turn instead of at the next periodic rescan."""
+        now = time.monotonic()
+        if now < self._next_forced_rescan:
+            return False
+        watched = {cg.relpath for cg in self.watcher.cgroups()} if incidents else set()
+        unknown = any(
+            cgroup not in watched
+            for incident in incidents
+            if (cgroup := incident.task_memcg or incident.oom_memcg) is not None
+        )
+        if not (unknown or self.pipeline.state.bare):
+            return False
+        self._next_forced_rescan = now + FORCED_RESCAN_MIN_S
+        try:
+            self.watcher.rescan()
+        except Exception:
+            self.log.exception("cgroup_rescan_failed")
+        return True
 
     def _read_kmsg(self) -> list[Incident]:
         assert self.follower is not None

@@ -25,7 +25,10 @@ from oomwatch.incident import Incident
 
 KERNEL_KILL_KINDS = frozenset({"memcg", "global", "cpuset", "mempolicy", "unknown"})
 GRACE_S = 2.5  # longer than one counter poll (1 s) plus the assembler's flush delay
-UNMATCHED_KEEP_S = 10.0  # a log kill's counter may never come (cgroup not watched, or gone)
+# A log kill's counter may never come (cgroup not watched, or gone); a cgroup made just
+# before its kill is found by the watcher's next rescan (every 10 s), which reads its
+# counter from zero: keep the log kill longer than that so it is matched, not doubled.
+UNMATCHED_KEEP_S = 30.0
 CLOCK_SLACK_S = 0.5  # the kernel stamps a record before the counter we read can move
 MAX_KNOWN_PIDS = 4096
 ATTRIBUTED_NOTE = "cgroup attributed from the cgroup's oom_kill counter (report header suppressed)"

@@ -154,5 +154,5 @@ def test_non_kernel_incidents_pass_through_untouched() -> None:
 
 def test_old_backlog_kills_without_counters_expire_quietly() -> None:
     r = reconcile(ReconcileState(), [full(CTR_A, 1.0, 5)], [], now_s=5000.0)
-    r = reconcile(r.state, [], [], now_s=5011.0)
+    r = reconcile(r.state, [], [], now_s=5031.0)
     assert r.ready == [] and r.state.quiet
