@@ -91,30 +91,32 @@ def kmsg_message(record: bytes) -> str:
     return rest.split(b"\n", 1)[0].decode(errors="replace")
 
 
-def _recent_header_count(window_s: float, path: str) -> int:
-    """OOM report headers in the kernel log within the last `window_s` seconds."""
-    now_us = time.clock_gettime(time.CLOCK_MONOTONIC) * 1e6
+def _backlog(path: str) -> list[bytes]:
+    """Every record now in the kernel's ring (records lost while reading are skipped)."""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    count = 0
+    records: list[bytes] = []
     try:
         while True:
             try:
-                record = os.read(fd, _READ_BYTES)
+                records.append(os.read(fd, _READ_BYTES))
             except BlockingIOError:
-                break
+                return records
             except OSError as exc:
-                if exc.errno == errno.EPIPE:
-                    continue
-                raise
-            if _HEADER not in record:
-                continue
-            fields = record.split(b";", 1)[0].split(b",")
-            recent = len(fields) >= 3 and fields[2].isdigit() and (
-                now_us - int(fields[2]) < window_s * 1e6
-            )
-            count += recent
+                if exc.errno != errno.EPIPE:
+                    raise
     finally:
         os.close(fd)
+
+
+def count_recent_headers(records: list[bytes], now_us: float, window_s: float) -> int:
+    """How many OOM report headers among raw kmsg records are younger than `window_s`."""
+    count = 0
+    for record in records:
+        if _HEADER not in record:
+            continue
+        fields = record.split(b";", 1)[0].split(b",")
+        if len(fields) >= 3 and fields[2].isdigit():
+            count += now_us - int(fields[2]) < window_s * 1e6
     return count
 
 
@@ -131,7 +133,9 @@ def wait_rate_limit_window(
     started = time.monotonic()
     free_needed = min(needed + 2, RATE_LIMIT_BURST)
     while time.monotonic() - started < max_wait_s:
-        used = _recent_header_count(RATE_LIMIT_INTERVAL_S + 0.5, path)
+        # kmsg timestamps are local_clock(), which tracks CLOCK_MONOTONIC.
+        now_us = time.clock_gettime(time.CLOCK_MONOTONIC) * 1e6
+        used = count_recent_headers(_backlog(path), now_us, RATE_LIMIT_INTERVAL_S + 0.5)
         if RATE_LIMIT_BURST - used >= free_needed:
             break
         time.sleep(0.25)

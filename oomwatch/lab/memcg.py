@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -24,7 +25,11 @@ import psutil
 
 MEMCG_V1_ROOT = Path("/sys/fs/cgroup/memory")
 KMSG_PATH = "/dev/kmsg"
+TMPFS_ROOT = Path("/dev/shm")
 SCRATCH_PREFIX = "oomwatch-lab"
+# <prefix>-<owner pid>-<8 hex>, and for tmpfs directories a -<serial> suffix.
+_SCRATCH_NAME = re.compile(rf"{SCRATCH_PREFIX}-(?P<pid>\d+)-[0-9a-f]{{8}}(?:-\d+)?")
+_STALE_AFTER_S = 60.0
 _RMDIR_RETRY_S = 5.0
 # The scratch root always has a limit, and a small one: the lab must never approach a
 # node-wide OOM on a machine that others share.
@@ -53,6 +58,44 @@ def memcg_v1_unavailable_reason(
         return f"cannot read {kmsg_path}: {exc}"
     os.close(fd)
     return None
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_stale_scratch(mount: Path = MEMCG_V1_ROOT, tmpfs_root: Path = TMPFS_ROOT) -> list[Path]:
+    """Remove scratch memcgs and tmpfs dirs whose owner died without cleaning up.
+
+    A test run killed with SIGKILL cannot run its cleanup; its hogs die with it
+    (PR_SET_PDEATHSIG) but the directories stay.  Only trees whose owning process is gone
+    and that are older than a minute are touched; a memcg that still has tasks stays.
+    """
+    removed: list[Path] = []
+    now = time.time()
+    for base in (mount, tmpfs_root):
+        if not base.is_dir():
+            continue
+        for entry in base.iterdir():
+            match = _SCRATCH_NAME.fullmatch(entry.name)
+            if match is None or _pid_alive(int(match["pid"])):
+                continue
+            with contextlib.suppress(OSError):
+                if now - entry.stat().st_mtime < _STALE_AFTER_S:
+                    continue
+                if base == tmpfs_root:
+                    shutil.rmtree(entry)
+                else:
+                    for directory, _, _ in sorted(os.walk(entry), key=lambda w: -len(w[0])):
+                        os.rmdir(directory)
+                removed.append(entry)
+    return removed
 
 
 def _write(path: Path, value: str) -> None:
@@ -181,6 +224,7 @@ class ScratchMemcg(Memcg):
         reason = memcg_v1_unavailable_reason(self.mount)
         if reason is not None:
             raise RuntimeError(f"cannot make a scratch memcg: {reason}")
+        remove_stale_scratch(self.mount)
         self._mkdir(self.fs_path)
         self._created = True
         self.set_limit(self._limit_bytes)

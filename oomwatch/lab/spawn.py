@@ -13,9 +13,8 @@ from typing import Any
 
 from oomwatch.lab import hog as hog_module
 from oomwatch.lab.hog import MODES
-from oomwatch.lab.memcg import Memcg
+from oomwatch.lab.memcg import TMPFS_ROOT, Memcg
 
-TMPFS_ROOT = Path("/dev/shm")
 _tmpfs_serial = itertools.count()
 
 

@@ -20,11 +20,13 @@ from oomwatch.lab import (
     provoke_kill,
     spawn_hog,
 )
+from oomwatch.lab.kmsg import count_recent_headers
+from oomwatch.lab.memcg import remove_stale_scratch
 
 MIB = 1 << 20
 CONTAINER_ID = "0123456789abcdef" * 4
 
-pytestmark = pytest.mark.kernel
+kernel = pytest.mark.kernel
 
 
 def _memcg_of(pid: int) -> str:
@@ -42,6 +44,7 @@ def _gone(pid: int) -> bool:
         return True
 
 
+@kernel
 def test_hog_joins_memcg_before_allocating(scratch: ScratchMemcg) -> None:
     memcg = scratch.create_child("c", 96 * MIB)
     hog = spawn_hog(memcg, "idle", mb=40, comm="joiner")
@@ -53,6 +56,7 @@ def test_hog_joins_memcg_before_allocating(scratch: ScratchMemcg) -> None:
     assert memcg.stat()["rss"] >= 40 * MIB
 
 
+@kernel
 def test_comm_and_oom_score_adj_are_set(scratch: ScratchMemcg) -> None:
     hostile = "a) total-vm:1kB,pid=1"
     hog = spawn_hog(scratch, "idle", comm=hostile, oom_score_adj=777)
@@ -60,27 +64,30 @@ def test_comm_and_oom_score_adj_are_set(scratch: ScratchMemcg) -> None:
     assert Path(f"/proc/{hog.pid}/oom_score_adj").read_text().strip() == "777"
 
 
+@kernel
 def test_cleanup_leaves_nothing_behind(memcg_v1: None) -> None:
     with ScratchMemcg(128 * MIB) as tree:
         container = kubelet_layout(tree, str(uuid.uuid4()), CONTAINER_ID,
                                    pod_limit_bytes=100 * MIB)
-        hogs = [
-            spawn_hog(container, "idle", mb=8),
-            spawn_hog(container, "tmpfs", mb=16, step_mb=4),
-            spawn_hog(container, "child-worker", mb=8, linger_s=60),
-        ]
-        hogs[1].wait_for("holding")
-        hogs[2].wait_for("child-exit")
-        tmpfs_dir = hogs[1].tmpfs_dir
-        assert tmpfs_dir is not None and any(tmpfs_dir.iterdir())
+        holder = spawn_hog(container, "idle", mb=8)
+        writer = spawn_hog(container, "tmpfs", mb=16, step_mb=4)
+        # A child still allocating (slowly) when cleanup comes: a grandchild of the test.
+        worker = spawn_hog(container, "child-worker", mb=64, step_mb=4, step_interval_s=10)
+        writer.wait_for("holding")
+        [child] = worker.wait_for_count("child ", 1)
+        child_pid = int(child.split()[1])
+        assert writer.tmpfs_dir is not None and any(writer.tmpfs_dir.iterdir())
+        tmpfs_dir = writer.tmpfs_dir
         paths = [memcg.fs_path for memcg in tree.memcgs()]
         assert len(paths) == 5
-        pids = [hog.pid for hog in hogs]
+        pids = [holder.pid, writer.pid, worker.pid, child_pid]
+        assert sorted(container.pids()) == sorted(pids)
     assert not any(path.exists() for path in paths)
     assert not tmpfs_dir.exists()
     assert all(_gone(pid) for pid in pids)
 
 
+@kernel
 def test_cleanup_after_a_failing_test(memcg_v1: None) -> None:
     with pytest.raises(RuntimeError, match="midway"), ScratchMemcg(64 * MIB) as tree:
         hog = spawn_hog(tree.create_child("x"), "idle", mb=4)
@@ -89,6 +96,7 @@ def test_cleanup_after_a_failing_test(memcg_v1: None) -> None:
     assert _gone(hog.pid)
 
 
+@kernel
 def test_cleanup_releases_processes_it_did_not_start(memcg_v1: None) -> None:
     stranger = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
@@ -107,6 +115,7 @@ def test_root_limit_is_capped() -> None:
         ScratchMemcg(1 << 30)
 
 
+@kernel
 @pytest.mark.parametrize(
     ("qos", "driver", "runtime", "expected_tail"),
     [
@@ -143,6 +152,7 @@ def test_kubelet_layout_names(scratch: ScratchMemcg, qos: str, driver: str, runt
         assert identity.runtime == runtime
 
 
+@kernel
 def test_kmsg_tail_sees_new_records_only(memcg_v1: None) -> None:
     token = f"oomwatch-lab-selftest {uuid.uuid4()}"
     with KmsgTail() as tail:
@@ -156,6 +166,7 @@ def test_kmsg_tail_sees_new_records_only(memcg_v1: None) -> None:
     assert [kmsg_message(record) for record in records] == [token]
 
 
+@kernel
 def test_child_worker_parent_survives_its_killed_child(scratch: ScratchMemcg) -> None:
     memcg = scratch.create_child("worker", 64 * MIB)
     capture = provoke_kill(memcg, mode="child-worker", mb=200, comm="lab-worker",
@@ -168,3 +179,41 @@ def test_child_worker_parent_survives_its_killed_child(scratch: ScratchMemcg) ->
     assert capture.killed_line(child) is not None
     assert b"(lab-worker)" in (capture.killed_line(child) or b"")
     assert memcg.oom_kill_count() == 1
+
+
+def test_remove_stale_scratch_only_touches_dead_owners(tmp_path: Path) -> None:
+    mount, shm = tmp_path / "memory", tmp_path / "shm"
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    old = 1_000_000_000.0
+    stale_tree = mount / f"oomwatch-lab-{dead.pid}-0badf00d"
+    (stale_tree / "kubepods" / "burstable").mkdir(parents=True)
+    stale_shm = shm / f"oomwatch-lab-{dead.pid}-0badf00d-3"
+    stale_shm.mkdir(parents=True)
+    (stale_shm / "part-0").write_bytes(b"x")
+    young = mount / f"oomwatch-lab-{dead.pid}-0000beef"
+    young.mkdir()
+    alive = mount / f"oomwatch-lab-{os.getpid()}-0badcafe"
+    alive.mkdir()
+    unrelated = mount / "kubepods"
+    unrelated.mkdir()
+    for path in (stale_tree, stale_shm, alive, unrelated):
+        os.utime(path, (old, old))
+
+    removed = remove_stale_scratch(mount, shm)
+
+    assert sorted(removed) == sorted([stale_tree, stale_shm])
+    assert not stale_tree.exists() and not stale_shm.exists()
+    assert young.exists() and alive.exists() and unrelated.exists()
+
+
+def test_count_recent_headers_reads_the_kmsg_timestamp() -> None:
+    records = [
+        b"4,10,1000000,-;a invoked oom-killer: gfp_mask=0xcc0(GFP_KERNEL), order=0\n",
+        b"4,11,8000000,-;b invoked oom-killer: gfp_mask=0xcc0(GFP_KERNEL), order=0\n",
+        b"3,12,8000100,-;Memory cgroup out of memory: Killed process 1 (b) total-vm:1kB\n",
+        b"4,13,9000000,-;c) invoked oom-killer: gfp_mask=0xcc0(GFP_KERNEL), order=0\n",
+        b"garbage invoked oom-killer:",
+    ]
+    assert count_recent_headers(records, now_us=10_000_000, window_s=5.5) == 2
+    assert count_recent_headers(records, now_us=20_000_000, window_s=5.5) == 0
