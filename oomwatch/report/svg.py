@@ -200,7 +200,7 @@ def _axes(scale: _Scale) -> list[str]:
         t = scale.t0 * (1 - i / 4)
         out.append(
             f'<text x="{scale.x(t):.1f}" y="{HEIGHT - BOTTOM + 16}" text-anchor="middle"'
-            f' font-size="11">{t:.0f} s</text>'
+            f' font-size="11">{abs(t) if abs(t) < 0.5 else t:.0f} s</text>'
         )
     out.append(
         f'<text x="{(LEFT + WIDTH - RIGHT) / 2:.0f}" y="{HEIGHT - 6}" text-anchor="middle"'
