@@ -156,6 +156,13 @@ class ReportAssembler:
                 report.last_time_s = now
             if report is not None and record.source_format == "journal":
                 report.journal = True
+        # Kill lines first: their strict end-anchored pattern cannot be forged by a name,
+        # while the header begins with the (hostile) name of the invoking task.
+        if "Killed process " in message:
+            killed = L.parse_killed(message)
+            if killed is not None:
+                self._killed(record, killed, done)
+                return
         if " invoked oom-killer: " in message:
             invoked = L.parse_invoked(message)
             if invoked is not None:
@@ -168,8 +175,11 @@ class ReportAssembler:
         if message.startswith("oom-kill:"):
             self._summary(record, message, done)
             return
-        if "Killed process " in message:
-            self._killed(record, message, done)
+        if "Killed process " in message and report is not None:
+            self.warnings.append(
+                f"line {record.line_no}: a 'Killed process' line not understood: "
+                f"{escape_control(message[:200])}"
+            )
             return
         if "ill process " in message:
             selected = L.parse_kill_select(message)
@@ -263,14 +273,9 @@ class ReportAssembler:
         if summary.task_memcg is not None:
             incident.task_memcg = summary.task_memcg
 
-    def _killed(self, record: LogRecord, message: str, done: list[Incident]) -> None:
-        killed = L.parse_killed(message)
-        if killed is None:
-            self.warnings.append(
-                f"line {record.line_no}: a 'Killed process' line not understood: "
-                f"{escape_control(message[:200])}"
-            )
-            return
+    def _killed(
+        self, record: LogRecord, killed: tuple[str | None, Victim], done: list[Incident]
+    ) -> None:
         kill_message, victim = killed
         report = self._report
         if report is not None and report.incident.victims and report.incident.group_kill:

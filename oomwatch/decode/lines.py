@@ -17,7 +17,8 @@ _S = re.S  # names may hold newlines (a /dev/kmsg `\x0a` inside a comm)
 
 _INVOKED = re.compile(
     r"(?P<comm>.*) invoked oom-killer: gfp_mask=(?P<gfp>0x[0-9a-fA-F]+(?:\([^)]*\))?),"
-    r"(?: nodemask=(?P<nodemask>\S*?),)?\s*order=(?P<order>-?\d+)(?P<rest>[^\n]*)$",
+    r"(?: nodemask=(?P<nodemask>\S*?),)?\s*order=(?P<order>-?\d+)"
+    r"(?P<rest>(?:,\s*(?:oomkilladj|oom_adj|oom_score_adj)=-?\d+)*)\s*$",
     _S,
 )
 _ADJ = re.compile(r"\boom_score_adj=(-?\d+)")
