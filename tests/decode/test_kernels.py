@@ -86,7 +86,8 @@ def test_invoked_header_every_version(
     ("line", "fields"),
     [
         (  # 3.10 / 4.4
-            "Killed process 29816 (jshell) total-vm:44050084kB, anon-rss:348936kB, file-rss:28392kB",
+            "Killed process 29816 (jshell) total-vm:44050084kB, anon-rss:348936kB, "
+            "file-rss:28392kB",
             (None, 29816, "jshell", 44050084, 348936, 28392, None, None, None, None),
         ),
         (  # 4.9 - 5.0
@@ -103,7 +104,8 @@ def test_invoked_header_every_version(
             "Memory cgroup out of memory: Killed process 68061 (stress) total-vm:4195088kB, "
             "anon-rss:2884696kB, file-rss:288kB, shmem-rss:0kB, UID:0 pgtables:5696kB "
             "oom_score_adj:872",
-            ("Memory cgroup out of memory", 68061, "stress", 4195088, 2884696, 288, 0, 0, 5696, 872),
+            ("Memory cgroup out of memory", 68061, "stress", 4195088, 2884696, 288, 0, 0, 5696,
+             872),
         ),
         (  # 2.6.3x (RHEL 6)
             "Killed process 2290, UID 27, (mysqld) total-vm:1000kB, anon-rss:800kB, file-rss:20kB",
@@ -187,8 +189,8 @@ def test_oom_kill_summary_variants(line: str, expected: tuple[object, ...]) -> N
         (
             "[  pid  ]   uid  tgid total_vm      rss rss_anon rss_file rss_shmem pgtables_bytes "
             "swapents oom_score_adj name",
-            "[1234567]   104 1234567  1207814   762501   761861      640         0  6586368        0"
-            "             0 a  b",
+            "[1234567]   104 1234567  1207814   762501   761861      640         0  6586368"
+            "        0             0 a  b",
             dict(pid=1234567, rss_anon_pages=761861, rss_file_pages=640, rss_shmem_pages=0,
                  pgtables_bytes=6586368, name="a  b"),
         ),
