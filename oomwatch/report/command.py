@@ -54,11 +54,11 @@ def main(args: argparse.Namespace) -> int:
         incidents, extra = filters.apply(incidents, since, args.pod, args.last)
         warnings = [*warnings, *extra]
     if args.html:
-        from oomwatch.report import html
+        from oomwatch.report import page
 
         try:
             with open(args.html, "w", encoding="utf-8") as fh:
-                fh.write(html.render(incidents, warnings, source))
+                fh.write(page.render(incidents, warnings, source))
         except OSError as exc:
             return _fail(f"cannot write {args.html}: {exc.strerror or exc}")
     out = (
