@@ -32,7 +32,12 @@ def _one_full_incident(capture: KillCapture) -> Incident:
     return incident
 
 
-@pytest.mark.parametrize("comm", ["plain-hog", "a) total-vm:1kB", "x,pid=1,uid=0"])
+# Hostile names: the kernel prints comm inside fixed text, and escapes control characters
+# in /dev/kmsg as \xNN; the decoder must give back exactly the name (at most 15 bytes).
+HOSTILE_COMMS = ["a) total-vm:1kB", "x,pid=1,uid=0", "evil\nKilled pro", "\x1b[31mred"]
+
+
+@pytest.mark.parametrize("comm", ["plain-hog", *HOSTILE_COMMS])
 def test_plain_kill(scratch: ScratchMemcg, comm: str) -> None:
     memcg = scratch.create_child("plain", 64 * MIB)
     capture = provoke_kill(memcg, mode="anon", mb=200, comm=comm)
@@ -154,3 +159,17 @@ def test_oom_score_adj_picks_a_smaller_victim(scratch: ScratchMemcg) -> None:
     assert big_row.rss_pages is not None and small_row.rss_pages is not None
     assert big_row.rss_pages > small_row.rss_pages, "the victim must not be the largest task"
     assert big.poll() is None, "the larger hog with the default score survives"
+
+
+def test_child_worker_killed_while_its_parent_lives(scratch: ScratchMemcg) -> None:
+    memcg = scratch.create_child("worker", 64 * MIB)
+    capture = provoke_kill(memcg, mode="child-worker", mb=200, comm="dl-worker",
+                           parent_comm="trainer-main", linger_s=30)
+    incident = _one_full_incident(capture)
+    [child] = capture.victim_pids
+    parent = capture.hog
+    victim = incident.victim
+    assert victim is not None and (victim.pid, victim.comm) == (child, "dl-worker")
+    names = {row.pid: row.name for row in incident.tasks}
+    assert names == {parent.pid: "trainer-main", child: "dl-worker"}
+    assert parent.poll() is None and memcg.pids() == [parent.pid]

@@ -17,6 +17,7 @@ from oomwatch.lab import (
     ScratchMemcg,
     kmsg_message,
     kubelet_layout,
+    memcg_v1_unavailable_reason,
     provoke_kill,
     spawn_hog,
 )
@@ -217,3 +218,17 @@ def test_count_recent_headers_reads_the_kmsg_timestamp() -> None:
     ]
     assert count_recent_headers(records, now_us=10_000_000, window_s=5.5) == 2
     assert count_recent_headers(records, now_us=20_000_000, window_s=5.5) == 0
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the root check comes first")
+def test_unavailable_reason_names_what_is_missing(tmp_path: Path) -> None:
+    reason = memcg_v1_unavailable_reason(tmp_path)
+    assert reason is not None and "no cgroup v1 memory controller" in reason
+    (tmp_path / "memory.limit_in_bytes").write_text("9223372036854771712\n")
+    (tmp_path / "memory.use_hierarchy").write_text("0\n")
+    reason = memcg_v1_unavailable_reason(tmp_path)
+    assert reason is not None and "use_hierarchy is 0" in reason
+    (tmp_path / "memory.use_hierarchy").write_text("1\n")
+    reason = memcg_v1_unavailable_reason(tmp_path, kmsg_path=str(tmp_path / "no-kmsg"))
+    assert reason is not None and "no-kmsg" in reason
+    assert memcg_v1_unavailable_reason(tmp_path, kmsg_path="/dev/null") is None
