@@ -1,0 +1,262 @@
+"""`oomwatch run` against the real kernel: kills in scratch kubelet-like memcgs.
+
+Each test starts the agent as a subprocess (standalone, temp state dir, free port) and
+provokes real OOM kills; other engineers kill processes on this machine too, so every
+assertion filters by this test's own pod UIDs, cgroups and pids.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from oomwatch.incident import Incident
+from oomwatch.lab import Memcg, ScratchMemcg, kubelet_layout, spawn_hog, wait_rate_limit_window
+from oomwatch.store import IncidentStore
+
+from .conftest import DaemonProcess, seed_cursor_at_log_end
+
+pytestmark = [pytest.mark.kernel]
+MIB = 1 << 20
+
+
+def container(scratch: ScratchMemcg, limit_mb: int = 32) -> tuple[Memcg, str, str]:
+    uid, cid = str(uuid.uuid4()), uuid.uuid4().hex * 2
+    return kubelet_layout(scratch, uid, cid, container_limit_bytes=limit_mb * MIB), uid, cid
+
+
+def stored(state_dir: Path) -> list[Incident]:
+    reader = IncidentStore.open_readonly(state_dir)
+    try:
+        return reader.query()
+    finally:
+        reader.close()
+
+
+def wait_for(check: Callable[[], bool], timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(0.01)
+    return check()
+
+
+def metric_value(text: str, name: str, **labels: str) -> float | None:
+    for line in text.splitlines():
+        if not line.startswith(name + "{") and line.split(" ")[0] != name:
+            continue
+        if all(f'{k}="{v}"' in line for k, v in labels.items()):
+            return float(line.rsplit(" ", 1)[1])
+    return None
+
+
+def test_kill_reaches_log_metric_and_store_within_a_second(
+    scratch: ScratchMemcg, start_daemon: Callable[..., DaemonProcess], tmp_path: Path
+) -> None:
+    seed_cursor_at_log_end(tmp_path / "state")
+    daemon = start_daemon()
+    memcg, uid, cid = container(scratch)
+    for attempt in range(2):
+        wait_rate_limit_window()
+        hog = spawn_hog(memcg, mode="anon", mb=128, comm="h4-kill")
+        assert hog.wait(20) == -signal.SIGKILL
+        killed_at = time.monotonic()
+        arrived, line = daemon.wait_line(
+            lambda e, pid=hog.pid: e.get("event") == "oom_kill" and e.get("victim_pid") == pid,
+            timeout_s=5.0,
+        )
+        if not line["header_suppressed"] or attempt == 1:
+            break
+        time.sleep(6)  # someone else used the report rate limit: once more for a full report
+    assert arrived - killed_at <= 1.0
+    assert line["pod_uid"] == uid and line["container_id"] == cid
+    assert line["victim_comm"] == "h4-kill" and line["limit_scope"] == "container"
+    assert line["limit_bytes"] == 32 * MIB and line["usage_bytes"] is not None
+    assert line["container_survived"] is False and line["kmsg_missing"] is False
+    assert line["breakdown"]["anon"] > 16 * MIB
+
+    def metric_seen() -> bool:
+        value = metric_value(daemon.metrics(), "oomwatch_oom_kills_total", pod_uid=uid,
+                             kind="memcg", scope="container")
+        return value == 1.0
+
+    def store_seen() -> bool:
+        return any(i.victim and i.victim.pid == hog.pid and i.pod_uid == uid
+                   for i in stored(daemon.state_dir))
+
+    assert wait_for(metric_seen, max(0.0, killed_at + 1.0 - time.monotonic()))
+    assert wait_for(store_seen, max(0.0, killed_at + 1.0 - time.monotonic()))
+    assert daemon.healthz() == 200
+    assert daemon.stop() == 0
+    assert daemon.events(lambda e: e.get("event") == "stopped")
+
+
+def test_backlog_is_decoded_on_first_start(
+    scratch: ScratchMemcg, start_daemon: Callable[..., DaemonProcess]
+) -> None:
+    memcg, uid, _ = container(scratch)
+    hog = spawn_hog(memcg, mode="anon", mb=128, comm="h4-before")
+    assert hog.wait(20) == -signal.SIGKILL
+    daemon = start_daemon()  # no cursor yet: the whole ring is read once
+    _, line = daemon.wait_line(lambda e: e.get("victim_pid") == hog.pid, timeout_s=30.0)
+    assert line["pod_uid"] == uid
+    daemon.stop()
+    again = start_daemon()  # with the cursor: nothing is stored twice
+    time.sleep(1.0)
+    again.stop()
+    mine = [i for i in stored(daemon.state_dir) if i.victim and i.victim.pid == hog.pid]
+    assert len(mine) == 1
+    assert not again.events(lambda e: e.get("victim_pid") == hog.pid)
+
+
+def test_child_worker_killed_while_main_process_survives(
+    scratch: ScratchMemcg, start_daemon: Callable[..., DaemonProcess], tmp_path: Path
+) -> None:
+    seed_cursor_at_log_end(tmp_path / "state")
+    daemon = start_daemon()
+    memcg, uid, _ = container(scratch)
+    wait_rate_limit_window()
+    hog = spawn_hog(memcg, mode="child-worker", mb=128, comm="h4-worker", linger_s=3.0)
+    hog.wait_for("child-exit", timeout_s=20)
+    [child] = hog.child_pids
+    _, line = daemon.wait_line(lambda e: e.get("victim_pid") == child, timeout_s=5.0)
+    assert line["container_survived"] is True and line["pod_uid"] == uid
+    assert hog.poll() is None  # the main process is alive
+    value = metric_value(daemon.metrics(), "oomwatch_child_process_oom_kills_total", pod_uid=uid)
+    assert value == 1.0
+
+
+def burst(memcgs: list[Memcg], per_memcg: int) -> list[int]:
+    """`per_memcg` children killed one after another in each memcg, memcgs in parallel."""
+    hogs = [
+        spawn_hog(m, mode="child-worker", mb=96, comm=f"h4-b{i}", children=per_memcg,
+                  linger_s=0.5)
+        for i, m in enumerate(memcgs)
+    ]
+    pids: list[int] = []
+    for hog in hogs:
+        hog.wait_for_count("child-exit", per_memcg, timeout_s=60)
+        pids += hog.child_pids
+        hog.wait(30)
+    return pids
+
+
+def incidents_for(state_dir: Path, pids: set[int], scratch: ScratchMemcg) -> list[Incident]:
+    return [
+        i for i in stored(state_dir)
+        if (i.victim and i.victim.pid in pids)
+        or (i.kmsg_missing and (i.task_memcg or "").startswith(scratch.relpath))
+    ]
+
+
+def test_burst_of_twenty_across_four_memcgs_is_recorded_exactly_once(
+    scratch: ScratchMemcg, start_daemon: Callable[..., DaemonProcess], tmp_path: Path
+) -> None:
+    seed_cursor_at_log_end(tmp_path / "state")
+    daemon = start_daemon()
+    memcgs = [container(scratch)[0] for _ in range(4)]
+    pids = burst(memcgs, 5)
+    assert len(set(pids)) == 20
+    assert [m.oom_kill_count() for m in memcgs] == [5, 5, 5, 5]
+    mine: list[Incident] = []
+
+    def all_in() -> bool:
+        mine[:] = incidents_for(daemon.state_dir, set(pids), scratch)
+        return len(mine) >= 20
+
+    assert wait_for(all_in, 10.0), f"{len(mine)} of 20 incidents"
+    time.sleep(3.0)  # nothing more may come: no duplicates, no spurious kmsg_missing
+    mine = incidents_for(daemon.state_dir, set(pids), scratch)
+    assert len(mine) == 20
+    per_memcg = {m.relpath: sum(1 for i in mine if i.task_memcg == m.relpath) for m in memcgs}
+    assert per_memcg == {m.relpath: 5 for m in memcgs}
+    assert all(i.pod_uid for i in mine)
+    suppressed = [i for i in mine if i.header_suppressed or i.kmsg_missing]
+    print(f"burst: {len(suppressed)} of 20 kills had no report header")
+
+
+def test_kill_9_mid_burst_and_restart_loses_and_doubles_nothing(
+    scratch: ScratchMemcg, start_daemon: Callable[..., DaemonProcess], tmp_path: Path
+) -> None:
+    seed_cursor_at_log_end(tmp_path / "state")
+    daemon = start_daemon()
+    memcgs = [container(scratch)[0] for _ in range(4)]
+    hogs = [
+        spawn_hog(m, mode="child-worker", mb=96, comm=f"h4-r{i}", children=5, linger_s=0.5)
+        for i, m in enumerate(memcgs)
+    ]
+    hogs[0].wait_for_count("child-exit", 2, timeout_s=30)
+    daemon.signal(signal.SIGKILL)
+    daemon.proc.wait(10)
+    pids: list[int] = []
+    for hog in hogs:
+        hog.wait_for_count("child-exit", 5, timeout_s=60)
+        pids += hog.child_pids
+        hog.wait(30)
+    restarted = start_daemon()
+    mine: list[Incident] = []
+
+    def all_in() -> bool:
+        mine[:] = incidents_for(restarted.state_dir, set(pids), scratch)
+        return len(mine) >= 20
+
+    assert wait_for(all_in, 15.0), f"{len(mine)} of 20 incidents"
+    time.sleep(3.0)
+    mine = incidents_for(restarted.state_dir, set(pids), scratch)
+    victims = [i.victim.pid for i in mine if i.victim]
+    assert len(mine) == 20 and sorted(victims) == sorted(set(victims))
+
+
+def _overrun_ring(total_bytes: int) -> int:
+    """Write userspace records (facility LOG_USER) until `total_bytes` went into the ring.
+
+    /dev/kmsg rate-limits writers per open file (10 records / 5 s), so reopen every 10.
+    """
+    text = b"<14>oomwatch-test overrun " + b"x" * 900 + b"\n"
+    written = 0
+    records = 0
+    while written < total_bytes:
+        fd = os.open("/dev/kmsg", os.O_WRONLY)
+        try:
+            for _ in range(10):
+                os.write(fd, text)
+                written += len(text)
+                records += 1
+        finally:
+            os.close(fd)
+    return records
+
+
+def test_sigstop_overrun_counts_lost_records_and_stays_healthy(
+    scratch: ScratchMemcg, start_daemon: Callable[..., DaemonProcess], tmp_path: Path
+) -> None:
+    import ctypes
+
+    ring_bytes = int(ctypes.CDLL(None).klogctl(10, None, 0))  # SYSLOG_ACTION_SIZE_BUFFER
+    assert ring_bytes > 0
+    seed_cursor_at_log_end(tmp_path / "state")
+    daemon = start_daemon()
+    daemon.signal(signal.SIGSTOP)
+    try:
+        _overrun_ring(ring_bytes * 2)
+    finally:
+        daemon.signal(signal.SIGCONT)
+    _, lost = daemon.wait_line(lambda e: e.get("event") == "kmsg_records_lost", timeout_s=5.0)
+    assert lost["records"] > 0
+    value = metric_value(daemon.metrics(), "oomwatch_kmsg_records_lost_total")
+    assert value is not None and value >= lost["records"]
+    assert daemon.healthz() == 200
+    # and it still records kills
+    memcg, uid, _ = container(scratch)
+    wait_rate_limit_window()
+    hog = spawn_hog(memcg, mode="anon", mb=128, comm="h4-after")
+    assert hog.wait(20) == -signal.SIGKILL
+    _, line = daemon.wait_line(lambda e: e.get("victim_pid") == hog.pid, timeout_s=5.0)
+    assert line["pod_uid"] == uid
