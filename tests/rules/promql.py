@@ -106,6 +106,15 @@ def dashboard_panels(dashboard: dict[str, Any]) -> Iterator[dict[str, Any]]:
         yield from panel.get("panels", [])  # panels folded into a collapsed row
 
 
+def panel_queries() -> list[tuple[str, str]]:
+    """(panel title, expression) of every panel target of the shipped dashboard."""
+    return [
+        (panel["title"], target["expr"])
+        for panel in dashboard_panels(load_dashboard())
+        for target in panel.get("targets", [])
+    ]
+
+
 def dashboard_expressions(dashboard: dict[str, Any]) -> list[str]:
     """Every PromQL expression of every panel and every query variable."""
     exprs = [
@@ -131,14 +140,14 @@ def grafana_to_promql(expr: str) -> str:
     return re.sub(r"\$\{?namespace\}?", ".*", expr)
 
 
-def exported_names(exposition: str) -> dict[str, set[str]]:
+def exported_names(exposition: str) -> dict[str, set[str] | None]:
     """Sample names a scrape of this text yields, each with its label names.
 
     A family with no samples yet (a counter before its first kill) still counts, under the
     names Prometheus would store for its type (`_total` for counters, `_bucket`/`_sum`/
-    `_count` for histograms).
+    `_count` for histograms); its label names are unknown (None) until it has a sample.
     """
-    out: dict[str, set[str]] = {}
+    out: dict[str, set[str] | None] = {}
     suffixes = {
         "counter": ("_total",),
         "histogram": ("_bucket", "_sum", "_count"),
@@ -146,9 +155,9 @@ def exported_names(exposition: str) -> dict[str, set[str]]:
     }
     for family in text_string_to_metric_families(exposition):
         for suffix in suffixes.get(family.type, ("",)):
-            out.setdefault(family.name + suffix, set())
+            out.setdefault(family.name + suffix, None)
         for sample in family.samples:
-            out.setdefault(sample.name, set()).update(sample.labels)
+            out[sample.name] = (out.get(sample.name) or set()) | set(sample.labels)
     return out
 
 
@@ -166,7 +175,8 @@ def referenced_names() -> dict[str, set[str]]:
     return where
 
 
-def assert_all_exported(exported: dict[str, set[str]]) -> None:
+def assert_all_exported(exported: dict[str, set[str] | None]) -> None:
+    """Every name the rules and the dashboard use is exported, with the labels they match on."""
     recorded = recording_names()
     missing = {
         name: sorted(where)
@@ -176,6 +186,7 @@ def assert_all_exported(exported: dict[str, set[str]]) -> None:
     assert not missing, f"named but not exported by the agent: {missing}"
     for expr in rule_expressions() + dashboard_expressions(load_dashboard()):
         for name, labels in selector_labels(expr):
-            if name in exported:
-                unknown = labels - exported[name] - TARGET_LABELS
+            known = exported.get(name)
+            if known is not None:
+                unknown = labels - known - TARGET_LABELS
                 assert not unknown, f"{name} has no label {unknown} (in {expr.strip()})"

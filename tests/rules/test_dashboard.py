@@ -12,15 +12,8 @@ from .promql import (
     dashboard_panels,
     grafana_to_promql,
     load_dashboard,
+    panel_queries,
 )
-
-
-def _panel_exprs() -> list[tuple[str, str]]:
-    return [
-        (panel["title"], target["expr"])
-        for panel in dashboard_panels(load_dashboard())
-        for target in panel.get("targets", [])
-    ]
 
 
 def test_dashboard_structure() -> None:
@@ -42,7 +35,7 @@ def test_dashboard_structure() -> None:
 
 
 def test_dashboard_has_the_panels_the_issue_asks_for() -> None:
-    exprs = [expr for _, expr in _panel_exprs()]
+    exprs = [expr for _, expr in panel_queries()]
 
     def some(pattern: str) -> bool:
         return any(re.search(pattern, e) for e in exprs)

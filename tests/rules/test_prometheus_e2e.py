@@ -23,7 +23,13 @@ import pytest
 from oomwatch.lab import ScratchMemcg, kubelet_layout, memcg_v1_unavailable_reason, provoke_kill
 
 from .conftest import PrometheusServer, free_port, http_get
-from .promql import RULES_FILE, assert_all_exported, exported_names
+from .promql import (
+    RULES_FILE,
+    assert_all_exported,
+    exported_names,
+    grafana_to_promql,
+    panel_queries,
+)
 
 pytestmark = [pytest.mark.kernel, pytest.mark.slow]
 
@@ -191,8 +197,13 @@ def test_real_kill_fires_oomkilldetected_with_the_pod_uid(
     )
     assert float(recorded["value"][1]) == 1.0
 
-    # The names the rules and the dashboard use are what this live agent exports.
+    # The names the rules and the dashboard use are what this live agent exports, and the
+    # dashboard's queries show the kill.
     assert_all_exported(exported_names(agent.metrics_text()))
+    shown = {title: prometheus.query(grafana_to_promql(expr)) for title, expr in panel_queries()}
+    assert float(shown["Kernel OOM kills"][0]["value"][1]) >= 1
+    assert shown["OOM kills by namespace / pod"], "the kills panel shows no series"
+    assert float(shown["Agents up"][0]["value"][1]) == 1
 
 
 def test_child_worker_kill_fires_oomkillchildprocess(
