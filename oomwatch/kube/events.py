@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from oomwatch.incident import Incident
+from oomwatch.kube.pods import PodInfo
 from oomwatch.sanitize import escape_control
 
 REPORTING_CONTROLLER = "oomwatch.io/agent"
@@ -48,6 +49,7 @@ class EventDraft:
     namespace: str
     body: dict[str, Any]
     series_key: tuple[str, ...]
+    container: str | None  # the killed container, as the API names it
 
     @property
     def name(self) -> str:
@@ -83,29 +85,30 @@ def _action(incident: Incident) -> str:
 
 
 def build_event(
-    incident: Incident, node_name: str, now: datetime, pod_api_uid: str | None = None
+    incident: Incident, node_name: str, now: datetime, pod: PodInfo | None
 ) -> EventDraft | None:
-    """The Event for one incident, or None when it concerns neither a pod nor the node.
+    """The Event for one incident, or None when it concerns neither a known pod nor the node.
 
-    `pod_api_uid` is the pod's `metadata.uid` when it differs from the cgroup's (static
-    pods: the cgroup carries the config hash, the mirror pod its own uid).  A kill in a
-    pod's cgroup goes on the pod (its container in `fieldPath`); a global OOM with no pod
-    victim goes on the Node; anything else (a system service's memcg) gets no Event — it is
-    still logged, counted and stored.
+    `pod` is the API's pod for `incident.pod_uid` (from the cache), and the only source of
+    the object the Event regards: names in `incident.k8s` may come from a pod-written probe
+    file, and must never aim an Event at another pod.  A kill in a pod's cgroup goes on the
+    pod (its container in `fieldPath`); a global OOM with no pod victim goes on the Node;
+    anything else (a system service's memcg, a pod the API does not show) gets no Event —
+    it is still logged, counted and stored.
     """
-    ctx = incident.k8s
     reason = event_reason(incident)
-    if ctx is not None and ctx.namespace and ctx.pod and incident.pod_uid:
+    container = _container_name(incident, pod)
+    if pod is not None and incident.pod_uid:
         regarding: dict[str, Any] = {
             "apiVersion": "v1",
             "kind": "Pod",
-            "namespace": ctx.namespace,
-            "name": ctx.pod,
-            "uid": pod_api_uid or incident.pod_uid.replace("_", "-"),
+            "namespace": pod.namespace,
+            "name": pod.name,
+            "uid": pod.uid,
         }
-        if ctx.container:
-            regarding["fieldPath"] = f"spec.containers{{{ctx.container}}}"
-        namespace, object_name = ctx.namespace, ctx.pod
+        if container:
+            regarding["fieldPath"] = f"spec.containers{{{container}}}"
+        namespace, object_name = pod.namespace, pod.name
     elif reason == REASON_NODE and incident.pod_uid is None:
         regarding = {"apiVersion": "v1", "kind": "Node", "name": node_name}
         namespace, object_name = NODE_EVENT_NAMESPACE, node_name
@@ -120,7 +123,7 @@ def build_event(
         "type": "Warning",
         "reason": reason,
         "action": _action(incident),
-        "note": event_note(incident),
+        "note": event_note(incident, container),
         "reportingController": REPORTING_CONTROLLER,
         "reportingInstance": f"oomwatch-{node_name}"[:128],
         "regarding": regarding,
@@ -130,10 +133,22 @@ def build_event(
         regarding["kind"],
         object_name,
         str(regarding.get("uid", "")),
-        (ctx.container or "") if ctx else "",
+        container or "",
         reason,
     )
-    return EventDraft(namespace=namespace, body=body, series_key=key)
+    return EventDraft(namespace=namespace, body=body, series_key=key, container=container)
+
+
+def _container_name(incident: Incident, pod: PodInfo | None) -> str | None:
+    """The killed container's name as the API knows it (by ID, else a name it confirms)."""
+    if pod is None:
+        return None
+    if incident.container_id:
+        by_id = pod.container_by_id(incident.container_id)
+        if by_id is not None:
+            return by_id.name
+    claimed = incident.k8s.container if incident.k8s else None
+    return claimed if claimed and pod.container_by_name(claimed) else None
 
 
 def micro_time(at: datetime) -> str:
@@ -141,15 +156,17 @@ def micro_time(at: datetime) -> str:
     return at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def event_note(incident: Incident) -> str:
+def event_note(incident: Incident, container: str | None) -> str:
     """One line for `kubectl get events`: victim, limit and usage, dominant memory, survival."""
     parts: list[str] = []
-    if incident.kind in ("eviction", "false_oomkilled", "framework"):
+    if incident.kind == "framework" and incident.allocator:
+        parts.append(_framework_text(incident.allocator, container))
+    elif incident.kind in ("eviction", "false_oomkilled", "framework"):
         parts.extend(f.message for f in incident.findings[:1])
         if not parts:
             parts.append(f"{incident.kind} incident")
     else:
-        parts.append(_victim_text(incident))
+        parts.append(_victim_text(incident, container))
         usage = _usage_text(incident)
         if usage:
             parts.append(usage)
@@ -166,9 +183,34 @@ def event_note(incident: Incident) -> str:
     return note if len(note) <= NOTE_MAX_CHARS else note[: NOTE_MAX_CHARS - 3] + "..."
 
 
-def _victim_text(incident: Incident) -> str:
+def _framework_text(allocator: dict[str, Any], container: str | None) -> str:
+    """The probe's allocator facts: what was asked for, what was free, where in training."""
+    framework = allocator.get("framework") or "framework"
+    device = allocator.get("device")
+    text = f"{framework} out of memory" + (f" on {device}" if device else "")
+    if container:
+        text += f" in container {container}"
+    figures = [
+        f"{label} {_mib(value)}"
+        for label, key in (
+            ("tried to allocate", "requested_bytes"),
+            ("free", "free_bytes"),
+            ("total", "total_bytes"),
+            ("allocated", "allocated_bytes"),
+            ("reserved but unallocated", "reserved_unallocated_bytes"),
+        )
+        if isinstance(value := allocator.get(key), int)
+    ]
+    where = [
+        f"{key} {allocator[key]}"
+        for key in ("phase", "epoch", "step", "batch_size")
+        if allocator.get(key) is not None
+    ]
+    return ", ".join([text + (": " + ", ".join(figures) if figures else ""), *where])
+
+
+def _victim_text(incident: Incident, container: str | None) -> str:
     scope = _SCOPE_TEXT.get(incident.limit_scope or "", "a memory limit")
-    container = incident.k8s.container if incident.k8s else None
     where = f" in container {container}" if container else ""
     victims = incident.victims
     if incident.group_kill:
@@ -225,19 +267,22 @@ def _dominant_text(incident: Incident) -> str | None:
 
 
 def _mib(value: int | None) -> str:
+    """Bytes for a person: MiB, or GiB from 1 GiB up (GPU figures)."""
     if value is None:
         return "?"
+    if value >= 2**30:
+        return f"{value / 2**30:.1f}GiB"
     return f"{value / 2**20:.1f}MiB"
 
 
-def annotation_value(incident: Incident, now: datetime) -> str:
+def annotation_value(incident: Incident, now: datetime, container: str | None) -> str:
     """Compact JSON for `oomwatch.io/last-oom-kill`: the latest incident at a glance."""
     victim = incident.victim
     summary: dict[str, Any] = {
         "time": incident.wall_time or micro_time(now),
         "kind": incident.kind,
         "reason": event_reason(incident),
-        "container": incident.k8s.container if incident.k8s else None,
+        "container": container,
         "victim": escape_control(victim.comm) if victim else None,
         "pid": victim.pid if victim else None,
         "scope": incident.limit_scope,

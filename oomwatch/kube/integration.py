@@ -67,13 +67,12 @@ class KubeSink:
         try:
             now = datetime.now(UTC)
             pod = self._cache.get(incident.pod_uid) if incident.pod_uid else None
-            draft = build_event(incident, self._node_name, now, pod.uid if pod else None)
+            draft = build_event(incident, self._node_name, now, pod)
             if draft is not None:
                 self._publisher.submit_event(draft, now)
-            ctx = incident.k8s
-            if self._annotate and ctx is not None and ctx.namespace and ctx.pod:
-                value = annotation_value(incident, now)
-                self._publisher.submit_annotation(ctx.namespace, ctx.pod, value)
+            if self._annotate and pod is not None and draft is not None:
+                value = annotation_value(incident, now, draft.container)
+                self._publisher.submit_annotation(pod.namespace, pod.name, value)
         except Exception:  # a sink never raises into the pipeline
             log.exception("could not queue the Kubernetes Event for an incident")
 

@@ -107,7 +107,9 @@ class PodWatcher:
     def _watch_from(self, resource_version: str | None, stop: threading.Event) -> str | None:
         if resource_version is None:
             return None
-        self._watch = w = watch.Watch()  # type: ignore[no-untyped-call]
+        # return_type "object": events stay dicts; the client's models would reject (and end
+        # the watch on) any pod field they validate more strictly than the API server does.
+        self._watch = w = watch.Watch(return_type="object")  # type: ignore[no-untyped-call]
         try:
             for event in w.stream(  # type: ignore[no-untyped-call]
                 self._core.list_pod_for_all_namespaces,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -299,19 +300,52 @@ def test_global_oom_without_a_pod_goes_on_the_node(
                  {"apiVersion": "v1", "kind": "Node", "name": NODE}, namespace="default")
 
 
-def test_framework_eviction_and_false_oomkilled_events_use_the_finding(
+def probe_allocator() -> dict[str, Any]:
+    """The `allocator` section the probe join fills for a CUDA OOM (oomwatch.probe.join)."""
+    return {"source": "probe", "file": "trainer-0.ring", "framework": "torch-cuda",
+            "device": "cuda:0", "requested_bytes": 2 * 2**30, "free_bytes": 1181116006,
+            "total_bytes": 85_045_821_440, "allocated_bytes": 75_483_000_000,
+            "reserved_unallocated_bytes": 3_435_973_836, "phase": "forward", "epoch": 3,
+            "step": 1200, "batch_size": 64, "message": "CUDA out of memory. Tried to allocate",
+            "last_sample": None, "peak": None}
+
+
+def test_framework_oom_event_from_the_probe_allocator(
     fake_api: FakeApiServer, make_kube: Callable[..., KubeIntegration]
 ) -> None:
-    from oomwatch.incident import Finding
-
     fake_api.put_pod(app_pod())
     kube = make_kube()
-    cuda = Incident(kind="framework", pod_uid=UID, container_id=CID, findings=[
-        Finding("cuda_oom", "critical", "CUDA out of memory: tried to allocate 2.0GiB")])
+    cuda = Incident(kind="framework", kernel_time_s=50.0, pod_uid=UID, container_id=CID,
+                    allocator=probe_allocator())
     kube.sink.emit(enriched(kube, cuda))
     (body,) = event_for(fake_api)
-    assert_event(body, "CUDAOutOfMemory", "OutOfMemory",
-                 "CUDA out of memory: tried to allocate 2.0GiB", POD_REF)
+    note = ("torch-cuda out of memory on cuda:0 in container app: tried to allocate 2.0GiB,"
+            " free 1.1GiB, total 79.2GiB, allocated 70.3GiB, reserved but unallocated 3.2GiB,"
+            " phase forward, epoch 3, step 1200, batch_size 64")
+    assert_event(body, "CUDAOutOfMemory", "OutOfMemory", note, POD_REF)
+
+
+def test_names_claimed_by_a_probe_file_never_aim_the_event(
+    fake_api: FakeApiServer, make_kube: Callable[..., KubeIntegration]
+) -> None:
+    fake_api.put_pod(app_pod())
+    kube = make_kube()
+    wait(lambda: kube.cache.synced)
+    forged = PodContext(namespace="kube-system", pod="etcd-node-a", container="etcd")
+    unknown = Incident(kind="framework", kernel_time_s=1.0, pod_uid=str(uuid.uuid4()),
+                       k8s=forged, allocator=probe_allocator())
+    kube.sink.emit(unknown)  # a pod the API does not show: logged and stored, no Event
+    known = Incident(kind="framework", kernel_time_s=2.0, pod_uid=UID,
+                     k8s=PodContext(namespace="kube-system", pod="etcd-node-a",
+                                    container="etcd"),
+                     allocator=probe_allocator())
+    kube.sink.emit(known)  # not enriched yet: the cache, not the claim, names the object
+    (body,) = event_for(fake_api)
+    assert body["metadata"]["namespace"] == "shop"
+    assert body["regarding"] == {k: v for k, v in POD_REF.items() if k != "fieldPath"}
+    assert "container" not in body["note"]
+    time.sleep(0.3)
+    assert len(fake_api.events) == 1
 
 
 def test_hostile_process_names_are_escaped_in_the_note(
