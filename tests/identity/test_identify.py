@@ -20,7 +20,11 @@ CASES: list[tuple[str, CgroupIdentity]] = [
         "/kubepods.slice/kubepods-besteffort.slice/"
         f"kubepods-besteffort-poda5d8fdd1_1369_469e_8a7d_2c1047529435.slice/cri-containerd-{CID}.scope",
         CgroupIdentity(
-            "a5d8fdd1-1369-469e-8a7d-2c1047529435", CID, "besteffort", "systemd", "containerd",
+            "a5d8fdd1-1369-469e-8a7d-2c1047529435",
+            CID,
+            "besteffort",
+            "systemd",
+            "containerd",
             "container",
         ),
     ),
@@ -50,7 +54,10 @@ CASES: list[tuple[str, CgroupIdentity]] = [
         CgroupIdentity(
             "9eb0e64e-6e1a-43e4-b372-2603a3cc2941",
             "663f6287c450aea2f849b82a30d1409059497b5de62846a286e55971d61e2650",
-            "guaranteed", "systemd", "docker", "container",
+            "guaranteed",
+            "systemd",
+            "docker",
+            "container",
         ),
     ),
     # cgroupfs driver, bare container id (containerd), Burstable
@@ -60,7 +67,10 @@ CASES: list[tuple[str, CgroupIdentity]] = [
         CgroupIdentity(
             "28fcb1a0-a45c-44e7-b9bf-e3b9360bedba",
             "3e5e5eab87df615f4777e6f7f261a7fb62f4a7ee5bc3e25e3a5b5223ccd368fe",
-            "burstable", "cgroupfs", "containerd", "container",
+            "burstable",
+            "cgroupfs",
+            "containerd",
+            "container",
         ),
     ),
     # cgroupfs Guaranteed pod (corpus 24)
@@ -77,7 +87,10 @@ CASES: list[tuple[str, CgroupIdentity]] = [
         CgroupIdentity(
             "6c4333b3-a663-11ea-b39f-6c92bf85beda",
             "bbd5e4b5f9c13666dd0ec7ff7afb2c4c2b0ede40a4adf1de43cc31c606f283f5",
-            "burstable", "cgroupfs", "containerd", "container",
+            "burstable",
+            "cgroupfs",
+            "containerd",
+            "container",
         ),
     ),
     # nested LXC prefix (corpus 26)
@@ -88,7 +101,10 @@ CASES: list[tuple[str, CgroupIdentity]] = [
         CgroupIdentity(
             "eded8c65-6e8e-4c6e-a889-3e427565c740",
             "ec9ee26695deb4cc72bc665efff1cf3a03fdfb12f1303e02fe9252985e084a95",
-            "burstable", "systemd", "containerd", "container",
+            "burstable",
+            "systemd",
+            "containerd",
+            "container",
         ),
     ),
     # plain docker outside Kubernetes (corpus 17, 18)
@@ -96,7 +112,9 @@ CASES: list[tuple[str, CgroupIdentity]] = [
         "/docker/34186d9bd07706222bd427bb647ceed81e8e108eb653ff73c7137099fca1cab6",
         CgroupIdentity(
             container_id="34186d9bd07706222bd427bb647ceed81e8e108eb653ff73c7137099fca1cab6",
-            driver="cgroupfs", runtime="docker", level="cgroup",
+            driver="cgroupfs",
+            runtime="docker",
+            level="cgroup",
         ),
     ),
     ("/system.slice/azuremonitoragent.service", CgroupIdentity()),
@@ -153,7 +171,10 @@ def test_kubepods_below_a_scratch_root() -> None:
     uid = "11111111-2222-3333-4444-555555555555"
     ident = identify(f"/oomwatch-lab-7/kubepods/burstable/pod{uid}/{'c' * 64}")
     assert (ident.pod_uid, ident.container_id, ident.qos_class, ident.level) == (
-        uid, "c" * 64, "burstable", "container"
+        uid,
+        "c" * 64,
+        "burstable",
+        "container",
     )
     assert identify("/oomwatch-lab-7/kubepods").level == "node"
     assert identify("/oomwatch-lab-7").level == "cgroup"
