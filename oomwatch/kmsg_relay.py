@@ -39,12 +39,16 @@ def read_records(kmsg_fd: int, on_lost: Callable[[], None]) -> Iterator[bytes]:
 
 
 def ensure_fifo(path: str) -> None:
-    """Create the FIFO (readable by the unprivileged agent) unless a FIFO is already there."""
+    """Create the FIFO unless a FIFO is already there.
+
+    Mode 0666: the agent runs as another user and opens it read-write (so it never sees a
+    hang-up while the relay restarts); the emptyDir holding it is private to the pod.
+    """
     try:
         mode = os.stat(path).st_mode
     except FileNotFoundError:
-        os.mkfifo(path, 0o644)
-        os.chmod(path, 0o644)  # mkfifo honours the umask
+        os.mkfifo(path, 0o666)
+        os.chmod(path, 0o666)  # mkfifo honours the umask
         return
     if not stat.S_ISFIFO(mode):
         raise SystemExit(f"kmsg-relay: {path} exists and is not a FIFO")
