@@ -7,7 +7,9 @@ full report (header and `oom-kill:` line) came or the rate limit ate it.
 
 from __future__ import annotations
 
+import contextlib
 import shutil
+import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -71,7 +73,15 @@ def _capture(memcg: Memcg, hog_kwargs: dict[str, Any], children: int,
                 hog.wait_for_count("child-exit", index + 1, timeout_s)
             victims = hog.child_pids
         else:
-            hog.wait(timeout=timeout_s)
+            try:
+                hog.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(TimeoutError):  # collect what it said
+                    hog.wait_for_count("", len(hog.lines) + 100, 0.2)
+                raise TimeoutError(
+                    f"hog {hog.pid} ({hog.mode}) in {memcg.relpath} was not killed within "
+                    f"{timeout_s} s (does it outgrow the limit?); it said {hog.lines}"
+                ) from None
             victims = [hog.pid]
         capture = KillCapture(hog, victims)
         last = {victims[-1]}

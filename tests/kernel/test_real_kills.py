@@ -7,6 +7,7 @@ raw records record by record, as the daemon does, through `parse_kmsg_record` an
 
 from __future__ import annotations
 
+import mmap
 import uuid
 from pathlib import Path
 
@@ -92,6 +93,17 @@ def test_kubelet_hierarchy(scratch: ScratchMemcg, driver: str, scope: str) -> No
     assert incident.victim is not None and incident.victim.pid == capture.hog.pid
 
 
+def test_node_allocatable_limit(scratch: ScratchMemcg) -> None:
+    """A limit on kubepods itself (node allocatable enforcement) is the one that was hit."""
+    kubepods = scratch.create_child("kubepods", 64 * MIB)
+    pod_uid = str(uuid.uuid4())
+    container = kubelet_layout(scratch, pod_uid, CONTAINER_ID, qos="besteffort")
+    incident = annotate(_one_full_incident(provoke_kill(container, mode="anon", mb=200)))
+    assert (incident.oom_memcg, incident.task_memcg) == (kubepods.relpath, container.relpath)
+    assert (incident.limit_scope, incident.qos_class, incident.pod_uid) == (
+        "node", "besteffort", pod_uid)
+
+
 def _thp_reason() -> str | None:
     path = Path("/sys/kernel/mm/transparent_hugepage/enabled")
     if not path.exists():
@@ -138,7 +150,8 @@ def test_untouched_mapping(scratch: ScratchMemcg) -> None:
     assert victim.total_vm_kb >= 4096 * KIB
     assert victim.total_vm_kb >= 20 * victim.anon_rss_kb
     [row] = [row for row in incident.tasks if row.pid == capture.hog.pid]
-    assert row.total_vm_pages is not None and row.total_vm_pages * 4 >= 4096 * KIB
+    assert row.total_vm_pages is not None
+    assert row.total_vm_pages * mmap.PAGESIZE >= 4096 * MIB
 
 
 def test_oom_score_adj_picks_a_smaller_victim(scratch: ScratchMemcg) -> None:
