@@ -25,6 +25,9 @@ from oomwatch.sanitize import escape_control
 HEADER, TASK_IN, MEMINFO, TASKS, SUMMARY, SELECT, KILLED, GROUP = range(8)
 # A gap in kernel time this long ends a report: no report's lines are that far apart.
 REPORT_GAP_S = 10.0
+# Task rows seen without their header and outside a report (a grep-filtered fragment) are
+# held, at most this many, for the report line that follows them directly.
+ORPHAN_ROWS_MAX = 4
 
 _KINDS = {
     "CONSTRAINT_MEMCG": "memcg",
@@ -96,6 +99,8 @@ class ReportAssembler:
     def __init__(self) -> None:
         self.warnings: list[str] = []
         self._report: _Report | None = None
+        self._orphans: list[TaskRow] = []
+        self._orphan_added = False
 
     @property
     def open(self) -> bool:
@@ -106,9 +111,11 @@ class ReportAssembler:
         """Add one record; return the incidents it completed."""
         done: list[Incident] = []
         for message in _line_parts(record.message):
-            if self._report is None and not _may_open(message):
-                continue
-            self._line(record, message, done)
+            self._orphan_added = False
+            if self._report is not None or _may_open(message):
+                self._line(record, message, done)
+            if not self._orphan_added:
+                self._orphans.clear()
         return done
 
     def flush(self) -> list[Incident]:
@@ -128,6 +135,13 @@ class ReportAssembler:
         self._close(done)
         report = _Report(first=record, stage=stage, last_time_s=record.kernel_time_s)
         report.seen.add(_dedupe_key(record, record.message))
+        if self._orphans:
+            report.incident.tasks.extend(self._orphans)
+            report.header_evidence = True
+            report.incident.notes.append(
+                "task rows without their header: columns inferred from the row width"
+            )
+            self._orphans = []
         self._report = report
         return report
 
@@ -381,19 +395,19 @@ class ReportAssembler:
                 current.incident.tasks.append(row)
             return
         layout = infer_layout(message)
-        if layout is None:
-            return
-        row = parse_row(message, layout)
+        row = parse_row(message, layout) if layout is not None else None
         if row is None:
             return
-        report = self._continue(record, TASKS, done)
-        report.header_evidence = True
-        if report.columns is None:
-            report.columns = layout
-            report.incident.notes.append(
+        if current is not None and not current.incident.victims and current.stage <= TASKS:
+            current.stage = TASKS
+            current.columns = layout
+            current.incident.tasks.append(row)
+            current.incident.notes.append(
                 "task rows without their header: columns inferred from the row width"
             )
-        report.incident.tasks.append(row)
+            return
+        self._orphans = [*self._orphans, row][-ORPHAN_ROWS_MAX:]
+        self._orphan_added = True
 
 
 def _dedupe_key(record: LogRecord, message: str) -> tuple[object, ...]:

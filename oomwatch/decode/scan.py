@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from oomwatch.decode.assembler import ReportAssembler
+from oomwatch.decode.assembler import ORPHAN_ROWS_MAX, ReportAssembler
 from oomwatch.decode.prefixes import LineParser
 from oomwatch.incident import Incident
 
@@ -42,7 +42,7 @@ _CLOSING = (
 # The most a report may run from an opening line to the next anchor.
 MAX_FILL_CHARS = 8 << 20
 # Lines taken before a window's first anchor: task rows of a grep-filtered fragment.
-_LEAD_LINES = 4
+_LEAD_LINES = ORPHAN_ROWS_MAX
 
 
 @dataclass

@@ -1,0 +1,135 @@
+"""Bad input never raises: random bytes, invalid UTF-8, mutated and truncated corpus reports."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from oomwatch.decode import (
+    LogRecord,
+    ReportAssembler,
+    decode_lines,
+    decode_text,
+    parse_kmsg_record,
+)
+from oomwatch.incident import INCIDENT_KINDS, Incident
+
+CORPUS = sorted((Path(__file__).resolve().parent.parent / "data" / "corpus").glob("*.log"))
+CORPUS_LINES = [p.read_text(encoding="utf-8").split("\n") for p in CORPUS]
+# OOMWATCH_HYPOTHESIS_EXAMPLES raises the search for a longer local run.
+SETTINGS = settings(
+    max_examples=int(os.environ.get("OOMWATCH_HYPOTHESIS_EXAMPLES", "150")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+
+
+def _sane(incidents: list[Incident]) -> None:
+    for incident in incidents:
+        assert incident.kind in INCIDENT_KINDS
+        json.dumps(incident.to_dict())  # the --json contract always serialises
+        assert len({v.pid for v in incident.victims}) == len(incident.victims)
+
+
+@st.composite
+def mutated_corpus(draw: st.DrawFn) -> list[str]:
+    """A corpus report with lines dropped, repeated, cut, swapped or replaced by junk."""
+    lines = list(draw(st.sampled_from(CORPUS_LINES)))
+    for _ in range(draw(st.integers(0, 12))):
+        if not lines:
+            break
+        index = draw(st.integers(0, len(lines) - 1))
+        action = draw(st.sampled_from(["drop", "repeat", "cut", "swap", "junk", "bytes"]))
+        if action == "drop":
+            del lines[index]
+        elif action == "repeat":
+            lines.insert(index, lines[index])
+        elif action == "cut":
+            lines[index] = lines[index][: draw(st.integers(0, len(lines[index])))]
+        elif action == "swap":
+            other = draw(st.integers(0, len(lines) - 1))
+            lines[index], lines[other] = lines[other], lines[index]
+        elif action == "junk":
+            lines[index] = draw(st.text(max_size=200))
+        else:
+            raw = draw(st.binary(max_size=200))
+            lines[index] = raw.decode("utf-8", "replace")
+    if draw(st.booleans()):
+        lines = lines[: draw(st.integers(0, len(lines)))]  # a truncated report
+    return lines
+
+
+@SETTINGS
+@given(mutated_corpus())
+def test_mutated_corpus_never_raises(lines: list[str]) -> None:
+    text = "\n".join(lines)
+    fast = decode_text(text)
+    full = decode_lines(lines)
+    _sane(fast.incidents)
+    _sane(full.incidents)
+
+
+@SETTINGS
+@given(st.sampled_from(CORPUS_LINES), st.data())
+def test_dropping_lines_keeps_fast_scan_equal_to_line_by_line(
+    lines: list[str], data: st.DataObject
+) -> None:
+    """Grep-filtered fragments: the anchor scan still agrees with parsing every line."""
+    keep = data.draw(st.lists(st.booleans(), min_size=len(lines), max_size=len(lines)))
+    kept = [line for line, k in zip(lines, keep, strict=True) if k]
+    fast = [i.to_dict() for i in decode_text("\n".join(kept)).incidents]
+    full = [i.to_dict() for i in decode_lines(kept).incidents]
+    assert fast == full
+
+
+@SETTINGS
+@given(st.binary(max_size=8192))
+def test_random_bytes(data: bytes) -> None:
+    _sane(decode_text(data).incidents)
+    parse_kmsg_record(data)
+
+
+@SETTINGS
+@given(st.lists(st.binary(max_size=600), max_size=40))
+def test_random_kmsg_records_through_the_assembler(raws: list[bytes]) -> None:
+    assembler = ReportAssembler()
+    incidents: list[Incident] = []
+    prefixes = [b"6,1,1,-;", b"3,2,2,-;", b"4,3,3,c;"]
+    for index, raw in enumerate(raws):
+        record = parse_kmsg_record(prefixes[index % 3] + raw)
+        if record is not None:
+            incidents += assembler.feed(record)
+    _sane(incidents + assembler.flush())
+
+
+@SETTINGS
+@given(st.lists(st.text(max_size=300), max_size=40))
+def test_random_messages_through_the_assembler(messages: list[str]) -> None:
+    assembler = ReportAssembler()
+    incidents: list[Incident] = []
+    for message in messages:
+        incidents += assembler.feed(LogRecord(message, "plain"))
+    _sane(incidents + assembler.flush())
+
+
+def test_megabyte_lines_are_cheap() -> None:
+    """A hostile megabyte line full of anchor text must neither raise nor go quadratic."""
+    nasty = [
+        "Killed process 1 (" + "(" * (1 << 20),
+        "x invoked oom-killer: gfp_mask=0x1(" * 30000,
+        "oom-kill:" + ",task=" * 200000 + ",pid=1,uid=0",
+        "[ 1.0] [ 1] " + "1 " * 500000,
+        "Memory cgroup stats for " + "a:" * 500000,
+        "Tasks in " + "/x" * 500000,
+    ]
+    started = time.monotonic()
+    result = decode_text("\n".join(nasty))
+    elapsed = time.monotonic() - started
+    _sane(result.incidents)
+    assert any("longer than any kernel record" in w for w in result.warnings)
+    assert elapsed < 5.0, elapsed
