@@ -16,9 +16,10 @@ from dataclasses import dataclass
 _SIZE = r"(\d+(?:\.\d+)?) (bytes|KiB|MiB|GiB|TiB)"
 _UNITS = {"bytes": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
 
-_TORCH_REQUESTED = re.compile(r"CUDA out of memory\. Tried to allocate " + _SIZE + r"\.? ")
+_TORCH_REQUESTED = re.compile(r"CUDA out of memory\. Tried to allocate " + _SIZE)
+# Some builds print no device number ("GPU  has a total capacity"), seen from TGI.
 _TORCH_CAPACITY = re.compile(
-    r"GPU (\d+) has a total capacity of " + _SIZE + " of which " + _SIZE + " is free"
+    r"GPU (\d*) ?has a total capacity of " + _SIZE + " of which " + _SIZE + " is free"
 )
 _TORCH_ALLOCATED = re.compile(r"Of the allocated memory " + _SIZE + " is allocated by PyTorch")
 _TORCH_UNALLOCATED = re.compile(_SIZE + r" is reserved by PyTorch but unallocated")
@@ -90,7 +91,7 @@ def parse_torch_cuda_oom(message: str) -> ParsedOom:
         allocated = _TORCH_ALLOCATED.search(message)
         unallocated = _TORCH_UNALLOCATED.search(message)
         return ParsedOom(
-            device=f"cuda:{capacity.group(1)}",
+            device=f"cuda:{capacity.group(1)}" if capacity.group(1) else None,
             requested_bytes=requested_bytes,
             total_bytes=_bytes(capacity.group(2), capacity.group(3)),
             free_bytes=_bytes(capacity.group(4), capacity.group(5)),
