@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -59,8 +60,11 @@ class PodWatcher:
             try:
                 if resource_version is None:
                     resource_version = self._list()
+                began = time.monotonic()
                 resource_version = self._watch_from(resource_version, stop)
                 backoff_s = self._backoff_initial_s
+                if time.monotonic() - began < 1.0:  # a server ending watches at once: no spin
+                    stop.wait(self._backoff_initial_s)
             except client.ApiException as exc:
                 if exc.status == 410:  # resourceVersion expired: relist, no pause
                     log.info("pod watch expired (410 Gone); relisting")
