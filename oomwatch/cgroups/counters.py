@@ -19,6 +19,7 @@ Rules (why they are what they are):
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from operator import methodcaller
 
 from oomwatch.cgroups.discovery import WatchedCgroup
 from oomwatch.cgroups.files import keyed_value
@@ -59,6 +60,7 @@ class OomCounters:
 
 
 ZERO = OomCounters()
+_DEPTH = methodcaller("count", "/")  # sort key: how deep a relpath is (C speed)
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,14 +186,17 @@ class CounterBook:
 
         A pass must read a parent before its children so the parent never runs ahead.
         """
-        todo = {rel for rel in relpaths if rel in self._entries}
+        entries = self._entries
+        todo = [rel for rel in relpaths if rel in entries]
+        if not any(entries[rel].children for rel in todo):
+            return todo  # the common polling case: leaves only, any order will do
         out: set[str] = set()
         while todo:
             rel = todo.pop()
             if rel not in out:
                 out.add(rel)
-                todo.update(self._entries[rel].children)
-        return sorted(out, key=lambda rel: (rel.count("/"), rel))
+                todo.extend(entries[rel].children)
+        return sorted(out, key=_DEPTH)
 
     def update(
         self, readings: dict[str, OomCounters | None], observed_at_s: float
@@ -205,10 +210,10 @@ class CounterBook:
             if reading is not None and rel in self._entries:
                 self._entries[rel].last = reading
         gone = [rel for rel, reading in readings.items() if reading is None]
-        for rel in sorted(gone, key=lambda r: -r.count("/")):
+        for rel in sorted(gone, key=_DEPTH, reverse=True):
             if rel in self._entries:
                 deltas.extend(self._drop(rel, observed_at_s))
-        for rel in sorted(readings, key=lambda r: (-r.count("/"), r)):
+        for rel in sorted(readings, key=_DEPTH, reverse=True):
             entry = self._entries.get(rel)
             if entry is None:
                 continue
@@ -237,7 +242,7 @@ class CounterBook:
     def _drop(self, relpath: str, observed_at_s: float) -> list[CounterDelta]:
         entry = self._entries.pop(relpath)
         out: list[CounterDelta] = []
-        for child in sorted(entry.children, key=lambda r: -r.count("/")):
+        for child in list(entry.children):
             if child in self._entries:  # children of a gone cgroup are gone too
                 out.extend(self._drop(child, observed_at_s))
         if entry.parent is not None and entry.parent in self._entries:

@@ -194,12 +194,22 @@ class CgroupWatcher:
     # --- internals ---------------------------------------------------------------------------
 
     def _pass(self, dirty: set[str], now: float) -> list[CounterDelta]:
+        """Read the dirty cgroups (parents first); only changed bytes are parsed."""
+        files, raw, gone = self._files, self._raw, self._gone
         readings: dict[str, OomCounters | None] = {}
         for rel in self._book.with_descendants(dirty):
-            reading = None if rel in self._gone else self._read(rel)
-            if reading is not _UNCHANGED:
-                readings[rel] = reading
-        self._gone.clear()
+            if rel in gone:
+                readings[rel] = None
+                continue
+            try:
+                data = files[rel].read()
+            except CgroupGone:
+                readings[rel] = None
+                continue
+            if raw.get(rel) != data:
+                raw[rel] = data
+                readings[rel] = self._parse(rel, data)
+        gone.clear()
         deltas = self._book.update(readings, now)
         for delta in deltas:
             if delta.vanished:
@@ -207,15 +217,15 @@ class CgroupWatcher:
         return deltas
 
     def _read(self, relpath: str) -> OomCounters | None:
-        """Counters now, None if gone, or `_UNCHANGED` (same bytes as last time)."""
-        cgroup_file = self._files[relpath]
+        """Counters now, or None if the cgroup is gone."""
         try:
-            data = cgroup_file.read()
+            data = self._files[relpath].read()
         except CgroupGone:
             return None
-        if self._raw.get(relpath) == data:
-            return _UNCHANGED
         self._raw[relpath] = data
+        return self._parse(relpath, data)
+
+    def _parse(self, relpath: str, data: bytes) -> OomCounters:
         if self._cgroups[relpath].version == 2:
             return parse_memory_events(data)
         return parse_oom_control(data)
@@ -310,9 +320,6 @@ class CgroupWatcher:
     def _warn(self, message: str) -> None:
         if message not in self.warnings and len(self.warnings) < _MAX_WARNINGS:
             self.warnings.append(message)
-
-
-_UNCHANGED = OomCounters(oom=-1)  # sentinel: compared by identity only
 
 
 def _worth_polling(cg: WatchedCgroup) -> bool:
