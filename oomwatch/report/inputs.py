@@ -16,6 +16,7 @@ from typing import BinaryIO
 from oomwatch.incident import Incident
 
 MAX_LINE_BYTES = 64 * 1024  # far above any kernel record (8 KiB); longer lines are cut
+READ_BLOCK_BYTES = 1 << 20
 KMSG_PATH = "/dev/kmsg"
 
 
@@ -37,16 +38,36 @@ class _LineStats:
 
 
 def _lines(stream: BinaryIO, name: str, stats: _LineStats) -> Iterator[str]:
-    """Text lines with a bounded size; invalid UTF-8 becomes U+FFFD, never an error."""
+    """Text lines of a bounded size, read in 1 MiB blocks; invalid UTF-8 becomes U+FFFD.
+
+    A line longer than MAX_LINE_BYTES is cut there (counted) and the rest of it skipped, so
+    memory stays bounded whatever the input.  `\n` never occurs inside a UTF-8 sequence, so
+    splitting bytes at newlines before decoding cannot break a character.
+    """
+    pending = b""
+    skipping = False  # inside the rest of a line that was already cut
     try:
-        while chunk := stream.readline(MAX_LINE_BYTES):
-            if not chunk.endswith(b"\n") and len(chunk) == MAX_LINE_BYTES:
+        while block := stream.read(READ_BLOCK_BYTES):
+            if skipping:
+                newline = block.find(b"\n")
+                if newline < 0:
+                    continue
+                block, skipping = block[newline + 1 :], False
+            data = pending + block
+            last = data.rfind(b"\n")
+            if last >= 0:
+                yield from data[:last].decode("utf-8", "replace").split("\n")
+                pending = data[last + 1 :]
+            else:
+                pending = data
+            if len(pending) > MAX_LINE_BYTES:
                 stats.cut += 1
-                while (rest := stream.readline(MAX_LINE_BYTES)) and not rest.endswith(b"\n"):
-                    pass
-            yield chunk.decode("utf-8", "replace")
+                yield pending[:MAX_LINE_BYTES].decode("utf-8", "replace")
+                pending, skipping = b"", True
     except OSError as exc:
         raise InputError(f"cannot read {name}: {exc.strerror or exc}") from exc
+    if pending:
+        yield pending.decode("utf-8", "replace")
 
 
 def _decode_stream(stream: BinaryIO, name: str) -> Loaded:
