@@ -107,7 +107,7 @@ def build_event(
             "uid": pod.uid,
         }
         if container:
-            regarding["fieldPath"] = f"spec.containers{{{container}}}"
+            regarding["fieldPath"] = _field_path(pod, container)
         namespace, object_name = pod.namespace, pod.name
     elif reason == REASON_NODE and incident.pod_uid is None:
         regarding = {"apiVersion": "v1", "kind": "Node", "name": node_name}
@@ -149,6 +149,15 @@ def _container_name(incident: Incident, pod: PodInfo | None) -> str | None:
             return by_id.name
     claimed = incident.k8s.container if incident.k8s else None
     return claimed if claimed and pod.container_by_name(claimed) else None
+
+
+_SPEC_LIST = {"app": "containers", "init": "initContainers", "ephemeral": "ephemeralContainers"}
+
+
+def _field_path(pod: PodInfo, container: str) -> str:
+    """`spec.containers{app}` (or initContainers/ephemeralContainers), as kubelet writes it."""
+    info = pod.container_by_name(container)
+    return f"spec.{_SPEC_LIST[info.role if info else 'app']}{{{container}}}"
 
 
 def micro_time(at: datetime) -> str:

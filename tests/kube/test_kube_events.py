@@ -1,0 +1,74 @@
+"""Event bodies as pure functions: field paths, the note's limits, Node Events, no Event."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from fakeapi import make_pod
+
+from oomwatch.incident import Finding, Incident, Victim
+from oomwatch.kube.events import NOTE_MAX_CHARS, build_event, event_reason
+from oomwatch.kube.pods import decode_pod
+
+NOW = datetime(2026, 11, 22, 8, 30, 0, 123456, tzinfo=UTC)
+INIT_ID = "9" * 64
+
+
+def pod_with_init() -> dict[str, object]:
+    raw = make_pod(uid="11111111-2222-3333-4444-555555555555")
+    raw["spec"]["initContainers"] = [{"name": "migrate", "image": "m:1",
+                                      "resources": {"limits": {"memory": "64Mi"}}}]
+    raw["status"]["initContainerStatuses"] = [{
+        "name": "migrate", "containerID": f"containerd://{INIT_ID}", "restartCount": 0,
+        "image": "m:1", "imageID": "m@sha256:" + "0" * 64, "ready": False,
+        "state": {"running": {}}}]
+    return raw
+
+
+def test_init_container_kill_points_at_spec_init_containers() -> None:
+    pod = decode_pod(pod_with_init())
+    incident = Incident(kind="memcg", kernel_time_s=5.0, pod_uid=pod.uid, container_id=INIT_ID,
+                        limit_scope="container", victims=[Victim(pid=3, comm="migrate")])
+    draft = build_event(incident, "node-a", NOW, pod)
+    assert draft is not None and draft.container == "migrate"
+    assert draft.body["regarding"]["fieldPath"] == "spec.initContainers{migrate}"
+    assert draft.body["eventTime"] == "2026-11-22T08:30:00.123456Z"
+
+
+def test_note_is_cut_at_1024_characters() -> None:
+    pod = decode_pod(make_pod(uid="11111111-2222-3333-4444-555555555555"))
+    incident = Incident(kind="eviction", pod_uid=pod.uid, findings=[
+        Finding("memory_pressure_eviction", "warning", "x" * 3000)])
+    draft = build_event(incident, "node-a", NOW, pod)
+    assert draft is not None
+    assert len(draft.body["note"]) == NOTE_MAX_CHARS and draft.body["note"].endswith("...")
+
+
+def test_no_event_for_a_pod_the_api_does_not_show_or_a_non_pod_cgroup() -> None:
+    in_unknown_pod = Incident(kind="memcg", pod_uid="22222222-0000-0000-0000-000000000000",
+                              limit_scope="container", victims=[Victim(pid=1, comm="a")])
+    assert build_event(in_unknown_pod, "node-a", NOW, None) is None
+    system_service = Incident(kind="memcg", limit_scope="cgroup", oom_memcg="/system.slice/x",
+                              victims=[Victim(pid=1, comm="a")])
+    assert build_event(system_service, "node-a", NOW, None) is None
+
+
+def test_kubepods_limit_kill_without_a_pod_is_a_node_event() -> None:
+    incident = Incident(kind="memcg", limit_scope="node", oom_memcg="/kubepods",
+                        victims=[Victim(pid=1, comm="a")])
+    assert event_reason(incident) == "NodeOOMKill"
+    draft = build_event(incident, "node-a", NOW, None)
+    assert draft is not None
+    assert draft.body["regarding"] == {"apiVersion": "v1", "kind": "Node", "name": "node-a"}
+    assert draft.namespace == "default"
+    assert "at the kubepods limit (node allocatable)" in draft.body["note"]
+
+
+def test_event_names_are_stable_for_the_same_kill() -> None:
+    pod = decode_pod(make_pod(uid="11111111-2222-3333-4444-555555555555"))
+    incident = Incident(kind="memcg", kernel_time_s=7.0, pod_uid=pod.uid,
+                        limit_scope="pod", victims=[Victim(pid=3, comm="a")])
+    first = build_event(incident, "node-a", NOW, pod)
+    again = build_event(incident, "node-a", datetime.now(UTC), pod)
+    assert first is not None and again is not None
+    assert first.name == again.name  # a retried create after a lost reply is a 409, not a copy
