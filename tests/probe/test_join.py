@@ -1,0 +1,133 @@
+"""Joining flight records to incidents: the allocator section and framework-OOM incidents."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from oomwatch.incident import Incident, PodContext, Victim
+from oomwatch.probe.join import FrameworkOomSource, ProbeEnricher
+from oomwatch.probe.ring import RingWriter
+from oomwatch.probe.schema import FrameworkOomEvent, to_payload
+
+from .conftest import META, sample, write_record
+
+CONTAINER_ID = META.cgroup.rsplit("/", 1)[1]  # type: ignore[union-attr]
+
+
+def _kill(**fields: object) -> Incident:
+    base = Incident(
+        kind="memcg", kernel_time_s=1007.4, boot_id="b0", victims=[Victim(pid=999, comm="python3")]
+    )
+    return replace(base, **fields)  # type: ignore[arg-type]
+
+
+def _samples() -> list:
+    # steps 0..9 at mono 1001..1010; the trainer enters grand_scoring at step 4 and grows
+    return [
+        sample(i, phase="score_train" if i < 4 else "grand_scoring", rss_mib=100 + 20 * i)
+        for i in range(10)
+    ]
+
+
+def test_allocator_section_for_the_container(probe_dir: Path) -> None:
+    write_record(probe_dir, samples=_samples())
+    incident = _kill(container_id=CONTAINER_ID)
+    assert ProbeEnricher(probe_dir).enrich(incident)
+    alloc = incident.allocator
+    assert alloc is not None
+    assert alloc["matched_by"] == "container_id"
+    # kill at 1007.4: the last sample before it is step 6 at 1007.0
+    assert alloc["phase"] == "grand_scoring" and alloc["step"] == 6
+    assert alloc["age_seconds"] == pytest.approx(0.4)
+    assert alloc["last_sample"]["rss_bytes"] == 220 << 20
+    assert alloc["peak"]["rss_bytes"] == 220 << 20  # samples after the kill do not count
+    assert alloc["samples_in_window"] == 7 and alloc["window_seconds"] == pytest.approx(6.0)
+
+
+def test_other_ways_to_match_and_not_to(probe_dir: Path) -> None:
+    write_record(probe_dir, samples=_samples())
+    enricher = ProbeEnricher(probe_dir)
+    by_memcg = _kill(task_memcg=META.cgroup)
+    by_pid = _kill(victims=[Victim(pid=META.pid, comm="python3")])
+    by_pod = _kill(pod_uid=META.pod_uid, k8s=PodContext(container="trainer"))
+    for incident, how in ((by_memcg, "memcg"), (by_pid, "pid"), (by_pod, "pod_container")):
+        enricher.enrich(incident)
+        assert incident.allocator is not None and incident.allocator["matched_by"] == how
+    strangers = [
+        _kill(task_memcg="/kubepods/besteffort/pod9/other"),
+        _kill(pod_uid=META.pod_uid, k8s=PodContext(container="sidecar")),
+        # same pid, but years later: pids are reused
+        _kill(victims=[Victim(pid=META.pid, comm="x")], kernel_time_s=90_000.0),
+        # same container, but the kill came before the first sample
+        _kill(container_id=CONTAINER_ID, kernel_time_s=999.0),
+    ]
+    for incident in strangers:
+        enricher.enrich(incident)
+        assert incident.allocator is None
+
+
+def test_wall_clock_when_the_boot_differs(probe_dir: Path) -> None:
+    write_record(probe_dir, samples=_samples())
+    incident = _kill(
+        container_id=CONTAINER_ID,
+        boot_id="other-boot",
+        wall_time="2023-11-14T22:13:23.500000+00:00",
+    )  # 1_700_000_003.5
+    ProbeEnricher(probe_dir).enrich(incident)
+    assert incident.allocator is not None and incident.allocator["step"] == 2
+
+
+def _write_oom(probe_dir: Path, meta: object = META, name: str = "1b2c-44.trainer.ring") -> None:
+    writer = RingWriter(str(probe_dir / name), to_payload(meta))  # type: ignore[arg-type]
+    for s in _samples()[:5]:
+        writer.write_sample(to_payload(s))
+    writer.write_event(
+        to_payload(
+            FrameworkOomEvent(
+                wall_s=1_700_000_005.5,
+                mono_s=1005.5,
+                framework="torch-cuda",
+                message="CUDA out of memory. Tried to allocate 2.00 GiB.\x1b[2J",
+                device="cuda:0",
+                requested_bytes=2 << 30,
+                free_bytes=1 << 30,
+                phase="grand_scoring",
+                step=4,
+                batch_size=256,
+            )
+        )
+    )
+    writer.close()
+
+
+def test_framework_oom_becomes_one_incident(probe_dir: Path) -> None:
+    _write_oom(probe_dir)
+    source = FrameworkOomSource(probe_dir)
+    (incident,) = source.poll(now_wall_s=1_700_000_006.0)
+    assert incident.kind == "framework"
+    assert incident.pod_uid == META.pod_uid and incident.container_id == CONTAINER_ID
+    assert incident.k8s is not None and incident.k8s.container == "trainer"
+    assert incident.k8s.namespace == "ml" and incident.k8s.pod == "trainer-0"
+    assert incident.qos_class == "burstable"
+    assert incident.invoker is not None and incident.invoker.pid == META.pid
+    alloc = incident.allocator
+    assert alloc is not None and alloc["framework"] == "torch-cuda"
+    assert alloc["requested_bytes"] == 2 << 30 and alloc["phase"] == "grand_scoring"
+    assert alloc["last_sample"]["step"] == 4
+    assert "\x1b" not in alloc["message"] and "\\x1b[2J" in alloc["message"]
+    assert source.poll(now_wall_s=1_700_000_007.0) == []  # reported once
+    again = FrameworkOomSource(probe_dir).poll(now_wall_s=1_700_000_007.0)
+    assert again[0].identity_key() == incident.identity_key()  # the store drops the repeat
+
+
+def test_a_file_claiming_another_pod_is_refused(
+    probe_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    _write_oom(probe_dir, replace(META, pod_uid="someone-else"))
+    with caplog.at_level(logging.WARNING):
+        assert FrameworkOomSource(probe_dir).poll(now_wall_s=1_700_000_006.0) == []
+    assert any("contradicts its memcg path" in r.getMessage() for r in caplog.records)
