@@ -232,3 +232,9 @@ def test_unavailable_reason_names_what_is_missing(tmp_path: Path) -> None:
     reason = memcg_v1_unavailable_reason(tmp_path, kmsg_path=str(tmp_path / "no-kmsg"))
     assert reason is not None and "no-kmsg" in reason
     assert memcg_v1_unavailable_reason(tmp_path, kmsg_path="/dev/null") is None
+
+
+def test_unavailable_reason_when_not_root(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    assert memcg_v1_unavailable_reason() == (
+        "not root (euid 1000): scratch memcgs and /dev/kmsg need root")
