@@ -65,6 +65,7 @@ class PrometheusServer:
         *,
         rule_files: list[Path],
         targets: list[str],
+        target_labels: dict[str, str] | None = None,
         interval_s: int = 1,
     ) -> None:
         self.port = free_port()
@@ -80,7 +81,9 @@ class PrometheusServer:
                 {
                     "job_name": "oomwatch",
                     "honor_labels": True,
-                    "static_configs": [{"targets": targets}] if targets else [],
+                    "static_configs": (
+                        [{"targets": targets, "labels": target_labels or {}}] if targets else []
+                    ),
                 }
             ],
         }

@@ -35,6 +35,7 @@ pytestmark = [pytest.mark.kernel, pytest.mark.slow]
 
 ALERT_TIMEOUT_S = 60.0
 CONTAINER_LIMIT_BYTES = 64 << 20
+AGENT_POD_LABELS = {"namespace": "oomwatch", "pod": "oomwatch-x7k2p", "container": "agent"}
 _T = TypeVar("_T")
 
 
@@ -123,6 +124,10 @@ def prometheus(prometheus_binary: str, agent: Agent, tmp_path: Path) -> Iterator
         tmp_path,
         rule_files=[RULES_FILE],
         targets=[f"127.0.0.1:{agent.port}"],
+        # What the Prometheus operator's PodMonitor adds: the *agent* pod's identity.  The
+        # agent's explicit empty labels must win (honor_labels), or a kill outside any known
+        # pod would be blamed on the agent.
+        target_labels=AGENT_POD_LABELS,
     )
     try:
         server.wait_ready()
@@ -186,6 +191,7 @@ def test_real_kill_fires_oomkilldetected_with_the_pod_uid(
     assert labels["scope"] == "container"
     assert labels["severity"] == "warning"
     assert labels["job"] == "oomwatch"
+    assert not AGENT_POD_LABELS.keys() & labels.keys(), "target labels leaked into the kill"
     annotations = alert["annotations"]
     assert annotations["summary"] == f"OOM kill in pod UID {pod_uid}"
     assert f"killed 1 process(es) in pod UID {pod_uid} in the last 5" in annotations["description"]
