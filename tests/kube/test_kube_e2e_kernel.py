@@ -148,3 +148,69 @@ def test_real_kill_produces_an_event_on_the_pod(
     line = daemon.wait_line(lambda ln: ln.get("pod") == "trainer-0", timeout_s=10)
     assert (line["event"], line["namespace"], line["container"]) == ("oom_kill", "ml", "app")
     assert line["pod_uid"] == pod_uid and line["container_id"] == container_id
+
+
+@pytest.fixture
+def direct_daemon(tmp_path: Path, fake_api: FakeApiServer, memcg_v1: None) -> Iterator[Daemon]:
+    agent = Daemon(tmp_path, fake_api.url, [])
+    try:
+        yield agent
+    finally:
+        agent.stop()
+
+
+def _stamp(at_s: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(at_s))
+
+
+@pytest.mark.kernel
+@pytest.mark.slow
+def test_oomkilled_status_is_checked_against_real_kernel_kills(
+    fake_api: FakeApiServer, scratch: ScratchMemcg, direct_daemon: Daemon
+) -> None:
+    """`app` really was OOM-killed; `sidecar` is only *said* to be: only it is flagged."""
+    pod_uid = str(uuid.uuid4())
+    app_id, sidecar_id = uuid.uuid4().hex * 2, uuid.uuid4().hex * 2
+    containers = [{"name": name, "image": "img:1"} for name in ("app", "sidecar")]
+
+    def status(name: str, cid: str, terminated: dict[str, Any] | None) -> dict[str, Any]:
+        entry: dict[str, Any] = {
+            "name": name, "containerID": f"containerd://{cid}", "restartCount": 0,
+            "image": "img:1", "imageID": "img@sha256:" + "0" * 64, "ready": True,
+            "state": {"running": {"startedAt": _stamp(time.time() - 60)}}}
+        if terminated:
+            entry.update(state={"terminated": terminated}, ready=False)
+        return entry
+
+    def pod(terminated: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+        done = terminated or {}
+        return make_pod("trainer-1", "ml", uid=pod_uid, node=NODE, owner=("Job", "trainer"),
+                        labels={}, containers=containers,
+                        statuses=[status("app", app_id, done.get("app")),
+                                  status("sidecar", sidecar_id, done.get("sidecar"))])
+
+    fake_api.put_pod(pod())
+    memcg = kubelet_layout(scratch, pod_uid, app_id, container_limit_bytes=64 * MiB)
+    direct_daemon.wait_line(lambda line: line.get("event") == "started", timeout_s=60)
+    fake_api.wait_for(lambda api: ("watch", "", "pods") in api.seen(), timeout_s=30)
+    started_s = time.time()
+    wait_rate_limit_window()
+    hog = spawn_hog(memcg, mode="anon", mb=200, comm="e2e-real")
+    assert hog.wait(30) == -signal.SIGKILL
+    fake_api.wait_for(lambda api: any(e["reason"] == "OOMKillDetected"
+                                      for e in api.events.values()), timeout_s=30)
+
+    def oomkilled(cid: str) -> dict[str, Any]:
+        return {"reason": "OOMKilled", "exitCode": 137, "containerID": f"containerd://{cid}",
+                "startedAt": _stamp(started_s - 30), "finishedAt": _stamp(time.time())}
+
+    fake_api.put_pod(pod({"app": oomkilled(app_id), "sidecar": oomkilled(sidecar_id)}))
+    # The agent waits 15 s (so the kernel kill is stored first), then asks the store.
+    flagged = fake_api.wait_for(
+        lambda api: [e for e in api.events.values()
+                     if e["reason"] == "OOMKilledWithoutKernelKill"], timeout_s=40)
+    time.sleep(1.0)
+    assert len(flagged) == 1 and len([e for e in fake_api.events.values()
+                                      if e["reason"] == "OOMKilledWithoutKernelKill"]) == 1
+    assert flagged[0]["regarding"]["fieldPath"] == "spec.containers{sidecar}"
+    assert flagged[0]["note"].startswith("Kubernetes reports container sidecar OOMKilled")
