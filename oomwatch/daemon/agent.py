@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import queue
+import resource
 import select
 import signal
 import threading
@@ -38,6 +39,14 @@ COUNTER_POLL_MIN_S = 0.05  # inotify wake-ups are coalesced to this rate
 HEARTBEAT_STALE_S = 30.0
 FORCED_RESCAN_MIN_S = 0.25
 _PROCS_DEPTH = 3
+
+
+def raise_open_files_limit() -> None:
+    """The watcher keeps a file open per watched cgroup: lift the soft fd limit to the hard."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
 def live_pids(fs_path: str, depth: int = _PROCS_DEPTH) -> set[int] | None:
@@ -79,7 +88,8 @@ class Agent:
         self.metrics = Metrics()
         self.kube: Any = None if config.standalone else self._connect_kube()
         enrichers: list[Enricher] = []
-        sinks: list[Sink] = [LogSink(self.log), self.metrics]
+        # Metrics before the log line: once the line is out, the kill is stored and counted.
+        sinks: list[Sink] = [self.metrics, LogSink(self.log)]
         if self.kube is not None:
             enrichers.append(self.kube.enricher)
             sinks.append(self.kube.sink)
@@ -245,7 +255,7 @@ class Agent:
                 now = time.monotonic()
                 if inotify_fd in ready or now >= next_counters:
                     next_counters = now + COUNTER_POLL_MIN_S
-                if now >= next_tick:
+                if now >= next_tick and not self.assembler.open:
                     self._tick()
                     next_tick = now + self.config.sample_interval_s
                 self._heartbeat_mono = now
@@ -254,7 +264,7 @@ class Agent:
         return 0
 
     def _turn(self, ready: set[int], inotify_fd: int | None, next_counters: float) -> None:
-        """One loop turn: read the log, read counters when due, run the pipeline."""
+        """One loop turn: the kernel log first (latency), then counters when due."""
         incidents: list[Incident] = []
         try:
             if self.follower is not None and self.follower.fileno() in ready:
@@ -266,20 +276,22 @@ class Agent:
             self.log.exception("kmsg_read_failed")
         while not self._submitted.empty():
             incidents.append(self._submitted.get_nowait())
-        kills: list[CounterKills] = []
+        self.pipeline.process(incidents)
+        if self.assembler.open:
+            return  # a report is coming in: finish it before slower periodic work
         forced = self._rescan_for(incidents)
-        if forced or inotify_fd in ready or time.monotonic() >= next_counters:
-            try:
-                for d in self.watcher.poll_changes():
-                    if not d.vanished and d.oom_kill > 0:
-                        kills.append(
-                            CounterKills(
-                                d.cgroup.relpath, d.oom_kill, d.observed_at_s, d.oom_group_kill
-                            )
-                        )
-            except Exception:
-                self.log.exception("cgroup_counters_failed")
-        self.pipeline.process(incidents, kills)
+        if not (forced or inotify_fd in ready or time.monotonic() >= next_counters):
+            return
+        kills: list[CounterKills] = []
+        try:
+            for d in self.watcher.poll_changes():
+                if not d.vanished and d.oom_kill > 0:
+                    rel = d.cgroup.relpath
+                    kills.append(CounterKills(rel, d.oom_kill, d.observed_at_s, d.oom_group_kill))
+        except Exception:
+            self.log.exception("cgroup_counters_failed")
+        if kills:
+            self.pipeline.process((), kills)
 
     def _rescan_for(self, incidents: list[Incident]) -> bool:
         """Look for new cgroups now when a kill names a cgroup we do not watch yet, or a bare

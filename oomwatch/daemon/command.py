@@ -23,10 +23,11 @@ def main(args: argparse.Namespace) -> int:
         print(f"oomwatch run: {exc}", file=sys.stderr)
         return 2
     # Imported here so a bad flag is reported before the heavier imports.
-    from oomwatch.daemon.agent import Agent, install_signal_handlers
+    from oomwatch.daemon.agent import Agent, install_signal_handlers, raise_open_files_limit
     from oomwatch.sinks.log import get_logger, setup_logging
 
     setup_logging(cfg.log_format)
+    raise_open_files_limit()
     try:
         agent = Agent(cfg)
     except Exception as exc:
