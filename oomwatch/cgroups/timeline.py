@@ -9,7 +9,7 @@ byte-identical usage means the breakdown is the one we already have.
 
 from __future__ import annotations
 
-from collections import deque
+from array import array
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -40,6 +40,49 @@ class _Breakdown:
     kernel: int | None = None
 
 
+class _Ring:
+    """The last `capacity` samples of one cgroup, in flat arrays: no object per sample.
+
+    250 containers x 601 samples as `TimelineSample` objects would be ~25 MiB of heap; as
+    eight 8-byte columns it is under 10 MiB.  `None` is stored as -1 (no byte count is
+    negative).
+    """
+
+    __slots__ = ("_columns", "_next", "_times", "capacity", "size")
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self.size = 0
+        self._next = 0
+        self._times = array("d", bytes(8 * capacity))
+        self._columns = [array("q", bytes(8 * capacity)) for _ in range(7)]
+
+    def append(self, t_s: float, usage: int, limit: int | None, b: _Breakdown) -> None:
+        i = self._next
+        c = self._columns
+        self._times[i] = t_s
+        c[0][i] = usage
+        c[1][i] = -1 if limit is None else limit
+        c[2][i] = -1 if b.anon is None else b.anon
+        c[3][i] = -1 if b.file is None else b.file
+        c[4][i] = -1 if b.shmem is None else b.shmem
+        c[5][i] = -1 if b.thp is None else b.thp
+        c[6][i] = -1 if b.kernel is None else b.kernel
+        self._next = 0 if i + 1 == self.capacity else i + 1
+        if self.size < self.capacity:
+            self.size += 1
+
+    def samples(self) -> list[TimelineSample]:
+        """Oldest first."""
+        start = (self._next - self.size) % self.capacity
+        out = []
+        for k in range(self.size):
+            i = (start + k) % self.capacity
+            usage, *rest = (column[i] for column in self._columns)
+            out.append(TimelineSample(self._times[i], usage, *(None if v < 0 else v for v in rest)))
+        return out
+
+
 class _Source:
     """Open files, cached values and the ring of one cgroup."""
 
@@ -64,7 +107,7 @@ class _Source:
         self.usage_file = CgroupFile(base + ("memory.current" if v2 else "memory.usage_in_bytes"))
         self.limit_file = CgroupFile(base + ("memory.max" if v2 else "memory.limit_in_bytes"))
         self.stat_file = CgroupFile(base + "memory.stat", size_bytes=8192)
-        self.ring: deque[TimelineSample] = deque(maxlen=maxlen)
+        self.ring = _Ring(maxlen)
         self.last_usage = -1
         self.limit: int | None = None
         self.limit_age = LIMIT_REFRESH_SAMPLES
@@ -95,9 +138,8 @@ class _Source:
             self.close()
             return None
         b = self.breakdown
-        sample = TimelineSample(now_s, usage, self.limit, b.anon, b.file, b.shmem, b.thp, b.kernel)
-        self.ring.append(sample)
-        return sample
+        self.ring.append(now_s, usage, self.limit, b)
+        return TimelineSample(now_s, usage, self.limit, b.anon, b.file, b.shmem, b.thp, b.kernel)
 
 
 def _parse_breakdown(stat: bytes, version: int) -> _Breakdown:
@@ -171,7 +213,7 @@ class TimelineSampler:
         source = self._sources.get(relpath)
         if source is None:
             return None
-        return summarize(source.ring, at_s, self.window_s, self.interval_s)
+        return summarize(source.ring.samples(), at_s, self.window_s, self.interval_s)
 
     def close(self) -> None:
         for source in self._sources.values():

@@ -107,8 +107,24 @@ class CgroupWatcher:
             deltas.extend(self._pass(dirty, now))
         return deltas
 
-    def rescan(self) -> None:
-        """Walk every hierarchy now; new kills that new cgroups show come with the next poll."""
+    def rescan(self, relpath: str | None = None) -> None:
+        """Look for new and removed cgroups now; kills that new ones show come with the next poll.
+
+        With `relpath` (a cgroup the kernel log names that is not watched yet) only the new part
+        of its path is walked: from just below its deepest watched ancestor.  Without, every
+        hierarchy is walked (and the periodic-rescan timer restarts).
+        """
+        if relpath is not None:
+            parts = [p for p in relpath.split("/") if p]
+            top = 1
+            for depth in range(len(parts), 0, -1):
+                if "/" + "/".join(parts[:depth]) in self._cgroups:
+                    top = depth + 1
+                    break
+            if top <= len(parts):
+                for hierarchy in self.hierarchies:
+                    self._scan(hierarchy, "/" + "/".join(parts[:top]))
+            return
         self._next_rescan_s = self._clock() + self._rescan_interval_s
         self._walk_under.clear()
         for hierarchy in self.hierarchies:

@@ -268,3 +268,23 @@ def test_inotify_sees_new_and_removed_containers_without_a_rescan(
     deltas = watcher.poll_changes()
     assert [(d.cgroup.relpath, d.vanished) for d in deltas] == [(CONTAINER2, True)]
     watcher.close()
+
+
+def test_rescan_of_one_named_cgroup_walks_only_its_new_part(
+    fake_v2: FakeV2, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    watcher = _watcher(fake_v2, clock, inotify=False)
+    walked: list[str] = []
+    real_scan = watcher._scan
+    monkeypatch.setattr(
+        watcher, "_scan", lambda h, under: (walked.append(under), real_scan(h, under))
+    )
+    new_pod = "/kubepods/burstable/pod11111111-2222-3333-4444-555555555555"
+    fake_v2.make(new_pod)
+    fake_v2.make(f"{new_pod}/{'f' * 64}")
+    watcher.rescan(f"{new_pod}/{'f' * 64}")
+    assert walked == [new_pod]
+    assert f"{new_pod}/{'f' * 64}" in {cg.relpath for cg in watcher.cgroups()}
+    watcher.rescan(CONTAINER)  # already watched: nothing to walk
+    assert walked == [new_pod]
+    watcher.close()
