@@ -1,8 +1,9 @@
 """Memory trouble that is not a kernel OOM kill: a framework's device OOM (CUDA/TensorFlow),
 a kubelet node-pressure eviction, and an OOMKilled status with no kernel kill behind it.
 
-The allocator dict comes from the trainer probe; its numbers are read defensively (the probe
-file is written by the workload, so nothing in it is trusted to be well-typed).
+The allocator dict comes from the trainer probe (`oomwatch.probe.join.framework_incident`:
+`allocated_bytes`, `reserved_unallocated_bytes`, `requested_bytes`, ...); its numbers are read
+defensively (the probe file is written by the workload, so nothing is trusted to be typed).
 """
 
 from __future__ import annotations
@@ -31,27 +32,26 @@ def framework_oom(incident: Incident) -> Finding | None:
         return None
     alloc = incident.allocator or {}
     framework = str(alloc.get("framework") or "framework")
-    allocated = _num(alloc, "allocated_bytes", "allocated")
-    reserved = _num(alloc, "reserved_bytes", "reserved")
-    requested = _num(alloc, "requested_bytes", "alloc_size_bytes")
+    allocated = _num(alloc, "allocated_bytes")
+    idle_bytes = _num(alloc, "reserved_unallocated_bytes")
+    requested = _num(alloc, "requested_bytes")
     evidence: dict[str, Any] = {
         "framework": framework,
         "device": alloc.get("device"),
         "allocated_bytes": allocated,
-        "reserved_bytes": reserved,
         "requested_bytes": requested,
     }
     message = f"{escape_control(framework)} ran out of device memory in {where(incident)}"
     if requested is not None:
         message += f" asking for {fmt_bytes(requested)}"
-    if allocated is not None and reserved is not None:
-        idle = max(reserved - allocated, 0)
+    if allocated is not None and idle_bytes is not None:
+        reserved = allocated + idle_bytes
         message += (
             f"; {fmt_bytes(allocated)} allocated by tensors, {fmt_bytes(reserved)} reserved"
-            f" by the caching allocator ({fmt_bytes(idle)} reserved but unallocated)"
+            f" by the caching allocator ({fmt_bytes(idle_bytes)} reserved but unallocated)"
         )
-        evidence["reserved_unallocated_bytes"] = idle
-        if reserved and idle >= FRAGMENTATION_MIN_SHARE * reserved:
+        evidence.update(reserved_bytes=reserved, reserved_unallocated_bytes=idle_bytes)
+        if reserved and idle_bytes >= FRAGMENTATION_MIN_SHARE * reserved:
             message += ": fragmentation — try PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"
             evidence["fragmented"] = True
     else:

@@ -1,5 +1,6 @@
 """The memory plot as inline SVG: stacked anon/THP/shmem/page cache/kernel, usage and limit
-lines, the trainer's allocator allocated/reserved when the probe recorded them, and the kill.
+lines, the trainer's CUDA allocator allocated/reserved (its last sample before the kill) when
+the probe recorded them, and the kill.
 
 Pure string building with no plotting library, so the page works offline and the daemon
 image stays small.  THP is part of anon and shmem part of file, so the stack splits them
@@ -75,22 +76,25 @@ def _at_kill(incident: Incident) -> Point | None:
     return Point(0.0, layers, float(usage or sum(layers)), sample.limit_bytes)
 
 
-def _allocator_series(
+def _allocator_points(
     incident: Incident, end_s: float | None
 ) -> dict[str, list[tuple[float, float]]]:
-    """Allocator samples from the probe: [{t_seconds, allocated_bytes, reserved_bytes}, ...]."""
-    raw = (incident.allocator or {}).get("samples")
-    series: dict[str, list[tuple[float, float]]] = {"allocated": [], "reserved": []}
-    if not isinstance(raw, list) or end_s is None:
-        return series
-    for item in raw:
-        if not isinstance(item, dict) or not isinstance(item.get("t_seconds"), int | float):
-            continue
-        for name in series:
-            value = item.get(f"{name}_bytes")
-            if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0:
-                series[name].append((float(item["t_seconds"]) - end_s, float(value)))
-    return series
+    """The trainer probe's CUDA allocator numbers at its last sample before the kill.
+
+    The probe file is written by the workload, so every value is type-checked here.
+    """
+    points: dict[str, list[tuple[float, float]]] = {"allocated": [], "reserved": []}
+    last = (incident.allocator or {}).get("last_sample")
+    if not isinstance(last, dict) or end_s is None:
+        return points
+    at, cuda = last.get("wall_s"), last.get("cuda")
+    if not isinstance(at, int | float) or not isinstance(cuda, dict):
+        return points
+    for name in points:
+        value = cuda.get(f"{name}_bytes")
+        if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0:
+            points[name].append((float(at) - end_s, float(value)))
+    return points
 
 
 def _end_s(incident: Incident) -> float | None:
@@ -128,7 +132,7 @@ def render(incident: Incident, element_id: str) -> str:
             )
         points = [Point(-1.0, single.layers, single.usage, single.limit), single]
         note = "no timeline was sampled (not recorded by the daemon): breakdown at the kill only"
-    alloc = _allocator_series(incident, _end_s(incident))
+    alloc = _allocator_points(incident, _end_s(incident))
     values = [p.usage for p in points] + [sum(p.layers) for p in points]
     values += [p.limit for p in points if p.limit] + [v for s in alloc.values() for _, v in s]
     scale = _Scale(points[0].t_s, max(values) * 1.08)
@@ -162,12 +166,12 @@ def render(incident: Incident, element_id: str) -> str:
             f' stroke-dasharray="6 4" points="{_poly(limits)}"/>'
         )
     for name, colour in (("allocated", "#2ca02c"), ("reserved", "#9467bd")):
-        series = [(scale.x(t), scale.y(v)) for t, v in alloc[name] if t >= scale.t0]
-        if series:
-            out.append(
-                f'<polyline class="allocator-{name}" fill="none" stroke="{colour}"'
-                f' stroke-width="1.5" points="{_poly(series)}"/>'
-            )
+        for t, v in alloc[name]:
+            if scale.t0 <= t <= 0:
+                out.append(
+                    f'<circle class="allocator-{name}" cx="{scale.x(t):.1f}" cy="{scale.y(v):.1f}"'
+                    f' r="5" fill="{colour}" stroke="#fff"/>'
+                )
     kill_x = scale.x(0.0)
     out.append(
         f'<line class="kill" x1="{kill_x:.1f}" y1="{TOP}" x2="{kill_x:.1f}" y2="{HEIGHT - BOTTOM}"'

@@ -171,8 +171,6 @@ def render_incident(incident: Incident, index: int, total: int) -> str:
         pid = f" (pid {inv.pid})" if inv.pid is not None else ""
         shown = " ".join(f"{k}={v}" for k, v in fields if v is not None)
         out.append(_row("invoker", esc(f"{inv.comm or '?'}{pid} {shown}")))
-    if (breakdown := _breakdown(incident)) is not None:
-        out.append(_row("breakdown", breakdown))
     if incident.findings:
         out.append("  findings:")
         out.extend(f"    [{f.severity}] {f.code}: {esc(f.message)}" for f in incident.findings)
@@ -181,6 +179,8 @@ def render_incident(incident: Incident, index: int, total: int) -> str:
         out.append(_row("do", esc(str(rec["message"]))))
         if rec.get("based_on") and isinstance(rec["based_on"], str):
             out.append(_row("based on", esc(rec["based_on"])))
+    if (breakdown := _breakdown(incident)) is not None:
+        out.append(_row("breakdown", breakdown))
     out.extend(_tasks(incident))
     if (timeline := _timeline(incident)) is not None:
         out.append(_row("timeline", timeline))

@@ -246,7 +246,7 @@ def test_elsewhere_kinds_and_superseded_adapter_findings() -> None:
             allocator={
                 "framework": "torch-cuda",
                 "allocated_bytes": 2 << 30,
-                "reserved_bytes": 6 << 30,
+                "reserved_unallocated_bytes": 4 << 30,
                 "requested_bytes": 1 << 30,
             },
         )

@@ -56,8 +56,9 @@ def test_tmpfs(scratch: ScratchMemcg) -> None:
 
 def test_overcommit_mapping(scratch: ScratchMemcg) -> None:
     memcg = scratch.create_child("vm", 64 * MIB)
-    capture = provoke_kill(memcg, mode="untouched-mapping", mb=100, reserve_mb=2048,
-                           comm="reserver")
+    capture = provoke_kill(
+        memcg, mode="untouched-mapping", mb=100, reserve_mb=2048, comm="reserver"
+    )
     incident = _full(capture)
     assert _codes(incident) == {"limit-cgroup", "overcommit-vm"}
     vm = next(f for f in incident.findings if f.code == "overcommit-vm")
@@ -78,8 +79,9 @@ def test_oom_score_adj_picks_the_smaller_process(scratch: ScratchMemcg) -> None:
 
 
 def test_pod_level_limit(scratch: ScratchMemcg) -> None:
-    container = kubelet_layout(scratch, str(uuid.uuid4()), CONTAINER_ID, qos="burstable",
-                               pod_limit_bytes=96 * MIB)
+    container = kubelet_layout(
+        scratch, str(uuid.uuid4()), CONTAINER_ID, qos="burstable", pod_limit_bytes=96 * MIB
+    )
     incident = _full(provoke_kill(container, mode="anon", mb=160, comm="app"))
     assert incident.limit_scope == "pod"
     assert _codes(incident) == {"limit-pod"}
@@ -92,10 +94,10 @@ def test_child_kill_with_survivor_through_live_report(
 ) -> None:
     """`oomwatch report` on the live kernel log sees the container still running."""
     pod_uid = str(uuid.uuid4())
-    container = kubelet_layout(scratch, pod_uid, CONTAINER_ID, qos="burstable",
-                               container_limit_bytes=64 * MIB)
-    capture = provoke_kill(container, mode="child-worker", mb=100, comm="worker",
-                           linger_s=60.0)
+    container = kubelet_layout(
+        scratch, pod_uid, CONTAINER_ID, qos="burstable", container_limit_bytes=64 * MIB
+    )
+    capture = provoke_kill(container, mode="child-worker", mb=100, comm="worker", linger_s=60.0)
     [child] = capture.victim_pids
     assert capture.hog.poll() is None, "the parent (the container's main process) lives on"
     assert cli_main(["report", "--json", "--pod", pod_uid]) == 0
@@ -117,8 +119,11 @@ def test_crash_loop(scratch: ScratchMemcg) -> None:
     last = diagnose(incidents[-1], history=incidents[:-1])
     codes = _codes(last)
     assert "crash-loop" in codes
-    expected = {"crash-loop", "limit-cgroup"} if not last.header_suppressed else {
-        "crash-loop", "rate-limited-report"}
+    expected = (
+        {"crash-loop", "limit-cgroup"}
+        if not last.header_suppressed
+        else {"crash-loop", "rate-limited-report"}
+    )
     assert codes == expected
     assert next(f for f in last.findings if f.code == "crash-loop").evidence["kills_in_window"] == 3
 

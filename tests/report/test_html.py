@@ -69,14 +69,11 @@ def _incident() -> Incident:
             usage_at_kill_bytes=256 * MIB,
         ),
         allocator={
-            "samples": [
-                {
-                    "t_seconds": 1_700_000_000.0 + t,
-                    "allocated_bytes": (40 + t) * MIB,
-                    "reserved_bytes": (50 + t) * MIB,
-                }
-                for t in range(0, 180, 10)
-            ]
+            "phase": "train",
+            "last_sample": {
+                "wall_s": 1_700_000_000.0 + 170,
+                "cuda": {"allocated_bytes": 150 * MIB, "reserved_bytes": 200 * MIB},
+            },
         },
     )
 
