@@ -74,6 +74,7 @@ class CgroupWatcher:
         self._inotify: INotify | None = INotify(nonblocking=True) if use_inotify else None
         self._next_poll_s = 0.0
         self._next_rescan_s = 0.0
+        self._read_all = False
         for hierarchy in self.hierarchies:
             self._watch_dir(hierarchy, "")
         self.rescan()
@@ -93,7 +94,6 @@ class CgroupWatcher:
         dirty = self._drain_inotify()
         if now >= self._next_rescan_s:
             self.rescan()
-            dirty.update(self._cgroups)
         else:
             walks, self._walk_under = self._walk_under, set()
             for hierarchy, under in walks:
@@ -101,6 +101,9 @@ class CgroupWatcher:
         if now >= self._next_poll_s:
             dirty.update(self._polled)
             self._next_poll_s = now + self._poll_interval_s
+        if self._read_all:  # after a full rescan: every counter, node and QoS levels too
+            dirty.update(self._cgroups)
+            self._read_all = False
         dirty.update(self._gone)
         deltas, self._pending = self._pending, []
         if dirty:
@@ -126,6 +129,7 @@ class CgroupWatcher:
                     self._scan(hierarchy, "/" + "/".join(parts[:top]))
             return
         self._next_rescan_s = self._clock() + self._rescan_interval_s
+        self._read_all = True
         self._walk_under.clear()
         for hierarchy in self.hierarchies:
             self._scan(hierarchy, "")
@@ -164,7 +168,7 @@ class CgroupWatcher:
                 self._untrack(cg.relpath)
                 continue
             readings[cg.relpath] = reading
-            if not self._watch_counters(cg) and _worth_polling(cg):
+            if _read_between_rescans(cg) and not self._watch_counters(cg):
                 self._polled.add(cg.relpath)
             if cg.identity.level != "container":
                 self._watch_dir(hierarchy, cg.relpath)
@@ -338,13 +342,18 @@ class CgroupWatcher:
             self.warnings.append(message)
 
 
-def _worth_polling(cg: WatchedCgroup) -> bool:
-    """Whether to read the counters every poll, not just at rescans.
+def _read_between_rescans(cg: WatchedCgroup) -> bool:
+    """Whether the counters are read on change (or every poll), not only at full rescans.
 
     v1 counters are local and Kubernetes puts no process in the node, QoS or pod cgroups
-    themselves, so those read 0 forever; rescans still read them.
+    themselves, so those read 0 forever.  On v2 the node and QoS levels would wake us for
+    every `max`/`high` event of every container on the node (and reading a parent means
+    reading all below it); they matter only when a whole pod cgroup vanished before we read
+    it, which the rescans' full reads still catch.
     """
-    return cg.version == 2 or cg.identity.level in ("container", "cgroup")
+    if cg.identity.level in ("container", "cgroup"):
+        return True
+    return cg.version == 2 and cg.identity.level == "pod"
 
 
 def _counter_file(cg: WatchedCgroup) -> str:

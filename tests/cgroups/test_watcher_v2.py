@@ -288,3 +288,23 @@ def test_rescan_of_one_named_cgroup_walks_only_its_new_part(
     watcher.rescan(CONTAINER)  # already watched: nothing to walk
     assert walked == [new_pod]
     watcher.close()
+
+
+def test_whole_pod_vanished_after_a_kill_is_attributed_to_the_qos_level_at_the_rescan(
+    fake_v2: FakeV2, clock: Clock
+) -> None:
+    watcher = _watcher(fake_v2, clock, inotify=False)
+    watcher.poll_changes()
+    shutil.rmtree(fake_v2.path(POD))
+    for ancestor in ("/kubepods/burstable", "/kubepods"):
+        fake_v2.events(ancestor, oom=1, oom_kill=1)
+    watcher.rescan()
+    clock.advance(1.0)
+    deltas = watcher.poll_changes()
+    assert sorted((d.cgroup.relpath, d.oom_kill, d.vanished) for d in deltas) == [
+        ("/kubepods/burstable", 1, False),
+        (POD, 0, True),
+        (CONTAINER, 0, True),
+        (CONTAINER2, 0, True),
+    ]
+    watcher.close()
