@@ -65,7 +65,8 @@ def verdict(incident: Incident) -> str:
     todo = str(rec.get("message") or "no recommendation: too little evidence").rstrip(".")
     for code in ("framework-oom", "eviction", "false-oomkilled"):
         if code in by_code:
-            return f"{by_code[code].message.rstrip('.')} — {todo}."
+            head = by_code[code].message.rstrip(".")
+            return f"{head} — {todo}." if rec.get("message") else f"{head}."
     if incident.victim is None and not incident.header_suppressed:
         invoker = incident.invoker.comm if incident.invoker else None
         by = f" by {escape_control(invoker)}" if invoker else ""

@@ -24,6 +24,13 @@ from oomwatch.incident import Incident, Victim
 from oomwatch.sanitize import escape_control as esc
 
 LARGEST_TASKS = 8
+_KIND_WORDS = {
+    "memcg": "cgroup limit kill",
+    "global": "node-wide (global) kill",
+    "framework": "framework (device memory) OOM",
+    "eviction": "kubelet memory-pressure eviction",
+    "false_oomkilled": "OOMKilled without a kernel kill",
+}
 _LABEL = 10
 
 
@@ -152,7 +159,8 @@ def _timeline(incident: Incident) -> str | None:
 
 
 def render_incident(incident: Incident, index: int, total: int) -> str:
-    out = [f"== OOM {index} of {total}: {incident.kind} kill, {_when(incident)} =="]
+    what = _KIND_WORDS.get(incident.kind, f"{incident.kind} kill")
+    out = [f"== OOM {index} of {total}: {what}, {_when(incident)} =="]
     out.append(_row("VERDICT", verdict(incident)))
     out.extend(_where(incident))
     for n, victim in enumerate(incident.victims):
