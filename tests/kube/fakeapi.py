@@ -87,6 +87,7 @@ class FakeApiServer:
         self.pods: dict[tuple[str, str], dict[str, Any]] = {}
         self.events: dict[tuple[str, str], dict[str, Any]] = {}
         self.requests: list[tuple[str, str, str, str]] = []  # verb, group, resource, path
+        self.watch_versions: list[str] = []  # resourceVersion each watch asked to start from
         self.event_writes: list[tuple[str, dict[str, Any]]] = []  # ("create"|"patch", body)
         self.fail_next: list[tuple[str, int]] = []  # (verb, status) answered once each
         self.unavailable = False
@@ -264,6 +265,9 @@ def _make_handler(api: FakeApiServer) -> type[BaseHTTPRequestHandler]:
 
         def _watch_pods(self, path: str, query: dict[str, str], body: Any) -> None:
             since = int(query.get("resourceVersion") or 0)
+            with api.lock:
+                api.watch_versions.append(query.get("resourceVersion") or "")
+            bookmarks = query.get("allowWatchBookmarks") == "true"
             timeout_s = float(query.get("timeoutSeconds") or 1800)
             selector = query.get("fieldSelector", "")
             node = selector.removeprefix("spec.nodeName=") if selector else None
@@ -292,6 +296,12 @@ def _make_handler(api: FakeApiServer) -> type[BaseHTTPRequestHandler]:
                         since = rv
                         if node is None or obj["spec"].get("nodeName") == node:
                             self._chunk({"type": kind, "object": obj})
+                if bookmarks:  # as the API server does before it ends a watch at its timeout
+                    with api.lock:
+                        since = max(since, api._rv)
+                    self._chunk({"type": "BOOKMARK", "object": {
+                        "kind": "Pod", "apiVersion": "v1",
+                        "metadata": {"resourceVersion": str(since)}}})
             finally:
                 self._end_chunks()
 

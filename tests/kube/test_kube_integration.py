@@ -69,7 +69,8 @@ def make_kube(api_client: client.ApiClient) -> Iterator[Callable[..., KubeIntegr
         kube = KubeIntegration(NODE, annotate=annotate, submit=sink.append,
                                kernel_kills_for=kills, api_client=api_client,
                                verify_delay_s=kwargs.pop("verify_delay_s", 0.2),
-                               watch_timeout_s=5, backoff_max_s=0.4, **kwargs)
+                               watch_timeout_s=kwargs.pop("watch_timeout_s", 5),
+                               backoff_max_s=0.4, **kwargs)
         kube.start()
         started.append(kube)
         return kube
@@ -176,6 +177,21 @@ def test_watch_expiry_410_relists(
     enriched(kube, kill())
     lists = [r for r in fake_api.requests if r[0] == "list"]
     assert len(lists) >= 2
+
+
+def test_watch_resumes_from_the_bookmark_without_relisting(
+    fake_api: FakeApiServer, make_kube: Callable[..., KubeIntegration]
+) -> None:
+    kube = make_kube(watch_timeout_s=1)
+    wait(lambda: kube.cache.synced)
+    fake_api.wait_for(lambda api: len(api.watch_versions) >= 1)
+    for i in range(3):  # changes on another node move resourceVersion, unseen by our watch
+        fake_api.put_pod(make_pod(f"other-{i}", node="node-b"))
+    newest = fake_api.put_pod(make_pod("other-last", node="node-b"))["metadata"]
+    fake_api.wait_for(lambda api: newest["resourceVersion"] in api.watch_versions, timeout_s=5)
+    fake_api.put_pod(app_pod())
+    enriched(kube, kill())
+    assert [r[0] for r in fake_api.requests].count("list") == 1
 
 
 def test_api_outage_at_startup_then_recovery(
