@@ -15,7 +15,7 @@ from oomwatch.store import IncidentStore
 
 
 @pytest.mark.xfail(
-    strict=True,
+    strict=False,  # XPASS once the store keys them; then drop this marker
     reason="store_key() keys eviction/false_oomkilled incidents by identity_key() only, which"
     " is the same for all of them on one boot; needs pod_uid/container_id/wall_time in the key",
 )
