@@ -59,3 +59,7 @@ def write_record(
         writer.write_sample(to_payload(s))
     writer.close()
     return path
+
+
+# Real-kernel fixtures (skip with the reason where scratch memcgs cannot be made).
+from oomwatch.lab.fixtures import memcg_v1, scratch  # noqa: E402, F401

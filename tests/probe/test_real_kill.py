@@ -1,0 +1,180 @@
+"""The real thing: the kernel OOM-kills the pruning trainer while it computes GraNd scores.
+
+The trainer runs with the probe inside a scratch memcg whose limit (250 MiB) holds torch
+and training but not GraNd's per-example gradients (512 x 273k parameters, ~530 MiB).  The
+kill is decoded from /dev/kmsg and joined to the flight record: the incident must name the
+`grand_scoring` phase and carry a sample taken at most 1 s before the kill.  Then the same
+through the daemon (`oomwatch run --probe-dir`), read back from its store.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from oomwatch.cgroup_identity import annotate
+from oomwatch.decode import ReportAssembler, parse_kmsg_record
+from oomwatch.incident import Incident
+from oomwatch.lab import KmsgTail, Memcg, ScratchMemcg, wait_rate_limit_window
+from oomwatch.probe.join import ProbeEnricher
+from oomwatch.store import IncidentStore, StoreError
+
+pytestmark = [pytest.mark.kernel, pytest.mark.slow]
+
+REPO = Path(__file__).resolve().parents[2]
+LIMIT_BYTES = 250 << 20
+TRAINER = [
+    "-m",
+    "examples.pruning_trainer",
+    "--dataset",
+    "synthetic",
+    "--synthetic-examples",
+    "2048",
+    "--features",
+    "256",
+    "--hidden",
+    "1024",
+    "--score-runs",
+    "1",
+    "--score-epochs",
+    "1",
+    "--grand-chunk",
+    "512",
+    "--score-only",
+    "--threads",
+    "1",
+]
+
+
+def _trainer_killed(scratch: ScratchMemcg, memcg: Memcg, probe_dir: Path) -> tuple[int, Incident]:
+    """Run the trainer in `memcg` until the kernel kills it; its decoded incident."""
+    for attempt in range(2):
+        wait_rate_limit_window(needed=1)
+        with KmsgTail() as tail:
+            proc = subprocess.Popen(
+                [
+                    "sh",
+                    "-c",
+                    f'echo $$ > {memcg.fs_path}/cgroup.procs && exec "$0" "$@"',
+                    sys.executable,
+                    *TRAINER,
+                ],
+                cwd=REPO,
+                env={**os.environ, "OOMWATCH_PROBE_DIR": str(probe_dir)},
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+            )
+            scratch.track_process(proc)
+            needle = b"Killed process %d (" % proc.pid
+            records = tail.collect(until=lambda r: needle in r, timeout_s=180)
+            _, stderr = proc.communicate(timeout=30)
+        assert proc.returncode == -9, stderr.decode()[-2000:]
+        assembler = ReportAssembler()
+        incidents: list[Incident] = []
+        for raw in records:
+            record = parse_kmsg_record(raw)
+            if record is not None:
+                incidents += assembler.feed(record)
+        incidents += assembler.flush()
+        ours = [i for i in incidents if i.victim is not None and i.victim.pid == proc.pid]
+        assert len(ours) == 1, ours
+        if ours[0].task_memcg is not None or attempt == 1:
+            return proc.pid, ours[0]
+        time.sleep(6)  # others' kills took the rate-limit window: the header was suppressed
+    raise AssertionError("unreachable")
+
+
+def _check_allocator(incident: Incident, pid: int) -> None:
+    alloc = incident.allocator
+    assert alloc is not None, incident
+    assert alloc["phase"] == "grand_scoring"
+    assert alloc["pid"] == pid
+    assert 0.0 <= alloc["age_seconds"] <= 1.0
+    last = alloc["last_sample"]
+    assert last["phase"] == "grand_scoring" and last["batch_size"] == 512
+    assert last["anon_bytes"] > 100 << 20  # torch and the model were in memory
+    assert alloc["peak"]["rss_bytes"] >= last["rss_bytes"]
+
+
+def test_kill_during_grand_scoring_is_joined_to_the_probe(
+    scratch: ScratchMemcg, tmp_path: Path
+) -> None:
+    memcg = scratch.create_child("trainer", LIMIT_BYTES)
+    pid, incident = _trainer_killed(scratch, memcg, tmp_path)
+    assert incident.task_memcg == memcg.relpath
+    incident = annotate(incident)
+    assert ProbeEnricher(tmp_path).enrich(incident)
+    _check_allocator(incident, pid)
+    assert incident.allocator is not None and incident.allocator["matched_by"] == "memcg"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_through_the_daemon(scratch: ScratchMemcg, tmp_path: Path) -> None:
+    probe_dir, state_dir = tmp_path / "probe", tmp_path / "state"
+    probe_dir.mkdir()
+    port = _free_port()
+    daemon = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "oomwatch.cli",
+            "run",
+            "--standalone",
+            "--state-dir",
+            str(state_dir),
+            "--probe-dir",
+            str(probe_dir),
+            "--metrics-address",
+            f"127.0.0.1:{port}",
+            "--cgroup-root",
+            "/sys/fs/cgroup/memory",
+        ],
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            assert daemon.poll() is None, daemon.communicate()[1].decode()[-2000:]
+            assert time.monotonic() < deadline, "daemon not healthy in 60 s"
+            time.sleep(0.5)
+        memcg = scratch.create_child("trainer", LIMIT_BYTES)
+        pid, _ = _trainer_killed(scratch, memcg, probe_dir)
+        found: list[Incident] = []
+        deadline = time.monotonic() + 30
+        while not found and time.monotonic() < deadline:
+            time.sleep(1)
+            try:
+                store = IncidentStore.open_readonly(state_dir)
+            except StoreError:
+                continue  # not created yet
+            found = [i for i in store.query() if i.victim is not None and i.victim.pid == pid]
+            store.close()
+        assert len(found) == 1, "the daemon did not store the trainer's kill"
+        _check_allocator(found[0], pid)
+    finally:
+        daemon.terminate()
+        try:
+            daemon.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            daemon.kill()
+            daemon.wait()
