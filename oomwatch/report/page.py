@@ -11,6 +11,7 @@ from oomwatch.diagnosis import unknowns, verdict
 from oomwatch.diagnosis.evidence import KIB, fmt_bytes
 from oomwatch.incident import Incident
 from oomwatch.report import svg
+from oomwatch.report.text import kind_words
 from oomwatch.sanitize import escape_control
 
 # Nothing may be fetched: the page is read offline, and a hostile name cannot add a resource.
@@ -99,13 +100,15 @@ def _section(incident: Incident, n: int, total: int) -> str:
         else ""
     )
     missing = "".join(f"<li>{_e(m)}</li>" for m in unknowns(incident))
+    sampled = incident.timeline is not None and incident.timeline.samples
+    plot_title = "Memory before the kill" if sampled else "Memory at the kill"
     missing_html = f'<h3>Unknown</h3><ul class="unknown">{missing}</ul>' if missing else ""
     return (
         f'<section class="incident" id="incident-{n}">'
-        f"<h2>OOM {n} of {total}: {_e(incident.kind)} kill</h2>"
+        f"<h2>OOM {n} of {total}: {_e(kind_words(incident.kind))}</h2>"
         f'<p class="verdict" id="verdict-{n}">{_e(verdict(incident))}</p>'
         f'<ul class="findings">{findings}</ul>{todo}'
-        f"<h3>Memory before the kill</h3>{svg.render(incident, f'timeline-{n}')}"
+        f"<h3>{plot_title}</h3>{svg.render(incident, f'timeline-{n}')}"
         f'<p class="caption">{_e(svg.caption(incident))}</p>'
         f"{_facts(incident)}{missing_html}</section>"
     )

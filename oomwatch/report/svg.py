@@ -122,7 +122,6 @@ def _poly(points: Sequence[tuple[float, float]]) -> str:
 
 def render(incident: Incident, element_id: str) -> str:
     points = _points(incident)
-    note = ""
     if not points:
         single = _at_kill(incident)
         if single is None:
@@ -130,18 +129,12 @@ def render(incident: Incident, element_id: str) -> str:
                 f'<p class="noplot" id="{element_id}">No memory numbers in this report:'
                 " nothing to plot.</p>"
             )
-        points = [Point(-1.0, single.layers, single.usage, single.limit), single]
-        note = "no timeline was sampled (not recorded by the daemon): breakdown at the kill only"
+        return _render_bar(single, element_id)
     alloc = _allocator_points(incident, _end_s(incident))
     values = [p.usage for p in points] + [sum(p.layers) for p in points]
     values += [p.limit for p in points if p.limit] + [v for s in alloc.values() for _, v in s]
     scale = _Scale(points[0].t_s, max(values) * 1.08)
-    out: list[str] = [
-        f'<svg id="{element_id}" class="plot" xmlns="http://www.w3.org/2000/svg"'
-        f' width="{WIDTH}" height="{HEIGHT}" viewBox="0 0 {WIDTH} {HEIGHT}" role="img"'
-        ' aria-label="memory timeline before the kill">',
-        f'<rect x="0" y="0" width="{WIDTH}" height="{HEIGHT}" fill="#ffffff"/>',
-    ]
+    out = _open_svg(element_id, "memory timeline before the kill")
     out += _axes(scale)
     base = [0.0] * len(points)
     for index, (name, colour) in enumerate(LAYERS):
@@ -181,12 +174,57 @@ def render(incident: Incident, element_id: str) -> str:
     )
     out += _legend(points, bool(limits), alloc)
     out.append("</svg>")
-    if note:
-        out.append(f'<p class="plotnote">{note}</p>')
     return "".join(out)
 
 
-def _axes(scale: _Scale) -> list[str]:
+def _open_svg(element_id: str, label: str) -> list[str]:
+    return [
+        f'<svg id="{element_id}" class="plot" xmlns="http://www.w3.org/2000/svg"'
+        f' width="{WIDTH}" height="{HEIGHT}" viewBox="0 0 {WIDTH} {HEIGHT}" role="img"'
+        f' aria-label="{label}">',
+        f'<rect x="0" y="0" width="{WIDTH}" height="{HEIGHT}" fill="#ffffff"/>',
+    ]
+
+
+def _render_bar(point: Point, element_id: str) -> str:
+    """No timeline was sampled: one stacked bar of what the report printed at the kill."""
+    top_value = max([point.usage, sum(point.layers)] + ([point.limit] if point.limit else []))
+    scale = _Scale(-1.0, top_value * 1.08)
+    out = _open_svg(element_id, "memory at the kill")
+    out += _axes(scale, timed=False)
+    x0, x1 = scale.x(-0.7), scale.x(-0.3)
+    base = 0.0
+    for index, (name, colour) in enumerate(LAYERS):
+        value = point.layers[index]
+        if value:
+            y_top, y_base = scale.y(base + value), scale.y(base)
+            out.append(
+                f'<rect class="layer layer-{name.replace(" ", "-")}" x="{x0:.1f}"'
+                f' y="{y_top:.1f}" width="{x1 - x0:.1f}" height="{y_base - y_top:.1f}"'
+                f' fill="{colour}" fill-opacity="0.75"/>'
+            )
+        base += value
+    y = scale.y(point.usage)
+    out.append(
+        f'<line class="usage kill" x1="{x0 - 10:.1f}" y1="{y:.1f}" x2="{x1 + 10:.1f}"'
+        f' y2="{y:.1f}" stroke="#222" stroke-width="2"/>'
+    )
+    if point.limit:
+        y = scale.y(point.limit)
+        out.append(
+            f'<line class="limit" x1="{LEFT}" y1="{y:.1f}" x2="{WIDTH - RIGHT}" y2="{y:.1f}"'
+            ' stroke="#d62728" stroke-width="2" stroke-dasharray="6 4"/>'
+        )
+    out.append(
+        f'<text x="{(x0 + x1) / 2:.1f}" y="{HEIGHT - BOTTOM + 16}" text-anchor="middle"'
+        ' font-size="11">at the OOM kill (no timeline was sampled)</text>'
+    )
+    out += _legend([point], bool(point.limit), {"allocated": [], "reserved": []})
+    out.append("</svg>")
+    return "".join(out)
+
+
+def _axes(scale: _Scale, *, timed: bool = True) -> list[str]:
     out = [
         f'<line x1="{LEFT}" y1="{HEIGHT - BOTTOM}" x2="{WIDTH - RIGHT}" y2="{HEIGHT - BOTTOM}"'
         ' stroke="#888"/>',
@@ -200,6 +238,8 @@ def _axes(scale: _Scale) -> list[str]:
             f"{fmt_bytes(value)}</text>"
             f'<line x1="{LEFT}" y1="{y:.1f}" x2="{WIDTH - RIGHT}" y2="{y:.1f}" stroke="#eee"/>'
         )
+    if not timed:
+        return out
     for i in range(5):
         t = scale.t0 * (1 - i / 4)
         out.append(

@@ -34,6 +34,10 @@ _KIND_WORDS = {
 _LABEL = 10
 
 
+def kind_words(kind: str) -> str:
+    return _KIND_WORDS.get(kind, f"{kind} kill")
+
+
 def _row(label: str, text: str) -> str:
     return f"  {label:<{_LABEL}} {text}"
 
@@ -159,8 +163,7 @@ def _timeline(incident: Incident) -> str | None:
 
 
 def render_incident(incident: Incident, index: int, total: int) -> str:
-    what = _KIND_WORDS.get(incident.kind, f"{incident.kind} kill")
-    out = [f"== OOM {index} of {total}: {what}, {_when(incident)} =="]
+    out = [f"== OOM {index} of {total}: {kind_words(incident.kind)}, {_when(incident)} =="]
     out.append(_row("VERDICT", verdict(incident)))
     out.extend(_where(incident))
     for n, victim in enumerate(incident.victims):

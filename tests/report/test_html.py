@@ -205,3 +205,17 @@ def test_html_page_renders_offline_with_plot_and_verdict(report, tmp_path: Path)
     assert len(set(pixels)) > 50
     assert sum(1 for p in pixels if _near(p, ANON_PIXEL)) > 2000, "no anon layer drawn"
     assert sum(1 for p in pixels if _near(p, THP_PIXEL)) > 2000, "no THP layer drawn"
+
+
+def test_html_without_timeline_draws_the_breakdown_at_the_kill(
+    report, corpus, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    from .conftest import corpus_file
+
+    page = tmp_path / "r.html"
+    assert report(corpus_file(corpus, "02"), "--html", str(page)).rc == 0
+    html = page.read_text()
+    assert html.count('<section class="incident"') == 2
+    assert "Memory at the kill" in html and "no timeline was sampled" in html
+    assert '<rect class="layer layer-anon"' in html and 'class="limit"' in html
+    assert "pod-level memory limit of 100 MiB" in html
