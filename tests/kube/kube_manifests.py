@@ -8,6 +8,7 @@ from typing import Any
 import yaml
 
 DAEMONSET_DIR = Path(__file__).resolve().parents[2] / "daemonset"
+ANNOTATE_DIR = DAEMONSET_DIR / "components" / "annotate"
 CRD_KINDS = {"PodMonitor", "ServiceMonitor", "PrometheusRule"}
 
 
@@ -33,8 +34,8 @@ def _rules(path: Path) -> set[tuple[str, str, str]]:
 
 
 def granted_verbs(annotate: bool) -> set[tuple[str, str, str]]:
-    """(verb, apiGroup, resource) granted by the base ClusterRole (+ the annotate overlay)."""
+    """(verb, apiGroup, resource) granted by the base ClusterRole (+ the annotate component)."""
     grants = _rules(DAEMONSET_DIR / "clusterrole.yaml")
     if annotate:
-        grants |= _rules(DAEMONSET_DIR / "overlays" / "annotate" / "clusterrole-annotate.yaml")
+        grants |= _rules(ANNOTATE_DIR / "clusterrole-annotate.yaml")
     return grants

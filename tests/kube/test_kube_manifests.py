@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
 import kubernetes_validate
 import pytest
 import yaml
-from kube_manifests import CRD_KINDS, DAEMONSET_DIR, documents, manifest_files
+from kube_manifests import ANNOTATE_DIR, CRD_KINDS, DAEMONSET_DIR, documents, manifest_files
 
 KUBERNETES_VERSION = "1.33.0"
 
@@ -41,21 +44,49 @@ def test_kustomization_lists_every_manifest() -> None:
     listed = set(kustomization["resources"])
     assert top_level - {"prometheusrule.yaml"} <= listed
     assert "prometheusrule.yaml" in listed  # the alerting rules ship with the agent
-    overlay_dir = DAEMONSET_DIR / "overlays" / "annotate"
-    overlay = yaml.safe_load((overlay_dir / "kustomization.yaml").read_text())
-    for resource in overlay["resources"]:
-        assert (overlay_dir / resource).exists(), resource
+    component = yaml.safe_load((ANNOTATE_DIR / "kustomization.yaml").read_text())
+    assert component["kind"] == "Component"
+    for resource in component["resources"]:
+        assert (ANNOTATE_DIR / resource).exists(), resource
 
 
-def test_annotate_overlay_adds_the_flag_to_the_agent() -> None:
-    overlay = yaml.safe_load(
-        (DAEMONSET_DIR / "overlays" / "annotate" / "kustomization.yaml").read_text())
-    (patch,) = overlay["patches"]
+def test_annotate_component_adds_the_flag_to_the_agent() -> None:
+    component = yaml.safe_load((ANNOTATE_DIR / "kustomization.yaml").read_text())
+    (patch,) = component["patches"]
     (op,) = yaml.safe_load(patch["patch"])
     index = int(op["path"].split("/")[5])
     spec = one("DaemonSet")["spec"]["template"]["spec"]
     assert spec["containers"][index]["name"] == "agent"
     assert op["value"] == "--annotate-pods"
+
+
+def kustomize_build(path: Path) -> list[dict[str, Any]]:
+    if shutil.which("kubectl") is None:
+        pytest.skip("kubectl (for `kubectl kustomize`) is not installed")
+    out = subprocess.run(["kubectl", "kustomize", str(path)], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0, out.stderr
+    return [d for d in yaml.safe_load_all(out.stdout) if d]
+
+
+@pytest.mark.parametrize("annotate", [False, True])
+def test_kustomize_builds_valid_objects(tmp_path: Path, annotate: bool) -> None:
+    """What `kubectl apply -k` would send, with and without the annotate component."""
+    if annotate:  # a user's own kustomization enabling the component
+        base = os.path.relpath(DAEMONSET_DIR, tmp_path)
+        (tmp_path / "kustomization.yaml").write_text(yaml.safe_dump({
+            "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
+            "resources": [base], "components": [f"{base}/components/annotate"]}))
+    docs = kustomize_build(tmp_path if annotate else DAEMONSET_DIR)
+    for doc in docs:
+        if doc["kind"] not in CRD_KINDS:
+            kubernetes_validate.validate(doc, KUBERNETES_VERSION, strict=True)
+    (daemonset,) = [d for d in docs if d["kind"] == "DaemonSet"]
+    agent = next(c for c in daemonset["spec"]["template"]["spec"]["containers"]
+                 if c["name"] == "agent")
+    assert ("--annotate-pods" in agent["args"]) is annotate
+    roles = {d["metadata"]["name"] for d in docs if d["kind"] == "ClusterRole"}
+    assert roles == ({"oomwatch", "oomwatch-annotate"} if annotate else {"oomwatch"})
 
 
 def test_agent_runs_unprivileged_and_only_the_relay_is_privileged() -> None:
