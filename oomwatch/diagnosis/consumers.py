@@ -117,7 +117,13 @@ def kernel_memory(incident: Incident) -> Finding | None:
 
 
 def many_processes(incident: Incident) -> Finding | None:
-    """Memory spread over many tasks: no one process is 'the' culprit."""
+    """Memory spread over many tasks: no one process is 'the' culprit.
+
+    Only where the task table lists one workload's tasks (a container's, a pod's or a plain
+    cgroup's limit); a global or node-level report lists every process on the node.
+    """
+    if incident.kind != "memcg" or incident.limit_scope not in ("container", "pod", "cgroup"):
+        return None
     page = page_bytes(incident)
     sized = [(t, task_rss_bytes(t, page)) for t in incident.tasks]
     rows = [(t, b) for t, b in sized if b is not None]
