@@ -24,6 +24,7 @@ from oomwatch.incident import Incident, Victim
 from oomwatch.sanitize import escape_control as esc
 
 LARGEST_TASKS = 8
+MAX_NOTES = 5
 _KIND_WORDS = {
     "memcg": "cgroup limit kill",
     "global": "node-wide (global) kill",
@@ -195,6 +196,11 @@ def render_incident(incident: Incident, index: int, total: int) -> str:
     out.extend(_tasks(incident))
     if (timeline := _timeline(incident)) is not None:
         out.append(_row("timeline", timeline))
+    if incident.notes:
+        out.append("  decoder notes:")
+        out.extend(f"    - {esc(note)}" for note in incident.notes[:MAX_NOTES])
+        if len(incident.notes) > MAX_NOTES:
+            out.append(f"    - … {len(incident.notes) - MAX_NOTES} more (see --json)")
     missing = unknowns(incident)
     if missing:
         out.append("  unknown:")
