@@ -143,6 +143,15 @@ class KubeIntegration:
             self._threads.append(thread)
 
     def stop(self, timeout_s: float = 5.0) -> None:
+        """Give queued Events up to `timeout_s` to go out (if the API answers), then stop."""
+        deadline = time.monotonic() + timeout_s
+        while (
+            self._threads
+            and self.publisher.reachable
+            and self.publisher.pending()
+            and time.monotonic() < deadline
+        ):
+            time.sleep(0.05)
         self._stop.set()
         self._watcher.stop()
         self.publisher.wake()

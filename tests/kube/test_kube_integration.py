@@ -472,6 +472,21 @@ def test_events_wait_out_an_outage_and_arrive_in_order(
     assert kube.publisher.dropped == 0
 
 
+def test_stop_sends_what_is_queued_first(
+    fake_api: FakeApiServer, api_client: client.ApiClient
+) -> None:
+    fake_api.put_pod(app_pod())
+    kube = KubeIntegration(NODE, annotate=False, submit=lambda _: None,
+                           kernel_kills_for=lambda *_: 0, api_client=api_client)
+    kube.start()
+    incidents = [enriched(kube, kill(pid=i, t=float(i), container_survived=i % 2 == 1))
+                 for i in range(2)]
+    for incident in incidents:
+        kube.sink.emit(incident)
+    kube.stop(timeout_s=5)
+    assert len(fake_api.event_writes) == 2
+
+
 def test_503_and_429_are_retried(
     fake_api: FakeApiServer, make_kube: Callable[..., KubeIntegration]
 ) -> None:
