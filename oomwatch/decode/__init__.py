@@ -2,20 +2,23 @@
 
 No I/O here: sources read the bytes, this package turns them into incidents.
 - `parse_kmsg_record(raw)` / `parse_lines(lines)`: any log format -> `LogRecord`s;
-- `ReportAssembler`: records -> incidents, one record at a time (the daemon's live path);
+- `ReportAssembler`: records -> incidents, one record at a time (the daemon's live path;
+  `feed_kmsg(raw)` skips chatter before parsing it);
+- `decode_kmsg_records(raws)`: a /dev/kmsg backlog -> `DecodeResult`;
 - `decode_text(text)` / `decode_lines(lines)`: a whole log -> `DecodeResult`.
 """
 
 from oomwatch.decode.assembler import ReportAssembler
 from oomwatch.decode.prefixes import parse_lines
 from oomwatch.decode.records import SOURCE_FORMATS, LogRecord, parse_kmsg_record
-from oomwatch.decode.scan import DecodeResult, decode_lines, decode_text
+from oomwatch.decode.scan import DecodeResult, decode_kmsg_records, decode_lines, decode_text
 
 __all__ = [
     "SOURCE_FORMATS",
     "DecodeResult",
     "LogRecord",
     "ReportAssembler",
+    "decode_kmsg_records",
     "decode_lines",
     "decode_text",
     "parse_kmsg_record",

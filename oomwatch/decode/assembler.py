@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from oomwatch.decode import lines as L
-from oomwatch.decode.records import LogRecord
+from oomwatch.decode.records import LogRecord, parse_kmsg_record
 from oomwatch.decode.stats import is_byte_stat, memcg_breakdown, node_breakdown
 from oomwatch.decode.tasks import infer_layout, parse_header, parse_row
 from oomwatch.incident import Incident, MemcgUsage, TaskRow, Victim
@@ -78,15 +78,19 @@ def _line_parts(message: str) -> list[str]:
     return [message]
 
 
-def _may_open(message: str) -> bool:
-    """Cheap test: could this line start or belong to a report? (most chatter fails it)."""
-    return (
-        message.startswith("[")
-        or "oom" in message
-        or "ill" in message
-        or "emory" in message
-        or "Task" in message
-    )
+# Every line kind that opens a report or comes after its memory info (task table, summary,
+# kill, group and reaper lines) holds one of these; before the task table a report also
+# needs the stack's pid line and the global meminfo lines.
+_KEYS = ("oom", " process ", "emory", "Task")
+_PRE_TABLE_KEYS = (*_KEYS, "swap: ", "kmem: ", "PID: ", "Pid: ", "Mem-Info", "Node ")
+# The same in a raw /dev/kmsg record (a task row starts right after the `;`).
+_RAW_KEYS = (*(k.encode() for k in _KEYS), b";[")
+_RAW_PRE_TABLE_KEYS = (*(k.encode() for k in _PRE_TABLE_KEYS), b";[")
+
+
+def _has_key(message: str, keys: tuple[str, ...]) -> bool:
+    """Cheap test: could this line matter? (most chatter fails it)."""
+    return message.startswith("[") or any(key in message for key in keys)
 
 
 class ReportAssembler:
@@ -110,13 +114,32 @@ class ReportAssembler:
     def feed(self, record: LogRecord) -> list[Incident]:
         """Add one record; return the incidents it completed."""
         done: list[Incident] = []
+        report = self._report
+        if report is not None and record.source_format == "journal" and not report.incident.victims:
+            report.journal = True  # a continuation line: only journalctl writes those
         for message in _line_parts(record.message):
             self._orphan_added = False
-            if self._report is not None or _may_open(message):
+            keys = self._keys()
+            if keys is None or _has_key(message, keys):
                 self._line(record, message, done)
             if not self._orphan_added:
                 self._orphans.clear()
         return done
+
+    def feed_kmsg(self, raw: bytes) -> list[Incident]:
+        """`feed(parse_kmsg_record(raw))`, skipping the parse for records that cannot matter.
+
+        The daemon's path for /dev/kmsg: most records are chatter, and a substring test on
+        the bytes is far cheaper than building a record.
+        """
+        keys = self._keys()
+        if keys is not None:
+            raw_keys = _RAW_KEYS if keys is _KEYS else _RAW_PRE_TABLE_KEYS
+            if not any(key in raw for key in raw_keys):
+                self._orphans.clear()
+                return []
+        record = parse_kmsg_record(raw)
+        return self.feed(record) if record is not None else []
 
     def flush(self) -> list[Incident]:
         """Close the open report, if any."""
@@ -125,6 +148,13 @@ class ReportAssembler:
         return done
 
     # --- internals -------------------------------------------------------------------
+
+    def _keys(self) -> tuple[str, ...] | None:
+        """Substrings one of which a line needs to matter now; None: every line may."""
+        report = self._report
+        if report is None or report.incident.victims or report.stage >= TASKS:
+            return _KEYS
+        return None if report.in_stats else _PRE_TABLE_KEYS
 
     def _close(self, done: list[Incident]) -> None:
         report, self._report = self._report, None
@@ -168,8 +198,6 @@ class ReportAssembler:
                 report = None
             elif now is not None:
                 report.last_time_s = now
-            if report is not None and record.source_format == "journal":
-                report.journal = True
         # Kill lines first: their strict end-anchored pattern cannot be forged by a name,
         # while the header begins with the (hostile) name of the invoking task.
         if "Killed process " in message:

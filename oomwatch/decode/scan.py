@@ -18,16 +18,16 @@ from oomwatch.decode.prefixes import LineParser
 from oomwatch.incident import Incident
 
 # Lines that can open a report or sit before its kill: the text between one of these and
-# the next anchor is part of the report (stack trace, meminfo, task table).
+# the next anchor is part of the report (stack trace, meminfo, stats), up to a limit.
 _OPENING = (
     " invoked oom-killer: ",
     "killed as a result of limit of",
     "Memory limit reached of cgroup",
     "memory: usage ",
     "Memory cgroup stats for ",
-    "Tasks state (memory values",
-    "uid  tgid total_vm",
 )
+# The task table can be long (every process of a node in a global OOM).
+_TABLE = ("Tasks state (memory values", "uid  tgid total_vm")
 # Lines that only ever follow the opening ones (the gap after them is chatter).
 _CLOSING = (
     "oom-kill:",
@@ -39,8 +39,11 @@ _CLOSING = (
     "no killable processes",
     "Kernel panic - not syncing",
 )
-# The most a report may run from an opening line to the next anchor.
-MAX_FILL_CHARS = 8 << 20
+# The most a report may run from an opening line to the next anchor: a stack trace and
+# meminfo (even per-CPU lines of a large machine) or a task table of ~40k processes.  A
+# report cut short (no kill line) thus costs at most this much line-by-line parsing.
+MAX_FILL_CHARS = 256 << 10
+MAX_TABLE_FILL_CHARS = 4 << 20
 # Lines taken before a window's first anchor: task rows of a grep-filtered fragment.
 _LEAD_LINES = ORPHAN_ROWS_MAX
 
@@ -80,24 +83,26 @@ def _as_text(data: str | bytes, warnings: list[str]) -> str:
         return data.decode("utf-8", "replace")
 
 
-def _anchor_hits(text: str) -> list[tuple[int, bool]]:
-    """(offset, opening?) of every anchor occurrence, sorted."""
-    hits: list[tuple[int, bool]] = []
-    for anchors, opening in ((_OPENING, True), (_CLOSING, False)):
+def _anchor_hits(text: str) -> list[tuple[int, int]]:
+    """(offset, how far the report may run after it) of every anchor occurrence, sorted."""
+    hits: list[tuple[int, int]] = []
+    for anchors, fill in (
+        (_OPENING, MAX_FILL_CHARS), (_TABLE, MAX_TABLE_FILL_CHARS), (_CLOSING, 0),
+    ):
         for anchor in anchors:
             find = text.find
             pos = find(anchor)
             while pos >= 0:
-                hits.append((pos, opening))
+                hits.append((pos, fill))
                 pos = find(anchor, pos + 1)
     hits.sort()
     return hits
 
 
-def _windows(text: str, hits: list[tuple[int, bool]]) -> list[tuple[int, int]]:
+def _windows(text: str, hits: list[tuple[int, int]]) -> list[tuple[int, int]]:
     """Merged [start, end) line-aligned spans covering every report."""
     spans: list[tuple[int, int]] = []
-    for index, (pos, opening) in enumerate(hits):
+    for index, (pos, fill) in enumerate(hits):
         start = text.rfind("\n", 0, pos) + 1
         for _ in range(_LEAD_LINES):
             if start == 0:
@@ -105,9 +110,9 @@ def _windows(text: str, hits: list[tuple[int, bool]]) -> list[tuple[int, int]]:
             start = text.rfind("\n", 0, start - 1) + 1
         end = text.find("\n", pos)
         end = len(text) if end < 0 else end + 1
-        if opening:
+        if fill:
             following = hits[index + 1][0] if index + 1 < len(hits) else len(text)
-            stop = min(following, pos + MAX_FILL_CHARS)
+            stop = min(following, pos + fill)
             fill_end = text.find("\n", stop)
             end = max(end, len(text) if fill_end < 0 else fill_end + 1)
         if spans and start <= spans[-1][1]:
@@ -115,6 +120,16 @@ def _windows(text: str, hits: list[tuple[int, bool]]) -> list[tuple[int, int]]:
         else:
             spans.append((start, end))
     return spans
+
+
+def decode_kmsg_records(records: Iterable[bytes]) -> DecodeResult:
+    """Decode /dev/kmsg records (one read() each), e.g. the whole backlog at start-up."""
+    assembler = ReportAssembler()
+    incidents: list[Incident] = []
+    for raw in records:
+        incidents.extend(assembler.feed_kmsg(raw))
+    incidents.extend(assembler.flush())
+    return DecodeResult(incidents, assembler.warnings)
 
 
 def decode_text(data: str | bytes) -> DecodeResult:

@@ -1,0 +1,146 @@
+"""Decoder throughput: a large log of kernel chatter with the corpus reports interleaved.
+
+Prints MB/s and reports/s for `decode_text` on a dmesg-style log (about one OOM report line
+per thousand lines), MB/s on chatter alone, and the time to decode a 16 MiB /dev/kmsg
+backlog record by record (`parse_kmsg_record` + `ReportAssembler`, the daemon's path).
+
+    .venv/bin/python bench/decode.py [--mib 128] [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import time
+from pathlib import Path
+
+from oomwatch.decode import decode_kmsg_records, decode_text, parse_lines
+
+CORPUS = Path(__file__).resolve().parent.parent / "tests" / "data" / "corpus"
+_CHATTER = (
+    "eth0: renamed from veth{n:x}",
+    "IPv6: ADDRCONF(NETDEV_CHANGE): cali{n:x}: link becomes ready",
+    "cni0: port {p}(veth{n:x}) entered forwarding state",
+    "audit: type=1400 audit({n}.{p}:{p}): apparmor=\"STATUS\" operation=\"profile_load\" "
+    "profile=\"unconfined\" name=\"cri-containerd.apparmor.d\" pid={n} comm=\"apparmor_parser\"",
+    "EXT4-fs (nvme0n1p{p}): mounted filesystem with ordered data mode. Quota mode: none.",
+    "kauditd_printk_skb: {p} callbacks suppressed",
+    "overlayfs: upper fs does not support tmpfile.",
+    "TCP: request_sock_TCP: Possible SYN flooding on port {n}. Sending cookies.",
+    "nf_conntrack: nf_conntrack: table full, dropping packet",
+    "device veth{n:x} entered promiscuous mode",
+)
+
+
+def _chatter(rng: random.Random, t: float) -> str:
+    template = rng.choice(_CHATTER)
+    return f"[{t:12.6f}] " + template.format(n=rng.randrange(1 << 24), p=rng.randrange(1, 64))
+
+
+def _report_messages() -> list[list[str]]:
+    """Each corpus report as kernel messages (prefixes removed), to re-stamp in any format."""
+    reports = []
+    for path in sorted(CORPUS.glob("*.log")):
+        lines = path.read_text(encoding="utf-8").split("\n")
+        reports.append([r.message for r in parse_lines(lines) if "\n" not in r.message])
+    return reports
+
+
+def build_dmesg_log(target_bytes: int, seed: int = 7) -> tuple[str, int, int]:
+    """(text, OOM lines, corpus reports) with about one OOM line per 1000 lines."""
+    rng = random.Random(seed)
+    reports = _report_messages()
+    parts: list[str] = []
+    size = oom_lines = report_count = 0
+    t = 1000.0
+    while size < target_bytes:
+        report = reports[report_count % len(reports)]
+        for _ in range(1000 * len(report)):
+            t += 0.0007
+            line = _chatter(rng, t)
+            parts.append(line)
+            size += len(line) + 1
+        for message in report:
+            t += 0.000004
+            line = f"[{t:12.6f}] {message}"
+            parts.append(line)
+            size += len(line) + 1
+        oom_lines += len(report)
+        report_count += 1
+    return "\n".join(parts) + "\n", oom_lines, report_count
+
+
+def build_kmsg_backlog(target_bytes: int, seed: int = 11) -> tuple[list[bytes], int]:
+    """/dev/kmsg records (as read() returns them) of chatter and corpus reports."""
+    rng = random.Random(seed)
+    reports = _report_messages()
+    records: list[bytes] = []
+    size = seq = report_count = 0
+    usec = 1_000_000
+    while size < target_bytes:
+        report = reports[report_count % len(reports)]
+        for _ in range(50 * len(report)):
+            seq += 1
+            usec += 700
+            message = _chatter(rng, 0)[15:]
+            record = f"6,{seq},{usec},-;{message}\n".encode()
+            records.append(record)
+            size += len(record)
+        for message in report:
+            seq += 1
+            usec += 4
+            escaped = message.replace("\\", "\\x5c")
+            record = f"6,{seq},{usec},-;{escaped}\n".encode()
+            records.append(record)
+            size += len(record)
+        report_count += 1
+    return records, report_count
+
+
+def _best(repeat: int, run: object) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        started = time.perf_counter()
+        run()  # type: ignore[operator]
+        best = min(best, time.perf_counter() - started)
+    return best
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--mib", type=int, default=128, help="size of the dmesg log (MiB)")
+    parser.add_argument("--repeat", type=int, default=3, help="runs; the best is reported")
+    args = parser.parse_args()
+
+    text, oom_lines, reports = build_dmesg_log(args.mib << 20)
+    data = text.encode()
+    mb = len(data) / 1e6
+    incidents = len(decode_text(text).incidents)
+    seconds = _best(args.repeat, lambda: decode_text(text))
+    seconds_bytes = _best(args.repeat, lambda: decode_text(data))
+    lines = text.count("\n")
+    print(f"dmesg log: {mb:.1f} MB, {lines} lines, {oom_lines} OOM report lines "
+          f"(1 per {lines // max(oom_lines, 1)}), {reports} reports -> {incidents} incidents")
+    print(f"  decode_text(str):   {seconds:.3f} s  {mb / seconds:7.1f} MB/s  "
+          f"{reports / seconds:8.1f} reports/s")
+    print(f"  decode_text(bytes): {seconds_bytes:.3f} s  {mb / seconds_bytes:7.1f} MB/s  "
+          f"(UTF-8 decoding included)")
+
+    chatter = "\n".join(_chatter(random.Random(3), 1.0 + i) for i in range(len(text) // 110))
+    chatter_mb = len(chatter) / 1e6
+    seconds = _best(args.repeat, lambda: decode_text(chatter))
+    print(f"ordinary chatter only: {chatter_mb:.1f} MB in {seconds:.3f} s  "
+          f"{chatter_mb / seconds:7.1f} MB/s")
+
+    records, kmsg_reports = build_kmsg_backlog(16 << 20)
+    backlog_mib = sum(len(r) for r in records) / (1 << 20)
+
+    found = len(decode_kmsg_records(records).incidents)
+    seconds = _best(args.repeat, lambda: decode_kmsg_records(records))
+    print(f"kmsg backlog: {backlog_mib:.1f} MiB, {len(records)} records, {kmsg_reports} reports "
+          f"-> {found} incidents in {seconds:.3f} s  ({len(records) / seconds / 1e3:.0f}k "
+          f"records/s, {kmsg_reports / seconds:.0f} reports/s)")
+
+
+if __name__ == "__main__":
+    main()
