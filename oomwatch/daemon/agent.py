@@ -10,22 +10,21 @@ stored, cursor saved).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import queue
-import resource
 import select
-import signal
 import threading
 import time
-from collections.abc import Callable
-from types import FrameType
 from typing import Any
 
 from oomwatch.cgroups import CgroupWatcher, TimelineSampler
 from oomwatch.daemon.config import DaemonConfig
+from oomwatch.daemon.host import live_pids
 from oomwatch.daemon.pipeline import Pipeline
 from oomwatch.daemon.reconcile import CounterKills
 from oomwatch.decode import ReportAssembler, parse_kmsg_record
+from oomwatch.decode.lines import parse_killed
 from oomwatch.incident import Incident
 from oomwatch.sinks.log import LogSink, get_logger
 from oomwatch.sinks.metrics import Metrics, SeriesLabels
@@ -34,43 +33,22 @@ from oomwatch.stages import Enricher, Sink
 from oomwatch.store import IncidentStore
 
 FLUSH_IDLE_S = 0.02  # a report is complete once the kernel log is quiet this long
+# ... or this long after a `Killed process` line: the kernel prints the whole report in one
+# call path (0.3 ms here) and only the group-kill lines follow the kill line directly; the
+# oom_reaper line comes later or never, and the decoder ignores it once the report is closed.
+KILL_LINE_IDLE_S = 0.005
 MAX_WAIT_S = 0.25  # reconcile deadlines are checked at least this often
 COUNTER_POLL_MIN_S = 0.05  # inotify wake-ups are coalesced to this rate
 HEARTBEAT_STALE_S = 30.0
 FORCED_RESCAN_MIN_S = 0.25
-_PROCS_DEPTH = 3
-
-
-def raise_open_files_limit() -> None:
-    """The watcher keeps a file open per watched cgroup: lift the soft fd limit to the hard."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft != hard:
-        with contextlib.suppress(ValueError, OSError):
-            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-
-
-def live_pids(fs_path: str, depth: int = _PROCS_DEPTH) -> set[int] | None:
-    """Pids in a cgroup directory and its sub-cgroups (bounded); None if the cgroup is gone."""
-    try:
-        with open(os.path.join(fs_path, "cgroup.procs"), "rb") as fh:
-            pids = {int(tok) for tok in fh.read().split() if tok.isdigit()}
-    except OSError:
-        return None
-    if depth > 0:
-        with contextlib.suppress(OSError), os.scandir(fs_path) as entries:
-            for entry in entries:
-                if entry.is_dir(follow_symlinks=False):
-                    pids |= live_pids(entry.path, depth - 1) or set()
-    return pids
 
 
 class Agent:
     """Wires the sources, the pipeline and the sinks, and runs the poll loop."""
 
-    def __init__(self, config: DaemonConfig, *, on_ready: Callable[[Agent], None] | None = None):
+    def __init__(self, config: DaemonConfig) -> None:
         self.config = config
         self.log = get_logger()
-        self._on_ready = on_ready
         self._stop = threading.Event()
         self._submitted: queue.SimpleQueue[Incident] = queue.SimpleQueue()
         self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
@@ -94,9 +72,9 @@ class Agent:
             enrichers.append(self.kube.enricher)
             sinks.append(self.kube.sink)
         self.framework_source: Any = None
-        probe_enricher = self._open_probe()
-        if probe_enricher is not None:
-            enrichers.append(probe_enricher)
+        self.probe_enricher: Any = self._open_probe()
+        if self.probe_enricher is not None:
+            enrichers.append(self.probe_enricher)
         self.pipeline = Pipeline(
             store=self.store,
             sinks=sinks,
@@ -110,6 +88,7 @@ class Agent:
         self.metrics_address: tuple[str, int] | None = None
         self._open_report_seq: int | None = None
         self._last_record_mono = 0.0
+        self._flush_idle_s = FLUSH_IDLE_S
         self._next_forced_rescan = 0.0
 
     # --- setup adapters ---
@@ -236,8 +215,6 @@ class Agent:
         inotify_fd = self.watcher.fileno()
         if inotify_fd is not None:
             poller.register(inotify_fd, select.POLLIN)
-        if self._on_ready is not None:
-            self._on_ready(self)
         next_tick = time.monotonic()
         next_counters = 0.0
         try:
@@ -245,7 +222,7 @@ class Agent:
                 now = time.monotonic()
                 timeout_s = min(MAX_WAIT_S, max(0.0, next_tick - now))
                 if self.assembler.open:
-                    flush_at = self._last_record_mono + FLUSH_IDLE_S
+                    flush_at = self._last_record_mono + self._flush_idle_s
                     timeout_s = min(timeout_s, max(0.0, flush_at - now))
                 ready = {fd for fd, _ in poller.poll(timeout_s * 1000.0)}
                 if self._wake_r in ready:
@@ -269,7 +246,8 @@ class Agent:
         try:
             if self.follower is not None and self.follower.fileno() in ready:
                 incidents += self._read_kmsg()
-            if self.assembler.open and time.monotonic() - self._last_record_mono >= FLUSH_IDLE_S:
+            idle_s = time.monotonic() - self._last_record_mono
+            if self.assembler.open and idle_s >= self._flush_idle_s:
                 incidents += self.assembler.flush()
                 self._open_report_seq = None
         except Exception:
@@ -325,6 +303,7 @@ class Agent:
                 continue  # userspace-written (facility != 0) or garbage
             was_open = self.assembler.open
             done = self.assembler.feed(record)
+            self._flush_idle_s = KILL_LINE_IDLE_S if parse_killed(record.message) else FLUSH_IDLE_S
             out += done
             if self.assembler.open and (not was_open or done):
                 self._open_report_seq = seq
@@ -401,7 +380,8 @@ class Agent:
             self.log.exception("shutdown_flush_failed")
         if self.kube is not None:
             self.kube.stop()
-        closers = (self.metrics.close, self.watcher.close, self.sampler.close, self.store.close)
+        closers = [self.metrics.close, self.watcher.close, self.sampler.close, self.store.close]
+        closers += [p.close for p in (self.probe_enricher, self.framework_source) if p is not None]
         for closer in closers:
             with contextlib.suppress(Exception):
                 closer()
@@ -409,16 +389,4 @@ class Agent:
             self.follower.close()
         for fd in (self._wake_r, self._wake_w):
             os.close(fd)
-        stats = self.pipeline.stats
-        self.log.info("stopped", stored=stats.stored, duplicates=stats.duplicates)
-
-
-def install_signal_handlers(agent: Agent) -> None:
-    """SIGTERM and SIGINT stop the loop cleanly (the kubelet sends SIGTERM)."""
-
-    def _handler(signum: int, _frame: FrameType | None) -> None:
-        agent.stop()
-
-    signal.signal(signal.SIGTERM, _handler)
-    signal.signal(signal.SIGINT, _handler)
-
+        self.log.info("stopped", **dataclasses.asdict(self.pipeline.stats))

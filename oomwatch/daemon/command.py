@@ -23,7 +23,8 @@ def main(args: argparse.Namespace) -> int:
         print(f"oomwatch run: {exc}", file=sys.stderr)
         return 2
     # Imported here so a bad flag is reported before the heavier imports.
-    from oomwatch.daemon.agent import Agent, install_signal_handlers, raise_open_files_limit
+    from oomwatch.daemon.agent import Agent
+    from oomwatch.daemon.host import install_signal_handlers, raise_open_files_limit
     from oomwatch.sinks.log import get_logger, setup_logging
 
     setup_logging(cfg.log_format)
@@ -33,5 +34,5 @@ def main(args: argparse.Namespace) -> int:
     except Exception as exc:
         get_logger().error("startup_failed", error=f"{type(exc).__name__}: {exc}")
         return 1
-    install_signal_handlers(agent)
+    install_signal_handlers(agent.stop)
     return agent.run()
