@@ -164,7 +164,7 @@ def _scraping(agent: Agent, prometheus: PrometheusServer) -> Callable[[], str]:
 
 
 def test_real_kill_fires_oomkilldetected_with_the_pod_uid(
-    agent: Agent, prometheus: PrometheusServer
+    prometheus: PrometheusServer, agent: Agent
 ) -> None:
     logs = _scraping(agent, prometheus)
     pod_uid = str(uuid.uuid4())
@@ -213,7 +213,7 @@ def test_real_kill_fires_oomkilldetected_with_the_pod_uid(
 
 
 def test_child_worker_kill_fires_oomkillchildprocess(
-    agent: Agent, prometheus: PrometheusServer
+    prometheus: PrometheusServer, agent: Agent
 ) -> None:
     logs = _scraping(agent, prometheus)
     pod_uid = str(uuid.uuid4())
