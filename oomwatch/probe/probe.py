@@ -27,7 +27,12 @@ from typing import Any
 
 from oomwatch.probe.oom_messages import ParsedOom, parse_tf_oom, parse_torch_cuda_oom
 from oomwatch.probe.ring import FILE_SUFFIX, RingWriter
-from oomwatch.probe.sampler import TensorFlowMemory, cuda_allocator_stats, process_memory
+from oomwatch.probe.sampler import (
+    RollupBudget,
+    TensorFlowMemory,
+    cuda_allocator_stats,
+    process_memory,
+)
 from oomwatch.probe.schema import (
     MAX_MESSAGE,
     MAX_TEXT,
@@ -103,6 +108,7 @@ class Probe:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._tf = TensorFlowMemory()
+        self._rollup = RollupBudget()
         self._failed_once = False
         pid = os.getpid()
         comm = (_read("/proc/self/comm") or "").strip() or "python"
@@ -151,7 +157,7 @@ class Probe:
 
     def sample(self) -> ProbeSample:
         """Take one sample (does not write it)."""
-        memory = process_memory()
+        memory = process_memory(self._rollup)
         phase, epoch, step, batch_size = self._phase
         return ProbeSample(
             wall_s=time.time(),

@@ -13,7 +13,7 @@ import pytest
 import oomwatch.probe
 from oomwatch.probe.probe import flight_record_name, own_memory_cgroup
 from oomwatch.probe.reader import ProbeDirReader
-from oomwatch.probe.sampler import parse_smaps_rollup
+from oomwatch.probe.sampler import RollupBudget, parse_kb_fields, process_memory
 
 
 def _env(**values: str) -> object:
@@ -35,8 +35,9 @@ def test_two_line_use_samples_and_records_the_phase(probe_dir: Path) -> None:
     assert len(record.samples) >= 4  # the sampler thread kept sampling
     last = record.samples[-1]
     assert last.step == 8 and last.rss_bytes > 10 << 20
-    assert last.uss_bytes is not None and 0 < last.uss_bytes <= last.rss_bytes
-    assert last.anon_bytes is not None and last.anon_bytes > 0
+    assert last.anon_bytes is not None and 0 < last.anon_bytes <= last.rss_bytes
+    uss = [s.uss_bytes for s in record.samples if s.uss_bytes is not None]
+    assert uss and 0 < uss[0] <= record.samples[0].rss_bytes  # rollup read, within budget
     assert last.cuda is None  # CUDA not initialised in this process
     assert record.meta.pid == probe.meta.pid and record.meta.cgroup
     assert abs(last.mono_s - time.monotonic()) < 5
@@ -142,16 +143,23 @@ def test_probe_never_imports_a_framework(probe_dir: Path) -> None:
 
 
 def test_parsers_of_proc_files() -> None:
-    rollup = "Rss: 2048 kB\nPrivate_Clean: 100 kB\nAnonymous: 1500 kB\nAnonHugePages: 1024 kB\n"
-    assert parse_smaps_rollup(rollup) == {
-        "private_clean": 100 << 10,
-        "anon": 1500 << 10,
-        "anon_huge": 1024 << 10,
-    }
+    rollup = "Rss: 2048 kB\nPrivate_Clean: 100 kB\nAnonHugePages: 1024 kB\nbad: x kB\n"
+    wanted = {"Private_Clean": "clean", "AnonHugePages": "thp", "bad": "bad"}
+    assert parse_kb_fields(rollup, wanted) == {"clean": 100 << 10, "thp": 1024 << 10}
     v1 = "12:pids:/a\n4:memory:/kubepods/pod1/abc\n0::/\n"
     assert own_memory_cgroup(v1) == "/kubepods/pod1/abc"
     assert own_memory_cgroup("0::/kubepods.slice/x.scope\n") == "/kubepods.slice/x.scope"
     assert own_memory_cgroup("") is None
+
+
+def test_smaps_rollup_is_read_only_within_its_budget() -> None:
+    budget = RollupBudget(fraction=0.001)
+    first = process_memory(budget)
+    second = process_memory(budget)  # right after: the walk's cost is not yet paid back
+    assert first.uss_bytes is not None and first.anon_huge_bytes is not None
+    assert second.uss_bytes is None and second.anon_bytes is not None
+    assert second.rss_bytes > 0 and second.swap_bytes is not None
+    assert process_memory().uss_bytes is not None  # no budget: always read
 
 
 def test_cuda_allocator_stats_on_a_gpu(probe_dir: Path) -> None:
