@@ -7,6 +7,7 @@ or not kills were found; exit 2 with a message naming the input when it cannot b
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from datetime import datetime, timedelta
 
@@ -66,7 +67,11 @@ def main(args: argparse.Namespace) -> int:
         if args.json
         else text.render(incidents, warnings, source)
     )
-    sys.stdout.write(out)
+    try:
+        sys.stdout.write(out)
+        sys.stdout.flush()
+    except BrokenPipeError:  # `oomwatch report | head`: the reader has what it wanted
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - keeps the exit-time flush quiet
     return 0
 
 
