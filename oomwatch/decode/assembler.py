@@ -13,6 +13,7 @@ bare line gets the same key), or of the first line when nothing was killed.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from oomwatch.decode import lines as L
@@ -83,14 +84,16 @@ def _line_parts(message: str) -> list[str]:
 # needs the stack's pid line and the global meminfo lines.
 _KEYS = ("oom", " process ", "emory", "Task")
 _PRE_TABLE_KEYS = (*_KEYS, "swap: ", "kmem: ", "PID: ", "Pid: ", "Mem-Info", "Node ")
+_KEY_RE = re.compile("|".join(map(re.escape, _KEYS)))
+_PRE_TABLE_KEY_RE = re.compile("|".join(map(re.escape, _PRE_TABLE_KEYS)))
 # The same in a raw /dev/kmsg record (a task row starts right after the `;`).
-_RAW_KEYS = (*(k.encode() for k in _KEYS), b";[")
-_RAW_PRE_TABLE_KEYS = (*(k.encode() for k in _PRE_TABLE_KEYS), b";[")
+_RAW_KEY_RE = re.compile("|".join(map(re.escape, (*_KEYS, ";["))).encode())
+_RAW_PRE_TABLE_KEY_RE = re.compile("|".join(map(re.escape, (*_PRE_TABLE_KEYS, ";["))).encode())
 
 
-def _has_key(message: str, keys: tuple[str, ...]) -> bool:
+def _has_key(message: str, keys: re.Pattern[str]) -> bool:
     """Cheap test: could this line matter? (most chatter fails it)."""
-    return message.startswith("[") or any(key in message for key in keys)
+    return message.startswith("[") or keys.search(message) is not None
 
 
 class ReportAssembler:
@@ -134,9 +137,10 @@ class ReportAssembler:
         """
         keys = self._keys()
         if keys is not None:
-            raw_keys = _RAW_KEYS if keys is _KEYS else _RAW_PRE_TABLE_KEYS
-            if not any(key in raw for key in raw_keys):
-                self._orphans.clear()
+            raw_keys = _RAW_KEY_RE if keys is _KEY_RE else _RAW_PRE_TABLE_KEY_RE
+            if raw_keys.search(raw) is None:
+                if self._orphans:
+                    self._orphans = []
                 return []
         record = parse_kmsg_record(raw)
         return self.feed(record) if record is not None else []
@@ -149,12 +153,12 @@ class ReportAssembler:
 
     # --- internals -------------------------------------------------------------------
 
-    def _keys(self) -> tuple[str, ...] | None:
-        """Substrings one of which a line needs to matter now; None: every line may."""
+    def _keys(self) -> re.Pattern[str] | None:
+        """The substrings one of which a line needs to matter now; None: every line may."""
         report = self._report
         if report is None or report.incident.victims or report.stage >= TASKS:
-            return _KEYS
-        return None if report.in_stats else _PRE_TABLE_KEYS
+            return _KEY_RE
+        return None if report.in_stats else _PRE_TABLE_KEY_RE
 
     def _close(self, done: list[Incident]) -> None:
         report, self._report = self._report, None

@@ -1,10 +1,11 @@
 """Reduce log lines in any format to `LogRecord`s, detecting the format line by line.
 
-Formats: raw /dev/kmsg records, dmesg (`[ 12.345678]`, caller ids, `<N>` levels), `dmesg -T`
-in any locale, syslog/kern.log (with or without host, BSD or RFC 3339 stamps), journalctl -k
-(short, short-iso, short-precise and its indented continuation lines), and pasted text
-(indentation, `> ` quoting, terminal wrapping, tmux scroll markers).  Lines other programs
-wrote into a syslog file are dropped: only the kernel's own lines may become records.
+Formats: raw /dev/kmsg records; dmesg (`[ 12.345678]`, caller ids, `<N>` levels);
+`dmesg -T` in any locale and `dmesg --time-format=iso` (both `dmesg-T`: wall clock only);
+syslog/kern.log (with or without host, BSD or RFC 3339 stamps); journalctl -k (short,
+short-iso, short-precise, short-monotonic, and its indented continuation lines); pasted
+text (indentation, `> ` quoting, terminal wrapping, tmux scroll markers).  Lines other
+programs wrote into a syslog file are dropped: only the kernel's own lines become records.
 
 Syslog or journal: the short formats look alike; a line is `journal` when its stamp has
 sub-second digits, a `+hhmm` offset (short-iso), or it is an indented continuation line
@@ -41,6 +42,12 @@ _ISO_SYSLOG = re.compile(
     r"(\d{4}-\d{2}-\d{2})[T ](\d{2}:\d{2}:\d{2}(?:[.,]\d{1,9})?)(Z|[+-]\d{2}:?\d{2})?[ \t]+"
     r"(?:(\S{1,255})[ \t]+)?([^\s:\[]{1,128})(?:\[\d{1,10}\])?:[ \t]?"
 )
+# `dmesg --time-format=iso`: 2024-05-01T10:00:01,123456+02:00 <message>
+_DMESG_ISO = re.compile(
+    r"(?:<(\d)>)?(\d{4}-\d{2}-\d{2})T(\d{2}:\d{2}:\d{2})[,.](\d{1,9})([+-]\d{2}:?\d{2}|Z)[ \t]"
+)
+# `journalctl -o short-monotonic`: [ 1234.567890] host kernel: <message>
+_MONOTONIC_KERNEL = re.compile(r"\S{1,255} kernel: ")
 _LEVEL = re.compile(r"<(\d)>")
 _JOURNAL_BANNER = re.compile(r"-- (?:Logs begin|Journal begins|Boot |No entries|Reboot)")
 _DICT_LINE = re.compile(r" [A-Z_]+=")
@@ -177,12 +184,17 @@ class LineParser:
             iso = _ISO_SYSLOG.match(s)
             if iso:
                 return self._from_iso(iso, s, line_no)
+            dmesg_iso = _DMESG_ISO.match(s)
+            if dmesg_iso and not _DMESG_ANYWHERE.search(s, 0, 200):
+                return self._from_dmesg_iso(dmesg_iso, s, line_no)
         elif first == "[" or first == "<":
             dmesg = _DMESG.match(s)
             if dmesg:
+                body = s[dmesg.end() :]
+                monotonic = _MONOTONIC_KERNEL.match(body)
                 return LogRecord(
-                    s[dmesg.end() :].strip(),
-                    "dmesg",
+                    body[monotonic.end() :].strip() if monotonic else body.strip(),
+                    "journal" if monotonic else "dmesg",
                     kernel_time_s=float(dmesg.group(2)),
                     level=int(dmesg.group(1)) if dmesg.group(1) else None,
                     line_no=line_no,
@@ -249,6 +261,16 @@ class LineParser:
         journal = offset is not None and offset != "Z" and ":" not in offset
         return self._kernel_body(
             s[m.end() :], "journal" if journal else "syslog", wall, None, line_no
+        )
+
+    def _from_dmesg_iso(self, m: re.Match[str], s: str, line_no: int | None) -> LogRecord:
+        wall = f"{m.group(2)}T{m.group(3)}.{m.group(4)}{_iso_offset(m.group(5))}"
+        return LogRecord(
+            s[m.end() :].strip(),
+            "dmesg-T",
+            wall_time=wall,
+            level=int(m.group(1)) if m.group(1) else None,
+            line_no=line_no,
         )
 
     def _from_dmesg_t(self, m: re.Match[str], s: str, line_no: int | None) -> LogRecord:

@@ -100,6 +100,20 @@ def test_dmesg_t_locales() -> None:
         assert (record.source_format, record.wall_time, record.message) == ("dmesg-T", wall, KILLED)
 
 
+def test_dmesg_iso_time_format() -> None:
+    record = _one(f"2024-05-01T10:00:01,123456+02:00 {KILLED}")
+    assert (record.source_format, record.wall_time, record.message) == (
+        "dmesg-T", "2024-05-01T10:00:01.123456+02:00", KILLED,
+    )
+
+
+def test_journal_short_monotonic() -> None:
+    record = _one(f"[ 8341.856870] node-2 kernel: {KILLED}")
+    assert (record.source_format, record.kernel_time_s, record.message) == (
+        "journal", 8341.85687, KILLED,
+    )
+
+
 def test_dmesg_t_unknown_month_keeps_the_stamp() -> None:
     record = _one(f"[Xyz Qqq  4 07:08:09 2025] {KILLED}")
     assert record.wall_time is None and record.time_text is not None
