@@ -205,22 +205,18 @@ class CounterBook:
 
         Deltas come deepest first, so a vanished container precedes its pod's delta.
         """
-        deltas: list[CounterDelta] = []
         for rel, reading in readings.items():
             if reading is not None and rel in self._entries:
                 self._entries[rel].last = reading
-        gone = [rel for rel, reading in readings.items() if reading is None]
-        for rel in sorted(gone, key=_DEPTH, reverse=True):
-            if rel in self._entries:
-                deltas.extend(self._drop(rel, observed_at_s))
+        fresh_deltas: list[CounterDelta] = []
         for rel in sorted(readings, key=_DEPTH, reverse=True):
             entry = self._entries.get(rel)
-            if entry is None:
+            if entry is None or readings[rel] is None:
                 continue
             fresh = self._unreported(entry)
             if fresh.any():
                 entry.reported = entry.reported.plus(fresh)
-                deltas.append(
+                fresh_deltas.append(
                     CounterDelta(
                         entry.cgroup,
                         fresh.oom,
@@ -229,29 +225,51 @@ class CounterBook:
                         observed_at_s,
                     )
                 )
-        return deltas
+        vanished: list[CounterDelta] = []
+        gone = [rel for rel, reading in readings.items() if reading is None]
+        for rel in sorted(gone, key=_DEPTH):  # a gone parent takes its children with it
+            if rel in self._entries:
+                vanished.extend(self._drop(rel, observed_at_s))
+        return sorted(vanished, key=lambda d: _DEPTH(d.cgroup.relpath), reverse=True) + fresh_deltas
 
     def _unreported(self, entry: _Entry) -> OomCounters:
         own = entry.cumulative()
         if entry.cgroup.version == 2:
             own = own.minus(entry.offset)
             for child in entry.children:
-                own = own.minus(self._entries[child].cumulative())
+                own = own.minus(self._accounted(self._entries[child]))
         return own.minus(entry.reported).clamped()
 
     def _drop(self, relpath: str, observed_at_s: float) -> list[CounterDelta]:
-        entry = self._entries.pop(relpath)
+        entry = self._entries[relpath]
+        accounted = self._accounted(entry)
         out: list[CounterDelta] = []
         for child in list(entry.children):
-            if child in self._entries:  # children of a gone cgroup are gone too
-                out.extend(self._drop(child, observed_at_s))
+            out.extend(self._drop(child, observed_at_s))
+        del self._entries[relpath]
         if entry.parent is not None and entry.parent in self._entries:
             parent = self._entries[entry.parent]
             parent.children.discard(relpath)
             if entry.cgroup.version == 2:
-                parent.offset = parent.offset.plus(entry.cumulative())
+                parent.offset = parent.offset.plus(accounted)
         out.append(CounterDelta(entry.cgroup, 0, 0, 0, observed_at_s, vanished=True))
         return out
+
+    def _accounted(self, entry: _Entry) -> OomCounters:
+        """What a subtree has explained: its last reading, or what it reported if more.
+
+        A cgroup read before a kill and gone before the next read has a stale counter while
+        a child read after the kill reported it; the parent must count it as explained.
+        """
+        inner = entry.reported.plus(entry.offset)
+        for child in entry.children:
+            inner = inner.plus(self._accounted(self._entries[child]))
+        cum = entry.cumulative()
+        return OomCounters(
+            max(cum.oom, inner.oom),
+            max(cum.oom_kill, inner.oom_kill),
+            max(cum.oom_group_kill, inner.oom_group_kill),
+        )
 
     def last(self, relpath: str) -> OomCounters | None:
         entry = self._entries.get(relpath)

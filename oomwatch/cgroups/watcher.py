@@ -151,7 +151,7 @@ class CgroupWatcher:
             self._gone.update(
                 rel
                 for rel, cg in self._cgroups.items()
-                if cg.fs_path.startswith(hierarchy.mount_path)
+                if cg.version == hierarchy.version
                 and (rel == under or rel.startswith(under + "/"))
                 and rel not in found
             )
