@@ -28,7 +28,7 @@ from oomwatch.decode.lines import parse_killed
 from oomwatch.incident import Incident
 from oomwatch.sinks.log import LogSink, get_logger
 from oomwatch.sinks.metrics import Metrics, SeriesLabels
-from oomwatch.sources.kmsg import KmsgFollower, read_boot_id
+from oomwatch.sources.kmsg import KmsgCursor, KmsgFollower, read_boot_id
 from oomwatch.stages import Enricher, Sink
 from oomwatch.store import IncidentStore
 
@@ -86,7 +86,7 @@ class Agent:
             enrich_wait_s=config.enrich_wait_s,
         )
         self.metrics_address: tuple[str, int] | None = None
-        self._open_report_seq: int | None = None
+        self._saved_cursor: KmsgCursor | None = None
         self._last_record_mono = 0.0
         self._flush_idle_s = FLUSH_IDLE_S
         self._next_forced_rescan = 0.0
@@ -249,7 +249,6 @@ class Agent:
             idle_s = time.monotonic() - self._last_record_mono
             if self.assembler.open and idle_s >= self._flush_idle_s:
                 incidents += self.assembler.flush()
-                self._open_report_seq = None
         except Exception:
             self.log.exception("kmsg_read_failed")
         while not self._submitted.empty():
@@ -297,18 +296,12 @@ class Agent:
         assert self.follower is not None
         out: list[Incident] = []
         records = self.follower.read_available()
-        for seq, raw in records:
+        for _, raw in records:
             record = parse_kmsg_record(raw)
             if record is None:
                 continue  # userspace-written (facility != 0) or garbage
-            was_open = self.assembler.open
-            done = self.assembler.feed(record)
+            out += self.assembler.feed(record)
             self._flush_idle_s = KILL_LINE_IDLE_S if parse_killed(record.message) else FLUSH_IDLE_S
-            out += done
-            if self.assembler.open and (not was_open or done):
-                self._open_report_seq = seq
-            elif not self.assembler.open:
-                self._open_report_seq = None
         if records:
             self._last_record_mono = time.monotonic()
         lost = self.follower.take_lost()
@@ -354,18 +347,16 @@ class Agent:
         return SeriesLabels(namespace, pod, container, pod_uid)
 
     def _save_cursor(self) -> None:
-        """Persist how far the log is safely handled: never past an unstored report."""
-        if self.follower is None or self.pipeline.holding:
+        """Persist how far the log is handled, never past a report not yet stored: only
+        while no report is open and no decoded kill waits (a replay is deduplicated)."""
+        if self.follower is None or self.assembler.open or self.pipeline.holding:
             return
         cursor = self.follower.cursor
-        if cursor is None:
+        if cursor is None or cursor == self._saved_cursor:
             return
-        if self._open_report_seq is not None:
-            if self._open_report_seq <= 0:
-                return
-            cursor = type(cursor)(cursor.boot_id, min(cursor.seq, self._open_report_seq - 1))
         try:
             self.store.save_cursor(cursor)
+            self._saved_cursor = cursor
         except Exception:
             self.log.exception("cursor_save_failed")
 
@@ -373,7 +364,6 @@ class Agent:
         try:
             if self.assembler.open:
                 self.pipeline.process(self.assembler.flush())
-                self._open_report_seq = None
             self.pipeline.drain()
             self._save_cursor()
         except Exception:
