@@ -89,19 +89,23 @@ def retrain_rows(
     report: PhaseReport = no_report,
     include_full: bool = True,
 ) -> list[Row]:
-    """Full-data baseline, then each (fraction, method), each retrained from `cfg.seeds` seeds."""
-    plans: list[tuple[float, str, torch.Tensor]] = []
-    if include_full:
-        plans.append((0.0, "full", torch.arange(split.n_train)))
-    for fraction in cfg.fractions:
-        for method in cfg.methods:
-            ranking, order = _ranking(method, scores)
-            kept = keep_indices(ranking, split.y_train, 1 - fraction, order, cfg.per_class, seed=7)
-            plans.append((fraction, method, kept))
+    """Full-data baseline, then each (fraction, method), each retrained from `cfg.seeds` seeds.
+
+    Random pruning draws a new subset for every seed, so its spread covers the subset too.
+    """
+    cells: list[tuple[float, str]] = [(0.0, "full")] if include_full else []
+    cells += [(fraction, method) for fraction in cfg.fractions for method in cfg.methods]
     rows: list[Row] = []
-    for fraction, method, kept in plans:
+    for fraction, method in cells:
         accuracies = []
         for seed in range(cfg.seeds):
+            if method == "full":
+                kept = torch.arange(split.n_train)
+            else:
+                ranking, order = _ranking(method, scores)
+                kept = keep_indices(
+                    ranking, split.y_train, 1 - fraction, order, cfg.per_class, seed=seed
+                )
             model = train(split, kept, seed, cfg.train, report, phase="retrain")
             report("evaluate", epoch=None, step=None, batch_size=None)
             accuracies.append(accuracy(model, split.x_test, split.y_test))
