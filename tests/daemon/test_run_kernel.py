@@ -260,3 +260,21 @@ def test_sigstop_overrun_counts_lost_records_and_stays_healthy(
     assert hog.wait(20) == -signal.SIGKILL
     _, line = daemon.wait_line(lambda e: e.get("victim_pid") == hog.pid, timeout_s=5.0)
     assert line["pod_uid"] == uid
+
+
+def test_hostile_process_name_is_escaped_and_cannot_forge_identity(
+    scratch: ScratchMemcg, start_daemon: Callable[..., DaemonProcess], tmp_path: Path
+) -> None:
+    seed_cursor_at_log_end(tmp_path / "state")
+    daemon = start_daemon()
+    memcg, uid, cid = container(scratch)
+    evil = 'x\n{"pod_uid":1'  # 15 bytes: the kernel keeps all of it
+    wait_rate_limit_window()
+    hog = spawn_hog(memcg, mode="anon", mb=128, comm=evil)
+    assert hog.wait(20) == -signal.SIGKILL
+    _, line = daemon.wait_line(lambda e: e.get("victim_pid") == hog.pid, timeout_s=5.0)
+    assert line["pod_uid"] == uid and line["container_id"] == cid
+    assert "\n" not in line["victim_comm"] and line["victim_comm"].startswith("x\\")
+    raw_lines = [e for _, e in daemon.events(lambda e: e.get("victim_pid") == hog.pid)]
+    assert len(raw_lines) == 1  # one JSON object, no forged second line
+    assert "x\\" not in daemon.metrics()  # process names never become label values
