@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import random
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from oomwatch.decode import decode_kmsg_records, decode_text, parse_lines
@@ -97,17 +98,17 @@ def build_kmsg_backlog(target_bytes: int, seed: int = 11) -> tuple[list[bytes], 
     return records, report_count
 
 
-def _best(repeat: int, run: object) -> float:
+def _best(repeat: int, run: Callable[[], object]) -> float:
     best = float("inf")
     for _ in range(repeat):
         started = time.perf_counter()
-        run()  # type: ignore[operator]
+        run()
         best = min(best, time.perf_counter() - started)
     return best
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description="Decoder throughput benchmark.")
     parser.add_argument("--mib", type=int, default=128, help="size of the dmesg log (MiB)")
     parser.add_argument("--repeat", type=int, default=3, help="runs; the best is reported")
     args = parser.parse_args()
