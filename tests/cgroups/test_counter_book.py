@@ -1,9 +1,9 @@
 """Exactly-once accounting of hierarchical v2 kill counters, under any interleaving.
 
 A model kernel counts kills up the hierarchy; kills land between the reads of a pass;
-containers appear after startup and are found late by a rescan;
-containers and pods vanish with unread kills.  Whatever happens, the kills the book reports
-add up to the kills the kernel counted, and no cgroup reports a kill of a sibling.
+containers appear after startup and are found late by a rescan; containers and pods vanish
+with unread kills.  Whatever happens, the kills the book reports add up to the kills the
+kernel counted after startup: none lost, none twice.
 """
 
 from __future__ import annotations
