@@ -55,10 +55,6 @@ class CgroupIdentity:
     runtime: Runtime | None = None
     level: Level = "cgroup"
 
-    @property
-    def is_kubernetes(self) -> bool:
-        return self.level != "cgroup"
-
 
 NOT_KUBERNETES = CgroupIdentity()
 

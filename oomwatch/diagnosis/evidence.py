@@ -11,7 +11,6 @@ from oomwatch.sanitize import escape_control
 
 KIB = 1024
 MIB = 1024 * 1024
-GIB = 1024 * MIB
 DEFAULT_PAGE_BYTES = 4096
 # v1 prints PAGE_COUNTER_MAX for "no limit"; v2 prints a similar huge value.  Anything at or
 # above 2**52 bytes (4 PiB) is not a limit anyone set.

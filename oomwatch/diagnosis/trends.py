@@ -42,7 +42,7 @@ def _limit(timeline: Timeline, incident: Incident) -> int | None:
     return limits[-1] if limits else limit_bytes(incident)
 
 
-def leak_fit(timeline: Timeline | None) -> tuple[float, float, float] | None:
+def _leak_fit(timeline: Timeline | None) -> tuple[float, float, float] | None:
     """(slope bytes/s, R², span s) when the window shows steady growth, else None."""
     if timeline is None or len(timeline.samples) < LEAK_MIN_SAMPLES:
         return None
@@ -58,7 +58,7 @@ def leak_fit(timeline: Timeline | None) -> tuple[float, float, float] | None:
 
 
 def leak_trend(incident: Incident) -> Finding | None:
-    fit = leak_fit(incident.timeline)
+    fit = _leak_fit(incident.timeline)
     if fit is None or incident.timeline is None:
         return None
     slope, r2, span = fit

@@ -117,6 +117,16 @@ CASES: list[tuple[str, CgroupIdentity]] = [
             level="cgroup",
         ),
     ),
+    # docker with the systemd driver, outside Kubernetes
+    (
+        "/system.slice/docker-34186d9bd07706222bd427bb647ceed81e8e108eb653ff73c7137099fca1cab6.scope",
+        CgroupIdentity(
+            container_id="34186d9bd07706222bd427bb647ceed81e8e108eb653ff73c7137099fca1cab6",
+            driver="systemd",
+            runtime="docker",
+            level="cgroup",
+        ),
+    ),
     ("/system.slice/azuremonitoragent.service", CgroupIdentity()),
     ("/user.slice/user-1000.slice/session-2.scope", CgroupIdentity()),
     ("/mem_test", CgroupIdentity()),
