@@ -22,6 +22,7 @@ from oomwatch.kube.cache import PodCache
 from oomwatch.kube.enrich import PodEnricher
 from oomwatch.kube.events import annotation_value, build_event
 from oomwatch.kube.pods import PodInfo
+from oomwatch.kube.podsapi import PodsApi
 from oomwatch.kube.publisher import EventPublisher
 from oomwatch.kube.signals import (
     OomKilledClaim,
@@ -116,13 +117,13 @@ class KubeIntegration:
         api = api_client or default_api_client()
         self.publisher = EventPublisher(
             client.EventsV1Api(api),
-            client.CoreV1Api(api),
+            PodsApi(api),
             max_queue=max_queue,
             backoff_max_s=backoff_max_s,
         )
         self.sink = KubeSink(node_name, self.cache, self.publisher, annotate)
         self._watcher = PodWatcher(
-            client.CoreV1Api(api),
+            PodsApi(api),
             node_name,
             self.cache,
             self._on_pod_change,

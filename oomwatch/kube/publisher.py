@@ -21,6 +21,7 @@ import urllib3.exceptions
 from kubernetes import client
 
 from oomwatch.kube.events import ANNOTATION_KEY, EventDraft, micro_time
+from oomwatch.kube.podsapi import PodsApi
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +60,7 @@ class EventPublisher:
     def __init__(
         self,
         events_api: client.EventsV1Api,
-        core_api: client.CoreV1Api,
+        pods_api: PodsApi,
         *,
         max_queue: int = 1000,
         series_ttl_s: float = 1800.0,
@@ -69,7 +70,7 @@ class EventPublisher:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._events = events_api
-        self._core = core_api
+        self._pods = pods_api
         self._queue: deque[_EventItem | _AnnotationItem] = deque()
         self._max_queue = max_queue
         self._cond = threading.Condition()
@@ -138,7 +139,7 @@ class EventPublisher:
         try:
             if isinstance(item, _AnnotationItem):
                 patch = {"metadata": {"annotations": {ANNOTATION_KEY: item.value}}}
-                self._core.patch_namespaced_pod(
+                self._pods.patch_namespaced_pod(
                     item.pod,
                     item.namespace,
                     patch,

@@ -18,6 +18,7 @@ from kubernetes import client, watch
 
 from oomwatch.kube.cache import PodCache
 from oomwatch.kube.pods import PodDecodeError, PodInfo, decode_pod
+from oomwatch.kube.podsapi import PodsApi
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +31,7 @@ class PodWatcher:
 
     def __init__(
         self,
-        core: client.CoreV1Api,
+        pods: PodsApi,
         node_name: str,
         cache: PodCache,
         on_change: PodChange,
@@ -40,7 +41,7 @@ class PodWatcher:
         backoff_initial_s: float = 0.5,
         backoff_max_s: float = 30.0,
     ) -> None:
-        self._core = core
+        self._pods = pods
         self._selector = f"spec.nodeName={node_name}"
         self._cache = cache
         self._on_change = on_change
@@ -92,9 +93,8 @@ class PodWatcher:
 
     def _list(self) -> str | None:
         # Raw JSON, not models: the cache decodes dicts, and watch events arrive as dicts too.
-        response: Any = self._core.list_pod_for_all_namespaces(
+        response: Any = self._pods.list_pod_for_all_namespaces(
             field_selector=self._selector,
-            _preload_content=False,
             _request_timeout=(self._connect_timeout_s, 60),
         )
         data: Any = json.loads(response.data)
@@ -116,7 +116,7 @@ class PodWatcher:
         self._watch = w = watch.Watch(return_type="object")  # type: ignore[no-untyped-call]
         try:
             for event in w.stream(  # type: ignore[no-untyped-call]
-                self._core.list_pod_for_all_namespaces,
+                self._pods.list_pod_for_all_namespaces,
                 field_selector=self._selector,
                 resource_version=resource_version,
                 allow_watch_bookmarks=True,

@@ -88,6 +88,7 @@ class FakeApiServer:
         self.events: dict[tuple[str, str], dict[str, Any]] = {}
         self.requests: list[tuple[str, str, str, str]] = []  # verb, group, resource, path
         self.watch_versions: list[str] = []  # resourceVersion each watch asked to start from
+        self.authorizations: set[tuple[str, str]] = set()  # (verb, Authorization header)
         self.event_writes: list[tuple[str, dict[str, Any]]] = []  # ("create"|"patch", body)
         self.fail_next: list[tuple[str, int]] = []  # (verb, status) answered once each
         self.unavailable = False
@@ -220,6 +221,7 @@ def _make_handler(api: FakeApiServer) -> type[BaseHTTPRequestHandler]:
             verb, group, resource = route
             with api.lock:
                 api.requests.append((verb, group, resource, url.path))
+                api.authorizations.add((verb, self.headers.get("Authorization") or ""))
                 ALL_REQUESTS.add((verb, group, resource))
                 failure = next((f for f in api.fail_next if f[0] == verb), None)
                 if failure is not None:

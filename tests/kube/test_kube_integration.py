@@ -194,6 +194,22 @@ def test_watch_resumes_from_the_bookmark_without_relisting(
     assert [r[0] for r in fake_api.requests].count("list") == 1
 
 
+def test_every_request_carries_the_service_account_token(fake_api: FakeApiServer) -> None:
+    fake_api.put_pod(app_pod())
+    configuration = client.Configuration(host=fake_api.url)
+    configuration.api_key = {"authorization": "t0ken"}
+    configuration.api_key_prefix = {"authorization": "Bearer"}
+    with client.ApiClient(configuration) as api:
+        kube = KubeIntegration(NODE, annotate=True, submit=lambda _: None,
+                               kernel_kills_for=lambda *_: 0, api_client=api)
+        kube.start()
+        kube.sink.emit(enriched(kube, kill()))
+        fake_api.wait_for(lambda a: {v for v, _ in a.authorizations} >= {
+            "list", "watch", "create", "patch"})
+        kube.stop(timeout_s=5)
+    assert {auth for _, auth in fake_api.authorizations} == {"Bearer t0ken"}
+
+
 def test_api_outage_at_startup_then_recovery(
     fake_api: FakeApiServer, make_kube: Callable[..., KubeIntegration]
 ) -> None:

@@ -131,7 +131,7 @@ def test_daemonset_mounts_env_probe_and_scheduling() -> None:
     assert {"name": "metrics", "containerPort": 9717, "protocol": "TCP"} in agent["ports"]
     assert spec["tolerations"] == [{"operator": "Exists"}]
     assert spec["priorityClassName"] == "system-node-critical"
-    assert agent["resources"]["requests"] == {"cpu": "20m", "memory": "64Mi"}
+    assert agent["resources"]["requests"] == {"cpu": "20m", "memory": "80Mi"}
 
 
 def test_podmonitor_scrapes_the_agent_with_honor_labels() -> None:
