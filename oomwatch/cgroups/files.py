@@ -30,7 +30,7 @@ class CgroupFile:
 
     def __init__(self, path: str, size_bytes: int = 4096) -> None:
         self.path = path
-        self._size = size_bytes  # most files are one short line; memory.stat needs more
+        self._size = size_bytes  # a first guess; a file that fills it is read again, doubled
         self._fd: int | None = None
 
     def read(self) -> bytes:

@@ -104,8 +104,9 @@ class _Source:
         v2 = cgroup.version == 2
         base = cgroup.fs_path + "/"
         self.cgroup = cgroup
-        self.usage_file = CgroupFile(base + ("memory.current" if v2 else "memory.usage_in_bytes"))
-        self.limit_file = CgroupFile(base + ("memory.max" if v2 else "memory.limit_in_bytes"))
+        usage_name = "memory.current" if v2 else "memory.usage_in_bytes"
+        self.usage_file = CgroupFile(base + usage_name, size_bytes=64)
+        self.limit_file = CgroupFile(base + ("memory.max" if v2 else "memory.limit_in_bytes"), 64)
         self.stat_file = CgroupFile(base + "memory.stat", size_bytes=8192)
         self.ring = _Ring(maxlen)
         self.last_usage = -1

@@ -162,7 +162,7 @@ class CgroupWatcher:
                 self._warn(f"watching at most {self._max_cgroups} cgroups")
                 break
             self._cgroups[cg.relpath] = cg
-            self._files[cg.relpath] = CgroupFile(_counter_file(cg))
+            self._files[cg.relpath] = CgroupFile(_counter_file(cg), size_bytes=256)
             reading = self._read(cg.relpath)
             if reading is None:
                 self._untrack(cg.relpath)
