@@ -160,12 +160,13 @@ def crash_loop(incident: Incident, history: Sequence[Incident]) -> Finding | Non
     if kills < CRASH_LOOP_MIN_KILLS and (restarts or 0) < CRASH_LOOP_MIN_KILLS:
         return None
     span = now - times[0] if times else 0.0
-    counted = f"{kills} kills in {span:.0f} s" if kills >= CRASH_LOOP_MIN_KILLS else ""
+    within = f"in {span:.0f} s" if span >= 1 else "within a second"
+    counted = f"{kills} kills {within}" if kills >= CRASH_LOOP_MIN_KILLS else ""
     if restarts:
         counted += (", " if counted else "") + f"{restarts} restarts after OOMKilled"
     message = (
-        f"{where(incident)} keeps being OOM-killed ({counted}): it is crash-looping on the same"
-        " limit, and each restart starts over; fix the limit or the growth, restarts will not."
+        f"{where(incident)} keeps being OOM-killed ({counted}) at the same limit: restarts and"
+        " retries start over and hit it again; fix the limit or the growth."
     )
     evidence = {
         "kills_in_window": kills,

@@ -112,8 +112,9 @@ def _limit(incident: Incident) -> str | None:
     if memcg.swap_usage_kb is not None:
         swap_limit = memcg.swap_limit_kb
         unlimited = swap_limit is not None and swap_limit * KIB >= UNLIMITED_BYTES
-        text += f"; swap {_kb(memcg.swap_usage_kb)} of"
-        text += " unlimited" if unlimited else f" {_kb(swap_limit)}"
+        text += f"; swap {_kb(memcg.swap_usage_kb)}"
+        if swap_limit is not None:
+            text += " of unlimited" if unlimited else f" of {_kb(swap_limit)}"
     if memcg.kmem_usage_kb is not None:
         text += f"; kmem {_kb(memcg.kmem_usage_kb)}"
     return text
