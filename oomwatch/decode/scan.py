@@ -34,11 +34,14 @@ _CLOSING = (
     "Killed process ",
     "ill process ",
     "memory.oom.group set",
-    "oom_reaper: ",
+    "oom_reaper: reaped process ",
     "is already exiting",
     "no killable processes",
     "Kernel panic - not syncing",
 )
+# A few short needles that every anchor contains: searching the whole text costs one pass
+# per needle, so each hit's line is then checked for the anchors themselves.
+_NEEDLES = ("oom-k", "emory", "process ", "killed as a result", "uid  tgid", "already exiting")
 # The most a report may run from an opening line to the next anchor: a stack trace and
 # meminfo (even per-CPU lines of a large machine) or a task table of ~40k processes.  A
 # report cut short (no kill line) thus costs at most this much line-by-line parsing.
@@ -83,20 +86,31 @@ def _as_text(data: str | bytes, warnings: list[str]) -> str:
         return data.decode("utf-8", "replace")
 
 
-def _anchor_hits(text: str) -> list[tuple[int, int]]:
-    """(offset, how far the report may run after it) of every anchor occurrence, sorted."""
-    hits: list[tuple[int, int]] = []
-    for anchors, fill in (
+def _line_fill(line: str) -> int | None:
+    """How far a report may run after this line; None if it is no anchor line."""
+    fill: int | None = None
+    for anchors, value in (
         (_OPENING, MAX_FILL_CHARS), (_TABLE, MAX_TABLE_FILL_CHARS), (_CLOSING, 0),
     ):
-        for anchor in anchors:
-            find = text.find
-            pos = find(anchor)
-            while pos >= 0:
-                hits.append((pos, fill))
-                pos = find(anchor, pos + 1)
-    hits.sort()
-    return hits
+        if any(anchor in line for anchor in anchors):
+            fill = value if fill is None else max(fill, value)
+    return fill
+
+
+def _anchor_hits(text: str) -> list[tuple[int, int]]:
+    """(line offset, how far the report may run after it) of every anchor line, sorted."""
+    fills: dict[int, int | None] = {}
+    find = text.find
+    for needle in _NEEDLES:
+        pos = find(needle)
+        while pos >= 0:
+            start = text.rfind("\n", 0, pos) + 1
+            end = find("\n", pos)
+            end = len(text) if end < 0 else end
+            if start not in fills:
+                fills[start] = _line_fill(text[start:end])
+            pos = find(needle, end)
+    return sorted((start, fill) for start, fill in fills.items() if fill is not None)
 
 
 def _windows(text: str, hits: list[tuple[int, int]]) -> list[tuple[int, int]]:

@@ -66,3 +66,11 @@ def test_feed_kmsg_equals_feed_of_parsed_records() -> None:
     fast = decode_kmsg_records(raws).incidents
     assert [i.to_dict() for i in fast] == [i.to_dict() for i in slow_incidents]
     assert len(fast) == 1 and fast[0].victims[0].comm == "hog x) total-vm"
+
+
+def test_scan_needles_cover_every_anchor() -> None:
+    """decode_text searches only for the needles; every anchor must contain one."""
+    from oomwatch.decode import scan
+
+    for anchor in (*scan._OPENING, *scan._TABLE, *scan._CLOSING):
+        assert any(needle in anchor for needle in scan._NEEDLES), anchor
