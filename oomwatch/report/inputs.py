@@ -5,7 +5,9 @@ and an input that cannot be read is an `InputError` naming it, never a traceback
 
 from __future__ import annotations
 
+import contextlib
 import os
+import stat
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
@@ -82,13 +84,16 @@ def _decode_stream(stream: BinaryIO, name: str) -> Loaded:
 
 
 def load_file(path: str) -> Loaded:
-    """Decode a saved log (any supported format); `-` is stdin."""
+    """Decode a saved log (any supported format); `-` is stdin; a kmsg device reads its ring."""
     if path == "-":
         import sys
 
         return _decode_stream(sys.stdin.buffer, "stdin")
     if os.path.isdir(path):
         raise InputError(f"cannot read {path}: is a directory (give a log file)")
+    with contextlib.suppress(OSError):
+        if stat.S_ISCHR(os.stat(path).st_mode):  # /dev/kmsg itself: read the ring, don't block
+            return load_kmsg(path)
     try:
         stream = open(path, "rb")  # noqa: SIM115 - closed below, after streaming
     except OSError as exc:

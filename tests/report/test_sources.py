@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -76,3 +79,16 @@ def test_live_kernel_log(report) -> None:  # type: ignore[no-untyped-def]
 def test_unreadable_kmsg_exits_2(report, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     run = report("--kmsg", str(tmp_path / "nope"))
     assert run.rc == 2 and "nope" in run.err
+
+
+def test_kmsg_device_given_as_file_reads_the_ring_without_blocking() -> None:
+    if not os.access("/dev/kmsg", os.R_OK):
+        pytest.skip("/dev/kmsg is not readable here (needs root)")
+    proc = subprocess.run(
+        [sys.executable, "-m", "oomwatch.cli", "report", "/dev/kmsg", "--json"],
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert set(json.loads(proc.stdout)) == {"incidents", "warnings"}
