@@ -64,6 +64,14 @@ _RAW_KEY_RE = re.compile("|".join(map(re.escape, (*_KEYS, ";["))).encode())
 _RAW_PRE_TABLE_KEY_RE = re.compile("|".join(map(re.escape, (*_PRE_TABLE_KEYS, ";["))).encode())
 
 
+# How an OOM ends when nothing can be killed (noted on the incident).
+_OOM_END_LINES = (
+    "Out of memory and no killable processes",
+    "Kernel panic - not syncing: System is deadlocked on memory",
+    "Kernel panic - not syncing: Out of memory",
+)
+
+
 def _has_key(message: str, keys: re.Pattern[str]) -> bool:
     """Cheap test: could this line matter? (most chatter fails it)."""
     return message.startswith("[") or keys.search(message) is not None
@@ -225,9 +233,7 @@ class ReportAssembler:
                     "the kernel skipped killing it"
                 )
                 return
-        if report is not None and message.startswith(
-            ("Out of memory and no killable processes", "Kernel panic - not syncing")
-        ):
+        if report is not None and message.startswith(_OOM_END_LINES):
             report.incident.notes.append(escape_control(message))
             return
         if message.startswith(("Task in ", "Memory limit reached")):

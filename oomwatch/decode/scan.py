@@ -36,8 +36,9 @@ _CLOSING = (
     "memory.oom.group set",
     "oom_reaper: reaped process ",
     "is already exiting",
-    "no killable processes",
-    "Kernel panic - not syncing",
+    "memory and no killable processes",
+    "not syncing: System is deadlocked on memory",
+    "not syncing: Out of memory",
 )
 # A few short needles that every anchor contains: searching the whole text costs one pass
 # per needle, so each hit's line is then checked for the anchors themselves.
