@@ -1,10 +1,10 @@
-"""The node agent's event loop: one poll() over the kernel log, inotify and a timer.
+"""The node agent's event loop: one poll() over the kernel log, counter news and a timer.
 
-This is the adapter layer: it opens the kernel log, the cgroup watcher, the store, the
-metrics server and (unless standalone) Kubernetes, and feeds what they produce to the
-`Pipeline`.  The loop never dies on input: a bad record, a vanished cgroup or a failing
-sink is logged and the loop goes on.  SIGTERM/SIGINT stop it cleanly (pending incidents
-stored, cursor saved).
+This is the adapter layer: it opens the kernel log, the cgroup watcher (run by the
+`CgroupWorker` thread), the store, the metrics server and (unless standalone) Kubernetes,
+and feeds what they produce to the `Pipeline`.  The loop never dies on input: a bad
+record, a vanished cgroup or a failing sink is logged and the loop goes on.  SIGTERM and
+SIGINT stop it cleanly (pending incidents stored, cursor saved).
 """
 
 from __future__ import annotations
@@ -18,14 +18,15 @@ import threading
 import time
 from typing import Any
 
-from oomwatch.cgroups import CgroupWatcher, TimelineSampler
+from oomwatch.cgroups import CgroupWatcher, TimelineSampler, WatchedCgroup
+from oomwatch.daemon.cgroup_worker import CgroupWorker
 from oomwatch.daemon.config import DaemonConfig
 from oomwatch.daemon.host import live_pids
 from oomwatch.daemon.pipeline import Pipeline
 from oomwatch.daemon.reconcile import CounterKills
 from oomwatch.decode import ReportAssembler, parse_kmsg_record
 from oomwatch.decode.lines import parse_killed
-from oomwatch.incident import Incident
+from oomwatch.incident import Incident, TimelineSample
 from oomwatch.sinks.log import LogSink, get_logger
 from oomwatch.sinks.metrics import Metrics, SeriesLabels
 from oomwatch.sources.kmsg import KmsgCursor, KmsgFollower, read_boot_id
@@ -38,7 +39,6 @@ FLUSH_IDLE_S = 0.02  # a report is complete once the kernel log is quiet this lo
 # oom_reaper line comes later or never, and the decoder ignores it once the report is closed.
 KILL_LINE_IDLE_S = 0.005
 MAX_WAIT_S = 0.25  # reconcile deadlines are checked at least this often
-COUNTER_POLL_MIN_S = 0.05  # inotify wake-ups are coalesced to this rate
 HEARTBEAT_STALE_S = 30.0
 FORCED_RESCAN_MIN_S = 0.25
 
@@ -62,8 +62,14 @@ class Agent:
         self.follower = self._open_kmsg()
         self.assembler = ReportAssembler()
         self.watcher = CgroupWatcher(list(config.cgroup_roots), poll_interval_s=1.0)
-        self.sampler = TimelineSampler(config.sample_interval_s, config.timeline_window_s)
         self.metrics = Metrics()
+        self.cgroups = CgroupWorker(
+            self.watcher,
+            TimelineSampler(config.sample_interval_s, config.timeline_window_s),
+            on_samples=self._publish_memory,
+            wake=self._wake,
+            log=self.log,
+        )
         self.kube: Any = None if config.standalone else self._connect_kube()
         enrichers: list[Enricher] = []
         # Metrics before the log line: once the line is out, the kill is stored and counted.
@@ -81,7 +87,7 @@ class Agent:
             enrichers=enrichers,
             boot_id=self.boot_id,
             node=config.node_name,
-            timeline_for=self.sampler.freeze,
+            timeline_for=self.cgroups.freeze,
             survived=self._survived,
             enrich_wait_s=config.enrich_wait_s,
         )
@@ -183,6 +189,7 @@ class Agent:
 
     def healthy(self) -> bool:
         alive = time.monotonic() - self._heartbeat_mono < HEARTBEAT_STALE_S
+        alive = alive and self.cgroups.is_alive()
         return alive and (self.kube is None or bool(self.kube.healthy()))
 
     def _wake(self) -> None:
@@ -198,13 +205,14 @@ class Agent:
         )
         if self.kube is not None:
             self.kube.start()
+        self.cgroups.start()
         self.log.info(
             "started",
             node=self.config.node_name,
             metrics_address=f"{self.metrics_address[0]}:{self.metrics_address[1]}",
             state_dir=str(self.config.state_dir),
             cgroup_hierarchies=[h.mount_path for h in self.watcher.hierarchies],
-            cgroups_watched=len(self.watcher.cgroups()),
+            cgroups_watched=len(self.cgroups.watched),
             standalone=self.kube is None,
             boot_id=self.boot_id,
         )
@@ -212,11 +220,7 @@ class Agent:
         poller.register(self._wake_r, select.POLLIN)
         if self.follower is not None:
             poller.register(self.follower.fileno(), select.POLLIN)
-        inotify_fd = self.watcher.fileno()
-        if inotify_fd is not None:
-            poller.register(inotify_fd, select.POLLIN)
         next_tick = time.monotonic()
-        next_counters = 0.0
         try:
             while not self._stop.is_set():
                 now = time.monotonic()
@@ -228,10 +232,8 @@ class Agent:
                 if self._wake_r in ready:
                     with contextlib.suppress(BlockingIOError):
                         os.read(self._wake_r, 4096)
-                self._turn(ready, inotify_fd, next_counters)
+                self._turn(ready)
                 now = time.monotonic()
-                if inotify_fd in ready or now >= next_counters:
-                    next_counters = now + COUNTER_POLL_MIN_S
                 if now >= next_tick and not self.assembler.open:
                     self._tick()
                     next_tick = now + self.config.sample_interval_s
@@ -240,8 +242,8 @@ class Agent:
             self._shutdown()
         return 0
 
-    def _turn(self, ready: set[int], inotify_fd: int | None, next_counters: float) -> None:
-        """One loop turn: the kernel log first (latency), then counters when due."""
+    def _turn(self, ready: set[int]) -> None:
+        """One loop turn: the kernel log first (latency), then counter news."""
         incidents: list[Incident] = []
         try:
             if self.follower is not None and self.follower.fileno() in ready:
@@ -254,43 +256,36 @@ class Agent:
         while not self._submitted.empty():
             incidents.append(self._submitted.get_nowait())
         self.pipeline.process(incidents)
-        if self.assembler.open:
-            return  # a report is coming in: finish it before slower periodic work
-        forced = self._rescan_for(incidents)
-        if not (forced or inotify_fd in ready or time.monotonic() >= next_counters):
-            return
-        kills: list[CounterKills] = []
-        try:
-            for d in self.watcher.poll_changes():
-                if not d.vanished and d.oom_kill > 0:
-                    rel = d.cgroup.relpath
-                    kills.append(CounterKills(rel, d.oom_kill, d.observed_at_s, d.oom_group_kill))
-        except Exception:
-            self.log.exception("cgroup_counters_failed")
+        self._rescan_for(incidents)
+        kills = self._counter_kills()
         if kills:
             self.pipeline.process((), kills)
 
-    def _rescan_for(self, incidents: list[Incident]) -> bool:
-        """Look for new cgroups now when a kill names a cgroup we do not watch yet, or a bare
+    def _counter_kills(self) -> list[CounterKills]:
+        kills: list[CounterKills] = []
+        while not self.cgroups.deltas.empty():
+            for d in self.cgroups.deltas.get_nowait():
+                if not d.vanished and d.oom_kill > 0:
+                    rel = d.cgroup.relpath
+                    kills.append(CounterKills(rel, d.oom_kill, d.observed_at_s, d.oom_group_kill))
+        return kills
+
+    def _rescan_for(self, incidents: list[Incident]) -> None:
+        """Ask for a rescan now when a kill names a cgroup we do not watch yet, or a bare
         kill waits for a counter: a memcg made just before its kill is then found (and its
-        counter read from zero) in this turn instead of at the next periodic rescan."""
+        counter read from zero) at once instead of at the next periodic rescan."""
         now = time.monotonic()
         if now < self._next_forced_rescan:
-            return False
-        watched = {cg.relpath for cg in self.watcher.cgroups()} if incidents else set()
+            return
+        watched = self.cgroups.watched
         unknown = any(
             cgroup not in watched
             for incident in incidents
             if (cgroup := incident.task_memcg or incident.oom_memcg) is not None
         )
-        if not (unknown or self.pipeline.state.bare):
-            return False
-        self._next_forced_rescan = now + FORCED_RESCAN_MIN_S
-        try:
-            self.watcher.rescan()
-        except Exception:
-            self.log.exception("cgroup_rescan_failed")
-        return True
+        if unknown or self.pipeline.state.bare:
+            self._next_forced_rescan = now + FORCED_RESCAN_MIN_S
+            self.cgroups.request_rescan()
 
     def _read_kmsg(self) -> list[Incident]:
         assert self.follower is not None
@@ -316,24 +311,23 @@ class Agent:
         return out
 
     def _tick(self) -> None:
-        """Once a sample interval: memory samples and gauges, framework OOMs, cursor."""
-        now_wall = time.time()
-        try:
-            for cg, sample in self.sampler.sample(self.watcher.cgroups(), now_wall):
-                labels = self._labels(cg.identity.pod_uid, cg.identity.container_id)
-                if labels is not None:
-                    self.metrics.set_container_memory(
-                        labels, sample.usage_bytes, sample.limit_bytes
-                    )
-            self.metrics.forget_stale(now_wall)
-        except Exception:
-            self.log.exception("memory_sampling_failed")
+        """Once a sample interval: framework OOMs from the probe, the cursor."""
         if self.framework_source is not None:
             try:
                 self.pipeline.process(self.framework_source.poll())
             except Exception:
                 self.log.exception("probe_poll_failed")
         self._save_cursor()
+
+    def _publish_memory(
+        self, samples: list[tuple[WatchedCgroup, TimelineSample]], now_wall: float
+    ) -> None:
+        """(Worker thread) per-container memory gauges; series of gone pods age out."""
+        for cg, sample in samples:
+            labels = self._labels(cg.identity.pod_uid, cg.identity.container_id)
+            if labels is not None:
+                self.metrics.set_container_memory(labels, sample.usage_bytes, sample.limit_bytes)
+        self.metrics.forget_stale(now_wall)
 
     def _labels(self, pod_uid: str | None, container_id: str | None) -> SeriesLabels | None:
         if not pod_uid:
@@ -361,16 +355,19 @@ class Agent:
             self.log.exception("cursor_save_failed")
 
     def _shutdown(self) -> None:
+        self.cgroups.stop()
         try:
             if self.assembler.open:
                 self.pipeline.process(self.assembler.flush())
+            self.pipeline.process((), self._counter_kills())
             self.pipeline.drain()
             self._save_cursor()
         except Exception:
             self.log.exception("shutdown_flush_failed")
         if self.kube is not None:
             self.kube.stop()
-        closers = [self.metrics.close, self.watcher.close, self.sampler.close, self.store.close]
+        closers = [self.metrics.close, self.watcher.close, self.cgroups.sampler.close]
+        closers.append(self.store.close)
         closers += [p.close for p in (self.probe_enricher, self.framework_source) if p is not None]
         for closer in closers:
             with contextlib.suppress(Exception):
