@@ -106,14 +106,17 @@ def parser() -> argparse.ArgumentParser:
 
 
 def load(args: argparse.Namespace) -> Split:
-    if args.dataset == "digits":
-        split = digits()
-    else:
-        cache = args.cache_dataset or args.shm
-        split = synthetic(args.synthetic_examples, args.features, args.classes, cache=cache)
+    if args.dataset == "synthetic":
+        return synthetic(
+            args.synthetic_examples,
+            args.features,
+            args.classes,
+            cache=args.cache_dataset,
+            shared=args.shm,
+        )
+    split = digits()
     if args.shm:
-        if not isinstance(split.x_train, torch.Tensor):
-            raise SystemExit("--shm needs the rows in memory")
+        assert isinstance(split.x_train, torch.Tensor)
         split.x_train.share_memory_()
     return split
 

@@ -81,19 +81,40 @@ class SyntheticFeatures:
         noise = torch.sin(angle + self.phases.to(torch.float64)).to(torch.float32)
         return self.means[self.labels(index)] + self.noise * noise
 
+    def materialise(self, index: torch.Tensor, shared: bool = False) -> torch.Tensor:
+        """All rows of `index` in one float32 tensor, built in blocks (no float64 copy of
+        the whole set); `shared` puts it in shared memory before a page is touched."""
+        out = torch.empty(int(index.shape[0]), self.means.shape[1])
+        if shared:
+            out.share_memory_()
+        for start in range(0, out.shape[0], _BLOCK_ROWS):
+            out[start : start + _BLOCK_ROWS] = self.rows(index[start : start + _BLOCK_ROWS])
+        return out
+
+
+_BLOCK_ROWS = 16384
+
 
 def synthetic(
-    examples: int, features: int, classes: int = 10, seed: int = 0, cache: bool = False
+    examples: int,
+    features: int,
+    classes: int = 10,
+    seed: int = 0,
+    cache: bool = False,
+    shared: bool = False,
 ) -> Split:
-    """`examples` training rows (+20 % test rows); `cache` materialises the training rows."""
+    """`examples` training rows (+20 % test rows); `cache` materialises the training rows,
+    `shared` in shared memory (for DataLoader workers)."""
     gen = SyntheticFeatures(features, classes, seed)
     train_index = torch.arange(examples)
     test_index = torch.arange(examples, examples + max(examples // 5, classes))
-    x_train: torch.Tensor | SyntheticFeatures = gen.rows(train_index) if cache else gen
+    x_train: torch.Tensor | SyntheticFeatures = gen
+    if cache or shared:
+        x_train = gen.materialise(train_index, shared)
     return Split(
         x_train=x_train,
         y_train=gen.labels(train_index),
-        x_test=gen.rows(test_index),
+        x_test=gen.materialise(test_index),
         y_test=gen.labels(test_index),
         classes=classes,
     )

@@ -35,9 +35,8 @@ def test_leak_keeps_a_tensor_per_step() -> None:
 
 
 def test_workers_read_rows_from_shared_memory() -> None:
-    split = synthetic(512, 32, cache=True)
-    assert isinstance(split.x_train, torch.Tensor)
-    split.x_train.share_memory_()
+    split = synthetic(512, 32, shared=True)
+    assert isinstance(split.x_train, torch.Tensor) and split.x_train.is_shared()
     steps: list[int | None] = []
 
     def report(phase: str, **where: int | None) -> None:
