@@ -112,8 +112,12 @@ class EventPublisher:
                 stop.wait(backoff_s)
                 backoff_s = min(backoff_s * 2, self._backoff_max_s)
                 continue
-            except Exception:  # a rejected item (bad request, forbidden) is logged, not retried
-                log.exception("dropping undeliverable Kubernetes update %r", item)
+            except client.ApiException as exc:  # rejected (forbidden, invalid, pod gone)
+                self.reachable = True  # it answered
+                log.warning("Kubernetes rejected %s: HTTP %s %s", _describe(item), exc.status,
+                            exc.reason)
+            except Exception:  # a bug: say so loudly, but keep delivering the rest
+                log.exception("dropping undeliverable Kubernetes update %s", _describe(item))
             else:
                 self.delivered += 1
                 self.reachable = True
@@ -201,3 +205,9 @@ class EventPublisher:
         expired = [k for k, s in self._series.items() if now_s - s.updated_at_s >= ttl_s]
         for key in expired:
             del self._series[key]
+
+
+def _describe(item: _EventItem | _AnnotationItem) -> str:
+    if isinstance(item, _AnnotationItem):
+        return f"annotation on pod {item.namespace}/{item.pod}"
+    return f"Event {item.draft.namespace}/{item.draft.name} ({item.draft.body['reason']})"
