@@ -160,12 +160,8 @@ class Agent:
         return enricher
 
     def _kernel_kills_for(self, container_id: str, since_s: float, until_s: float) -> int:
-        """For the Kubernetes thread: its own read-only connection (SQLite is per thread)."""
-        reader = IncidentStore.open_readonly(self.config.state_dir)
-        try:
-            return reader.kills_in(container_id, since_s, until_s)
-        finally:
-            reader.close()
+        """(Kubernetes thread) kernel kills stored for a container; the store serializes."""
+        return self.store.kills_in(container_id, since_s, until_s)
 
     def _survived(self, relpath: str, victims: frozenset[int]) -> bool | None:
         """Whether a process other than the victims (which are dying) is left in the cgroup."""
@@ -193,19 +189,25 @@ class Agent:
         return alive and (self.kube is None or bool(self.kube.healthy()))
 
     def _wake(self) -> None:
-        with contextlib.suppress(BlockingIOError):
+        with contextlib.suppress(OSError):  # full (already woken) or closed (shut down)
             os.write(self._wake_w, b"\0")
 
     # --- the loop ---
 
     def run(self) -> int:
-        """Run until stopped; returns the process exit code."""
-        self.metrics_address = self.metrics.serve(
-            self.config.metrics_host, self.config.metrics_port, self.healthy
-        )
+        """Run until stopped; returns the process exit code (1: the metrics port is taken)."""
+        self.cgroups.start()
+        try:
+            self.metrics_address = self.metrics.serve(
+                self.config.metrics_host, self.config.metrics_port, self.healthy
+            )
+        except OSError as exc:
+            address = f"{self.config.metrics_host}:{self.config.metrics_port}"
+            self.log.error("startup_failed", error=f"cannot serve metrics on {address}: {exc}")
+            self._shutdown()
+            return 1
         if self.kube is not None:
             self.kube.start()
-        self.cgroups.start()
         self.log.info(
             "started",
             node=self.config.node_name,
@@ -216,31 +218,34 @@ class Agent:
             standalone=self.kube is None,
             boot_id=self.boot_id,
         )
+        try:
+            self._loop()
+        finally:
+            self._shutdown()
+        return 0
+
+    def _loop(self) -> None:
         poller = select.poll()
         poller.register(self._wake_r, select.POLLIN)
         if self.follower is not None:
             poller.register(self.follower.fileno(), select.POLLIN)
         next_tick = time.monotonic()
-        try:
-            while not self._stop.is_set():
-                now = time.monotonic()
-                timeout_s = min(MAX_WAIT_S, max(0.0, next_tick - now))
-                if self.assembler.open:
-                    flush_at = self._last_record_mono + self._flush_idle_s
-                    timeout_s = min(timeout_s, max(0.0, flush_at - now))
-                ready = {fd for fd, _ in poller.poll(timeout_s * 1000.0)}
-                if self._wake_r in ready:
-                    with contextlib.suppress(BlockingIOError):
-                        os.read(self._wake_r, 4096)
-                self._turn(ready)
-                now = time.monotonic()
-                if now >= next_tick and not self.assembler.open:
-                    self._tick()
-                    next_tick = now + self.config.sample_interval_s
-                self._heartbeat_mono = now
-        finally:
-            self._shutdown()
-        return 0
+        while not self._stop.is_set():
+            now = time.monotonic()
+            timeout_s = min(MAX_WAIT_S, max(0.0, next_tick - now))
+            if self.assembler.open:
+                flush_at = self._last_record_mono + self._flush_idle_s
+                timeout_s = min(timeout_s, max(0.0, flush_at - now))
+            ready = {fd for fd, _ in poller.poll(timeout_s * 1000.0)}
+            if self._wake_r in ready:
+                with contextlib.suppress(BlockingIOError):
+                    os.read(self._wake_r, 4096)
+            self._turn(ready)
+            now = time.monotonic()
+            if now >= next_tick and not self.assembler.open:
+                self._tick()
+                next_tick = now + self.config.sample_interval_s
+            self._heartbeat_mono = now
 
     def _turn(self, ready: set[int]) -> None:
         """One loop turn: the kernel log first (latency), then counter news."""
@@ -364,7 +369,7 @@ class Agent:
             self._save_cursor()
         except Exception:
             self.log.exception("shutdown_flush_failed")
-        if self.kube is not None:
+        if self.kube is not None and self.metrics_address is not None:
             self.kube.stop()
         closers = [self.metrics.close, self.watcher.close, self.cgroups.sampler.close]
         closers.append(self.store.close)

@@ -80,3 +80,10 @@ def test_bad_file_is_named(tmp_path: Path) -> None:
         resolve(parse("--config", str(bad)), environ={})
     with pytest.raises(ConfigError, match=r"missing\.yaml"):
         resolve(parse("--config", str(tmp_path / "missing.yaml")), environ={})
+
+
+def test_oomwatch_run_exits_2_naming_the_bad_setting(capsys: pytest.CaptureFixture[str]) -> None:
+    from oomwatch.cli import main
+
+    assert main(["run", "--metrics-address", "nowhere"]) == 2
+    assert "--metrics-address" in capsys.readouterr().err
