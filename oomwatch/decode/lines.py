@@ -3,7 +3,8 @@
 Each takes one kernel message (prefix already removed) and returns what it says, or None.
 Process and cgroup names are hostile (spaces, commas, parentheses, `) total-vm:1kB`), so
 every pattern anchors on the kernel's fixed text and reads the kernel's own fields from the
-END of the line, where a name cannot reach.
+END of the line, where a name cannot reach.  Numbers match at most 20 digits (64 bits), so
+`int()` never meets a hostile 5000-digit run (which it would refuse with an error).
 """
 
 from __future__ import annotations
@@ -17,56 +18,60 @@ _S = re.S  # names may hold newlines (a /dev/kmsg `\x0a` inside a comm)
 
 _INVOKED = re.compile(
     r"(?P<comm>.*) invoked oom-killer: gfp_mask=(?P<gfp>0x[0-9a-fA-F]+(?:\([^)]*\))?),"
-    r"(?: nodemask=(?P<nodemask>\S*?),)?\s*order=(?P<order>-?\d+)"
-    r"(?P<rest>(?:,\s*(?:oomkilladj|oom_adj|oom_score_adj)=-?\d+)*)\s*$",
+    r"(?: nodemask=(?P<nodemask>\S*?),)?\s*order=(?P<order>-?\d{1,20})"
+    r"(?P<rest>(?:,\s*(?:oomkilladj|oom_adj|oom_score_adj)=-?\d{1,20})*)\s*$",
     _S,
 )
-_ADJ = re.compile(r"\boom_score_adj=(-?\d+)")
-_OLD_ADJ = re.compile(r"\b(oomkilladj|oom_adj)=(-?\d+)")
-_CPU_PID = re.compile(r"CPU: \d+ (?:UID: \d+ )?PID: (\d+) Comm: |Pid: (\d+), comm: ")
+_ADJ = re.compile(r"\boom_score_adj=(-?\d{1,20})")
+_OLD_ADJ = re.compile(r"\b(oomkilladj|oom_adj)=(-?\d{1,20})")
+_CPU_PID = re.compile(
+    r"CPU: \d{1,20} (?:UID: \d{1,20} )?PID: (\d{1,20}) Comm: |Pid: (\d{1,20}), comm: "
+)
 _TASK_IN = re.compile(r"Task in (?P<task>.*?) killed as a result of limit of (?P<oom>.*)$", _S)
 _LIMIT_REACHED = re.compile(r"Memory limit reached of cgroup (?P<oom>.*)$", _S)
 _USAGE = re.compile(
-    r"(memory|memory\+swap|swap|kmem): usage (\d+)kB, limit (\d+)kB, failcnt (\d+)\s*$"
+    r"(memory|memory\+swap|swap|kmem): usage (\d{1,20})kB, limit (\d{1,20})kB,"
+    r" failcnt (\d{1,20})\s*$"
 )
 _STATS_HEADER = re.compile(r"Memory cgroup stats for (?P<path>.*?):(?P<rest>(?:\s.*)?)$", _S)
-_INLINE_STAT = re.compile(r"(\w+):(-?\d+)KB")
-_STAT_LINE = re.compile(r"([a-z][a-z0-9_]*) (\d+)\s*$")
+_INLINE_STAT = re.compile(r"(\w+):(-?\d{1,20})KB")
+_STAT_LINE = re.compile(r"([a-z][a-z0-9_]*) (\d{1,20})\s*$")
 _KILLED = re.compile(
-    r"(?:(?P<msg>[^:\n]{1,80}): )?Killed process (?P<pid>\d+)(?:, UID (?P<uid_old>\d+),)?"
+    r"(?:(?P<msg>[^:\n]{1,80}): )?Killed process (?P<pid>\d{1,20})(?:, UID (?P<uid_old>\d{1,20}),)?"
     r" \((?P<comm>.*)\)"
-    r"(?: (?:total-vm|vsz):(?P<vm>\d+)kB)?(?:,\s*anon-rss:(?P<anon>\d+)kB)?"
-    r"(?:,\s*file-rss:(?P<file>\d+)kB)?(?:,\s*shmem-rss:(?P<shmem>\d+)kB)?"
-    r"(?:,\s*UID:(?P<uid>\d+))?(?:\s*pgtables:(?P<pgt>\d+)kB)?"
-    r"(?:\s*oom_score_adj:(?P<adj>-?\d+))?\s*$",
+    r"(?: (?:total-vm|vsz):(?P<vm>\d{1,20})kB)?(?:,\s*anon-rss:(?P<anon>\d{1,20})kB)?"
+    r"(?:,\s*file-rss:(?P<file>\d{1,20})kB)?(?:,\s*shmem-rss:(?P<shmem>\d{1,20})kB)?"
+    r"(?:,\s*UID:(?P<uid>\d{1,20}))?(?:\s*pgtables:(?P<pgt>\d{1,20})kB)?"
+    r"(?:\s*oom_score_adj:(?P<adj>-?\d{1,20}))?\s*$",
     _S,
 )
 _KILL_SELECT = re.compile(
-    r"(?:(?P<msg>[^:\n]{1,80}): )?[Kk]ill process (?P<pid>\d+) \((?P<comm>.*)\)"
-    r" score (?P<score>-?\d+) or (?:sacrifice child|a child)\s*$",
+    r"(?:(?P<msg>[^:\n]{1,80}): )?[Kk]ill process (?P<pid>\d{1,20}) \((?P<comm>.*)\)"
+    r" score (?P<score>-?\d{1,20}) or (?:sacrifice child|a child)\s*$",
     _S,
 )
 _GROUP = re.compile(
     r"Tasks in (?P<path>.*) are going to be killed due to memory\.oom\.group set\s*$", _S
 )
 _REAPED = re.compile(
-    r"oom_reaper: reaped process (?P<pid>\d+) \((?P<comm>.*)\), now anon-rss:(?P<anon>\d+)kB,"
-    r"\s*file-rss:(?P<file>\d+)kB(?:,\s*shmem-rss:(?P<shmem>\d+)kB)?\s*$",
+    r"oom_reaper: reaped process (?P<pid>\d{1,20}) \((?P<comm>.*)\),"
+    r" now anon-rss:(?P<anon>\d{1,20})kB,"
+    r"\s*file-rss:(?P<file>\d{1,20})kB(?:,\s*shmem-rss:(?P<shmem>\d{1,20})kB)?\s*$",
     _S,
 )
 _EXITING = re.compile(
-    r"(?:[^:\n]{1,80}: )?OOM victim (?P<pid>\d+) \((?P<comm>.*)\) is already exiting\."
+    r"(?:[^:\n]{1,80}: )?OOM victim (?P<pid>\d{1,20}) \((?P<comm>.*)\) is already exiting\."
     r" Skip killing the task\s*$",
     _S,
 )
-_NODE_MEMINFO = re.compile(r"Node \d+ active_anon:")
-_NODE_FIELD = re.compile(r"(\w+):\s?(\d+)kB")
+_NODE_MEMINFO = re.compile(r"Node \d{1,20} active_anon:")
+_NODE_FIELD = re.compile(r"(\w+):\s?(\d{1,20})kB")
 _OOM_KILL_HEAD = re.compile(
     r"(?:constraint=(?P<constraint>[^,]*))?(?:,?nodemask=(?P<nodemask>\(null\)|[\d,\-]*?))?"
     r"(?:,cpuset=(?P<cpuset>.*?),mems_allowed=(?P<mems>[\d,\-]*))?$",
     _S,
 )
-_PID_UID_TAIL = re.compile(r",pid=(\d+),uid=(\d+)\s*$")
+_PID_UID_TAIL = re.compile(r",pid=(\d{1,20}),uid=(\d{1,20})\s*$")
 
 
 def _int(value: str | None) -> int | None:

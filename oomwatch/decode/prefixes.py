@@ -25,7 +25,7 @@ from dataclasses import replace
 from oomwatch.decode.records import MAX_MESSAGE_CHARS, LogRecord, kmsg_record_from_text
 
 _QUOTE = re.compile(r"[ \t]*(?:>[ \t]?)+")
-_TMUX_MARKER = re.compile(r"\s{2,}\[\d+/\d+\]\s*$")
+_TMUX_MARKER = re.compile(r"  \[\d{1,9}/\d{1,9}\]$")
 _DMESG = re.compile(r"(?:<(\d)>)?\[\s*(\d{1,12}\.\d{1,9})\](?:\[\s*[TC]\d{1,10}\])?[ \t]?")
 _DMESG_ANYWHERE = re.compile(
     r"(?:<(\d)>)?\[\s*(\d{1,12}\.\d{3,9})\](?:\[\s*[TC]\d{1,10}\])?[ \t]?"
@@ -116,7 +116,9 @@ class LineParser:
             if quote and ">" in quote.group(0):
                 line = line[quote.end() :]
         if line.endswith("]"):
-            line = _TMUX_MARKER.sub("", line)
+            marker = _TMUX_MARKER.search(line, max(0, len(line) - 24))
+            if marker:
+                line = line[: marker.start()].rstrip()
         stripped = line.strip()
         previous = self._pending
         if not stripped:

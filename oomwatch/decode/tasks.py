@@ -14,7 +14,7 @@ import re
 from oomwatch.incident import TaskRow
 
 _HEADER = re.compile(r"\[\s*pid\s*\]\s+(?P<cols>.*\bname)\s*$")
-_ROW = re.compile(r"\[\s*(?P<pid>\d+)\]\s+(?P<rest>.*)$", re.S)
+_ROW = re.compile(r"\[\s*(?P<pid>\d{1,20})\]\s+(?P<rest>.*)$", re.S)
 
 _FIELD = {
     "uid": "uid",
@@ -44,7 +44,9 @@ def parse_header(message: str) -> list[str] | None:
 
 
 def _is_int(token: str) -> bool:
-    return token.lstrip("-").isdigit()
+    """A kernel integer: at most 20 digits (64 bits), so int() stays cheap and bounded."""
+    digits = token[1:] if token.startswith("-") else token
+    return digits.isdigit() and len(digits) <= 20
 
 
 def infer_layout(message: str) -> list[str] | None:

@@ -133,3 +133,30 @@ def test_megabyte_lines_are_cheap() -> None:
     _sane(result.incidents)
     assert any("longer than any kernel record" in w for w in result.warnings)
     assert elapsed < 5.0, elapsed
+
+
+def test_huge_numbers_and_whitespace_runs() -> None:
+    """Numbers past 64 bits (int() would refuse 4300+ digits) and long blank runs."""
+    big = "9" * 5000
+    header = "[0.9] a invoked oom-killer: gfp_mask=0x1, order=0, oom_score_adj=0"
+    lines = [
+        f"[1.0] Out of memory: Killed process {big} (x) total-vm:1kB",
+        f"[1.0] memory: usage {big}kB, limit 1kB, failcnt 1",
+        "[1.0] [  pid  ]   uid  tgid total_vm      rss pgtables_bytes swapents oom_score_adj name",
+        f"[1.0] [ 1] 0 1 {big} 1 4096 0 0 x",
+        f"[1.0] oom-kill:constraint=X,nodemask=(null),task=x,pid={big},uid=0",
+        f"[1.0] Memory cgroup stats for /x: rss:{big}KB",
+        f"[1.0] x invoked oom-killer: gfp_mask=0x1, order={big}, oom_score_adj=0",
+        f"[1.0] oom_reaper: reaped process 1 (x), now anon-rss:{big}kB, file-rss:0kB",
+        "[1.0] Memory cgroup stats for /x:",
+        f"[1.0] anon {big}",
+        f"[1.0] Node 0 active_anon:{big}kB",
+        f"9,{big},1,-;hello",
+        f"[1.0] Out of memory: Kill process 5 (x) score {big} or sacrifice child",
+        "[1.0] x" + " " * 16000 + "]",
+    ]
+    started = time.monotonic()
+    for line in lines:
+        _sane(decode_lines([header, line]).incidents)
+        _sane(decode_text(line).incidents)
+    assert time.monotonic() - started < 5.0
