@@ -8,6 +8,7 @@ explain an OOMKilled status has reached the store first).  The pipeline sees onl
 
 from __future__ import annotations
 
+import copy
 import logging
 import threading
 import time
@@ -23,7 +24,13 @@ from oomwatch.kube.enrich import PodEnricher
 from oomwatch.kube.events import annotation_value, build_event
 from oomwatch.kube.pods import PodInfo
 from oomwatch.kube.podsapi import PodsApi
-from oomwatch.kube.publisher import EventPublisher
+from oomwatch.kube.publisher import (
+    AnnotationUpdate,
+    EventPublisher,
+    EventUpdate,
+    NotReady,
+    Update,
+)
 from oomwatch.kube.signals import (
     OomKilledClaim,
     eviction_incident,
@@ -54,28 +61,49 @@ def default_api_client() -> client.ApiClient:
 
 
 class KubeSink:
-    """Sink: one Event per incident (series on repeats), and the opt-in pod annotation."""
+    """Sink: one Event per incident (series on repeats), and the opt-in pod annotation.
+
+    The Event is built when the publisher gets to it, not at `emit`: an incident that
+    arrives while the pod cache has not reached the API (agent started during an outage)
+    waits in the queue until the pod is known, instead of losing its Event.
+    """
 
     def __init__(
-        self, node_name: str, cache: PodCache, publisher: EventPublisher, annotate: bool
+        self,
+        node_name: str,
+        cache: PodCache,
+        publisher: EventPublisher,
+        annotate: bool,
+        cache_live: Callable[[], bool],
     ) -> None:
         self._node_name = node_name
         self._cache = cache
         self._publisher = publisher
         self._annotate = annotate
+        self._cache_live = cache_live
 
     def emit(self, incident: Incident) -> None:
         try:
+            frozen = copy.deepcopy(incident)  # other sinks and stages keep theirs
             now = datetime.now(UTC)
-            pod = self._cache.get(incident.pod_uid) if incident.pod_uid else None
-            draft = build_event(incident, self._node_name, now, pod)
-            if draft is not None:
-                self._publisher.submit_event(draft, now)
-            if self._annotate and pod is not None and draft is not None:
-                value = annotation_value(incident, now, draft.container)
-                self._publisher.submit_annotation(pod.namespace, pod.name, value)
+            self._publisher.submit(
+                lambda: self._updates(frozen, now), f"{incident.kind} incident update"
+            )
         except Exception:  # a sink never raises into the pipeline
             log.exception("could not queue the Kubernetes Event for an incident")
+
+    def _updates(self, incident: Incident, observed_at: datetime) -> list[Update]:
+        pod = self._cache.get(incident.pod_uid) if incident.pod_uid else None
+        if incident.pod_uid and pod is None and not self._cache_live():
+            raise NotReady("pod cache not in step with the API")
+        draft = build_event(incident, self._node_name, observed_at, pod)
+        if draft is None:
+            return []
+        updates: list[Update] = [EventUpdate(draft, observed_at)]
+        if self._annotate and pod is not None:
+            value = annotation_value(incident, observed_at, draft.container)
+            updates.append(AnnotationUpdate(pod.namespace, pod.name, value))
+        return updates
 
     def close(self) -> None:
         self._publisher.wake()
@@ -121,7 +149,7 @@ class KubeIntegration:
             max_queue=max_queue,
             backoff_max_s=backoff_max_s,
         )
-        self.sink = KubeSink(node_name, self.cache, self.publisher, annotate)
+        self.sink = KubeSink(node_name, self.cache, self.publisher, annotate, self._cache_live)
         self._watcher = PodWatcher(
             PodsApi(api),
             node_name,
@@ -162,6 +190,9 @@ class KubeIntegration:
     def healthy(self) -> bool:
         """Liveness: our threads run (an unreachable API is not unhealthy: restarts do not help)."""
         return all(t.is_alive() for t in self._threads) or not self._threads
+
+    def _cache_live(self) -> bool:
+        return self.cache.synced and self._watcher.connected
 
     @property
     def connected(self) -> bool:

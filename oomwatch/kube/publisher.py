@@ -30,16 +30,35 @@ RETRYABLE_STATUSES = frozenset({0, 408, 429, 500, 502, 503, 504})
 
 
 @dataclass(frozen=True, slots=True)
-class _EventItem:
+class EventUpdate:
+    """Create the Event, or PATCH its series when the same key was sent recently."""
+
     draft: EventDraft
     observed_at: datetime
 
 
 @dataclass(frozen=True, slots=True)
-class _AnnotationItem:
+class AnnotationUpdate:
+    """Merge-patch `oomwatch.io/last-oom-kill` on a pod."""
+
     namespace: str
     pod: str
     value: str
+
+
+Update = EventUpdate | AnnotationUpdate
+
+
+class NotReady(Exception):
+    """A deferred update cannot be built yet (e.g. the pod cache has not reached the API)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Deferred:
+    """Updates built by the worker when they reach the head of the queue, not at submit."""
+
+    build: Callable[[], list[Update]]
+    label: str
 
 
 @dataclass(slots=True)
@@ -71,7 +90,7 @@ class EventPublisher:
     ) -> None:
         self._events = events_api
         self._pods = pods_api
-        self._queue: deque[_EventItem | _AnnotationItem] = deque()
+        self._queue: deque[Update | _Deferred] = deque()
         self._max_queue = max_queue
         self._cond = threading.Condition()
         self._series: dict[tuple[str, ...], _Series] = {}
@@ -84,11 +103,9 @@ class EventPublisher:
         self.delivered = 0
         self.reachable = True
 
-    def submit_event(self, draft: EventDraft, observed_at: datetime) -> None:
-        self._put(_EventItem(draft, observed_at))
-
-    def submit_annotation(self, namespace: str, pod: str, value: str) -> None:
-        self._put(_AnnotationItem(namespace, pod, value))
+    def submit(self, build: Callable[[], list[Update]], label: str) -> None:
+        """Queue updates that `build` makes when their turn comes; it may raise `NotReady`."""
+        self._put(_Deferred(build, label))
 
     def pending(self) -> int:
         with self._cond:
@@ -104,8 +121,12 @@ class EventPublisher:
                     continue
                 item = self._queue[0]
             try:
+                if isinstance(item, _Deferred):
+                    self._expand(item)
+                    backoff_s = self._backoff_initial_s
+                    continue
                 self._deliver(item)
-            except _Retry as exc:
+            except (_Retry, NotReady) as exc:
                 if self.reachable:
                     log.warning("Kubernetes API unavailable (%s); %d queued", exc, self.pending())
                 self.reachable = False
@@ -130,7 +151,15 @@ class EventPublisher:
         with self._cond:
             self._cond.notify_all()
 
-    def _put(self, item: _EventItem | _AnnotationItem) -> None:
+    def _expand(self, item: _Deferred) -> None:
+        """Replace the head `_Deferred` by the updates it builds now (maybe none)."""
+        updates = item.build()
+        with self._cond:
+            if self._queue and self._queue[0] is item:
+                self._queue.popleft()
+                self._queue.extendleft(reversed(updates))
+
+    def _put(self, item: Update | _Deferred) -> None:
         with self._cond:
             if len(self._queue) >= self._max_queue:
                 # Keep the head: the worker may be sending it right now.
@@ -139,9 +168,9 @@ class EventPublisher:
             self._queue.append(item)
             self._cond.notify_all()
 
-    def _deliver(self, item: _EventItem | _AnnotationItem) -> None:
+    def _deliver(self, item: Update) -> None:
         try:
-            if isinstance(item, _AnnotationItem):
+            if isinstance(item, AnnotationUpdate):
                 patch = {"metadata": {"annotations": {ANNOTATION_KEY: item.value}}}
                 self._pods.patch_namespaced_pod(
                     item.pod,
@@ -159,7 +188,7 @@ class EventPublisher:
         except (OSError, urllib3.exceptions.HTTPError) as exc:
             raise _Retry(type(exc).__name__) from exc
 
-    def _deliver_event(self, item: _EventItem) -> None:
+    def _deliver_event(self, item: EventUpdate) -> None:
         draft, now_s = item.draft, self._clock()
         series = self._series.get(draft.series_key)
         if series is not None and now_s - series.updated_at_s < self._series_ttl_s:
@@ -207,7 +236,9 @@ class EventPublisher:
             del self._series[key]
 
 
-def _describe(item: _EventItem | _AnnotationItem) -> str:
-    if isinstance(item, _AnnotationItem):
+def _describe(item: Update | _Deferred) -> str:
+    if isinstance(item, _Deferred):
+        return item.label
+    if isinstance(item, AnnotationUpdate):
         return f"annotation on pod {item.namespace}/{item.pod}"
     return f"Event {item.draft.namespace}/{item.draft.name} ({item.draft.body['reason']})"

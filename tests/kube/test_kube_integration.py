@@ -503,6 +503,22 @@ def test_stop_sends_what_is_queued_first(
     assert len(fake_api.event_writes) == 2
 
 
+def test_agent_started_during_an_outage_still_gets_its_event_out(
+    fake_api: FakeApiServer, make_kube: Callable[..., KubeIntegration]
+) -> None:
+    fake_api.put_pod(app_pod())
+    fake_api.go_down()
+    kube = make_kube()
+    incident = kill()
+    assert kube.enricher.enrich(incident) is False  # the pipeline gives up waiting, stores it,
+    kube.sink.emit(incident)  # and publishes it without pod context
+    time.sleep(1.0)
+    assert kube.publisher.pending() == 1 and not fake_api.event_writes
+    fake_api.come_back()
+    (body,) = event_for(fake_api)
+    assert body["regarding"] == POD_REF and body["reason"] == "OOMKillDetected"
+
+
 def test_503_and_429_are_retried(
     fake_api: FakeApiServer, make_kube: Callable[..., KubeIntegration]
 ) -> None:
