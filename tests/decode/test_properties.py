@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from pathlib import Path
 
@@ -44,7 +45,9 @@ def mutated_corpus(draw: st.DrawFn) -> list[str]:
         if not lines:
             break
         index = draw(st.integers(0, len(lines) - 1))
-        action = draw(st.sampled_from(["drop", "repeat", "cut", "swap", "junk", "bytes"]))
+        action = draw(
+            st.sampled_from(["drop", "repeat", "cut", "swap", "junk", "bytes", "bignum", "long"])
+        )
         if action == "drop":
             del lines[index]
         elif action == "repeat":
@@ -54,6 +57,11 @@ def mutated_corpus(draw: st.DrawFn) -> list[str]:
         elif action == "swap":
             other = draw(st.integers(0, len(lines) - 1))
             lines[index], lines[other] = lines[other], lines[index]
+        elif action == "bignum":  # a number far past 64 bits where the kernel prints one
+            digits = "9" * draw(st.integers(1, 6000))
+            lines[index] = re.sub(r"\d+", digits, lines[index], count=draw(st.integers(0, 3)))
+        elif action == "long":  # a megabyte-long version of a real line
+            lines[index] = lines[index] * draw(st.integers(2, 20000))
         elif action == "junk":
             lines[index] = draw(st.text(max_size=200))
         else:
