@@ -51,7 +51,6 @@ class PodWatcher:
         self._backoff_max_s = backoff_max_s
         self._watch: watch.Watch | None = None
         self.connected = False
-        self.lists = 0  # how often the pods were (re)listed: a 410 or an error forces one
         self.last_error: str | None = None
 
     def run(self, stop: threading.Event) -> None:
@@ -102,7 +101,6 @@ class PodWatcher:
         pods = [p for p in (_decode(item) for item in data.get("items") or []) if p is not None]
         previous = self._cache.replace(pods)
         self.connected, self.last_error = True, None
-        self.lists += 1
         for pod in pods:
             self._notify(previous.get(pod.uid), pod, initial)
         rv = (data.get("metadata") or {}).get("resourceVersion")
