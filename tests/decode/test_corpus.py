@@ -1,7 +1,10 @@
 """Every public corpus report decodes with every kill found and its fields right.
 
 The expectations in `tests/data/corpus/expected/` were written by reading each report,
-not by running the decoder; a key listed there must match exactly.
+not by running the decoder.  A contract key listed there must match exactly (a nested
+object: the listed sub-keys); `victims` lists every killed process in order (each with the
+fields checked); `tasks_count`, `first_task`, `task_names`, `memcg_stats_subset` and
+`notes_contain` check the task table, stats and notes.
 """
 
 from __future__ import annotations
