@@ -42,6 +42,16 @@ def usage_bytes(incident: Incident) -> int | None:
     return memcg.usage_kb * KIB
 
 
+def own_usage_bytes(incident: Incident) -> int | None:
+    """The report's usage when the OOMing memcg is the victim's own cgroup (the one sampled).
+
+    It is exact at the kill, where a timeline sampled every second can miss the last burst.
+    """
+    if not incident.oom_memcg or incident.oom_memcg != incident.task_memcg:
+        return None
+    return usage_bytes(incident)
+
+
 def limit_bytes(incident: Incident) -> int | None:
     """The memcg limit that was hit, or None (not printed, or effectively unlimited)."""
     memcg = incident.memcg

@@ -10,7 +10,7 @@ import statistics
 from collections.abc import Sequence
 from typing import Any
 
-from oomwatch.diagnosis.evidence import MIB, usage_bytes, victim_rss_bytes
+from oomwatch.diagnosis.evidence import MIB, own_usage_bytes, usage_bytes, victim_rss_bytes
 from oomwatch.incident import Finding, Incident
 
 DEFAULT_BUFFER_PERCENT = 20
@@ -94,7 +94,12 @@ def _sizes(incident: Incident) -> tuple[int, int | None, dict[str, Any]] | None:
     """(base bytes for the limit, request bytes or None, what they are based on)."""
     timeline = incident.timeline
     samples = timeline.samples if timeline else []
-    at_kill = timeline.usage_at_kill_bytes if timeline else None
+    known = [
+        v
+        for v in (timeline.usage_at_kill_bytes if timeline else None, own_usage_bytes(incident))
+        if v
+    ]
+    at_kill = max(known) if known else None
     source = "usage at the kill"
     if at_kill is None and incident.limit_scope in ("container", "pod", "cgroup"):
         at_kill = usage_bytes(incident)

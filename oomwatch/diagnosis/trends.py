@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from oomwatch.diagnosis.evidence import fmt_bytes, limit_bytes, where
+from oomwatch.diagnosis.evidence import fmt_bytes, limit_bytes, own_usage_bytes, where
 from oomwatch.incident import Finding, Incident, Timeline, TimelineSample
 from oomwatch.sanitize import escape_control
 
@@ -95,7 +95,8 @@ def spike(incident: Incident) -> Finding | None:
     before = [s for s in samples if s.t_seconds < end_t - SPIKE_WINDOW_S]
     if not before:
         return None
-    end = timeline.usage_at_kill_bytes or samples[-1].usage_bytes
+    sampled_end = timeline.usage_at_kill_bytes or samples[-1].usage_bytes
+    end = max(sampled_end, own_usage_bytes(incident) or 0)  # a burst between two samples
     base = before[-1].usage_bytes
     low = min(s.usage_bytes for s in samples)
     jump, rise = end - base, end - low
@@ -114,6 +115,7 @@ def spike(incident: Incident) -> Finding | None:
         "window_seconds": SPIKE_WINDOW_S,
         "base_usage_bytes": base,
         "usage_at_kill_bytes": end,
+        "last_sampled_usage_bytes": sampled_end,
         "limit_bytes": limit,
         "phase": phase,
     }

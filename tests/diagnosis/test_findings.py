@@ -271,3 +271,13 @@ def test_diagnose_is_idempotent_and_escapes_names() -> None:
     assert [f.code for f in twice.findings] == [f.code for f in once.findings]
     assert all("\x1b" not in f.message and "\n" not in f.message for f in twice.findings)
     assert "\x1b" not in verdict(twice)
+
+
+def test_spike_between_two_samples_is_seen_in_the_report_usage() -> None:
+    """Sampling every second can miss a burst; the report's usage at the kill cannot."""
+    out = diagnose(_kill(timeline=_timeline([60.0] * 40)))
+    spike = next(f for f in out.findings if f.code == "spike")
+    assert spike.evidence["last_sampled_usage_bytes"] == 60 * MIB
+    assert spike.evidence["usage_at_kill_bytes"] == 256 * MIB
+    rec = out.recommendation or {}
+    assert rec["memory_limit"] == "308Mi"  # sized on the kill, not on the last sample
