@@ -42,12 +42,12 @@ _KILLED = re.compile(
     r"(?: (?:total-vm|vsz):(?P<vm>\d{1,20})kB)?(?:,\s*anon-rss:(?P<anon>\d{1,20})kB)?"
     r"(?:,\s*file-rss:(?P<file>\d{1,20})kB)?(?:,\s*shmem-rss:(?P<shmem>\d{1,20})kB)?"
     r"(?:,\s*UID:(?P<uid>\d{1,20}))?(?:\s*pgtables:(?P<pgt>\d{1,20})kB)?"
-    r"(?:\s*oom_score_adj:(?P<adj>-?\d{1,20}))?\s*$",
+    r"(?:\s*oom_score_adj:(?P<adj>-?\d{1,20}))?\.?\s*$",
     _S,
 )
 _KILL_SELECT = re.compile(
     r"(?:(?P<msg>[^:\n]{1,80}): )?[Kk]ill process (?P<pid>\d{1,20}) \((?P<comm>.*)\)"
-    r" score (?P<score>-?\d{1,20}) or (?:sacrifice child|a child)\s*$",
+    r" score (?P<score>-?\d{1,20}) (?:or sacrifice child|or a child|and children\.?)\s*$",
     _S,
 )
 _GROUP = re.compile(
@@ -206,7 +206,11 @@ def parse_oom_kill(message: str) -> OomKillLine | None:
 
 
 def parse_killed(message: str) -> tuple[str | None, Victim] | None:
-    """`[<message>: ]Killed process N (comm) total-vm:...` in every version: (message, victim)."""
+    """`[<message>: ]Killed process N (comm) total-vm:...` in every version: (message, victim).
+
+    2.6.18 prints just `Killed process N (comm).`; 2.6.32 (RHEL 6) `Killed process N, UID U,
+    (comm) total-vm:...`.
+    """
     if "Killed process " not in message:
         return None
     match = _KILLED.match(message)
@@ -227,7 +231,8 @@ def parse_killed(message: str) -> tuple[str | None, Victim] | None:
 
 
 def parse_kill_select(message: str) -> tuple[str | None, int, str, int] | None:
-    """≤5.0 `<message>: Kill process N (comm) score S or sacrifice child` (and 2.6 `or a child`)."""
+    """≤5.0 `<msg>: Kill process N (comm) score S or sacrifice child` (2.6: `or a child`,
+    `and children.`)."""
     match = _KILL_SELECT.match(message)
     if match is None:
         return None

@@ -58,18 +58,20 @@ def _kind(report: ReportState) -> IncidentKind:
     incident = report.incident
     if incident.constraint in _KINDS:
         return _KINDS[incident.constraint]
-    message = report.kill_message or ""
+    message = (report.kill_message or "").lower()  # 2.6 kernels print "Out of Memory"
     if (
         incident.oom_memcg is not None
         or incident.memcg is not None
         or report.inline_first is not None
         or report.line_stats
-        or message.startswith("Memory cgroup")
+        or message.startswith("memory cgroup")
     ):
         return "memcg"
-    if (report.summary is not None and report.summary.global_oom) or message.startswith(
-        "Out of memory"
-    ) or report.mem_info:
+    if (
+        (report.summary is not None and report.summary.global_oom)
+        or message.startswith("out of memory")
+        or report.mem_info
+    ):
         return "global"
     return "unknown"
 

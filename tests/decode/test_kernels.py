@@ -112,6 +112,10 @@ def test_invoked_header_every_version(
             (None, 2290, "mysqld", 1000, 800, 20, None, 27, None, None),
         ),
         ("Killed process 19776 (VirtualBox)", (None, 19776, "VirtualBox") + (None,) * 7),
+        (  # 2.6.18
+            "Out of memory: Killed process 3412 (java).",
+            ("Out of memory", 3412, "java") + (None,) * 7,
+        ),
         (
             "Out of memory (oom_kill_allocating_task): Killed process 6 (sleep) total-vm:1kB",
             ("Out of memory (oom_kill_allocating_task)", 6, "sleep", 1) + (None,) * 6,
@@ -259,6 +263,27 @@ def test_invocation_without_kill() -> None:
     [incident] = decode_lines(lines).incidents
     assert incident.victims == [] and incident.kind == "global"
     assert any("no killable" in note for note in incident.notes)
+
+
+def test_kill_select_old_wordings() -> None:
+    for line in (
+        "Out of Memory: Kill process 3412 (java) score 9126 and children.",
+        "Out of memory: kill process 19735 (VBoxSVC) score 2136105 or a child",
+        "Memory cgroup out of memory: Kill process 12800 (runc:[2:INIT]) score 997 or sacrifice"
+        " child",
+    ):
+        parsed = L.parse_kill_select(line)
+        assert parsed is not None, line
+        assert parsed[2] in ("java", "VBoxSVC", "runc:[2:INIT]")
+
+
+def test_2_6_18_kill_is_global() -> None:
+    lines = [
+        "[9.0] Out of Memory: Kill process 3412 (java) score 9126 and children.",
+        "[9.0] Out of memory: Killed process 3412 (java).",
+    ]
+    [incident] = decode_lines(lines).incidents
+    assert incident.kind == "global" and incident.victims[0].pid == 3412
 
 
 def test_memory_limit_reached_without_task() -> None:
