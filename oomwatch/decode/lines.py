@@ -16,6 +16,10 @@ from oomwatch.incident import Invoker, Victim
 
 _S = re.S  # names may hold newlines (a /dev/kmsg `\x0a` inside a comm)
 
+# The kernel's own `<message>` before a kill line (identical 2.6 -> 6.19, bar 2.6's case).
+_OOM_MESSAGE = (
+    r"(?i:out of memory)(?: \(oom_kill_allocating_task\))?|Memory cgroup out of memory"
+)
 _INVOKED = re.compile(
     r"(?P<comm>.*) invoked oom-killer: gfp_mask=(?P<gfp>0x[0-9a-fA-F]+(?:\([^)]*\))?),"
     r"(?: nodemask=(?P<nodemask>\S*?),)?\s*order=(?P<order>-?\d{1,20})"
@@ -37,8 +41,8 @@ _STATS_HEADER = re.compile(r"Memory cgroup stats for (?P<path>.*?):(?P<rest>(?:\
 _INLINE_STAT = re.compile(r"(\w+):(-?\d{1,20})KB")
 _STAT_LINE = re.compile(r"([a-z][a-z0-9_]*) (\d{1,20})\s*$")
 _KILLED = re.compile(
-    r"(?:(?P<msg>[^:\n]{1,80}): )?Killed process (?P<pid>\d{1,20})(?:, UID (?P<uid_old>\d{1,20}),)?"
-    r" \((?P<comm>.*)\)"
+    rf"(?:(?P<msg>{_OOM_MESSAGE}): )?Killed process"
+    r" (?P<pid>\d{1,20})(?:, UID (?P<uid_old>\d{1,20}),)? \((?P<comm>.*)\)"
     r"(?: (?:total-vm|vsz):(?P<vm>\d{1,20})kB)?(?:,\s*anon-rss:(?P<anon>\d{1,20})kB)?"
     r"(?:,\s*file-rss:(?P<file>\d{1,20})kB)?(?:,\s*shmem-rss:(?P<shmem>\d{1,20})kB)?"
     r"(?:,\s*UID:(?P<uid>\d{1,20}))?(?:\s*pgtables:(?P<pgt>\d{1,20})kB)?"
@@ -46,7 +50,8 @@ _KILLED = re.compile(
     _S,
 )
 _KILL_SELECT = re.compile(
-    r"(?:(?P<msg>[^:\n]{1,80}): )?[Kk]ill process (?P<pid>\d{1,20}) \((?P<comm>.*)\)"
+    rf"(?:(?P<msg>{_OOM_MESSAGE}): )?[Kk]ill process"
+    r" (?P<pid>\d{1,20}) \((?P<comm>.*)\)"
     r" score (?P<score>-?\d{1,20}) (?:or sacrifice child|or a child|and children\.?)\s*$",
     _S,
 )
@@ -60,7 +65,8 @@ _REAPED = re.compile(
     _S,
 )
 _EXITING = re.compile(
-    r"(?:[^:\n]{1,80}: )?OOM victim (?P<pid>\d{1,20}) \((?P<comm>.*)\) is already exiting\."
+    rf"(?:{_OOM_MESSAGE}: )?OOM victim"
+    r" (?P<pid>\d{1,20}) \((?P<comm>.*)\) is already exiting\."
     r" Skip killing the task\s*$",
     _S,
 )

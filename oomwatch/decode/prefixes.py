@@ -27,8 +27,10 @@ from oomwatch.decode.records import MAX_MESSAGE_CHARS, LogRecord, kmsg_record_fr
 _QUOTE = re.compile(r"[ \t]*(?:>[ \t]?)+")
 _TMUX_MARKER = re.compile(r"  \[\d{1,9}/\d{1,9}\]$")
 _DMESG = re.compile(r"(?:<(\d)>)?\[\s*(\d{1,12}\.\d{1,9})\](?:\[\s*[TC]\d{1,10}\])?[ \t]?")
+# A kernel line inside another log's line (a VM's serial log: `... Guest: <6>[ 12.3] msg`):
+# only with its printk level, so an application's text that quotes a dmesg line is not one.
 _DMESG_ANYWHERE = re.compile(
-    r"(?:<(\d)>)?\[\s*(\d{1,12}\.\d{3,9})\](?:\[\s*[TC]\d{1,10}\])?[ \t]?"
+    r"<(\d)>\[\s*(\d{1,12}\.\d{3,9})\](?:\[\s*[TC]\d{1,10}\])?[ \t]?"
 )
 _DMESG_T = re.compile(
     r"(?:<(\d)>)?\[(\S{1,12})[ \t]+(\S{1,12})[ \t]+(\d{1,2})[ \t]+(\d{1,2}:\d{2}:\d{2})[ \t]+"
@@ -100,7 +102,9 @@ class LineParser:
         self.warnings: list[str] = []
         self._pending: LogRecord | None = None
         self._pending_raw_chars = 0
-        self._skipped = False  # the last prefixed line was another program's (dropped)
+        self._skipped = False  # this line was another program's (dropped)
+        # The last stamped line was another program's: its continuation lines are its own.
+        self._foreign = False
 
     def feed(self, line: str, line_no: int | None = None) -> Iterator[LogRecord]:
         """Records completed by this line (a record is held back one line to join wraps)."""
@@ -121,16 +125,21 @@ class LineParser:
                 line = line[: marker.start()].rstrip()
         stripped = line.strip()
         previous = self._pending
+        if self._foreign and line[:1] in (" ", "\t") and stripped:
+            return  # a continuation line of another program's entry
         if not stripped:
+            self._foreign = False
             yield from self._release()
             return
         record = self._prefixed(stripped, line_no)
         if record is not None:
+            self._foreign = False
             yield from self._release()
             if record.message or record.source_format == "kmsg":
                 self._hold(record, len(line))
             return
-        if self._skipped:
+        if self._skipped or self._foreign:
+            self._foreign = True
             yield from self._release()
             return
         if previous is not None and previous.source_format != "plain":
@@ -216,7 +225,7 @@ class LineParser:
                 s[anywhere.end() :].strip(),
                 "dmesg",
                 kernel_time_s=float(anywhere.group(2)),
-                level=int(anywhere.group(1)) if anywhere.group(1) else None,
+                level=int(anywhere.group(1)),
                 line_no=line_no,
             )
         return None

@@ -107,3 +107,24 @@ def test_userspace_kmsg_write_cannot_forge_a_kill() -> None:
 def test_other_programs_in_syslog_cannot_forge_a_kill() -> None:
     line = f"Jun 24 18:49:43 node evil[66]: [1.0] Out of memory: Killed process 1 (init){TAIL}"
     assert decode_lines([line]).incidents == []
+
+
+def test_continuation_lines_of_other_programs_stay_theirs() -> None:
+    lines = [
+        "Jun 24 18:49:43 node evil[66]: hello",
+        f"                               [1.0] Out of memory: Killed process 1 (init) "
+        f"total-vm:10kB{TAIL}",
+        "                               Memory cgroup out of memory: Killed process 1 (init)",
+        "Jun 24 18:49:44 node kernel: eth0: link up",
+    ]
+    assert decode_lines(lines).incidents == []
+
+
+def test_application_text_quoting_a_kill_line_is_not_a_kill() -> None:
+    lines = [
+        f"app [1.0] Out of memory: Killed process 1 (init) total-vm:10kB{TAIL}",
+        f"worker-3: Killed process 1 (init) total-vm:10kB{TAIL}",
+        f"2024-01-01 12:00:00 app: [ 1.000000] Killed process 1 (init) total-vm:10kB{TAIL}",
+    ]
+    assert decode_lines(lines).incidents == []
+    assert decode_text("\n".join(lines)).incidents == []
