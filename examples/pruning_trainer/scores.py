@@ -25,7 +25,8 @@ EVAL_CHUNK = 4096
 def el2n(model: nn.Module, x: torch.Tensor, y: torch.Tensor, classes: int) -> torch.Tensor:
     model.eval()
     error = F.softmax(model(x), dim=1) - F.one_hot(y, classes).float()
-    return error.norm(dim=1)
+    norms: torch.Tensor = error.norm(dim=1)
+    return norms
 
 
 def grand(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
