@@ -31,6 +31,10 @@ log = logging.getLogger("oomwatch.probe.join")
 # stamped that little after the kill was still taken before it.
 CLOCK_SLACK_S = 0.05
 
+# A probed process still counts as alive this long after its last sample (a sampler can
+# stall under memory pressure); later, its pid may belong to someone else.
+PID_ALIVE_AFTER_LAST_SAMPLE_S = 120.0
+
 _PEAK_FIELDS = ("rss_bytes", "uss_bytes", "anon_bytes", "anon_huge_bytes", "shmem_bytes")
 
 
@@ -75,7 +79,11 @@ def match_reason(incident: Incident, record: FlightRecord) -> str | None:
         and file_identity.container_id == incident.container_id
     ):
         return "container_id"
-    if meta.cgroup and meta.cgroup in (incident.task_memcg, incident.group_cgroup):
+    # "/" is what a process in its own cgroup namespace sees: it names no one.
+    if meta.cgroup not in (None, "/") and meta.cgroup in (
+        incident.task_memcg,
+        incident.group_cgroup,
+    ):
         return "memcg"
     if any(v.pid == meta.pid for v in incident.victims) and _within_lifetime(incident, record):
         return "pid"
@@ -98,7 +106,7 @@ def _within_lifetime(incident: Incident, record: FlightRecord) -> bool:
     key, at = clock
     started = record.meta.started_mono_s if key == "mono_s" else record.meta.started_wall_s
     last: float = getattr(record.samples[-1], key)
-    return started - CLOCK_SLACK_S <= at <= last + 2 * 60.0
+    return started - CLOCK_SLACK_S <= at <= last + PID_ALIVE_AFTER_LAST_SAMPLE_S
 
 
 def allocator_section(

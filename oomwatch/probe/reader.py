@@ -37,6 +37,7 @@ from oomwatch.sanitize import escape_control
 
 log = logging.getLogger("oomwatch.probe.reader")
 
+IDLE_S = 2.0
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,250}" + re.escape(FILE_SUFFIX))
 
 
@@ -73,6 +74,8 @@ class ProbeDirReader:
         self.limits = limits or ReaderLimits()
         self._dir_fd: int | None = None
         self._logged: dict[tuple[str, str], tuple[int, int]] = {}
+        # Parsed records by name and file version: an idle file is parsed once, not per poll.
+        self._parsed: dict[str, tuple[tuple[int, int, int], FlightRecord]] = {}
 
     def read_all(self, now_wall_s: float | None = None) -> list[FlightRecord]:
         now = time.time() if now_wall_s is None else now_wall_s
@@ -80,17 +83,21 @@ class ProbeDirReader:
         if dir_fd is None:
             return []
         records: list[FlightRecord] = []
+        seen: set[str] = set()
         try:
             with os.scandir(dir_fd) as entries:
                 for count, entry in enumerate(entries):
                     if count >= self.limits.max_files:
                         self._refuse("*", f"more than {self.limits.max_files} entries", (0, 0))
                         break
+                    seen.add(entry.name)
                     record = self._read_entry(entry.name, dir_fd, now)
                     if record is not None:
                         records.append(record)
         except OSError as exc:
             log.warning("probe directory %s unreadable: %s", self.directory, exc)
+        for gone in set(self._parsed) - seen:
+            del self._parsed[gone]
         return records
 
     def read_one(self, name: str, now_wall_s: float | None = None) -> FlightRecord:
@@ -151,13 +158,21 @@ class ProbeDirReader:
                 raise _Stale()
             if problem:
                 raise ProbeFileError(problem, version)
+            key = (st.st_ino, st.st_mtime_ns, st.st_size)
+            cached = self._parsed.get(name)
+            # mtime ticks coarsely: only a file idle for a while is known to be unchanged.
+            if cached is not None and cached[0] == key and now - st.st_mtime > IDLE_S:
+                return cached[1]
             data = _read_capped(fd, self.limits.max_file_bytes)
         finally:
             os.close(fd)
         try:
-            return parse_flight_record(name, data, st.st_mtime)
+            record = parse_flight_record(name, data, st.st_mtime)
         except (RingFormatError, SchemaError) as exc:
+            self._parsed.pop(name, None)
             raise ProbeFileError(str(exc), version) from None
+        self._parsed[name] = (key, record)
+        return record
 
     def _check_stat(self, st: os.stat_result, now: float) -> str | None:
         if not stat.S_ISREG(st.st_mode):

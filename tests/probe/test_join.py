@@ -131,3 +131,10 @@ def test_a_file_claiming_another_pod_is_refused(
     with caplog.at_level(logging.WARNING):
         assert FrameworkOomSource(probe_dir).poll(now_wall_s=1_700_000_006.0) == []
     assert any("contradicts its memcg path" in r.getMessage() for r in caplog.records)
+
+
+def test_a_cgroup_namespace_root_matches_nobody(probe_dir: Path) -> None:
+    write_record(probe_dir, meta=replace(META, cgroup="/", pod_uid=None), samples=_samples())
+    incident = _kill(kind="global", task_memcg="/")
+    ProbeEnricher(probe_dir).enrich(incident)
+    assert incident.allocator is None

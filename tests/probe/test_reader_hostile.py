@@ -125,3 +125,15 @@ def test_header_claims_checked_against_size(probe_dir: Path) -> None:
     (probe_dir / "lying.ring").write_bytes(bytes(data))
     with pytest.raises(ProbeFileError, match="header declares"):
         ProbeDirReader(probe_dir).read_one("lying.ring")
+
+
+def test_idle_files_are_parsed_once_and_changes_are_seen(probe_dir: Path) -> None:
+    path = write_record(probe_dir, "idle.trainer.ring")
+    old = time.time() - 60
+    os.utime(path, (old, old))
+    reader = ProbeDirReader(probe_dir)
+    first = reader.read_all()
+    assert reader.read_all()[0] is first[0]  # unchanged and idle: not parsed again
+    write_record(probe_dir, "idle.trainer.ring", samples=[sample(i) for i in range(7)])
+    assert len(reader.read_all()[0].samples) == 7  # rewritten: read again
+    assert len(reader.read_all()[0].samples) == 7  # still being written to: never cached
