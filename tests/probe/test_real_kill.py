@@ -10,11 +10,9 @@ through the daemon (`oomwatch run --probe-dir`), read back from its store.
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -24,7 +22,8 @@ from oomwatch.decode import ReportAssembler, parse_kmsg_record
 from oomwatch.incident import Incident
 from oomwatch.lab import KmsgTail, Memcg, ScratchMemcg, wait_rate_limit_window
 from oomwatch.probe.join import ProbeEnricher
-from oomwatch.store import IncidentStore, StoreError
+
+from .agent import running_agent
 
 pytestmark = [pytest.mark.kernel, pytest.mark.slow]
 
@@ -115,66 +114,10 @@ def test_kill_during_grand_scoring_is_joined_to_the_probe(
     assert incident.allocator is not None and incident.allocator["matched_by"] == "memcg"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def test_through_the_daemon(scratch: ScratchMemcg, tmp_path: Path) -> None:
-    probe_dir, state_dir = tmp_path / "probe", tmp_path / "state"
-    probe_dir.mkdir()
-    port = _free_port()
-    daemon = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "oomwatch.cli",
-            "run",
-            "--standalone",
-            "--state-dir",
-            str(state_dir),
-            "--probe-dir",
-            str(probe_dir),
-            "--metrics-address",
-            f"127.0.0.1:{port}",
-            "--cgroup-root",
-            "/sys/fs/cgroup/memory",
-        ],
-        cwd=REPO,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            assert daemon.poll() is None, daemon.communicate()[1].decode()[-2000:]
-            assert time.monotonic() < deadline, "daemon not healthy in 60 s"
-            time.sleep(0.5)
+    with running_agent(tmp_path) as agent:
         memcg = scratch.create_child("trainer", LIMIT_BYTES)
-        pid, _ = _trainer_killed(scratch, memcg, probe_dir)
-        found: list[Incident] = []
-        deadline = time.monotonic() + 30
-        while not found and time.monotonic() < deadline:
-            time.sleep(1)
-            try:
-                store = IncidentStore.open_readonly(state_dir)
-            except StoreError:
-                continue  # not created yet
-            found = [i for i in store.query() if i.victim is not None and i.victim.pid == pid]
-            store.close()
-        assert len(found) == 1, "the daemon did not store the trainer's kill"
-        _check_allocator(found[0], pid)
-    finally:
-        daemon.terminate()
-        try:
-            daemon.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            daemon.kill()
-            daemon.wait()
+        pid, _ = _trainer_killed(scratch, memcg, agent.probe_dir)
+        found = agent.wait_for(lambda i: i.victim is not None and i.victim.pid == pid)
+    assert len(found) == 1, "the daemon did not store the trainer's kill"
+    _check_allocator(found[0], pid)
