@@ -16,6 +16,7 @@ import queue
 import select
 import threading
 import time
+from collections import OrderedDict
 from typing import Any
 
 from oomwatch.cgroups import CgroupWatcher, TimelineSampler, WatchedCgroup
@@ -23,7 +24,7 @@ from oomwatch.daemon.cgroup_worker import CgroupWorker
 from oomwatch.daemon.config import DaemonConfig
 from oomwatch.daemon.host import live_pids
 from oomwatch.daemon.pipeline import Pipeline
-from oomwatch.daemon.reconcile import CounterKills
+from oomwatch.daemon.reconcile import CounterKills, is_kernel_kill
 from oomwatch.decode import ReportAssembler, parse_kmsg_record
 from oomwatch.decode.lines import parse_killed
 from oomwatch.incident import Incident, TimelineSample
@@ -41,6 +42,7 @@ KILL_LINE_IDLE_S = 0.005
 MAX_WAIT_S = 0.25  # reconcile deadlines are checked at least this often
 HEARTBEAT_STALE_S = 30.0
 FORCED_RESCAN_MIN_S = 0.25
+RESCANNED_FOR_MAX = 1024
 
 
 class Agent:
@@ -96,6 +98,7 @@ class Agent:
         self._last_record_mono = 0.0
         self._flush_idle_s = FLUSH_IDLE_S
         self._next_forced_rescan = 0.0
+        self._rescanned_for: OrderedDict[str, None] = OrderedDict()
 
     # --- setup adapters ---
 
@@ -277,18 +280,24 @@ class Agent:
 
     def _rescan_for(self, incidents: list[Incident]) -> None:
         """Ask for a rescan now when a kill names a cgroup we do not watch yet, or a bare
-        kill waits for a counter: a memcg made just before its kill is then found (and its
-        counter read from zero) at once instead of at the next periodic rescan."""
-        now = time.monotonic()
-        if now < self._next_forced_rescan:
-            return
+        kill arrives that needs a counter: a memcg made just before its kill is then found
+        (and its counter read from zero) at once instead of at the next periodic rescan.
+        Each unwatched cgroup asks once (most are simply not ours to watch)."""
+        wanted = False
         watched = self.cgroups.watched
-        unknown = any(
-            cgroup not in watched
-            for incident in incidents
-            if (cgroup := incident.task_memcg or incident.oom_memcg) is not None
-        )
-        if unknown or self.pipeline.state.bare:
+        for incident in incidents:
+            if not is_kernel_kill(incident):
+                continue
+            cgroup = incident.task_memcg or incident.oom_memcg
+            if cgroup is None:
+                wanted = True
+            elif cgroup not in watched and cgroup not in self._rescanned_for:
+                self._rescanned_for[cgroup] = None
+                wanted = True
+        while len(self._rescanned_for) > RESCANNED_FOR_MAX:
+            self._rescanned_for.popitem(last=False)
+        now = time.monotonic()
+        if wanted and now >= self._next_forced_rescan:
             self._next_forced_rescan = now + FORCED_RESCAN_MIN_S
             self.cgroups.request_rescan()
 

@@ -21,7 +21,9 @@ from typing import Any
 from oomwatch.cgroups import CgroupWatcher, CounterDelta, TimelineSampler, WatchedCgroup
 from oomwatch.incident import Timeline, TimelineSample
 
-COUNTER_CHECK_S = 0.05  # inotify wake-ups are coalesced to this rate; v1 is polled each 1 s
+# How often the watcher is asked for news when inotify is quiet: it reads polled (v1)
+# counters once a second itself and rescans every 10 s; asking more often only costs.
+COUNTER_CHECK_S = 0.1
 
 OnSamples = Callable[[list[tuple[WatchedCgroup, TimelineSample]], float], None]
 
