@@ -71,6 +71,9 @@ def parser() -> argparse.ArgumentParser:
         "gain from more; up to 2 for synthetic)",
     )
     exp.add_argument("--json", action="store_true", help="print the table as JSON")
+    exp.add_argument(
+        "--device", default="cpu", help="torch device for model and batches, e.g. cuda"
+    )
     mem = p.add_argument_group("memory scenarios")
     mem.add_argument(
         "--grand-chunk",
@@ -161,6 +164,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         grand_chunk=args.grand_chunk,
         workers=args.workers,
         leak_mb_per_step=args.leak_mb_per_step,
+        device=args.device,
     )
     params = parameter_count(mlp(split.features, args.hidden, split.classes, 0))
     print(

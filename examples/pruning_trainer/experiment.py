@@ -29,6 +29,7 @@ class ExperimentConfig:
     grand_chunk: int = 256
     workers: int = 0
     leak_mb_per_step: float = 0.0
+    device: str = "cpu"
     train: TrainConfig = field(init=False)
 
     def __post_init__(self) -> None:
@@ -45,6 +46,7 @@ class ExperimentConfig:
             hidden=self.hidden,
             workers=self.workers,
             leak_mb_per_step=self.leak_mb_per_step,
+            device=self.device,
         )
 
 

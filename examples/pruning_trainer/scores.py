@@ -63,16 +63,17 @@ def score(
     index = torch.arange(n)
     el2n_sum = torch.zeros(n)
     grand_sum = torch.zeros(n)
+    device = torch.device(cfg.device)
     for run in range(runs):
         model = train(split, index, first_seed + run, cfg, report, phase="score_train")
         for start in range(0, n, EVAL_CHUNK):
             rows = index[start : start + EVAL_CHUNK]
             report("el2n_scoring", epoch=run, step=start // EVAL_CHUNK, batch_size=len(rows))
-            el2n_sum[rows] += el2n(
-                model, split.train_batch(rows), split.y_train[rows], split.classes
-            )
+            x, y = split.train_batch(rows).to(device), split.y_train[rows].to(device)
+            el2n_sum[rows] += el2n(model, x, y, split.classes).cpu()
         for chunk, start in enumerate(range(0, n, grand_chunk)):
             rows = index[start : start + grand_chunk]
             report("grand_scoring", epoch=run, step=chunk, batch_size=len(rows))
-            grand_sum[rows] += grand(model, split.train_batch(rows), split.y_train[rows])
+            x, y = split.train_batch(rows).to(device), split.y_train[rows].to(device)
+            grand_sum[rows] += grand(model, x, y).cpu()
     return Scores(el2n=el2n_sum / runs, grand=grand_sum / runs)

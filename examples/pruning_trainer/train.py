@@ -34,6 +34,7 @@ class TrainConfig:
     hidden: int = 128
     workers: int = 0
     leak_mb_per_step: float = 0.0
+    device: str = "cpu"  # "cuda" runs model and batches on the GPU; data stays on the host
     leaked: list[torch.Tensor] = field(default_factory=list)  # the leak scenario's victims
 
 
@@ -80,21 +81,23 @@ def train(
     phase: str = "train",
 ) -> nn.Module:
     """Train a fresh MLP (seeded) on the examples `index` with Adam; returns it in eval mode."""
-    model = mlp(split.features, cfg.hidden, split.classes, seed)
+    device = torch.device(cfg.device)
+    model = mlp(split.features, cfg.hidden, split.classes, seed).to(device)
     optimiser = torch.optim.Adam(model.parameters(), lr=cfg.lr, fused=True)
     gen = torch.Generator().manual_seed(seed)
     step = 0
     leak_elems = int(cfg.leak_mb_per_step * (1 << 20) / 4)
     model.train()
     for epoch in range(cfg.epochs):
-        for x, y in _batches(split, index, cfg, gen):
+        for x_host, y_host in _batches(split, index, cfg, gen):
+            x, y = x_host.to(device), y_host.to(device)
             optimiser.zero_grad(set_to_none=True)
             loss = F.cross_entropy(model(x), y)
             loss.backward()
             optimiser.step()
             step += 1
             if leak_elems:
-                cfg.leaked.append(torch.ones(leak_elems))
+                cfg.leaked.append(torch.ones(leak_elems, device=device))
             report(phase, epoch=epoch, step=step, batch_size=int(y.shape[0]))
     model.eval()
     return model
@@ -103,4 +106,5 @@ def train(
 @torch.no_grad()
 def accuracy(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> float:
     model.eval()
-    return float((model(x).argmax(1) == y).float().mean())
+    device = next(model.parameters()).device
+    return float((model(x.to(device)).argmax(1) == y.to(device)).float().mean())
