@@ -20,6 +20,7 @@ SCENARIO_FLAGS = {
     "leak": "--leak-mb-per-step",
     "shm-workers": "--shm",
     "cache-dataset": "--cache-dataset",
+    "cuda-grand-chunk": "--device",
 }
 
 
