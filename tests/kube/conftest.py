@@ -1,15 +1,20 @@
-"""Fixtures for the Kubernetes tests (the fake API server and a client for it) and the
-session-wide RBAC guard.  Helpers live in `fakeapi` and `kube_manifests` (this directory is
-on sys.path, as pytest puts it there for a conftest without `__init__.py`)."""
+"""Fixtures for the Kubernetes tests (the fake API server, a client for it, a started
+`KubeIntegration`) and the session-wide RBAC guard.  Helpers live in `fakeapi`,
+`fakeapi_objects`, `kube_scenario` and `kube_manifests` (this directory is on sys.path, as
+pytest puts it there for a conftest without `__init__.py`)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
-from fakeapi import ALL_REQUESTS, FakeApiServer
+from fakeapi import ALL_REQUESTS, NODE, FakeApiServer
 from kube_manifests import granted_verbs
 from kubernetes import client
+
+from oomwatch.incident import Incident
+from oomwatch.kube import KubeIntegration
 
 
 @pytest.fixture
@@ -27,6 +32,31 @@ def api_client(fake_api: FakeApiServer) -> Iterator[client.ApiClient]:
     configuration.retries = 0  # fail fast while the fake server is "down"
     with client.ApiClient(configuration) as api:
         yield api
+
+
+@pytest.fixture
+def make_kube(api_client: client.ApiClient) -> Iterator[Callable[..., KubeIntegration]]:
+    started: list[KubeIntegration] = []
+
+    def make(
+        annotate: bool = False,
+        kills: Callable[[str, float, float], int] = lambda *_: 0,
+        submitted: list[Incident] | None = None,
+        **kwargs: Any,
+    ) -> KubeIntegration:
+        sink = submitted if submitted is not None else []
+        kube = KubeIntegration(NODE, annotate=annotate, submit=sink.append,
+                               kernel_kills_for=kills, api_client=api_client,
+                               verify_delay_s=kwargs.pop("verify_delay_s", 0.2),
+                               watch_timeout_s=kwargs.pop("watch_timeout_s", 5),
+                               backoff_max_s=0.4, **kwargs)
+        kube.start()
+        started.append(kube)
+        return kube
+
+    yield make
+    for kube in started:
+        kube.stop(timeout_s=2)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

@@ -1,0 +1,102 @@
+"""What the fake API server stores and checks: pod objects, merge patches, Event validation."""
+
+from __future__ import annotations
+
+import copy
+import uuid
+from typing import Any
+
+NODE = "node-a"
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386 JSON merge patch."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    result = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = merge_patch(result.get(key), value)
+    return result
+
+
+def validate_new_event(event: dict[str, Any], namespace: str, creating: bool) -> str | None:
+    """The API server's checks for events.k8s.io/v1 (pkg/apis/core/validation/events.go)."""
+    meta = event.get("metadata") or {}
+    if creating and meta.get("namespace") not in (None, namespace):
+        return "metadata.namespace does not match the request namespace"
+    if not event.get("eventTime"):
+        return "eventTime: Required value"
+    if event.get("type") not in ("Normal", "Warning"):
+        return "type: Unsupported value"
+    for banned in ("firstTimestamp", "lastTimestamp", "count", "source", "deprecatedCount"):
+        if creating and event.get(banned):
+            return f"{banned}: Invalid value: needs to be unset"
+    series = event.get("series")
+    if series is not None and (series.get("count") or 0) < 2:
+        return "series.count: Invalid value: should be at least 2"
+    if not event.get("reportingController") or "/" not in event["reportingController"]:
+        return "reportingController: Required value (qualified name)"
+    if not event.get("reportingInstance") or len(event["reportingInstance"]) > 128:
+        return "reportingInstance: Required value, at most 128 characters"
+    for required in ("action", "reason"):
+        if not event.get(required) or len(event[required]) > 128:
+            return f"{required}: Required value, at most 128 characters"
+    if len(event.get("note") or "") > 1024:
+        return "note: Too long: may not be longer than 1024"
+    regarding = event.get("regarding") or {}
+    if regarding.get("kind") == "Node" and namespace not in ("default", "kube-system"):
+        return "namespace: events for cluster-scoped objects go in default or kube-system"
+    if regarding.get("kind") == "Pod" and regarding.get("namespace") != namespace:
+        return "regarding.namespace does not match the event namespace"
+    return None
+
+
+def make_pod(
+    name: str = "web-7d4b9c8f6d-x2x9z",
+    namespace: str = "shop",
+    *,
+    uid: str | None = None,
+    node: str = NODE,
+    containers: list[dict[str, Any]] | None = None,
+    statuses: list[dict[str, Any]] | None = None,
+    qos: str = "Burstable",
+    owner: tuple[str, str] | None = ("ReplicaSet", "web-7d4b9c8f6d"),
+    labels: dict[str, str] | None = None,
+    annotations: dict[str, str] | None = None,
+    status_extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A pod as the API server serves it (camelCase JSON), with sensible defaults."""
+    containers = containers if containers is not None else [
+        {"name": "app", "resources": {"requests": {"memory": "128Mi"},
+                                      "limits": {"memory": "256Mi"}}},
+    ]
+    statuses = statuses if statuses is not None else [
+        {"name": c["name"], "containerID": f"containerd://{'a' * 63}{i}",
+         "restartCount": 0, "state": {"running": {"startedAt": "2026-11-22T08:00:00Z"}}}
+        for i, c in enumerate(containers)
+    ]
+    for c in containers:
+        c.setdefault("image", "registry.example/app:1.0")
+    for s in statuses:
+        s.setdefault("image", "registry.example/app:1.0")
+        s.setdefault("imageID", "registry.example/app@sha256:" + "0" * 64)
+        s.setdefault("ready", "running" in s.get("state", {}))
+    meta: dict[str, Any] = {
+        "name": name,
+        "namespace": namespace,
+        "uid": uid or str(uuid.uuid4()),
+        "labels": labels if labels is not None else {"app": "web",
+                                                      "pod-template-hash": "7d4b9c8f6d"},
+    }
+    if owner:
+        meta["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": owner[0], "name": owner[1],
+                                    "uid": str(uuid.uuid4()), "controller": True}]
+    if annotations:
+        meta["annotations"] = annotations
+    status: dict[str, Any] = {"phase": "Running", "qosClass": qos, "containerStatuses": statuses}
+    status.update(status_extra or {})
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta,
+            "spec": {"nodeName": node, "containers": containers}, "status": status}

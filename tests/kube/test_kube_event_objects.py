@@ -1,0 +1,223 @@
+"""The exact Event objects per incident kind, series on repeats, and the annotation."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from fakeapi import NODE, FakeApiServer
+from kube_scenario import (
+    CID,
+    KILLED_NOTE,
+    MICRO,
+    POD_REF,
+    UID,
+    app_pod,
+    assert_event,
+    enriched,
+    event_for,
+    kill,
+    probe_allocator,
+    wait,
+)
+
+from oomwatch.incident import (
+    Incident,
+    PodContext,
+    Victim,
+)
+from oomwatch.kube import KubeIntegration
+
+
+@pytest.mark.parametrize(
+    ("changes", "reason", "tail"),
+    [
+        ({}, "OOMKillDetected", "; container was killed"),
+        ({"container_survived": True}, "ChildProcessOOMKilled",
+         "; container survived (still running; Kubernetes shows nothing)"),
+    ],
+)
+def test_event_for_a_container_limit_kill(
+    fake_api: FakeApiServer, make_kube: Callable[..., KubeIntegration],
+    changes: dict[str, Any], reason: str, tail: str,
+) -> None:
+    fake_api.put_pod(app_pod())
+    kube = make_kube()
+    kube.sink.emit(enriched(kube, kill(**changes)))
+    (body,) = event_for(fake_api)
+    assert_event(body, reason, "Killed", KILLED_NOTE + tail, POD_REF)
+
+
+def test_event_for_a_group_kill(
+    fake_api: FakeApiServer, make_kube: Callable[..., KubeIntegration]
+) -> None:
+    fake_api.put_pod(app_pod())
+    kube = make_kube()
+    group = kill(group_kill=True, group_cgroup=f"/kubepods/burstable/pod{UID}/{CID}",
+                 victims=[Victim(pid=10 + i, comm=f"worker{i}") for i in range(7)])
+    kube.sink.emit(enriched(kube, group))
+    (body,) = event_for(fake_api)
+    note = (
+        "memory.oom.group killed all 7 processes in container app at the container memory"
+        " limit: worker0 (pid 10), worker1 (pid 11), worker2 (pid 12), worker3 (pid 13),"
+        " worker4 (pid 14) and 2 more; usage 256.0MiB of limit 256.0MiB; mostly anon"
+        " 248.0MiB, largest process python (pid 4242); container was killed"
+    )
+    assert_event(body, "GroupOOMKill", "Killed", note, POD_REF)
+
+
+def test_event_for_a_pod_limit_kill(
+    fake_api: FakeApiServer, make_kube: Callable[..., KubeIntegration]
+) -> None:
+    fake_api.put_pod(app_pod())
+    kube = make_kube()
+    pod_kill = kill(limit_scope="pod", oom_memcg=f"/kubepods/burstable/pod{UID}", memcg=None,
+                    breakdown_bytes=None, tasks=[])
+    kube.sink.emit(enriched(kube, pod_kill))
+    (body,) = event_for(fake_api)
+    note = (
+        "OOM killer killed python (pid 4242, rss 250.2MiB) in container app at the pod memory"
+        " limit; limit 256.0MiB; container was killed"
+    )
+    assert_event(body, "PodLimitOOMKill", "Killed", note, POD_REF)
+
+
+def test_global_oom_without_a_pod_goes_on_the_node(
+    fake_api: FakeApiServer, make_kube: Callable[..., KubeIntegration]
+) -> None:
+    kube = make_kube()
+    node_kill = Incident(kind="global", constraint="CONSTRAINT_NONE", kernel_time_s=99.0,
+                         limit_scope="global", victims=[Victim(pid=881, comm="containerd",
+                                                               anon_rss_kb=1024)])
+    assert kube.enricher.enrich(node_kill) is True  # nothing to wait for
+    kube.sink.emit(node_kill)
+    (body,) = event_for(fake_api)
+    note = "OOM killer killed containerd (pid 881, rss 1.0MiB) at node memory (global OOM)"
+    assert_event(body, "NodeOOMKill", "Killed", note,
+                 {"apiVersion": "v1", "kind": "Node", "name": NODE}, namespace="default")
+
+
+
+def test_framework_oom_event_from_the_probe_allocator(
+    fake_api: FakeApiServer, make_kube: Callable[..., KubeIntegration]
+) -> None:
+    fake_api.put_pod(app_pod())
+    kube = make_kube()
+    cuda = Incident(kind="framework", kernel_time_s=50.0, pod_uid=UID, container_id=CID,
+                    allocator=probe_allocator())
+    kube.sink.emit(enriched(kube, cuda))
+    (body,) = event_for(fake_api)
+    note = ("torch-cuda out of memory on cuda:0 in container app: tried to allocate 2.0GiB,"
+            " free 1.1GiB, total 79.2GiB, allocated 70.3GiB, reserved but unallocated 3.2GiB,"
+            " phase forward, epoch 3, step 1200, batch_size 64")
+    assert_event(body, "CUDAOutOfMemory", "OutOfMemory", note, POD_REF)
+
+
+def test_names_claimed_by_a_probe_file_never_aim_the_event(
+    fake_api: FakeApiServer, make_kube: Callable[..., KubeIntegration]
+) -> None:
+    fake_api.put_pod(app_pod())
+    kube = make_kube()
+    wait(lambda: kube.cache.synced)
+    forged = PodContext(namespace="kube-system", pod="etcd-node-a", container="etcd")
+    unknown = Incident(kind="framework", kernel_time_s=1.0, pod_uid=str(uuid.uuid4()),
+                       k8s=forged, allocator=probe_allocator())
+    kube.sink.emit(unknown)  # a pod the API does not show: logged and stored, no Event
+    known = Incident(kind="framework", kernel_time_s=2.0, pod_uid=UID,
+                     k8s=PodContext(namespace="kube-system", pod="etcd-node-a",
+                                    container="etcd"),
+                     allocator=probe_allocator())
+    kube.sink.emit(known)  # not enriched yet: the cache, not the claim, names the object
+    (body,) = event_for(fake_api)
+    assert body["metadata"]["namespace"] == "shop"
+    assert body["regarding"] == {k: v for k, v in POD_REF.items() if k != "fieldPath"}
+    assert "container" not in body["note"]
+    time.sleep(0.3)
+    assert len(fake_api.events) == 1
+
+
+def test_hostile_process_names_are_escaped_in_the_note(
+    fake_api: FakeApiServer, make_kube: Callable[..., KubeIntegration]
+) -> None:
+    fake_api.put_pod(app_pod())
+    kube = make_kube()
+    kube.sink.emit(enriched(kube, kill(comm="x\n\x1b[31mFAKE")))
+    (body,) = event_for(fake_api)
+    assert "\n" not in body["note"] and "\x1b" not in body["note"]
+    assert "x\\x0a\\x1b[31mFAKE (pid 4242" in body["note"]
+
+
+def test_repeats_update_the_series_instead_of_new_events(
+    fake_api: FakeApiServer, make_kube: Callable[..., KubeIntegration]
+) -> None:
+    fake_api.put_pod(app_pod())
+    kube = make_kube()
+    for i in range(3):
+        kube.sink.emit(enriched(kube, kill(pid=100 + i, t=2000.0 + i)))
+    fake_api.wait_for(lambda api: len(api.event_writes) == 3)
+    ops = [op for op, _ in fake_api.event_writes]
+    assert ops == ["create", "patch", "patch"]
+    patches = [body for op, body in fake_api.event_writes if op == "patch"]
+    assert [p["series"]["count"] for p in patches] == [2, 3]
+    assert all(MICRO.match(p["series"]["lastObservedTime"]) for p in patches)
+    (stored,) = fake_api.events.values()
+    assert stored["series"]["count"] == 3
+    assert "pid 102" in stored["note"]  # the note shows the latest kill
+    wait(lambda: kube.publisher.delivered == 3)
+
+
+def test_a_different_container_or_reason_starts_its_own_event(
+    fake_api: FakeApiServer, make_kube: Callable[..., KubeIntegration]
+) -> None:
+    fake_api.put_pod(app_pod())
+    kube = make_kube()
+    kube.sink.emit(enriched(kube, kill()))
+    kube.sink.emit(enriched(kube, kill(pid=5, t=3.0, container_survived=True)))
+    fake_api.wait_for(lambda api: len(api.events) == 2)
+    assert sorted(e["reason"] for e in fake_api.events.values()) == [
+        "ChildProcessOOMKilled", "OOMKillDetected"]
+
+
+def test_expired_series_event_is_created_again(
+    fake_api: FakeApiServer, make_kube: Callable[..., KubeIntegration]
+) -> None:
+    fake_api.put_pod(app_pod())
+    kube = make_kube()
+    kube.sink.emit(enriched(kube, kill()))
+    fake_api.wait_for(lambda api: len(api.events) == 1)
+    with fake_api.lock:
+        fake_api.events.clear()  # the API server's --event-ttl removed it
+    kube.sink.emit(enriched(kube, kill(pid=9, t=9.0)))
+    fake_api.wait_for(lambda api: len(api.events) == 1)
+    assert [op for op, _ in fake_api.event_writes] == ["create", "create"]
+    assert ("patch", "events.k8s.io", "events") in fake_api.seen()  # tried the series first
+
+
+def test_annotation_on_the_pod_is_opt_in(
+    fake_api: FakeApiServer, make_kube: Callable[..., KubeIntegration]
+) -> None:
+    fake_api.put_pod(app_pod())
+    kube = make_kube(annotate=True)
+    kube.sink.emit(enriched(kube, kill(wall_time="2026-11-22T08:05:00.000000+00:00")))
+    pod = fake_api.wait_for(
+        lambda api: api.pods[("shop", "web-7d4b9c8f6d-x2x9z")]["metadata"].get("annotations"))
+    assert json.loads(pod["oomwatch.io/last-oom-kill"]) == {
+        "time": "2026-11-22T08:05:00.000000+00:00", "kind": "memcg",
+        "reason": "OOMKillDetected", "container": "app", "victim": "python", "pid": 4242,
+        "scope": "container", "usage_bytes": 256 * 2**20, "limit_bytes": 256 * 2**20,
+        "container_survived": False,
+    }
+
+
+def test_no_annotation_without_the_option(
+    fake_api: FakeApiServer, make_kube: Callable[..., KubeIntegration]
+) -> None:
+    fake_api.put_pod(app_pod())
+    kube = make_kube(annotate=False)
+    kube.sink.emit(enriched(kube, kill()))
+    event_for(fake_api)
+    assert ("patch", "", "pods") not in fake_api.seen()
