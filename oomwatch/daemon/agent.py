@@ -99,6 +99,7 @@ class Agent:
         self._flush_idle_s = FLUSH_IDLE_S
         self._next_forced_rescan = 0.0
         self._rescanned_for: OrderedDict[str, None] = OrderedDict()
+        self._rescan_pending = False
 
     # --- setup adapters ---
 
@@ -283,7 +284,7 @@ class Agent:
         kill arrives that needs a counter: a memcg made just before its kill is then found
         (and its counter read from zero) at once instead of at the next periodic rescan.
         Each unwatched cgroup asks once (most are simply not ours to watch)."""
-        wanted = False
+        wanted = self._rescan_pending
         watched = self.cgroups.watched
         for incident in incidents:
             if not is_kernel_kill(incident):
@@ -297,7 +298,8 @@ class Agent:
         while len(self._rescanned_for) > RESCANNED_FOR_MAX:
             self._rescanned_for.popitem(last=False)
         now = time.monotonic()
-        if wanted and now >= self._next_forced_rescan:
+        self._rescan_pending = wanted and now < self._next_forced_rescan
+        if wanted and not self._rescan_pending:
             self._next_forced_rescan = now + FORCED_RESCAN_MIN_S
             self.cgroups.request_rescan()
 
