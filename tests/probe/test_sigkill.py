@@ -35,9 +35,9 @@ def test_every_read_after_sigkill_is_the_last_complete_sample_or_the_one_before(
 ) -> None:
     rng = random.Random(1234)
     reader = ProbeDirReader(probe_dir)
-    name = "kill.trainer.ring"
     seen_wraps = 0
-    for _ in range(KILLS):
+    for n in range(KILLS):
+        name = f"kill{n}.trainer.ring"  # a fresh file: a stale one cannot pass for this run
         done = mmap.mmap(-1, 8)  # shared with the child
         pid = os.fork()
         if pid == 0:
@@ -45,21 +45,25 @@ def test_every_read_after_sigkill_is_the_last_complete_sample_or_the_one_before(
                 _write_forever(str(probe_dir / name), done)
             finally:
                 os._exit(1)
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 30
         while _COUNTER.unpack_from(done)[0] == 0 and time.monotonic() < deadline:
             time.sleep(0.0002)
-        time.sleep(rng.uniform(0, 0.004))
+        started = _COUNTER.unpack_from(done)[0] > 0
+        if started:
+            time.sleep(rng.uniform(0, 0.004))
         os.kill(pid, signal.SIGKILL)
         _, status = os.waitpid(pid, 0)
+        assert started, f"kill {n}: the writer published nothing in 30 s"
         assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
         published = _COUNTER.unpack_from(done)[0]
         record = reader.read_one(name)
         last = record.samples[-1]
         # `published` was complete; `published + 1` may have completed before the kill
         # landed between the pwrite and the publish.  Anything older would be a lost sample.
-        assert last.seq in (published, published + 1), (last.seq, published)
+        assert last.seq in (published, published + 1), (n, last.seq, published)
         assert last.step == last.seq and last.rss_bytes == (100 + last.seq % 50) << 20
         assert [s.seq for s in record.samples] == list(range(max(1, last.seq - 7), last.seq + 1))
         seen_wraps += last.seq > 8
+        (probe_dir / name).unlink()
         done.close()
     assert seen_wraps > KILLS // 2  # the ring wrapped in most runs: the hard case was covered
