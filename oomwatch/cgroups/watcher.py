@@ -94,6 +94,7 @@ class CgroupWatcher:
         dirty = self._drain_inotify()
         if now >= self._next_rescan_s:
             self.rescan()
+            self._read_all = True  # the periodic safety net: every counter, node/QoS too
         else:
             walks, self._walk_under = self._walk_under, set()
             for hierarchy, under in walks:
@@ -101,7 +102,7 @@ class CgroupWatcher:
         if now >= self._next_poll_s:
             dirty.update(self._polled)
             self._next_poll_s = now + self._poll_interval_s
-        if self._read_all:  # after a full rescan: every counter, node and QoS levels too
+        if self._read_all:
             dirty.update(self._cgroups)
             self._read_all = False
         dirty.update(self._gone)
@@ -115,7 +116,8 @@ class CgroupWatcher:
 
         With `relpath` (a cgroup the kernel log names that is not watched yet) only the new part
         of its path is walked: from just below its deepest watched ancestor.  Without, every
-        hierarchy is walked (and the periodic-rescan timer restarts).
+        hierarchy is walked (and the periodic-rescan timer restarts).  Either way only new and
+        removed cgroups are looked at; the periodic rescan also re-reads every counter.
         """
         if relpath is not None:
             parts = [p for p in relpath.split("/") if p]
@@ -129,7 +131,6 @@ class CgroupWatcher:
                     self._scan(hierarchy, "/" + "/".join(parts[:top]))
             return
         self._next_rescan_s = self._clock() + self._rescan_interval_s
-        self._read_all = True
         self._walk_under.clear()
         for hierarchy in self.hierarchies:
             self._scan(hierarchy, "")
