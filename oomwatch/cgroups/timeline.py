@@ -163,7 +163,10 @@ def _parse_breakdown(stat: bytes, version: int) -> _Breakdown:
 
 
 class TimelineSampler:
-    """Samples container cgroups into bounded rings and freezes a window at a kill."""
+    """Samples container cgroups into bounded rings and freezes a window at a kill.
+
+    Not thread-safe: call `sample` and `freeze` from one thread or under one lock.
+    """
 
     def __init__(
         self, interval_s: float = 1.0, window_s: float = 600.0, keep_gone_s: float | None = None

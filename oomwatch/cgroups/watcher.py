@@ -40,7 +40,10 @@ _DIR_EVENTS = flags.CREATE | flags.DELETE | flags.ONLYDIR
 
 
 class CgroupWatcher:
-    """OOM counter deltas for every watched cgroup, each kill reported once."""
+    """OOM counter deltas for every watched cgroup, each kill reported once.
+
+    Not thread-safe: one thread owns it (`hierarchies` may be read from anywhere).
+    """
 
     def __init__(
         self,
