@@ -1,0 +1,83 @@
+"""`oomwatch run` with a cluster: the real Kubernetes wiring against a local fake API server.
+
+No --standalone and a kubeconfig pointing at the kube engineer's fake API server: the agent
+must find the cluster, name the pod of a kill from its cgroup, and publish an Event.  The kill
+comes through a FIFO and a cgroup v2 file tree, as in `test_agent_offline`.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from oomwatch.daemon.agent import Agent
+from oomwatch.daemon.config import DaemonConfig
+from oomwatch.sinks.log import setup_logging
+
+from .test_agent_offline import CONTAINER, POD_UID, REPORT, events, make_tree, stored, wait_for
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "kube"))
+from fakeapi import NODE, FakeApiServer, make_pod
+
+CONTAINER_ID = CONTAINER.rsplit("/", 1)[1]
+
+KUBECONFIG = """apiVersion: v1
+kind: Config
+clusters: [{{name: fake, cluster: {{server: "{url}"}}}}]
+users: [{{name: agent, user: {{token: not-a-secret}}}}]
+contexts: [{{name: fake, context: {{cluster: fake, user: agent}}}}]
+current-context: fake
+"""
+
+
+def test_kill_gets_pod_names_and_an_event(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    api = FakeApiServer().start()
+    try:
+        api.put_pod(make_pod("trainer-0", "ml", uid=POD_UID, statuses=[{
+            "name": "app", "containerID": f"containerd://{CONTAINER_ID}", "restartCount": 0,
+            "state": {"running": {"startedAt": "2026-11-22T08:00:00Z"}},
+        }]))
+        kubeconfig = tmp_path / "kubeconfig"
+        kubeconfig.write_text(KUBECONFIG.format(url=api.url))
+        monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
+        monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+        container_dir = make_tree(tmp_path / "cgroup")
+        fifo = tmp_path / "kmsg.fifo"
+        os.mkfifo(fifo)
+        writer = os.open(fifo, os.O_RDWR | os.O_NONBLOCK)
+        setup_logging("json", stream=io.StringIO())
+        config = DaemonConfig(
+            node_name=NODE, metrics_host="127.0.0.1", metrics_port=0,
+            state_dir=tmp_path / "state", cgroup_roots=(str(tmp_path / "cgroup"),),
+            kmsg_path=str(fifo), standalone=False, log_format="json", probe_dir=None,
+            annotate_pods=False, sample_interval_s=0.2, timeline_window_s=60.0,
+            enrich_wait_s=5.0, max_incidents=100, max_age_days=1.0,
+        )
+        agent = Agent(config)
+        assert agent.kube is not None, "a reachable cluster must not mean standalone"
+        loop = threading.Thread(target=agent.run, daemon=True)
+        loop.start()
+        try:
+            time.sleep(0.3)
+            os.write(writer, REPORT)
+            (container_dir / "memory.events").write_text(events(1))
+            assert wait_for(lambda: len(stored(config.state_dir)) == 1, 8.0)
+            [kill] = stored(config.state_dir)
+            assert kill.k8s is not None
+            names = (kill.k8s.namespace, kill.k8s.pod, kill.k8s.container)
+            assert names == ("ml", "trainer-0", "app")
+            api.wait_for(lambda a: len(a.events) == 1, timeout_s=10.0)
+            [event] = api.events.values()
+            assert event["regarding"]["uid"] == POD_UID
+        finally:
+            agent.stop()
+            loop.join(10)
+            os.close(writer)
+    finally:
+        api.stop()
