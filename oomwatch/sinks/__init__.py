@@ -1,1 +1,5 @@
-"""Where incidents go after they are stored: metrics (here), logs and Kubernetes (elsewhere)."""
+"""Where incidents go once stored: the JSON log line (`log`) and Prometheus (`metrics`).
+
+Kubernetes Events and annotations are a sink too, but live with the rest of the cluster code
+in `oomwatch.kube`.
+"""
