@@ -20,7 +20,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
 from oomwatch import __version__
-from oomwatch.incident import INCIDENT_KINDS, LIMIT_SCOPES, Incident
+from oomwatch.incident import LIMIT_SCOPES, Incident
 
 IDENTITY_LABELS = ("namespace", "pod", "container", "pod_uid")
 KERNEL_KINDS = frozenset({"memcg", "global", "cpuset", "mempolicy", "unknown"})
@@ -136,6 +136,7 @@ class Metrics:
         self._series: dict[SeriesLabels, set[tuple[Any, tuple[str, ...]]]] = {}
         self._gauges: dict[SeriesLabels, _GaugePair] = {}
         self._server: ThreadingHTTPServer | None = None
+        self._last_kill_s = 0.0
 
     # --- Sink ---------------------------------------------------------------------------------
 
@@ -151,16 +152,17 @@ class Metrics:
             if incident.kind not in KERNEL_KINDS:
                 return  # evictions and false OOMKilled reports are not kernel kills
             kills = max(1, len(incident.victims))
-            kind = incident.kind if incident.kind in INCIDENT_KINDS else "unknown"
             scope = incident.limit_scope if incident.limit_scope in LIMIT_SCOPES else ""
-            self._inc(self.oom_kills, labels, (kind, scope or ""), kills)
+            self._inc(self.oom_kills, labels, (incident.kind, scope or ""), kills)
             if incident.group_kill:
                 self._inc(self.group_oom_kills, labels, (), 1)
             if incident.container_survived:
                 self._inc(self.child_process_oom_kills, labels, (), 1)
             if incident.header_suppressed or incident.kmsg_missing:
                 self.oom_reports_suppressed.inc(kills)
-            self.last_oom_kill.set(_kill_wall_time(incident))
+            # Incidents may come out of order (backlog, deferred enrichment): keep the latest.
+            self._last_kill_s = max(self._last_kill_s, _kill_wall_time(incident))
+            self.last_oom_kill.set(self._last_kill_s)
 
     def close(self) -> None:
         server, self._server = self._server, None

@@ -76,10 +76,11 @@ def test_kill_counters_over_http(served: tuple[Metrics, str, list[bool]]) -> Non
     )
     metrics.emit(_kill(container_survived=True, kmsg_missing=True, victims=[]))
     metrics.emit(_kill(kind="global", limit_scope="global", pod_uid=None, k8s=None))
+    metrics.emit(_kill(wall_time="2026-11-22T07:00:00+00:00"))  # an older kill, seen late
     metrics.add_kmsg_lost(7)
     metrics.add_reports_suppressed(2)
     scraped = _scrape(base)
-    assert (dict(IDS, kind="memcg", scope="container"), 5.0) in scraped["oomwatch_oom_kills_total"]
+    assert (dict(IDS, kind="memcg", scope="container"), 6.0) in scraped["oomwatch_oom_kills_total"]
     empty = {"namespace": "", "pod": "", "container": "", "pod_uid": ""}
     assert (dict(empty, kind="global", scope="global"), 1.0) in scraped["oomwatch_oom_kills_total"]
     assert scraped["oomwatch_group_oom_kills_total"] == [(IDS, 1.0)]
