@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import mmap
 import os
 import random
 import signal
@@ -20,14 +19,19 @@ KILLS = 200
 _COUNTER = struct.Struct("<Q")
 
 
-def _write_forever(path: str, done: mmap.mmap) -> None:
+def _write_forever(path: str, done_fd: int) -> None:
     """Child: write samples as fast as it can; publish each seq once its pwrite returned."""
     writer = RingWriter(path, to_payload(META), RingGeometry(1024, 8, 1))
     i = 0
     while True:
         i += 1
         seq = writer.write_sample(to_payload(sample(i, rss_mib=100 + i % 50)))
-        _COUNTER.pack_into(done, 0, seq)
+        os.pwrite(done_fd, _COUNTER.pack(seq), 0)
+
+
+def _published(done_fd: int) -> int:
+    value: int = _COUNTER.unpack(os.pread(done_fd, 8, 0))[0]
+    return value
 
 
 def test_every_read_after_sigkill_is_the_last_complete_sample_or_the_one_before(
@@ -38,24 +42,26 @@ def test_every_read_after_sigkill_is_the_last_complete_sample_or_the_one_before(
     seen_wraps = 0
     for n in range(KILLS):
         name = f"kill{n}.trainer.ring"  # a fresh file: a stale one cannot pass for this run
-        done = mmap.mmap(-1, 8)  # shared with the child
+        # what the child has published, in a side file (page cache is shared with the child)
+        done_fd = os.open(probe_dir / f"{name}.done", os.O_RDWR | os.O_CREAT | os.O_TRUNC)
+        os.pwrite(done_fd, _COUNTER.pack(0), 0)
         pid = os.fork()
         if pid == 0:
             try:
-                _write_forever(str(probe_dir / name), done)
+                _write_forever(str(probe_dir / name), done_fd)
             finally:
                 os._exit(1)
         deadline = time.monotonic() + 30
-        while _COUNTER.unpack_from(done)[0] == 0 and time.monotonic() < deadline:
+        while _published(done_fd) == 0 and time.monotonic() < deadline:
             time.sleep(0.0002)
-        started = _COUNTER.unpack_from(done)[0] > 0
+        started = _published(done_fd) > 0
         if started:
             time.sleep(rng.uniform(0, 0.004))
         os.kill(pid, signal.SIGKILL)
         _, status = os.waitpid(pid, 0)
         assert started, f"kill {n}: the writer published nothing in 30 s"
         assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
-        published = _COUNTER.unpack_from(done)[0]
+        published = _published(done_fd)
         record = reader.read_one(name)
         last = record.samples[-1]
         # `published` was complete; `published + 1` may have completed before the kill
@@ -65,5 +71,6 @@ def test_every_read_after_sigkill_is_the_last_complete_sample_or_the_one_before(
         assert [s.seq for s in record.samples] == list(range(max(1, last.seq - 7), last.seq + 1))
         seen_wraps += last.seq > 8
         (probe_dir / name).unlink()
-        done.close()
+        os.close(done_fd)
+        (probe_dir / f"{name}.done").unlink()
     assert seen_wraps > KILLS // 2  # the ring wrapped in most runs: the hard case was covered
