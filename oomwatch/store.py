@@ -10,6 +10,7 @@ that OOMs all day cannot fill its disk.
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import sqlite3
 import threading
@@ -88,17 +89,23 @@ def killed_at_s(incident: Incident, now_s: float) -> float:
 
 
 def store_key(incident: Incident) -> str:
-    """`identity_key()`, adjusted for the two kinds of kill the log does not fully name.
+    """`identity_key()`, adjusted for the incidents the kernel log does not fully name.
 
-    A counter-only incident (`kmsg_missing`) has no kernel time or victim, so two in one
-    cgroup would share a key; each is observed once (never replayed), so a fresh key is
-    safe.  A header-suppressed kill gets its cgroup from the counters, which a replay after
-    a restart may not repeat, so its key leaves the cgroup out (time + pid stay unique).
+    - A counter-only kill (`kmsg_missing`) has no kernel time or victim, so two in one
+      cgroup would share a key; each is observed once (never replayed): a fresh key.
+    - A header-suppressed kill gets its cgroup from the counters, which a replay after a
+      restart may not repeat, so its key leaves the cgroup out (time + pid stay unique).
+    - An incident from the pod status (eviction, false OOMKilled) has neither kernel time
+      nor victim: pod, container and its time tell two of them apart.
     """
     if incident.kmsg_missing:
         return f"{incident.identity_key()}-{uuid.uuid4().hex[:12]}"
     if incident.header_suppressed:
         return replace(incident, task_memcg=None, oom_memcg=None).identity_key()
+    if incident.kernel_time_s is None and not incident.victims:
+        parts = (incident.identity_key(), incident.pod_uid or "", incident.container_id or "",
+                 incident.wall_time or incident.detected_at or "")
+        return hashlib.sha256("\x1f".join(parts).encode("utf-8", "surrogatepass")).hexdigest()[:32]
     return incident.identity_key()
 
 

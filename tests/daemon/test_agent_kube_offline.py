@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+from kubernetes.config import kube_config
 
 from oomwatch.daemon.agent import Agent
 from oomwatch.daemon.config import DaemonConfig
@@ -46,12 +47,15 @@ def test_kill_gets_pod_names_and_an_event(tmp_path: Path, monkeypatch: pytest.Mo
         kubeconfig = tmp_path / "kubeconfig"
         kubeconfig.write_text(KUBECONFIG.format(url=api.url))
         monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
+        # The client reads KUBECONFIG once, at import: another test may have imported it.
+        monkeypatch.setattr(kube_config, "KUBE_CONFIG_DEFAULT_LOCATION", str(kubeconfig))
         monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
         container_dir = make_tree(tmp_path / "cgroup")
         fifo = tmp_path / "kmsg.fifo"
         os.mkfifo(fifo)
         writer = os.open(fifo, os.O_RDWR | os.O_NONBLOCK)
-        setup_logging("json", stream=io.StringIO())
+        log = io.StringIO()
+        setup_logging("json", stream=log)
         config = DaemonConfig(
             node_name=NODE, metrics_host="127.0.0.1", metrics_port=0,
             state_dir=tmp_path / "state", cgroup_roots=(str(tmp_path / "cgroup"),),
@@ -60,7 +64,7 @@ def test_kill_gets_pod_names_and_an_event(tmp_path: Path, monkeypatch: pytest.Mo
             enrich_wait_s=5.0, max_incidents=100, max_age_days=1.0,
         )
         agent = Agent(config)
-        assert agent.kube is not None, "a reachable cluster must not mean standalone"
+        assert agent.kube is not None, f"standalone: {log.getvalue()}"
         loop = threading.Thread(target=agent.run, daemon=True)
         loop.start()
         try:

@@ -113,3 +113,15 @@ def test_newer_schema_is_refused(tmp_path: Path) -> None:
     db.close()
     with pytest.raises(StoreError, match="newer"):
         IncidentStore(tmp_path)
+
+
+def test_status_incidents_are_told_apart_by_pod_container_and_time(tmp_path: Path) -> None:
+    store = IncidentStore(tmp_path)
+    evicted = Incident(kind="eviction", boot_id=BOOT, pod_uid="u1",
+                       wall_time="2026-11-22T08:00:00+00:00")
+    other_pod = Incident(kind="eviction", boot_id=BOOT, pod_uid="u2",
+                         wall_time="2026-11-22T08:00:00+00:00")
+    later = Incident(kind="eviction", boot_id=BOOT, pod_uid="u1",
+                     wall_time="2026-11-22T09:00:00+00:00")
+    assert store.add(evicted) and store.add(other_pod) and store.add(later)
+    assert not store.add(Incident.from_dict(evicted.to_dict()))
