@@ -5,8 +5,9 @@ unprivileged, reads the FIFO with `oomwatch run --kmsg <fifo>`.  Each record is 
 whole and unchanged (`<prio>,<seq>,<usec>,<flags>;<message>\n`, then dictionary lines that
 start with a space): the kernel escapes newlines inside messages, so a line that does not
 start with a space always begins a record.  Nothing is parsed here, so nothing untrusted
-runs with privilege.  When the agent restarts the FIFO has no reader: the relay waits for
-the next reader and resends the record it was holding; the kernel ring buffers meanwhile.
+runs with privilege.  The relay holds the FIFO open read-write, so the pipe (and the records
+in it) outlives a restart of the agent: with no reader the relay's writes fill the pipe and
+then block, and the kernel ring holds the rest until the agent reads again.
 """
 
 from __future__ import annotations
@@ -55,18 +56,19 @@ def ensure_fifo(path: str) -> None:
 
 
 def relay(records: Iterator[bytes], fifo_path: str) -> None:
-    """Write every record to the FIFO, reopening it (blocking) whenever the reader leaves."""
-    out = -1
-    for record in records:
-        while True:
-            if out < 0:
-                out = os.open(fifo_path, os.O_WRONLY)  # blocks until the agent opens it
-            try:
-                os.write(out, record)
-                break
-            except BrokenPipeError:
-                os.close(out)
-                out = -1
+    """Write every record whole to the FIFO, blocking while the pipe is full.
+
+    Opened read-write (never read): a write-only end would get EPIPE when the agent
+    restarts, and closing it would free the pipe with up to 64 KiB of unread records.
+    """
+    out = os.open(fifo_path, os.O_RDWR | os.O_CLOEXEC)
+    try:
+        for record in records:
+            view = memoryview(record)
+            while view:
+                view = view[os.write(out, view):]
+    finally:
+        os.close(out)
 
 
 def main(argv: list[str] | None = None) -> int:

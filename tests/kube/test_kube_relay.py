@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import select
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -44,29 +45,57 @@ def test_records_reach_the_reader_unchanged(tmp_path: Path) -> None:
     assert got == [b"".join(RECORDS)]
 
 
-def test_a_restarted_reader_gets_the_record_that_failed(tmp_path: Path) -> None:
+def _read_exactly(fd: int, count_bytes: int, timeout_s: float = 5.0) -> bytes:
+    """Exactly `count_bytes` from a FIFO (fewer if nothing more comes within the timeout)."""
+    data = b""
+    while len(data) < count_bytes:
+        ready, _, _ = select.select([fd], [], [], timeout_s)
+        chunk = os.read(fd, count_bytes - len(data)) if ready else b""
+        if not chunk:
+            break
+        data += chunk
+    return data
+
+
+def _open_reader(fifo: str) -> int:
+    fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # as the agent: never waits for a writer
+    os.set_blocking(fd, True)
+    return fd
+
+
+def test_records_in_the_pipe_survive_a_reader_restart(tmp_path: Path) -> None:
+    """The agent reads one record and restarts: the unread ones, and those relayed while it
+    was away, all reach the next reader (a write-only relay dropped them with the pipe)."""
     fifo = str(tmp_path / "kmsg.fifo")
     ensure_fifo(fifo)
-    first = threading.Event()
+    three_written, reader_gone, fourth_written, done = (threading.Event() for _ in range(4))
+    fourth = b"6,104,8000,-;relayed while the agent restarts\n"
 
     def records() -> Iterator[bytes]:
-        yield RECORDS[0]
-        first.wait(5)  # the first reader has gone: the next write gets EPIPE
-        yield RECORDS[1]
-        yield RECORDS[2]
+        yield from RECORDS
+        three_written.set()
+        reader_gone.wait(5)
+        yield fourth
+        fourth_written.set()
+        done.wait(5)  # keep the relay's end open until the test has read
 
-    got: list[bytes] = []
-
-    def readers() -> None:
-        got.append(read_all(fifo, len(RECORDS[0])))  # reads one record, then closes
-        first.set()
-        got.append(read_all(fifo, len(RECORDS[1]) + len(RECORDS[2])))
-
-    thread = threading.Thread(target=readers)
+    reader = _open_reader(fifo)
+    thread = threading.Thread(target=relay, args=(records(), fifo))
     thread.start()
-    relay(records(), fifo)
-    thread.join(5)
-    assert got == [RECORDS[0], RECORDS[1] + RECORDS[2]]
+    try:
+        assert three_written.wait(5)
+        assert _read_exactly(reader, len(RECORDS[0])) == RECORDS[0]
+        os.close(reader)  # the agent restarts with two records unread in the pipe
+        reader_gone.set()
+        assert fourth_written.wait(5), "the relay blocked while no agent was reading"
+        reader = _open_reader(fifo)
+        rest = RECORDS[1] + RECORDS[2] + fourth
+        assert _read_exactly(reader, len(rest)) == rest
+        os.close(reader)
+    finally:
+        done.set()
+        thread.join(5)
+    assert not thread.is_alive()
 
 
 def test_existing_non_fifo_is_refused(tmp_path: Path) -> None:
