@@ -21,7 +21,7 @@ from oomwatch.sanitize import escape_control
 REPORTING_CONTROLLER = "oomwatch.io/agent"
 ANNOTATION_KEY = "oomwatch.io/last-oom-kill"
 NODE_EVENT_NAMESPACE = "default"  # the API server puts cluster-scoped objects' Events here
-NOTE_MAX_CHARS = 1024
+NOTE_MAX_BYTES = 1024  # the API server's limit is on the UTF-8 bytes (Go len)
 
 REASON_CONTAINER = "OOMKillDetected"
 REASON_CHILD = "ChildProcessOOMKilled"
@@ -188,8 +188,18 @@ def event_note(incident: Incident, container: str | None) -> str:
             parts.append("container was killed")
         if incident.header_suppressed or incident.kmsg_missing:
             parts.append("kernel report was rate-limited: details partial")
-    note = escape_control("; ".join(parts))
-    return note if len(note) <= NOTE_MAX_CHARS else note[: NOTE_MAX_CHARS - 3] + "..."
+    return clip_utf8(escape_control("; ".join(parts)), NOTE_MAX_BYTES)
+
+
+def clip_utf8(text: str, max_bytes: int) -> str:
+    """`text`, or its longest prefix ending "..." whose UTF-8 fits `max_bytes` (whole chars).
+
+    A lone surrogate (undecodable input) becomes "?", so the count is what goes on the wire.
+    """
+    encoded = text.encode(errors="replace")
+    if len(encoded) > max_bytes:
+        encoded = encoded[: max_bytes - 3] + b"..."
+    return encoded.decode(errors="ignore")
 
 
 def _framework_text(allocator: dict[str, Any], container: str | None) -> str:

@@ -44,7 +44,7 @@ def validate_new_event(event: dict[str, Any], namespace: str, creating: bool) ->
     for required in ("action", "reason"):
         if not event.get(required) or len(event[required]) > 128:
             return f"{required}: Required value, at most 128 characters"
-    if len(event.get("note") or "") > 1024:
+    if len((event.get("note") or "").encode()) > 1024:  # Go's len(): bytes, not characters
         return "note: Too long: may not be longer than 1024"
     regarding = event.get("regarding") or {}
     if regarding.get("kind") == "Node" and namespace not in ("default", "kube-system"):

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from fakeapi import NODE, FakeApiServer
+from fakeapi_objects import validate_new_event
 from kube_scenario import (
     CID,
     KILLED_NOTE,
@@ -26,6 +27,7 @@ from kube_scenario import (
 )
 
 from oomwatch.incident import (
+    Finding,
     Incident,
     PodContext,
     Victim,
@@ -115,6 +117,31 @@ def test_framework_oom_event_from_the_probe_allocator(
             " free 1.1GiB, total 79.2GiB, allocated 70.3GiB, reserved but unallocated 3.2GiB,"
             " phase forward, epoch 3, step 1200, batch_size 64")
     assert_event(body, "CUDAOutOfMemory", "OutOfMemory", note, POD_REF)
+
+
+def test_a_long_multibyte_note_is_accepted_by_the_api(
+    fake_api: FakeApiServer, make_kube: Callable[..., KubeIntegration]
+) -> None:
+    """The API server counts the note's bytes (Go len); a 1024-character cut was a 422."""
+    fake_api.put_pod(app_pod())
+    kube = make_kube()
+    message = "The node was low on resource: memory. 容器内存不足，驱逐中。" * 40
+    evicted = Incident(kind="eviction", kernel_time_s=3.0, pod_uid=UID, container_id=CID,
+                       findings=[Finding("memory_pressure_eviction", "warning", message)])
+    kube.sink.emit(enriched(kube, evicted))
+    (body,) = event_for(fake_api)  # the fake API rejects a note over 1024 bytes, as the real one
+    assert body["reason"] == "MemoryPressureEviction"
+    assert len(body["note"]) < 1024 < len(message.encode())
+    assert len(body["note"].encode()) >= 1024 - 3 - 2 and message.startswith(body["note"][:-3])
+
+
+def test_the_fake_api_counts_note_bytes() -> None:
+    event = {"eventTime": "2026-11-22T08:00:00.000000Z", "type": "Warning", "action": "Killed",
+             "reason": "OOMKillDetected", "reportingController": "oomwatch.io/agent",
+             "reportingInstance": "oomwatch-node-a"}
+    assert validate_new_event({**event, "note": "x" * 1024}, "shop", creating=True) is None
+    assert validate_new_event({**event, "note": "é" * 1000}, "shop", creating=True) == (
+        "note: Too long: may not be longer than 1024")
 
 
 def test_names_claimed_by_a_probe_file_never_aim_the_event(

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+import pytest
 from fakeapi import make_pod
 
 from oomwatch.incident import Finding, Incident, Victim
-from oomwatch.kube.events import NOTE_MAX_CHARS, build_event, event_reason
+from oomwatch.kube.events import NOTE_MAX_BYTES, build_event, clip_utf8, event_reason
 from oomwatch.kube.pods import decode_pod
 
 NOW = datetime(2026, 11, 22, 8, 30, 0, 123456, tzinfo=UTC)
@@ -35,13 +36,25 @@ def test_init_container_kill_points_at_spec_init_containers() -> None:
     assert draft.body["eventTime"] == "2026-11-22T08:30:00.123456Z"
 
 
-def test_note_is_cut_at_1024_characters() -> None:
+def test_note_is_cut_at_1024_bytes() -> None:
     pod = decode_pod(make_pod(uid="11111111-2222-3333-4444-555555555555"))
     incident = Incident(kind="eviction", pod_uid=pod.uid, findings=[
         Finding("memory_pressure_eviction", "warning", "x" * 3000)])
     draft = build_event(incident, "node-a", NOW, pod)
     assert draft is not None
-    assert len(draft.body["note"]) == NOTE_MAX_CHARS and draft.body["note"].endswith("...")
+    assert len(draft.body["note"]) == NOTE_MAX_BYTES and draft.body["note"].endswith("...")
+
+
+@pytest.mark.parametrize("char", ["é", "内", "😀"])  # 2, 3 and 4 bytes in UTF-8
+def test_multibyte_note_is_cut_at_a_character_boundary_within_1024_bytes(char: str) -> None:
+    text = "evicted: " + char * 1500
+    note = clip_utf8(text, NOTE_MAX_BYTES)
+    encoded = note.encode()
+    assert len(encoded) <= NOTE_MAX_BYTES and note.endswith("...")
+    assert len(encoded) > NOTE_MAX_BYTES - 3 - len(char.encode())  # no more cut than needed
+    assert text.startswith(note[:-3])  # whole characters only (it decoded as UTF-8 above)
+    assert clip_utf8("short é", NOTE_MAX_BYTES) == "short é"
+    assert clip_utf8("a\udcff", NOTE_MAX_BYTES) == "a?"  # an undecodable byte is counted once
 
 
 def test_no_event_for_a_pod_the_api_does_not_show_or_a_non_pod_cgroup() -> None:
