@@ -28,7 +28,8 @@ REASON_CHILD = "ChildProcessOOMKilled"
 REASON_GROUP = "GroupOOMKill"
 REASON_POD_LIMIT = "PodLimitOOMKill"
 REASON_NODE = "NodeOOMKill"
-REASON_FRAMEWORK = "CUDAOutOfMemory"
+REASON_CUDA = "CUDAOutOfMemory"
+REASON_FRAMEWORK = "FrameworkOutOfMemory"  # a framework OOM off the GPU (TensorFlow on CPU:0)
 REASON_EVICTION = "MemoryPressureEviction"
 REASON_FALSE_OOMKILLED = "OOMKilledWithoutKernelKill"
 
@@ -60,7 +61,7 @@ class EventDraft:
 def event_reason(incident: Incident) -> str:
     """The Event reason for an incident (most specific first)."""
     if incident.kind == "framework":
-        return REASON_FRAMEWORK
+        return REASON_CUDA if _on_cuda_device(incident.allocator or {}) else REASON_FRAMEWORK
     if incident.kind == "eviction":
         return REASON_EVICTION
     if incident.kind == "false_oomkilled":
@@ -74,6 +75,15 @@ def event_reason(incident: Incident) -> str:
     if incident.container_survived:
         return REASON_CHILD
     return REASON_CONTAINER
+
+
+def _on_cuda_device(allocator: dict[str, Any]) -> bool:
+    """PyTorch's CUDA allocator OOMs only on a CUDA device (its message may omit the number);
+    TensorFlow names the device (`GPU:0`, `CPU:0`; oomwatch.probe.oom_messages)."""
+    if allocator.get("framework") == "torch-cuda":
+        return True
+    device = allocator.get("device")
+    return isinstance(device, str) and device.upper().startswith(("GPU", "CUDA"))
 
 
 def _action(incident: Incident) -> str:

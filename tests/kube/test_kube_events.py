@@ -10,6 +10,7 @@ from fakeapi import make_pod
 from oomwatch.incident import Finding, Incident, Victim
 from oomwatch.kube.events import NOTE_MAX_BYTES, build_event, clip_utf8, event_reason
 from oomwatch.kube.pods import decode_pod
+from oomwatch.probe.oom_messages import parse_tf_oom, parse_torch_cuda_oom
 
 NOW = datetime(2026, 11, 22, 8, 30, 0, 123456, tzinfo=UTC)
 INIT_ID = "9" * 64
@@ -85,3 +86,29 @@ def test_event_names_are_stable_for_the_same_kill() -> None:
     again = build_event(incident, "node-a", datetime.now(UTC), pod)
     assert first is not None and again is not None
     assert first.name == again.name  # a retried create after a lost reply is a 409, not a copy
+
+
+TF_OOM = ("OOM when allocating tensor with shape[1099511627776] and type float on "
+          "/job:localhost/replica:0/task:0/device:{} by allocator {}")
+
+
+@pytest.mark.parametrize(
+    ("framework", "message", "reason"),
+    [
+        ("torch-cuda", "CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 2.00 GiB total "
+         "capacity; 1.44 GiB already allocated; 0 bytes free; 1.50 GiB reserved in total by "
+         "PyTorch)", "CUDAOutOfMemory"),
+        ("torch-cuda", "CUDA out of memory. Tried to allocate 20.00 MiB. GPU  has a total "
+         "capacity of 22.19 GiB of which 8.50 MiB is free.", "CUDAOutOfMemory"),  # no number
+        ("tensorflow", TF_OOM.format("GPU:0", "GPU_0_bfc"), "CUDAOutOfMemory"),
+        ("tensorflow", TF_OOM.format("CPU:0", "mklcpu"), "FrameworkOutOfMemory"),
+        ("tensorflow", "ResourceExhaustedError: out of memory", "FrameworkOutOfMemory"),
+    ],
+)
+def test_framework_reason_says_cuda_only_for_a_cuda_device(
+    framework: str, message: str, reason: str
+) -> None:
+    parse = parse_torch_cuda_oom if framework == "torch-cuda" else parse_tf_oom
+    allocator = {"framework": framework, "device": parse(message).device, "message": message}
+    incident = Incident(kind="framework", kernel_time_s=1.0, allocator=allocator)
+    assert event_reason(incident) == reason
