@@ -83,6 +83,12 @@ class Metrics:
             [*ids, "kind", "scope"],
             registry=r,
         )
+        self.oom_incidents = Counter(
+            "oomwatch_oom_incidents",
+            "Kernel OOM kill incidents, one per kill of the container (a group kill counts once).",
+            [*ids, "kind", "scope"],
+            registry=r,
+        )
         self.group_oom_kills = Counter(
             "oomwatch_group_oom_kills",
             "memory.oom.group kills, one per group kill.",
@@ -154,6 +160,7 @@ class Metrics:
             kills = max(1, len(incident.victims))
             scope = incident.limit_scope if incident.limit_scope in LIMIT_SCOPES else ""
             self._inc(self.oom_kills, labels, (incident.kind, scope or ""), kills)
+            self._inc(self.oom_incidents, labels, (incident.kind, scope or ""), 1)
             if incident.group_kill:
                 self._inc(self.group_oom_kills, labels, (), 1)
             if incident.container_survived:

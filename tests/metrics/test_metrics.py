@@ -83,6 +83,10 @@ def test_kill_counters_over_http(served: tuple[Metrics, str, list[bool]]) -> Non
     assert (dict(IDS, kind="memcg", scope="container"), 6.0) in scraped["oomwatch_oom_kills_total"]
     empty = {"namespace": "", "pod": "", "container": "", "pod_uid": ""}
     assert (dict(empty, kind="global", scope="global"), 1.0) in scraped["oomwatch_oom_kills_total"]
+    # one incident per kill of the container: the 3-process group kill counts once
+    incidents = scraped["oomwatch_oom_incidents_total"]
+    assert (dict(IDS, kind="memcg", scope="container"), 4.0) in incidents
+    assert (dict(empty, kind="global", scope="global"), 1.0) in incidents
     assert scraped["oomwatch_group_oom_kills_total"] == [(IDS, 1.0)]
     assert scraped["oomwatch_child_process_oom_kills_total"] == [(IDS, 1.0)]
     assert scraped["oomwatch_kmsg_records_lost_total"] == [({}, 7.0)]
@@ -134,9 +138,10 @@ def test_memory_gauges_and_stale_series_are_forgotten(
 
     clock.now += 1200  # past the counter grace too
     metrics.set_container_memory(labels, usage_bytes=210 << 20, limit_bytes=256 << 20)
-    assert metrics.forget_stale() == 1
+    assert metrics.forget_stale() == 2  # its kill and incident counters
     scraped = _scrape(base)
     assert "oomwatch_oom_kills_total" not in scraped
+    assert "oomwatch_oom_incidents_total" not in scraped
     assert scraped["oomwatch_container_memory_usage_bytes"] == [(IDS, float(210 << 20))]
 
 

@@ -33,6 +33,7 @@ POD = PodContext(namespace="shop", pod="cart-0", container="api")
 IDENTITY = {"namespace", "pod", "container", "pod_uid"}
 CONTRACT_LABELS = {
     "oomwatch_oom_kills_total": IDENTITY | {"kind", "scope"},
+    "oomwatch_oom_incidents_total": IDENTITY | {"kind", "scope"},
     "oomwatch_group_oom_kills_total": IDENTITY,
     "oomwatch_child_process_oom_kills_total": IDENTITY,
     "oomwatch_framework_oom_total": IDENTITY | {"framework"},
