@@ -27,6 +27,12 @@ PROMETHEUS_RULE_FILE = REPO / "daemonset" / "prometheusrule.yaml"
 
 # Series Prometheus makes itself, not the agent.
 PROMETHEUS_SYNTHETIC = frozenset({"up", "ALERTS", "ALERTS_FOR_STATE"})
+# kube-state-metrics series, each allowed in these alerts only (an agent that is missing
+# cannot report itself): name -> alert names.
+KUBE_STATE_METRICS = {
+    "kube_daemonset_status_number_unavailable": {"OOMWatchAgentDown"},
+    "kube_daemonset_status_desired_number_scheduled": {"OOMWatchAgentDown"},
+}
 # Labels Prometheus adds to every scraped series (the agent never exports them).
 TARGET_LABELS = frozenset({"instance", "job", "node"})
 
@@ -175,15 +181,34 @@ def referenced_names() -> dict[str, set[str]]:
     return where
 
 
+def kube_state_metrics_misuse() -> dict[str, list[str]]:
+    """kube-state-metrics names used outside the alerts allowed to use them (rule expressions,
+    annotation queries of other rules, any dashboard query)."""
+    misuse: dict[str, list[str]] = {}
+    for rule in rules():
+        texts = [rule["expr"], *rule.get("annotations", {}).values()]
+        for name, allowed in KUBE_STATE_METRICS.items():
+            if rule.get("alert") not in allowed and any(name in text for text in texts):
+                misuse.setdefault(name, []).append(rule.get("alert") or rule["record"])
+    for expr in dashboard_expressions(load_dashboard()):
+        for name in metric_names(expr) & KUBE_STATE_METRICS.keys():
+            misuse.setdefault(name, []).append(f"dashboard: {expr.strip()}")
+    return misuse
+
+
 def assert_all_exported(exported: dict[str, set[str] | None]) -> None:
-    """Every name the rules and the dashboard use is exported, with the labels they match on."""
+    """Every name the rules and the dashboard use is exported, with the labels they match on
+    (but for the few kube-state-metrics series of the agent-down alert, and only there)."""
     recorded = recording_names()
+    external = PROMETHEUS_SYNTHETIC | KUBE_STATE_METRICS.keys()
     missing = {
         name: sorted(where)
         for name, where in referenced_names().items()
-        if name not in exported and name not in recorded and name not in PROMETHEUS_SYNTHETIC
+        if name not in exported and name not in recorded and name not in external
     }
     assert not missing, f"named but not exported by the agent: {missing}"
+    misuse = kube_state_metrics_misuse()
+    assert not misuse, f"kube-state-metrics series outside their alert: {misuse}"
     for expr in rule_expressions() + dashboard_expressions(load_dashboard()):
         for name, labels in selector_labels(expr):
             known = exported.get(name)
