@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -14,6 +15,7 @@ import yaml
 from kube_manifests import ANNOTATE_DIR, CRD_KINDS, DAEMONSET_DIR, documents, manifest_files
 
 KUBERNETES_VERSION = "1.33.0"
+REPO = DAEMONSET_DIR.parent
 
 
 @pytest.mark.parametrize("path", manifest_files(), ids=lambda p: str(p.relative_to(DAEMONSET_DIR)))
@@ -145,6 +147,25 @@ def test_podmonitor_scrapes_the_agent_with_honor_labels() -> None:
     assert selector.items() <= pod_labels.items()
     assert pod_labels[monitor["spec"]["jobLabel"]] == "oomwatch"  # up{job="oomwatch"}
     assert monitor["spec"]["namespaceSelector"] == {"matchNames": ["oomwatch"]}
+    # the alerts name the node (`node` target label), as the plain scrape config in
+    # rules/README.md also adds it
+    assert endpoint["relabelings"] == [{"sourceLabels": ["__meta_kubernetes_pod_node_name"],
+                                        "targetLabel": "node"}]
+
+
+def test_report_commands_in_alerts_and_docs_read_the_agents_store() -> None:
+    """`oomwatch report` without --store reads /dev/kmsg, which the agent container cannot."""
+    args = containers()["agent"]["args"]
+    (state_dir,) = [a.split("=", 1)[1] for a in args if a.startswith("--state-dir=")]
+    texts = {path: path.read_text() for path in (
+        REPO / "rules" / "oomwatch.rules.yaml", REPO / "rules" / "README.md",
+        DAEMONSET_DIR / "README.md", REPO / "README.md")}
+    stores = {str(path.relative_to(REPO)): set(re.findall(r"--store\s+(\S+?)[`\s]", text))
+              for path, text in texts.items()}
+    assert all(found == {state_dir} for found in stores.values()), (state_dir, stores)
+    alert_commands = re.findall(r"`oomwatch report[^`]*`",
+                                texts[REPO / "rules" / "oomwatch.rules.yaml"])
+    assert alert_commands and all("--store" in c for c in alert_commands), alert_commands
 
 
 def test_service_account_is_bound_to_both_cluster_roles() -> None:
