@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import kubernetes_validate
+import kustomize_build
 import pytest
 import yaml
 from kube_manifests import ANNOTATE_DIR, CRD_KINDS, DAEMONSET_DIR, documents, manifest_files
@@ -63,33 +64,63 @@ def test_annotate_component_adds_the_flag_to_the_agent() -> None:
     assert op["value"] == "--annotate-pods"
 
 
-def kustomize_build(path: Path) -> list[dict[str, Any]]:
+def kubectl_kustomize(path: Path) -> list[dict[str, Any]]:
     if shutil.which("kubectl") is None:
-        pytest.skip("kubectl (for `kubectl kustomize`) is not installed")
+        pytest.skip("kubectl not installed: the build is checked by kustomize_build alone")
     out = subprocess.run(["kubectl", "kustomize", str(path)], capture_output=True, text=True,
                          timeout=60)
     assert out.returncode == 0, out.stderr
     return [d for d in yaml.safe_load_all(out.stdout) if d]
 
 
+def user_kustomization(tmp_path: Path, annotate: bool) -> Path:
+    """`daemonset/` itself, or a user's own kustomization enabling the annotate component."""
+    if not annotate:
+        return DAEMONSET_DIR
+    base = os.path.relpath(DAEMONSET_DIR, tmp_path)
+    (tmp_path / "kustomization.yaml").write_text(yaml.safe_dump({
+        "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
+        "resources": [base], "components": [f"{base}/components/annotate"]}))
+    return tmp_path
+
+
 @pytest.mark.parametrize("annotate", [False, True])
 def test_kustomize_builds_valid_objects(tmp_path: Path, annotate: bool) -> None:
     """What `kubectl apply -k` would send, with and without the annotate component."""
-    if annotate:  # a user's own kustomization enabling the component
-        base = os.path.relpath(DAEMONSET_DIR, tmp_path)
-        (tmp_path / "kustomization.yaml").write_text(yaml.safe_dump({
-            "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
-            "resources": [base], "components": [f"{base}/components/annotate"]}))
-    docs = kustomize_build(tmp_path if annotate else DAEMONSET_DIR)
+    docs = kustomize_build.build(user_kustomization(tmp_path, annotate))
     for doc in docs:
         if doc["kind"] not in CRD_KINDS:
             kubernetes_validate.validate(doc, KUBERNETES_VERSION, strict=True)
     (daemonset,) = [d for d in docs if d["kind"] == "DaemonSet"]
-    agent = next(c for c in daemonset["spec"]["template"]["spec"]["containers"]
-                 if c["name"] == "agent")
+    pod_spec = daemonset["spec"]["template"]["spec"]
+    agent = next(c for c in pod_spec["containers"] if c["name"] == "agent")
     assert ("--annotate-pods" in agent["args"]) is annotate
+    assert {c["image"] for c in pod_spec["containers"] + pod_spec["initContainers"]} == {
+        "oomwatch:0.1.0"}
     roles = {d["metadata"]["name"] for d in docs if d["kind"] == "ClusterRole"}
     assert roles == ({"oomwatch", "oomwatch-annotate"} if annotate else {"oomwatch"})
+    kinds = {d["kind"] for d in docs}
+    assert {"Namespace", "ServiceAccount", "ClusterRoleBinding", "DaemonSet", "Service",
+            "PodMonitor", "PrometheusRule"} <= kinds
+
+
+@pytest.mark.parametrize("annotate", [False, True])
+def test_python_kustomize_build_matches_kubectl(tmp_path: Path, annotate: bool) -> None:
+    path = user_kustomization(tmp_path, annotate)
+
+    def key(doc: dict[str, Any]) -> tuple[str, str, str]:
+        return doc["kind"], doc["metadata"].get("namespace", ""), doc["metadata"]["name"]
+
+    assert sorted(kubectl_kustomize(path), key=key) == sorted(kustomize_build.build(path),
+                                                               key=key)
+
+
+def test_python_kustomize_build_refuses_what_it_does_not_implement(tmp_path: Path) -> None:
+    (tmp_path / "kustomization.yaml").write_text(yaml.safe_dump({
+        "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
+        "resources": [os.path.relpath(DAEMONSET_DIR, tmp_path)], "namePrefix": "x-"}))
+    with pytest.raises(ValueError, match="namePrefix"):
+        kustomize_build.build(tmp_path)
 
 
 def test_agent_runs_unprivileged_and_only_the_relay_is_privileged() -> None:
