@@ -11,7 +11,16 @@ import pytest
 
 from oomwatch.cli import main as cli_main
 
-CORPUS = Path(__file__).resolve().parents[3] / "shared" / "corpus" / "public"
+# The repository's copy of the public corpus (identical logs to the shared one).
+CORPUS = Path(__file__).resolve().parents[1] / "data" / "corpus"
+
+
+def corpus_files() -> list[Path]:
+    """Every corpus log; a missing corpus is an error, never an empty (skipped) test set."""
+    files = sorted(CORPUS.glob("*.log"))
+    if not files:
+        raise RuntimeError(f"public corpus not found: no *.log in {CORPUS}")
+    return files
 
 
 @dataclass
@@ -37,8 +46,7 @@ def report(capsys: pytest.CaptureFixture[str]):  # type: ignore[no-untyped-def]
 
 @pytest.fixture
 def corpus() -> Path:
-    if not CORPUS.is_dir():
-        pytest.skip(f"public corpus not found at {CORPUS}")
+    corpus_files()
     return CORPUS
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import CORPUS, corpus_file
+from .conftest import corpus_file, corpus_files
 
 CONTRACT_KEYS = {
     "kind",
@@ -68,11 +68,7 @@ CID = "a" * 64
 POD_UID = "28fcb1a0-a45c-44e7-b9bf-e3b9360bedba"
 
 
-def _all_corpus() -> list[str]:
-    return sorted(str(p) for p in CORPUS.glob("*.log")) if CORPUS.is_dir() else []
-
-
-@pytest.mark.parametrize("path", _all_corpus(), ids=lambda p: Path(p).name[:40])
+@pytest.mark.parametrize("path", [str(p) for p in corpus_files()], ids=lambda p: Path(p).name[:40])
 def test_every_corpus_file_gives_the_json_contract(report, path: str) -> None:  # type: ignore[no-untyped-def]
     run = report(path, "--json")
     assert run.rc == 0, run.err
