@@ -5,19 +5,27 @@ No I/O here: sources read the bytes, this package turns them into incidents.
 - `ReportAssembler`: records -> incidents, one record at a time (the daemon's live path;
   `feed_kmsg(raw)` skips chatter before parsing it);
 - `decode_kmsg_records(raws)`: a /dev/kmsg backlog -> `DecodeResult`;
-- `decode_text(text)` / `decode_lines(lines)`: a whole log -> `DecodeResult`.
+- `decode_text(text)` / `decode_lines(lines)`: a whole log -> `DecodeResult`;
+- `TextScanner`: `decode_text` for a log that comes in pieces (a file read in chunks).
 """
 
 from oomwatch.decode.assembler import ReportAssembler
 from oomwatch.decode.prefixes import parse_lines
 from oomwatch.decode.records import SOURCE_FORMATS, LogRecord, parse_kmsg_record
-from oomwatch.decode.scan import DecodeResult, decode_kmsg_records, decode_lines, decode_text
+from oomwatch.decode.scan import (
+    DecodeResult,
+    TextScanner,
+    decode_kmsg_records,
+    decode_lines,
+    decode_text,
+)
 
 __all__ = [
     "SOURCE_FORMATS",
     "DecodeResult",
     "LogRecord",
     "ReportAssembler",
+    "TextScanner",
     "decode_kmsg_records",
     "decode_lines",
     "decode_text",

@@ -1,11 +1,14 @@
 """Batch decoding of whole logs: find the report windows fast, parse only those lines.
 
 A large log is mostly ordinary kernel chatter.  Instead of running the line parsers over
-every line, `decode_text` searches the whole text for a few literal anchors that every
-report line kind contains (C-speed `str.find`), widens each hit to whole lines, fills the
-gap from a report's opening lines to its kill lines (stack, meminfo, task table), and
-feeds just those windows through the same `parse_lines` + `ReportAssembler` that
-`decode_lines` and the daemon use.
+every line, `TextScanner` searches the text for a few literal anchors that every report
+line kind contains (C-speed `str.find`), widens each hit to whole lines, fills the gap from
+a report's opening lines to its kill lines (stack, meminfo, task table), and feeds just
+those windows through the same `LineParser` + `ReportAssembler` that `decode_lines` and
+the daemon use.  The text may come in pieces (a file streamed in chunks): what a piece
+cannot settle yet (its last lines, which may lead into a report in the next piece, and how
+far the last anchor's fill still runs) is carried over, so the pieces decode exactly like
+the whole text.
 """
 
 from __future__ import annotations
@@ -74,17 +77,17 @@ def decode_lines(lines: Iterable[str]) -> DecodeResult:
     return DecodeResult(incidents, parser.warnings + assembler.warnings)
 
 
-def _as_text(data: str | bytes, warnings: list[str]) -> str:
-    if isinstance(data, str):
-        return data
+def utf8_text(data: bytes, offset: int = 0) -> tuple[str, str | None]:
+    """The text of `data` (a log, or a piece of one at byte `offset`), and a warning if it
+    held invalid UTF-8: undecodable bytes become U+FFFD instead of stopping the decode."""
     try:
-        return data.decode("utf-8")
+        return data.decode("utf-8"), None
     except UnicodeDecodeError as error:
-        warnings.append(
-            f"input is not valid UTF-8 (first bad byte at offset {error.start}); "
+        warning = (
+            f"input is not valid UTF-8 (first bad byte at offset {offset + error.start}); "
             "undecodable bytes were replaced"
         )
-        return data.decode("utf-8", "replace")
+        return data.decode("utf-8", "replace"), warning
 
 
 def _line_fill(line: str) -> int | None:
@@ -147,28 +150,98 @@ def decode_kmsg_records(records: Iterable[bytes]) -> DecodeResult:
     return DecodeResult(incidents, assembler.warnings)
 
 
+def _settled_end(text: str) -> int:
+    """Where the last `_LEAD_LINES` lines (and any unterminated rest) of a piece begin.
+
+    Those lines may lead into a report whose anchor is in the next piece, so whether they
+    belong to a window is not known yet.
+    """
+    start = text.rfind("\n") + 1
+    for _ in range(_LEAD_LINES):
+        if start == 0:
+            break
+        start = text.rfind("\n", 0, start - 1) + 1
+    return start
+
+
+class TextScanner:
+    """Decode a log given as one text or in consecutive pieces, with the same result.
+
+    `feed(piece)` any number of times, then `close(last_piece)` for the result.  Memory
+    stays bounded by the piece size: only the last few lines are carried to the next piece.
+    """
+
+    def __init__(self) -> None:
+        self._parser = LineParser()
+        self._assembler = ReportAssembler()
+        self._incidents: list[Incident] = []
+        self._tail = ""  # the lines not settled yet (see `_settled_end`)
+        self._tail_line_no = 1  # line number of the tail's first line
+        # How many characters into the tail the last anchor's fill still reaches (None: none).
+        self._reach: int | None = None
+        self._window_open = False  # the line before the tail was fed; its window may go on
+
+    def feed(self, text: str) -> None:
+        """Add the next piece of the log (cut anywhere; whole lines are cheapest)."""
+        self._scan(self._tail + text, final=False)
+
+    def close(self, text: str = "") -> DecodeResult:
+        """Add the last piece and return everything decoded."""
+        self._scan(self._tail + text, final=True)
+        self._end_window()
+        self._incidents.extend(self._assembler.flush())
+        warnings = self._parser.warnings + self._assembler.warnings
+        return DecodeResult(self._incidents, warnings)
+
+    def _scan(self, text: str, final: bool) -> None:
+        settled = len(text) if final else _settled_end(text)
+        if settled == 0:
+            self._tail = text
+            return
+        hits = _anchor_hits(text)
+        if self._reach is not None and (not hits or hits[0][0] > 0):
+            hits.insert(0, (0, self._reach))  # the fill of an anchor in an earlier piece
+        line_no, counted_to = self._tail_line_no, 0
+        for start, end in _windows(text, hits):
+            if start >= settled:
+                break
+            if start > 0:
+                self._end_window()
+            line_no += text.count("\n", counted_to, start)
+            counted_to = start
+            window = text[start : min(end, settled)].split("\n")
+            if window[-1] == "":
+                window.pop()
+            for offset, line in enumerate(window):
+                self._feed_line(line, line_no + offset)
+            self._window_open = True
+            if end < settled:
+                self._end_window()
+        self._tail = text[settled:]
+        self._tail_line_no = line_no + text.count("\n", counted_to, settled)
+        last = next(((pos, fill) for pos, fill in reversed(hits) if pos < settled), None)
+        reach = last[0] + last[1] - settled if last is not None and last[1] else -1
+        self._reach = reach if reach >= 0 else None
+
+    def _feed_line(self, line: str, line_no: int) -> None:
+        for record in self._parser.feed(line, line_no):
+            self._incidents.extend(self._assembler.feed(record))
+
+    def _end_window(self) -> None:
+        if self._window_open:
+            for record in self._parser.finish():
+                self._incidents.extend(self._assembler.feed(record))
+            self._window_open = False
+
+
 def decode_text(data: str | bytes) -> DecodeResult:
     """Decode a whole log (any supported format, or a mix) into incidents.
 
     Same result as `decode_lines(text.splitlines())`, but only the lines around OOM report
     anchors are parsed, which is what makes a large log fast to scan.
     """
-    warnings: list[str] = []
-    text = _as_text(data, warnings)
-    parser = LineParser()
-    assembler = ReportAssembler()
-    incidents: list[Incident] = []
-    counted_to, line_no = 0, 1
-    for start, end in _windows(text, _anchor_hits(text)):
-        line_no += text.count("\n", counted_to, start)
-        counted_to = start
-        window = text[start:end].split("\n")
-        if window[-1] == "":
-            window.pop()
-        for offset, line in enumerate(window):
-            for record in parser.feed(line, line_no + offset):
-                incidents.extend(assembler.feed(record))
-        for record in parser.finish():
-            incidents.extend(assembler.feed(record))
-    incidents.extend(assembler.flush())
-    return DecodeResult(incidents, warnings + parser.warnings + assembler.warnings)
+    text, warning = (data, None) if isinstance(data, str) else utf8_text(data)
+    result = TextScanner().close(text)
+    if warning is not None:
+        result.warnings.insert(0, warning)
+    return result

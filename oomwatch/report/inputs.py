@@ -1,5 +1,5 @@
 """Where a report's incidents come from: a log file, stdin, the daemon's store, or the live
-kernel ring.  Files are streamed line by line (a multi-gigabyte kern.log is never read whole)
+kernel ring.  Files are streamed in pieces (a multi-gigabyte kern.log is never read whole)
 and an input that cannot be read is an `InputError` naming it, never a traceback.
 """
 
@@ -15,10 +15,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import BinaryIO
 
+from oomwatch.decode.scan import utf8_text
 from oomwatch.incident import Incident
 
 MAX_LINE_BYTES = 64 * 1024  # far above any kernel record (8 KiB); longer lines are cut
 READ_BLOCK_BYTES = 1 << 20
+# A file is decoded in pieces of about this size (cut at a newline): fast whole-text scanning
+# (`TextScanner`) with memory that does not grow with the file.
+CHUNK_BYTES = 8 << 20
 KMSG_PATH = "/dev/kmsg"
 
 
@@ -35,49 +39,76 @@ class Loaded:
 
 
 @dataclass(slots=True)
-class _LineStats:
-    cut: int = 0
+class _ReadStats:
+    cut: int = 0  # lines cut at MAX_LINE_BYTES
+    bad_utf8: str | None = None  # the warning for the first invalid UTF-8, if any
 
 
-def _lines(stream: BinaryIO, name: str, stats: _LineStats) -> Iterator[str]:
-    """Text lines of a bounded size, read in 1 MiB blocks; invalid UTF-8 becomes U+FFFD.
+def _cut_line(line: bytes) -> bytes:
+    """The first MAX_LINE_BYTES of a line, not splitting a UTF-8 character."""
+    end = MAX_LINE_BYTES
+    while end > MAX_LINE_BYTES - 3 and (line[end] & 0xC0) == 0x80:
+        end -= 1
+    return line[:end] + b"\n"
 
-    A line longer than MAX_LINE_BYTES is cut there (counted) and the rest of it skipped, so
-    memory stays bounded whatever the input.  `\n` never occurs inside a UTF-8 sequence, so
-    splitting bytes at newlines before decoding cannot break a character.
+
+def _text(blocks: list[bytes], offset: int, stats: _ReadStats) -> str:
+    text, warning = utf8_text(b"".join(blocks), offset)
+    stats.bad_utf8 = stats.bad_utf8 or warning
+    return text
+
+
+def _pieces(stream: BinaryIO, name: str, stats: _ReadStats) -> Iterator[str]:
+    """The input as text in pieces of about CHUNK_BYTES that end at a newline.
+
+    Read in READ_BLOCK_BYTES blocks; a line still unfinished after MAX_LINE_BYTES is cut
+    there (counted) and the rest of it skipped, so memory stays bounded whatever the input.
+    Invalid UTF-8 becomes U+FFFD (the first occurrence noted with its input offset); `\n`
+    never occurs inside a UTF-8 sequence, so cutting at newlines cannot split a character.
     """
-    pending = b""
+    blocks: list[bytes] = []  # whole lines of the next piece
+    size = 0  # bytes in `blocks`
+    start = 0  # input offset of the next piece
+    read = 0  # input bytes read so far
+    pending = b""  # the start of a line not yet finished
     skipping = False  # inside the rest of a line that was already cut
     try:
         while block := stream.read(READ_BLOCK_BYTES):
+            at, read = read, read + len(block)
             if skipping:
                 newline = block.find(b"\n")
                 if newline < 0:
                     continue
-                block, skipping = block[newline + 1 :], False
+                block, skipping, start = block[newline + 1 :], False, at + newline + 1
             data = pending + block
-            last = data.rfind(b"\n")
-            if last >= 0:
-                yield from data[:last].decode("utf-8", "replace").split("\n")
-                pending = data[last + 1 :]
-            else:
-                pending = data
-            if len(pending) > MAX_LINE_BYTES:
+            last = data.rfind(b"\n") + 1
+            blocks.append(data[:last])
+            size += last
+            pending = data[last:]
+            if len(pending) > MAX_LINE_BYTES:  # the piece ends with the cut line
                 stats.cut += 1
-                yield pending[:MAX_LINE_BYTES].decode("utf-8", "replace")
-                pending, skipping = b"", True
+                blocks.append(_cut_line(pending))
+                yield _text(blocks, start, stats)
+                blocks, size, pending, skipping = [], 0, b"", True
+            elif size >= CHUNK_BYTES:
+                yield _text(blocks, start, stats)
+                blocks, size, start = [], 0, start + size
     except OSError as exc:
         raise InputError(f"cannot read {name}: {exc.strerror or exc}") from exc
-    if pending:
-        yield pending.decode("utf-8", "replace")
+    blocks.append(pending)
+    yield _text(blocks, start, stats)
 
 
 def _decode_stream(stream: BinaryIO, name: str) -> Loaded:
-    from oomwatch.decode import decode_lines
+    from oomwatch.decode import TextScanner
 
-    stats = _LineStats()
-    result = decode_lines(_lines(stream, name, stats))
-    warnings = list(result.warnings)
+    stats = _ReadStats()
+    scanner = TextScanner()
+    for piece in _pieces(stream, name, stats):
+        scanner.feed(piece)
+    result = scanner.close()
+    warnings = [stats.bad_utf8] if stats.bad_utf8 else []
+    warnings.extend(result.warnings)
     if stats.cut:
         warnings.append(f"{name}: {stats.cut} lines longer than {MAX_LINE_BYTES} bytes were cut")
     return Loaded(list(result.incidents), warnings)
@@ -124,21 +155,15 @@ def load_store(state_dir: str, since: datetime | None, pod: str | None, last: in
 
 def load_kmsg(path: str = KMSG_PATH) -> Loaded:
     """Every OOM report still in the kernel ring; adds the facts only a live node knows."""
-    from oomwatch.decode import ReportAssembler, parse_kmsg_record
+    from oomwatch.decode import decode_kmsg_records
     from oomwatch.sources.kmsg import KmsgStats, read_backlog, read_boot_id
 
     stats = KmsgStats()
-    assembler = ReportAssembler()
-    incidents: list[Incident] = []
     try:
-        for raw in read_backlog(path, stats):
-            record = parse_kmsg_record(raw)
-            if record is not None:
-                incidents.extend(assembler.feed(record))
+        result = decode_kmsg_records(read_backlog(path, stats))
     except OSError as exc:
         raise InputError(f"cannot read {path}: {exc.strerror or exc} (run as root?)") from exc
-    incidents.extend(assembler.flush())
-    warnings = list(assembler.warnings)
+    warnings = list(result.warnings)
     if stats.records_lost:
         warnings.append(f"{path}: {stats.records_lost} records were overwritten while reading")
     boot_epoch_s = time.time() - time.monotonic()  # printk's clock is CLOCK_MONOTONIC-like
@@ -146,7 +171,7 @@ def load_kmsg(path: str = KMSG_PATH) -> Loaded:
         boot_id: str | None = read_boot_id()
     except OSError:
         boot_id = None
-    return Loaded([_live(i, boot_epoch_s, boot_id) for i in incidents], warnings)
+    return Loaded([_live(i, boot_epoch_s, boot_id) for i in result.incidents], warnings)
 
 
 def _live(incident: Incident, boot_epoch_s: float, boot_id: str | None) -> Incident:

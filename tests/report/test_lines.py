@@ -1,35 +1,85 @@
-"""The streaming line reader: same lines as a plain split, bounded line length, any block size."""
+"""The streaming file reader: pieces that end at newlines, bounded line length, any block and
+piece size, and the same incidents as decoding the whole file at once."""
 
 from __future__ import annotations
 
 import io
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from oomwatch.decode import decode_lines, decode_text
 from oomwatch.report import inputs
+
+from .conftest import corpus_files
+
+
+def _pieces(data: bytes, stats: inputs._ReadStats | None = None) -> list[str]:
+    return list(inputs._pieces(io.BytesIO(data), "x", stats or inputs._ReadStats()))
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.binary(max_size=300), st.integers(min_value=1, max_value=17))
-def test_lines_match_a_plain_split(data: bytes, block: int) -> None:
+@given(st.binary(max_size=300), st.integers(1, 17), st.integers(1, 40))
+def test_pieces_join_to_the_input(data: bytes, block: int, chunk: int) -> None:
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(inputs, "READ_BLOCK_BYTES", block)
+        mp.setattr(inputs, "CHUNK_BYTES", chunk)
         mp.setattr(inputs, "MAX_LINE_BYTES", 10_000)
-        got = list(inputs._lines(io.BytesIO(data), "x", inputs._LineStats()))
-    expected = data.decode("utf-8", "replace").split("\n")
-    if expected and expected[-1] == "":
-        expected.pop()
-    assert got == expected
+        stats = inputs._ReadStats()
+        pieces = _pieces(data, stats)
+    assert "".join(pieces) == data.decode("utf-8", "replace")
+    assert all(p.endswith("\n") for p in pieces[:-1])
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        assert stats.bad_utf8 is not None and f"offset {error.start})" in stats.bad_utf8
+    else:
+        assert stats.bad_utf8 is None
 
 
 def test_long_lines_are_cut_and_counted(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(inputs, "READ_BLOCK_BYTES", 4)
     monkeypatch.setattr(inputs, "MAX_LINE_BYTES", 8)
-    stats = inputs._LineStats()
-    data = b"short\n" + b"x" * 50 + b"\nafter\n" + b"y" * 9
-    got = list(inputs._lines(io.BytesIO(data), "x", stats))
+    stats = inputs._ReadStats()
+    data = b"short\n" + b"x" * 50 + b"\nafter\n" + "é".encode() * 9
+    got = "".join(_pieces(data, stats)).split("\n")
     assert got[0] == "short" and got[2] == "after"
     assert len(got[1]) <= 12 and got[1].startswith("xxxx")
-    assert stats.cut == 2 and len(got) == 4
+    assert got[3] == "éééé"  # cut before a character, not inside it
+    assert stats.cut == 2 and got[4:] == [""]
+    assert stats.bad_utf8 is None
+
+
+def test_bad_utf8_offset_counts_skipped_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(inputs, "READ_BLOCK_BYTES", 4)
+    monkeypatch.setattr(inputs, "MAX_LINE_BYTES", 8)
+    stats = inputs._ReadStats()
+    data = b"y" * 30 + b"\nok\n\xff\n"
+    _pieces(data, stats)
+    bad = data.index(b"\xff")
+    assert stats.bad_utf8 is not None and f"offset {bad})" in stats.bad_utf8
+
+
+def _load(path: Path) -> inputs.Loaded:
+    return inputs.load_file(str(path))
+
+
+@pytest.mark.parametrize("chunk", [1, 300, 4096])
+def test_load_file_in_tiny_pieces_equals_whole_text(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, chunk: int
+) -> None:
+    """Every corpus report, one after the other, read in pieces that cut through them."""
+    log = tmp_path / "all.log"
+    log.write_bytes(b"".join(p.read_bytes() for p in corpus_files()) + b"\xff\n")
+    data = log.read_bytes()
+    monkeypatch.setattr(inputs, "READ_BLOCK_BYTES", 97)
+    monkeypatch.setattr(inputs, "CHUNK_BYTES", chunk)
+    streamed = _load(log)
+    whole = decode_text(data)
+    lines = decode_lines(data.decode("utf-8", "replace").split("\n"))
+    assert [i.to_dict() for i in streamed.incidents] == [i.to_dict() for i in whole.incidents]
+    assert [i.to_dict() for i in whole.incidents] == [i.to_dict() for i in lines.incidents]
+    assert streamed.warnings == whole.warnings
+    assert any("not valid UTF-8" in w for w in streamed.warnings)
