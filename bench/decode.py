@@ -3,14 +3,20 @@
 Prints MB/s and reports/s for `decode_text` on a dmesg-style log (about one OOM report line
 per thousand lines), MB/s on chatter alone, and the time to decode a 16 MiB /dev/kmsg
 backlog record by record (`parse_kmsg_record` + `ReportAssembler`, the daemon's path).
+`--report` instead times the whole command, `oomwatch report --json FILE` in a fresh
+process (read, decode, diagnose, JSON), on the same kind of log written to a file.
 
-    .venv/bin/python bench/decode.py [--mib 128] [--repeat 3]
+    .venv/bin/python bench/decode.py [--mib 128] [--repeat 3] [--report]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import random
+import subprocess
+import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -107,11 +113,55 @@ def _best(repeat: int, run: Callable[[], object]) -> float:
     return best
 
 
+# Runs the command in a fresh interpreter and prints its peak RSS (VmHWM belongs to the new
+# process image; getrusage would count the benchmark's own memory, inherited through fork).
+_REPORT = (
+    "import atexit, runpy, sys\n"
+    "def hwm():\n"
+    "    for line in open('/proc/self/status'):\n"
+    "        if line.startswith('VmHWM:'):\n"
+    "            sys.stderr.write(line.split()[1] + '\\n')\n"
+    "atexit.register(hwm)\n"
+    "sys.argv = ['oomwatch', 'report', '--json', sys.argv[1]]\n"
+    "runpy.run_module('oomwatch.cli', run_name='__main__')\n"
+)
+
+
+def bench_report(mib: int, repeat: int) -> None:
+    """Wall time and peak RSS of `oomwatch report --json FILE`, the best of `repeat` runs."""
+    text, _, reports = build_dmesg_log(mib << 20)
+    with tempfile.NamedTemporaryFile("w", suffix=".log", encoding="utf-8") as log:
+        log.write(text)
+        log.flush()
+        del text
+        size_mb = os.path.getsize(log.name) / 1e6
+        runs, peaks_kib = [], []
+        for _ in range(repeat):
+            started = time.perf_counter()
+            done = subprocess.run(
+                [sys.executable, "-c", _REPORT, log.name], capture_output=True, check=True
+            )
+            runs.append(time.perf_counter() - started)
+            peaks_kib.append(int(done.stderr.split()[-1]))
+        incidents = done.stdout.count(b'"verdict"')
+    best = min(runs)
+    print(f"oomwatch report --json FILE: {size_mb:.1f} MB, {reports} reports -> {incidents}"
+          f" incidents, best of {repeat}: {best:.2f} s  {size_mb / best:6.1f} MB/s"
+          f" (runs: {', '.join(f'{r:.2f}' for r in runs)} s), peak RSS"
+          f" {max(peaks_kib) / 1024:.1f} MiB")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description="Decoder throughput benchmark.")
     parser.add_argument("--mib", type=int, default=128, help="size of the dmesg log (MiB)")
     parser.add_argument("--repeat", type=int, default=3, help="runs; the best is reported")
+    parser.add_argument(
+        "--report", action="store_true", help="time the whole `oomwatch report --json FILE`"
+    )
     args = parser.parse_args()
+    if args.report:
+        bench_report(args.mib, args.repeat)
+        return
 
     text, oom_lines, reports = build_dmesg_log(args.mib << 20)
     data = text.encode()

@@ -22,7 +22,7 @@ MAX_LINE_BYTES = 64 * 1024  # far above any kernel record (8 KiB); longer lines 
 READ_BLOCK_BYTES = 1 << 20
 # A file is decoded in pieces of about this size (cut at a newline): fast whole-text scanning
 # (`TextScanner`) with memory that does not grow with the file.
-CHUNK_BYTES = 8 << 20
+CHUNK_BYTES = 4 << 20
 KMSG_PATH = "/dev/kmsg"
 
 
@@ -53,7 +53,10 @@ def _cut_line(line: bytes) -> bytes:
 
 
 def _text(blocks: list[bytes], offset: int, stats: _ReadStats) -> str:
-    text, warning = utf8_text(b"".join(blocks), offset)
+    """The blocks as one text (emptying the list first, so at most two copies coexist)."""
+    data = b"".join(blocks)
+    blocks.clear()
+    text, warning = utf8_text(data, offset)
     stats.bad_utf8 = stats.bad_utf8 or warning
     return text
 
@@ -89,10 +92,10 @@ def _pieces(stream: BinaryIO, name: str, stats: _ReadStats) -> Iterator[str]:
                 stats.cut += 1
                 blocks.append(_cut_line(pending))
                 yield _text(blocks, start, stats)
-                blocks, size, pending, skipping = [], 0, b"", True
+                size, pending, skipping = 0, b"", True
             elif size >= CHUNK_BYTES:
                 yield _text(blocks, start, stats)
-                blocks, size, start = [], 0, start + size
+                size, start = 0, start + size
     except OSError as exc:
         raise InputError(f"cannot read {name}: {exc.strerror or exc}") from exc
     blocks.append(pending)
