@@ -14,13 +14,13 @@ from oomwatch.diagnosis.evidence import (
     KIB,
     MIB,
     charged_bytes,
+    charged_where,
     fmt_bytes,
     limit_bytes,
     page_bytes,
     pct,
     task_rss_bytes,
     victim_rss_bytes,
-    where,
     who,
 )
 from oomwatch.incident import Finding, Incident
@@ -51,7 +51,7 @@ def thp_hidden(incident: Incident) -> Finding | None:
     thp, whole = hit
     message = (
         f"Transparent hugepages held {fmt_bytes(thp)} ({pct(thp, whole)}) of the"
-        f" {fmt_bytes(whole)} charged to {where(incident)}: 2 MiB pages are charged whole even"
+        f" {fmt_bytes(whole)} {charged_where(incident)}: 2 MiB pages are charged whole even"
         " when mostly unused, and working-set dashboards (container_memory_working_set_bytes)"
         " do not break them out; check /sys/kernel/mm/transparent_hugepage/enabled (set"
         " `madvise` or `never`) and the application's madvise(MADV_HUGEPAGE) / allocator"
@@ -68,7 +68,7 @@ def tmpfs_shmem(incident: Incident) -> Finding | None:
     shmem, whole = hit
     message = (
         f"Shared memory (tmpfs, /dev/shm, memory-backed emptyDir) held {fmt_bytes(shmem)}"
-        f" ({pct(shmem, whole)}) of the {fmt_bytes(whole)} charged to {where(incident)}: files"
+        f" ({pct(shmem, whole)}) of the {fmt_bytes(whole)} {charged_where(incident)}: files"
         " written there stay in memory and count against the limit even when no process maps"
         " them (e.g. PyTorch DataLoader workers passing batches through /dev/shm); delete"
         " them, bound the emptyDir sizeLimit, or account for it in the limit."
@@ -88,7 +88,7 @@ def page_cache(incident: Incident) -> Finding | None:
     cache, whole = hit
     message = (
         f"File page cache held {fmt_bytes(cache)} ({pct(cache, whole)}) of the"
-        f" {fmt_bytes(whole)} charged to {where(incident)}; clean cache is normally reclaimed"
+        f" {fmt_bytes(whole)} {charged_where(incident)}; clean cache is normally reclaimed"
         " before an OOM, so this is cache the kernel could not drop in time: dirty or"
         " writeback pages, or files mapped and in use."
     )
@@ -108,8 +108,8 @@ def kernel_memory(incident: Incident) -> Finding | None:
     kbytes, whole = hit
     message = (
         f"Kernel memory (slab, page tables, kernel stacks, socket buffers) held"
-        f" {fmt_bytes(kbytes)} ({pct(kbytes, whole)}) of the {fmt_bytes(whole)} charged to"
-        f" {where(incident)}: not visible as process RSS; look for many threads, sockets,"
+        f" {fmt_bytes(kbytes)} ({pct(kbytes, whole)}) of the {fmt_bytes(whole)}"
+        f" {charged_where(incident)}: not visible as process RSS; look for many threads, sockets,"
         " open files or dentries."
     )
     evidence = {"kernel_bytes": kbytes, "source": source, "charged_bytes": whole}

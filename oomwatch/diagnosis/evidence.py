@@ -125,6 +125,18 @@ def where(incident: Incident) -> str:
     return escape_control(text)
 
 
+def charged_where(incident: Incident) -> str:
+    """Whose memory a report's breakdown describes, as `charged to ...` or `in use on the
+    node` (a global OOM prints the node's meminfo); the OOMing cgroup where that is not the
+    victim's own cgroup."""
+    if incident.kind == "global":
+        return "in use on the node"
+    oom = incident.oom_memcg
+    if oom and incident.task_memcg and oom != incident.task_memcg:
+        return escape_control(f"charged to cgroup {oom}")
+    return f"charged to {where(incident)}"
+
+
 def who(incident: Incident) -> str:
     """The primary victim as `comm (pid N)`, escaped: process names are chosen by the pod."""
     victim = incident.victim

@@ -1,6 +1,8 @@
 """What to change, from evidence: request ≈ median sampled usage, limit ≈ max(usage at kill,
 peak) + a stated buffer, rounded up to Mi — or, when memory grows without bound, say that a
-larger limit only postpones the next kill.
+larger limit only postpones the next kill.  When the node (or all pods together) ran out, no
+limit of the victim was hit, so the advice is requests, placement or capacity: never a limit
+as large as what ran out.
 """
 
 from __future__ import annotations
@@ -10,12 +12,29 @@ import statistics
 from collections.abc import Sequence
 from typing import Any
 
-from oomwatch.diagnosis.evidence import MIB, own_usage_bytes, usage_bytes, victim_rss_bytes
+from oomwatch.diagnosis.evidence import (
+    MIB,
+    charged_bytes,
+    fmt_bytes,
+    limit_bytes,
+    own_usage_bytes,
+    page_bytes,
+    usage_bytes,
+    victim_rss_bytes,
+    who,
+)
 from oomwatch.incident import Finding, Incident
 
 DEFAULT_BUFFER_PERCENT = 20
 KERNEL_KILL_KINDS = ("memcg", "global", "cpuset", "mempolicy", "unknown")
 GROWTH_CODES = ("leak-trend",)
+NODE_SCOPES = ("node", "qos", "global")
+BESTEFFORT_SCORE_ADJ = 1000  # kubelet's oom_score_adj for BestEffort pods (no request)
+_RAN_OUT = {
+    "node": "Node allocatable{size}, the memory all pods share,",
+    "qos": "The QoS-class cgroup's memory{size}, shared by all pods of that class,",
+    "global": "The node's memory{size}",
+}
 
 
 def round_up_mi(value: float) -> int:
@@ -54,6 +73,8 @@ def recommend(
                 " find the leak or bound the growth (caches, queues, buffers)."
             ),
         }
+    if incident.limit_scope in NODE_SCOPES or incident.kind == "global":
+        return _node_ran_out(incident, buffer_percent)
     sizes = _sizes(incident)
     if sizes is None:
         return None
@@ -61,16 +82,19 @@ def recommend(
     limit = round_up_mi(base * (1 + buffer_percent / 100))
     scope = incident.limit_scope
     if scope == "pod":
-        target = "the pod's containers' memory limits to at least a total of"
+        target = "Set the pod's containers' memory limits to at least a total of"
+    elif incident.kind == "memcg" and scope is None:
+        target = "Raise the memory limit that was hit (the report does not name its cgroup) to"
+        target += " at least"
     elif incident.container_id or incident.pod_uid:
-        target = "the container's memory limit to at least"
+        target = "Set the container's memory limit to at least"
     else:
-        target = "a memory limit on this workload's cgroup of at least"
-    message = f"Set {target} {quantity(limit)}"
+        target = "Set a memory limit on this workload's cgroup of at least"
+    message = f"{target} {quantity(limit)}"
     message += f" ({buffer_percent} % above {basis['peak_source']})"
     if request is not None:
         message += f" and the request to about {quantity(request)} (median of sampled usage)"
-    if scope in ("node", "qos", "global") or incident.kind in ("global", "eviction"):
+    if incident.kind == "eviction":
         message += (
             "; the node, not this workload's limit, ran out: requests below real usage let the"
             " scheduler overpack the node"
@@ -90,6 +114,94 @@ def recommend(
     }
 
 
+def _node_ran_out(incident: Incident, buffer_percent: int) -> dict[str, Any]:
+    """Node allocatable, a QoS cgroup or the whole node ran out: no limit of the victim's.
+
+    A pod's own use is sized for its request (what the scheduler reserves); a limit is
+    suggested only where it is known to fit below what ran out.  A process outside any pod
+    is not sized at all: the kernel picked it by score, which says little about what filled
+    the node.
+    """
+    scope = "global" if incident.kind == "global" else incident.limit_scope or "global"
+    ran_out = limit_bytes(incident)
+    size = f" of {fmt_bytes(ran_out)}" if ran_out is not None else ""
+    head = _RAN_OUT[scope].format(size=size) + " ran out"
+    if incident.victim is not None:
+        head += f", not a limit of {who(incident)}: raising its limit cannot help"
+    else:
+        head += ", not a limit of the process killed"
+    parts = [head]
+    rec: dict[str, Any] = {
+        "action": "relieve-node",
+        "limit_will_not_help": True,
+        "scope_limit_bytes": ran_out,
+        "buffer_percent": buffer_percent,
+        "memory_request_bytes": None,
+        "memory_request": None,
+        "memory_limit_bytes": None,
+        "memory_limit": None,
+    }
+    sizes = _sizes(incident) if incident.pod_uid or incident.container_id else None
+    if sizes is not None:
+        base, request, basis = sizes
+        need = round_up_mi(base * (1 + buffer_percent / 100))
+        fits = None if ran_out is None else need < ran_out
+        rec.update(basis, needed_bytes=need, fits_node=fits)
+        if fits is False:
+            parts.append(
+                f"this workload needs about {quantity(need)} ({buffer_percent} % above"
+                f" {basis['peak_source']}), more than the {fmt_bytes(ran_out)} that ran out: it"
+                " does not fit this node; run it on a node with more memory (another node pool,"
+                " nodeSelector/affinity) or reduce its memory use"
+            )
+        else:
+            request_source = "median of sampled usage" if request else basis["peak_source"]
+            request = request or round_up_mi(base)
+            rec.update(memory_request_bytes=request, memory_request=quantity(request))
+            text = (
+                f"set its memory request to about {quantity(request)} ({request_source}) so the"
+                " scheduler reserves what it uses"
+            )
+            if fits:
+                rec.update(memory_limit_bytes=need, memory_limit=quantity(need))
+                text += (
+                    f", and a memory limit of {quantity(need)} ({buffer_percent} % above"
+                    f" {basis['peak_source']}; below the {fmt_bytes(ran_out)} that ran out) so"
+                    " the kernel stops it before the node runs out"
+                )
+            parts.append(text)
+    elif (victim := incident.victim) is not None and (rss := victim_rss_bytes(victim)):
+        text = f"it held {fmt_bytes(rss)} at the kill; the kernel kills by score, not"
+        text += " necessarily what filled the node"
+        parts.append(text + (" (see the largest tasks)" if incident.tasks else ""))
+    kubernetes = _on_kubernetes(incident)
+    besteffort = _besteffort_bytes(incident) if kubernetes else None
+    if besteffort is not None:
+        rec["besteffort_rss_bytes"] = besteffort
+        parts.append(
+            f"processes of BestEffort pods (oom_score_adj {BESTEFFORT_SCORE_ADJ}: no memory"
+            f" request) held {fmt_bytes(besteffort)}: give those pods requests near their use"
+        )
+    if kubernetes:
+        parts.append(
+            "pods using more than they request let the scheduler overpack the node: set memory"
+            " requests near real usage for those pods, or add node memory"
+        )
+    else:
+        parts.append(
+            "reduce what runs on this machine or add memory (on a Kubernetes node: set memory"
+            " requests near real usage, so the scheduler does not overpack it)"
+        )
+    rec["message"] = "; ".join(parts) + "."
+    return rec
+
+
+def _charged_source(incident: Incident, charged: int) -> str:
+    swap = (incident.memcg_stats or {}).get("swap")
+    text = f"the {fmt_bytes(charged)} charged at the kill per the memcg stats"
+    return text + (f", with {fmt_bytes(swap)} more in swap" if swap else "")
+
+
 def _sizes(incident: Incident) -> tuple[int, int | None, dict[str, Any]] | None:
     """(base bytes for the limit, request bytes or None, what they are based on)."""
     timeline = incident.timeline
@@ -101,12 +213,18 @@ def _sizes(incident: Incident) -> tuple[int, int | None, dict[str, Any]] | None:
     ]
     at_kill = max(known) if known else None
     source = "usage at the kill"
-    if at_kill is None and incident.limit_scope in ("container", "pod", "cgroup"):
+    scope = incident.limit_scope
+    own_memcg = incident.kind == "memcg" and scope not in NODE_SCOPES
+    if at_kill is None and own_memcg:
         at_kill = usage_bytes(incident)
-    elif at_kill is None:
+        if at_kill is None and (charged := charged_bytes(incident)):  # no `memory: usage` line
+            at_kill, source = charged, _charged_source(incident, charged)
+    if at_kill is None and scope not in ("container", "pod", "cgroup"):
         # The memcg line (if any) is the node's or QoS level's total, not this container's.
         rss = [b for v in incident.victims if (b := victim_rss_bytes(v))]
         at_kill, source = (sum(rss) if rss else None), "the killed processes' RSS"
+        if own_memcg:
+            source += ", a lower bound: the report does not show the cgroup's usage"
     peak = (timeline.peak_bytes if timeline else None) or (
         max(s.usage_bytes for s in samples) if samples else None
     )
@@ -131,3 +249,16 @@ def _sizes(incident: Incident) -> tuple[int, int | None, dict[str, Any]] | None:
         ),
     }
     return base, request, basis
+
+
+def _on_kubernetes(incident: Incident) -> bool:
+    paths = (incident.oom_memcg or "", incident.task_memcg or "", incident.group_cgroup or "")
+    return bool(incident.pod_uid or incident.k8s or any("kubepods" in p for p in paths))
+
+
+def _besteffort_bytes(incident: Incident) -> int | None:
+    """RSS of the task table's BestEffort processes (kubelet gives them oom_score_adj 1000)."""
+    page = page_bytes(incident)
+    rows = [t for t in incident.tasks if t.oom_score_adj == BESTEFFORT_SCORE_ADJ]
+    total = sum(t.rss_pages * page for t in rows if t.rss_pages is not None)
+    return total or None

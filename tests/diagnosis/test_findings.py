@@ -96,8 +96,12 @@ def test_scopes_map_to_limit_codes() -> None:
     )
     out = diagnose(glob)
     assert [f.code for f in out.findings] == ["limit-node"]
-    assert out.recommendation and out.recommendation["memory_limit"] == "1229Mi"
-    assert "node, not this workload" in out.recommendation["message"]
+    rec = out.recommendation
+    # no limit was hit: a process outside any pod is not sized (the kernel picked it by score)
+    assert rec and rec["action"] == "relieve-node" and rec["limit_will_not_help"] is True
+    assert rec["memory_limit"] is None and rec["memory_request"] is None
+    assert "The node's memory ran out, not a limit of java (pid 1)" in rec["message"]
+    assert "it held 1 GiB at the kill" in rec["message"]
     assert "limit-cpuset" in _codes(Incident(kind="cpuset", constraint="CONSTRAINT_CPUSET"))
     assert "limit-mempolicy" in _codes(Incident(kind="mempolicy"))
 
@@ -281,3 +285,50 @@ def test_spike_between_two_samples_is_seen_in_the_report_usage() -> None:
     assert spike.evidence["usage_at_kill_bytes"] == 256 * MIB
     rec = out.recommendation or {}
     assert rec["memory_limit"] == "308Mi"  # sized on the kill, not on the last sample
+
+
+def test_node_allocatable_kill_sizes_requests_and_never_a_limit_at_what_ran_out() -> None:
+    """A pod that fits: request near its use, a limit below node allocatable."""
+    inc = _kill(scope="node", oom_memcg="/kubepods", usage_mib=7000, limit_mib=7000)
+    inc.tasks = [
+        TaskRow(pid=4242, name="python", rss_pages=250 * 256, oom_score_adj=900),
+        TaskRow(pid=77, name="greedy", rss_pages=3000 * 256, oom_score_adj=1000),
+    ]
+    rec = diagnose(inc).recommendation or {}
+    assert rec["action"] == "relieve-node" and rec["fits_node"] is True
+    assert rec["memory_request"] == "250Mi"  # the killed process's RSS, no sampled timeline
+    assert rec["memory_limit"] == "300Mi" and rec["memory_limit_bytes"] < 7000 * MIB
+    assert rec["besteffort_rss_bytes"] == 3000 * MIB
+    assert "BestEffort pods (oom_score_adj 1000: no memory request) held 2.9 GiB" in rec["message"]
+
+
+def test_node_allocatable_kill_that_does_not_fit_says_so() -> None:
+    inc = _kill(scope="node", oom_memcg="/kubepods", usage_mib=1024, limit_mib=1024, anon_mib=1000)
+    rec = diagnose(inc).recommendation or {}
+    assert rec["fits_node"] is False and rec["memory_limit"] is None
+    assert rec["needed_bytes"] == 1200 * MIB
+    assert "does not fit this node" in rec["message"] and "1 GiB that ran out" in rec["message"]
+
+
+def test_fragment_without_usage_is_sized_on_the_charged_memory() -> None:
+    """No `memory: usage` line, no `oom-kill:` line: the memcg stats still say what was charged."""
+    inc = _kill(thp_mib=0)
+    inc.memcg, inc.limit_scope, inc.oom_memcg, inc.task_memcg = None, None, None, None
+    inc.memcg_stats = {"swap": 100 * MIB}
+    rec = diagnose(inc).recommendation or {}
+    assert rec["usage_at_kill_bytes"] == 254 * MIB  # anon 250 + file 4
+    assert rec["memory_limit"] == "305Mi"
+    assert rec["message"].startswith("Raise the memory limit that was hit")
+    assert "charged at the kill per the memcg stats, with 100 MiB more in swap" in rec["message"]
+
+
+def test_global_breakdown_is_the_nodes_memory() -> None:
+    inc = Incident(
+        kind="global",
+        limit_scope="global",
+        victims=[Victim(pid=1, comm="x", anon_rss_kb=1024)],
+        breakdown_bytes=Breakdown(anon=100 * MIB, file=400 * MIB, shmem=0, kernel=10 * MIB),
+    )
+    [cache] = [f for f in diagnose(inc).findings if f.code == "page-cache"]
+    assert "of the 510 MiB in use on the node" in cache.message
+    assert "unknown cgroup" not in cache.message

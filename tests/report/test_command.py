@@ -127,9 +127,42 @@ def test_corpus_identity_and_scope(report, corpus: Path) -> None:  # type: ignor
     assert inc["qos_class"] == "besteffort" and inc["runtime"] == "containerd"
     assert inc["cgroup_driver"] == "systemd" and inc["limit_scope"] == "node"
     rec = inc["recommendation"]
-    # the recommendation for a node-level kill is sized on the killed processes, not on kubepods
+    # node allocatable (7.1 GiB) ran out; the BestEffort pod's processes held 6.8 GiB: no
+    # container limit helps, and +20 % it does not fit the node at all
+    assert rec["action"] == "relieve-node" and rec["limit_will_not_help"] is True
     assert rec["peak_source"] == "the killed processes' RSS"
-    assert "node, not this workload" in rec["message"]
+    assert rec["scope_limit_bytes"] == 7464436 * 1024 and rec["fits_node"] is False
+    assert rec["memory_limit"] is None and "8411Mi" not in str(rec["memory_request"])
+    assert "does not fit this node" in rec["message"]
+    assert "BestEffort pods (oom_score_adj 1000: no memory request) held 6.8 GiB" in rec["message"]
+
+
+@pytest.mark.parametrize(("prefix", "index"), [("01", 0), ("10", 0), ("10", 1), ("23", 0)])
+def test_node_level_kills_never_recommend_a_limit_at_what_ran_out(  # type: ignore[no-untyped-def]
+    report, corpus: Path, prefix: str, index: int
+) -> None:
+    inc = report(corpus_file(corpus, prefix), "--json").json()["incidents"][index]
+    rec = inc["recommendation"]
+    assert rec["action"] == "relieve-node" and rec["memory_limit"] is None
+    assert not rec["message"].startswith("Set"), rec["message"]
+
+
+def test_global_kill_of_a_small_daemon_is_not_sized(report, corpus: Path) -> None:  # type: ignore[no-untyped-def]
+    [first, _] = report(corpus_file(corpus, "10"), "--json").json()["incidents"]
+    rec = first["recommendation"]
+    assert "2Mi" not in rec["message"] and rec["memory_request"] is None
+    assert "not a limit of dbus-daemon (pid 454)" in rec["message"]
+    assert "it held 1.5 MiB at the kill" in rec["message"]
+
+
+def test_fragment_without_usage_line_is_sized_on_memcg_stats(report, corpus: Path) -> None:  # type: ignore[no-untyped-def]
+    """Corpus 24: stats show rss 524188 kB + cache 32 kB charged and 524356 kB swapped."""
+    inc = report(corpus_file(corpus, "24"), "--json").json()["incidents"][0]
+    rec = inc["recommendation"]
+    assert rec["usage_at_kill_bytes"] == (524188 + 32) * 1024
+    assert rec["memory_limit"] == "615Mi"  # 512 MiB + 20 %, rounded up
+    assert rec["message"].startswith("Raise the memory limit that was hit")
+    assert "with 512 MiB more in swap" in rec["message"]
 
 
 def test_text_report_leads_with_the_verdict(report, corpus: Path) -> None:  # type: ignore[no-untyped-def]
