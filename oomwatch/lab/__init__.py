@@ -7,6 +7,7 @@ like kubelet does, `spawn_hog` runs a workload that joins a memcg before it allo
 """
 
 from oomwatch.lab.hog import MODES as HOG_MODES
+from oomwatch.lab.hog import thp_unavailable_reason
 from oomwatch.lab.kmsg import KmsgTail, kmsg_message, wait_rate_limit_window
 from oomwatch.lab.layout import kubelet_layout
 from oomwatch.lab.memcg import Memcg, ScratchMemcg, memcg_v1_unavailable_reason
@@ -25,5 +26,6 @@ __all__ = [
     "memcg_v1_unavailable_reason",
     "provoke_kill",
     "spawn_hog",
+    "thp_unavailable_reason",
     "wait_rate_limit_window",
 ]

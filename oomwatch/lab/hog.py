@@ -29,6 +29,17 @@ PAGE_BYTES = mmap.PAGESIZE
 HUGE_PAGE_BYTES = 2 * MIB
 _MAP_NORESERVE = 0x4000  # <asm-generic/mman-common.h>; Python's mmap module lacks it
 _PR_SET_PDEATHSIG = 1
+THP_ENABLED = Path("/sys/kernel/mm/transparent_hugepage/enabled")
+
+
+def thp_unavailable_reason(enabled: Path = THP_ENABLED) -> str | None:
+    """Why the `thp` mode gets no huge pages here, or None when it does (`always` or
+    `madvise`: the mode asks with MADV_HUGEPAGE)."""
+    if not enabled.exists():
+        return "no transparent hugepage support in this kernel"
+    if "[never]" in enabled.read_text():
+        return "transparent hugepages are disabled ([never])"
+    return None
 
 
 def _say(text: str) -> None:

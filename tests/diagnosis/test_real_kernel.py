@@ -17,7 +17,14 @@ from oomwatch.cgroup_identity import annotate
 from oomwatch.cli import main as cli_main
 from oomwatch.diagnosis import diagnose
 from oomwatch.incident import Incident
-from oomwatch.lab import KillCapture, ScratchMemcg, kubelet_layout, provoke_kill, spawn_hog
+from oomwatch.lab import (
+    KillCapture,
+    ScratchMemcg,
+    kubelet_layout,
+    provoke_kill,
+    spawn_hog,
+    thp_unavailable_reason,
+)
 
 MIB = 1 << 20
 CONTAINER_ID = "d1a9" * 16
@@ -39,6 +46,9 @@ def _codes(incident: Incident) -> set[str]:
 
 
 def test_thp(scratch: ScratchMemcg) -> None:
+    reason = thp_unavailable_reason()
+    if reason:
+        pytest.skip(reason)
     memcg = scratch.create_child("thp", 96 * MIB)
     incident = _full(provoke_kill(memcg, mode="thp", mb=160, comm="thp-hog"))
     assert _codes(incident) == {"limit-cgroup", "thp-hidden"}

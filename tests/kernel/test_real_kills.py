@@ -9,13 +9,19 @@ from __future__ import annotations
 
 import mmap
 import uuid
-from pathlib import Path
 
 import pytest
 
 from oomwatch.cgroup_identity import annotate
 from oomwatch.incident import Incident
-from oomwatch.lab import KillCapture, ScratchMemcg, kubelet_layout, provoke_kill, spawn_hog
+from oomwatch.lab import (
+    KillCapture,
+    ScratchMemcg,
+    kubelet_layout,
+    provoke_kill,
+    spawn_hog,
+    thp_unavailable_reason,
+)
 
 MIB = 1 << 20
 KIB = 1 << 10
@@ -104,17 +110,8 @@ def test_node_allocatable_limit(scratch: ScratchMemcg) -> None:
         "node", "besteffort", pod_uid)
 
 
-def _thp_reason() -> str | None:
-    path = Path("/sys/kernel/mm/transparent_hugepage/enabled")
-    if not path.exists():
-        return "no transparent hugepage support in this kernel"
-    if "[never]" in path.read_text():
-        return "transparent hugepages are disabled ([never])"
-    return None
-
-
 def test_transparent_hugepages(scratch: ScratchMemcg) -> None:
-    reason = _thp_reason()
+    reason = thp_unavailable_reason()
     if reason:
         pytest.skip(reason)
     memcg = scratch.create_child("thp", 64 * MIB)
