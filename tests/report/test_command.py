@@ -111,6 +111,18 @@ def _codes(doc: dict, n: int = 0) -> set[str]:  # type: ignore[type-arg]
         ("18", 0, {"limit-cgroup"}),
         ("20", 0, {"limit-node"}),  # a global report lists the whole node: not "many-processes"
         ("27", 1, {"limit-mempolicy"}),
+        # each checked against the text: oom_memcg = task_memcg (the container) ...
+        ("13", 0, {"limit-container"}),
+        # ... oom_memcg = the pod's slice, the container's scope below it
+        ("13", 1, {"limit-pod"}),
+        ("26", 0, {"limit-pod"}),  # under a nested LXC prefix
+        # ... plus "Tasks in <container> are going to be killed due to memory.oom.group set"
+        ("06", 0, {"limit-pod", "group-kill"}),
+        # oom_memcg=/kubepods.slice (node allocatable), a Burstable pod's group kill
+        ("23", 0, {"limit-node-allocatable", "group-kill"}),
+        # a fragment: stats only (rss_huge 370688 kB of 524220 kB charged, ~71 %), no
+        # `oom-kill:` line, so which limit was hit is unknown and no limit finding fires
+        ("24", 0, {"thp-hidden"}),
     ],
 )
 def test_corpus_limit_and_consumer_findings(  # type: ignore[no-untyped-def]
@@ -118,6 +130,14 @@ def test_corpus_limit_and_consumer_findings(  # type: ignore[no-untyped-def]
 ) -> None:
     doc = report(corpus_file(corpus, prefix), "--json").json()
     assert _codes(doc, index) == expected
+
+
+def test_fragment_thp_share_and_unknown_limit(report, corpus: Path) -> None:  # type: ignore[no-untyped-def]
+    inc = report(corpus_file(corpus, "24"), "--json").json()["incidents"][0]
+    [thp] = inc["findings"]
+    assert thp["evidence"] == {"thp_bytes": 370688 * 1024, "charged_bytes": 524220 * 1024}
+    assert "(71 %)" in thp["message"]
+    assert "which limit was hit is unknown" in " ".join(inc["unknown"])
 
 
 def test_corpus_identity_and_scope(report, corpus: Path) -> None:  # type: ignore[no-untyped-def]
