@@ -1,4 +1,8 @@
-"""The human report: one block per incident, verdict first, every untrusted string escaped.
+"""The human report: one block per incident, every untrusted string escaped.
+
+The issue's order: the verdict line (who, what limit, why, what to do), the findings, the
+breakdown, the largest tasks and the timeline; then the facts they rest on (identity,
+victims, limit, invoker), what the decoder noted and what is unknown.
 
 Process names, cgroup paths and pod names come from whoever runs the workload; each goes
 through `escape_control` so a name cannot move the cursor, clear the screen or fake a line.
@@ -19,12 +23,14 @@ from oomwatch.diagnosis.evidence import (
     pct,
     task_rss_bytes,
     usage_bytes,
+    victim_rss_bytes,
 )
 from oomwatch.incident import Incident, Victim
 from oomwatch.sanitize import escape_control as esc
 
 LARGEST_TASKS = 8
 MAX_NOTES = 5
+MAX_ALSO = 4  # more killed processes (a group kill) are listed on one line, then counted
 _KIND_WORDS = {
     "memcg": "cgroup limit kill",
     "global": "node-wide (global) kill",
@@ -164,12 +170,24 @@ def _timeline(incident: Incident) -> str | None:
     return text
 
 
-def render_incident(incident: Incident, index: int, total: int) -> str:
-    out = [f"== OOM {index} of {total}: {kind_words(incident.kind)}, {_when(incident)} =="]
-    out.append(_row("VERDICT", verdict(incident)))
-    out.extend(_where(incident))
-    for n, victim in enumerate(incident.victims):
-        out.append(_row("victim" if n == 0 else "also", _victim(victim)))
+def _also(victims: Sequence[Victim]) -> str:
+    """The other processes of a group kill, on one line."""
+    shown = []
+    for victim in victims[:MAX_ALSO]:
+        rss = victim_rss_bytes(victim)
+        size = f" rss {fmt_bytes(rss)}" if rss else ""
+        shown.append(f"{esc(victim.comm)} (pid {victim.pid}){size}")
+    more = f", … {len(victims) - MAX_ALSO} more" if len(victims) > MAX_ALSO else ""
+    return f"{len(victims)} more: " + ", ".join(shown) + more
+
+
+def _facts(incident: Incident) -> list[str]:
+    """Where, who, which limit and who asked: the report lines the verdict is built on."""
+    out = _where(incident)
+    if incident.victims:
+        out.append(_row("victim", _victim(incident.victims[0])))
+    if len(incident.victims) > 1:
+        out.append(_row("also", _also(incident.victims[1:])))
     if incident.group_kill:
         out.append(_row("group", f"memory.oom.group kill of {esc(incident.group_cgroup or '?')}"))
     if (limit := _limit(incident)) is not None:
@@ -184,19 +202,24 @@ def render_incident(incident: Incident, index: int, total: int) -> str:
         pid = f" (pid {inv.pid})" if inv.pid is not None else ""
         shown = " ".join(f"{k}={v}" for k, v in fields if v is not None)
         out.append(_row("invoker", esc(f"{inv.comm or '?'}{pid} {shown}")))
+    return out
+
+
+def render_incident(incident: Incident, index: int, total: int) -> str:
+    out = [f"== OOM {index} of {total}: {kind_words(incident.kind)}, {_when(incident)} =="]
+    out.append(_row("VERDICT", verdict(incident)))
     if incident.findings:
         out.append("  findings:")
         out.extend(f"    [{f.severity}] {f.code}: {esc(f.message)}" for f in incident.findings)
     rec = incident.recommendation
-    if rec and rec.get("message"):
-        out.append(_row("do", esc(str(rec["message"]))))
-        if rec.get("based_on") and isinstance(rec["based_on"], str):
-            out.append(_row("based on", esc(rec["based_on"])))
+    if rec and isinstance(rec.get("based_on"), str):
+        out.append(_row("based on", esc(rec["based_on"])))
     if (breakdown := _breakdown(incident)) is not None:
         out.append(_row("breakdown", breakdown))
     out.extend(_tasks(incident))
     if (timeline := _timeline(incident)) is not None:
         out.append(_row("timeline", timeline))
+    out.extend(_facts(incident))
     if incident.notes:
         out.append("  decoder notes:")
         out.extend(f"    - {esc(note)}" for note in incident.notes[:MAX_NOTES])

@@ -53,3 +53,11 @@ def corpus() -> Path:
 def corpus_file(corpus: Path, prefix: str) -> str:
     [path] = corpus.glob(f"{prefix}-*.log")
     return str(path)
+
+
+def section_order(block: str, labels: list[str]) -> list[int]:
+    """Line index of each label's first row (`  VERDICT`, `  findings:`, ...) in a text block."""
+    lines = block.splitlines()
+    return [
+        next(n for n, line in enumerate(lines) if line.startswith(f"  {label}")) for label in labels
+    ]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import corpus_file, corpus_files
+from .conftest import corpus_file, corpus_files, section_order
 
 CONTRACT_KEYS = {
     "kind",
@@ -193,9 +193,20 @@ def test_text_report_leads_with_the_verdict(report, corpus: Path) -> None:  # ty
     verdict = lines[block + 1]
     assert verdict.strip().startswith("VERDICT    jshell (pid 29816)")
     assert "512 MiB" in verdict and "transparent hugepages (66 %)" in verdict and "615Mi" in verdict
-    text = run.out
-    for needle in ("limit", "breakdown", "largest tasks", "thp-hidden", "unknown:"):
-        assert needle in text
+    # the order: verdict, findings, breakdown, largest tasks (timeline: see the store
+    # test); the facts they rest on and what is unknown come after
+    labels = ["VERDICT", "findings:", "breakdown", "largest tasks", "cgroup", "victim", "limit"]
+    order = section_order("\n".join(lines[block:]), [*labels, "unknown:"])
+    assert order == sorted(order) and order[0] == 1
+    assert "thp-hidden" in run.out
+
+
+def test_group_kill_victims_are_compacted_after_the_findings(report, corpus: Path) -> None:  # type: ignore[no-untyped-def]
+    out = report(corpus_file(corpus, "01")).out
+    order = section_order(out, ["VERDICT", "findings:", "breakdown", "largest tasks", "victim"])
+    assert order == sorted(order)
+    [also] = [line for line in out.splitlines() if line.startswith("  also")]
+    assert "4 more: nginx (pid 7620) rss 4.9 MiB" in also and "bash (pid 7712)" in also
 
 
 def test_stdin_through_the_console_entry(corpus: Path) -> None:

@@ -15,7 +15,7 @@ from oomwatch.decode import decode_text
 from oomwatch.incident import PodContext, Timeline, TimelineSample
 from oomwatch.store import IncidentStore
 
-from .conftest import corpus_file
+from .conftest import corpus_file, section_order
 
 MIB = 1 << 20
 
@@ -54,7 +54,11 @@ def test_store_with_filters_and_crash_loop_history(report, corpus: Path, tmp_pat
     assert {"limit-pod", "crash-loop", "leak-trend"} <= codes
     assert last["recommendation"]["limit_will_not_help"] is True
     text = report("--store", state, "--last", "1").out
-    assert "pod ml/trainer-0 container train" in text and "timeline" in text
+    assert "pod ml/trainer-0 container train" in text
+    labels = ["VERDICT", "findings:", "breakdown", "timeline", "pod", "victim"]
+    order = section_order(text, labels)
+    assert order == sorted(order)
+    assert "60 samples over 59 s" in text.splitlines()[order[3]]
 
 
 def test_store_that_is_not_a_database_exits_2(report, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
