@@ -60,8 +60,10 @@ def mutated_corpus(draw: st.DrawFn) -> list[str]:
         elif action == "bignum":  # a number far past 64 bits where the kernel prints one
             digits = "9" * draw(st.integers(1, 6000))
             lines[index] = re.sub(r"\d+", digits, lines[index], count=draw(st.integers(0, 3)))
-        elif action == "long":  # a megabyte-long version of a real line
-            lines[index] = lines[index] * draw(st.integers(2, 20000))
+        elif action == "long":  # a version of a real line up to a megabyte long (never more:
+            # the same line may be picked again, and repeating a repeat grows without bound)
+            times = min(draw(st.integers(2, 20000)), (1 << 20) // max(len(lines[index]), 1))
+            lines[index] = lines[index] * max(times, 1)
         elif action == "junk":
             lines[index] = draw(st.text(max_size=200))
         else:
