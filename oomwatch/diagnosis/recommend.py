@@ -245,7 +245,7 @@ def _sizes(incident: Incident) -> tuple[int, int | None, dict[str, Any]] | None:
         "based_on": (
             f"{len(samples)} samples over {window:.0f} s before the kill"
             if window
-            else "the usage printed in the kill report only (no sampled timeline)"
+            else "what the kill report printed only (no sampled timeline)"
         ),
     }
     return base, request, basis
