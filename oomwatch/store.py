@@ -1,10 +1,12 @@
 """The incident store: SQLite in the state dir, shared by the daemon and `oomwatch report`.
 
 Incidents are kept whole as the JSON of `Incident.to_dict()` (the contract), with a few
-indexed columns for the queries we answer.  The same file keeps the kmsg cursor, so a
-restarted daemon neither repeats nor skips kernel log records.  WAL lets `oomwatch report
---store` read while the daemon writes.  Retention is bounded by count and age so a node
-that OOMs all day cannot fill its disk.
+indexed columns for the queries we answer.  The same file keeps the daemon's checkpoint:
+the kmsg cursor, so a restarted daemon neither repeats nor skips kernel log records, and
+(for the same boot) the cgroup OOM counters every recorded kill explains plus what the
+reconciliation still waited on, so kills counted while the daemon was down are recorded.
+WAL lets `oomwatch report --store` read while the daemon writes.  Retention is bounded by
+count and age so a node that OOMs all day cannot fill its disk.
 """
 
 from __future__ import annotations
@@ -16,12 +18,13 @@ import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import Callable
-from dataclasses import replace
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
+from oomwatch.cgroups.counters import OomCounters
 from oomwatch.incident import Incident
 from oomwatch.sources.kmsg import KmsgCursor
 
@@ -58,12 +61,36 @@ _MIGRATIONS: tuple[str, ...] = (
         updated_at_s REAL NOT NULL
     );
     """,
+    """
+    CREATE TABLE checkpoint (
+        id INTEGER PRIMARY KEY CHECK (id = 1),
+        boot_id TEXT NOT NULL,
+        reconcile TEXT NOT NULL,
+        updated_at_s REAL NOT NULL
+    );
+    CREATE TABLE cgroup_counters (
+        relpath TEXT PRIMARY KEY,
+        boot_id TEXT NOT NULL,
+        oom INTEGER NOT NULL,
+        oom_kill INTEGER NOT NULL,
+        oom_group_kill INTEGER NOT NULL
+    );
+    """,
 )
 SCHEMA_VERSION = len(_MIGRATIONS)
 
 
 class StoreError(Exception):
     """The state dir or its database cannot be used (names the path)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Checkpoint:
+    """What an earlier run of this boot had explained: per cgroup the OOM counters that
+    every recorded kill accounts for, and the reconciliation it still waited on (JSON)."""
+
+    counters: dict[str, OomCounters]
+    reconcile: dict[str, Any]
 
 
 def iso_to_epoch_s(value: str | None) -> float | None:
@@ -313,6 +340,61 @@ class IncidentStore:
             " updated_at_s = excluded.updated_at_s",
             (cursor.boot_id, cursor.seq, time.time()),
         )
+
+    # --- checkpoint (cursor + counters + pending reconciliation, one transaction) ---
+
+    @_locked
+    def save_checkpoint(
+        self,
+        boot_id: str,
+        cursor: KmsgCursor | None,
+        counters: Mapping[str, OomCounters] | None,
+        reconcile: Mapping[str, Any],
+    ) -> None:
+        """Save all three together so they never disagree; `counters=None` keeps the saved ones
+        (they must have been saved for this boot before)."""
+        now_s = time.time()
+        db = self._db
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            if cursor is not None:
+                self.save_cursor(cursor)
+            if counters is not None:
+                db.execute("DELETE FROM cgroup_counters")
+                db.executemany(
+                    "INSERT INTO cgroup_counters VALUES (?, ?, ?, ?, ?)",
+                    [
+                        (rel, boot_id, c.oom, c.oom_kill, c.oom_group_kill)
+                        for rel, c in counters.items()
+                    ],
+                )
+            db.execute(
+                "INSERT INTO checkpoint (id, boot_id, reconcile, updated_at_s) VALUES (1, ?, ?, ?)"
+                " ON CONFLICT (id) DO UPDATE SET boot_id = excluded.boot_id,"
+                " reconcile = excluded.reconcile, updated_at_s = excluded.updated_at_s",
+                (boot_id, json.dumps(reconcile, separators=(",", ":")), now_s),
+            )
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+
+    @_locked
+    def load_checkpoint(self, boot_id: str) -> Checkpoint | None:
+        """The checkpoint of this boot (counters reset at reboot), or None."""
+        row = self._db.execute("SELECT boot_id, reconcile FROM checkpoint WHERE id = 1").fetchone()
+        if row is None or row[0] != boot_id:
+            return None
+        try:
+            reconcile = json.loads(row[1])
+        except ValueError:
+            reconcile = {}
+        rows = self._db.execute(
+            "SELECT relpath, oom, oom_kill, oom_group_kill FROM cgroup_counters WHERE boot_id = ?",
+            (boot_id,),
+        ).fetchall()
+        counters = {str(r[0]): OomCounters(int(r[1]), int(r[2]), int(r[3])) for r in rows}
+        return Checkpoint(counters, reconcile if isinstance(reconcile, dict) else {})
 
     @_locked
     def close(self) -> None:

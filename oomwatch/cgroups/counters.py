@@ -4,7 +4,10 @@ Pure: readings go in, `CounterDelta`s come out; the watcher does the I/O.
 
 Rules (why they are what they are):
 - Notifications merge, so deltas come from diffing counters, never from counting wake-ups.
-- First sight at startup is a baseline: kills from before the daemon started are not news.
+- First sight at startup is a baseline: kills from before the daemon started are not news,
+  unless an earlier run of this boot left its checkpoint (`prior`): then a cgroup starts from
+  the counters that run had explained (kills counted while the daemon was down are news),
+  and one the checkpoint does not know is treated like a cgroup found after startup.
 - v2 `memory.events` counters are hierarchical, so a kill shows in the container and in every
   ancestor.  Each kill is reported once, at the deepest watched cgroup that explains it: a
   parent reports only what its watched children do not (e.g. the container's cgroup vanished
@@ -18,6 +21,7 @@ Rules (why they are what they are):
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from operator import methodcaller
 
@@ -116,9 +120,10 @@ class _Entry:
 class CounterBook:
     """Baselines, last readings and what was reported, per watched cgroup."""
 
-    def __init__(self) -> None:
+    def __init__(self, prior: Mapping[str, OomCounters] | None = None) -> None:
         self._entries: dict[str, _Entry] = {}
         self._started = False
+        self._prior = prior  # `levels()` of an earlier run of this boot (startup scan only)
 
     def __contains__(self, relpath: str) -> bool:
         return relpath in self._entries
@@ -142,15 +147,20 @@ class CounterBook:
             if cg.relpath in self._entries or cg.relpath not in readings:
                 continue
             parent = self._nearest_ancestor(cg.relpath)
-            if not self._started:
-                zero = False
-            elif cg.version == 1 or parent is None:
-                zero = True
-            else:  # under a cgroup added in this same call: inherit its decision
-                zero = from_zero.get(parent, False)
-            from_zero[cg.relpath] = zero
             reading = readings[cg.relpath]
-            entry = _Entry(cg, parent, ZERO if zero else reading, reading)
+            prior = None if self._started or self._prior is None else self._prior.get(cg.relpath)
+            if prior is not None and _within(prior, reading):
+                zero, baseline = False, prior
+            else:  # a prior above the reading: a new cgroup under an old name
+                if not self._started and self._prior is None:
+                    zero = False
+                elif cg.version == 1 or parent is None:
+                    zero = True
+                else:  # under a cgroup added in this same call: inherit its decision
+                    zero = from_zero.get(parent, False)
+                baseline = ZERO if zero else reading
+            from_zero[cg.relpath] = zero
+            entry = _Entry(cg, parent, baseline, reading)
             self._entries[cg.relpath] = entry
             if parent is not None:
                 self._entries[parent].children.add(cg.relpath)
@@ -271,6 +281,29 @@ class CounterBook:
             max(cum.oom_group_kill, inner.oom_group_kill),
         )
 
+    def levels(self) -> dict[str, OomCounters]:
+        """Per cgroup, the reading that every delta reported so far explains (a checkpoint).
+
+        v2: at least what the cgroup itself and its children reported, so a parent read
+        before a child's kill does not owe that kill again after a restart.
+        """
+        out: dict[str, OomCounters] = {}
+        for rel, entry in self._entries.items():
+            if entry.cgroup.version == 1:
+                out[rel] = entry.last
+            else:
+                out[rel] = entry.baseline.plus(self._accounted(entry))
+        return out
+
     def last(self, relpath: str) -> OomCounters | None:
         entry = self._entries.get(relpath)
         return None if entry is None else entry.last
+
+
+def _within(prior: OomCounters, reading: OomCounters) -> bool:
+    """Counters only grow while a cgroup lives: a prior above the reading is another cgroup."""
+    return (
+        prior.oom <= reading.oom
+        and prior.oom_kill <= reading.oom_kill
+        and prior.oom_group_kill <= reading.oom_group_kill
+    )

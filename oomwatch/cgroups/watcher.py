@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from inotify_simple import INotify, flags
 
@@ -55,6 +55,7 @@ class CgroupWatcher:
         include_limited: bool = True,
         max_cgroups: int = MAX_CGROUPS,
         clock: Callable[[], float] = time.monotonic,
+        prior_counters: Mapping[str, OomCounters] | None = None,
     ) -> None:
         self.hierarchies: list[Hierarchy] = [h for root in roots for h in find_hierarchies(root)]
         self.warnings: list[str] = []
@@ -63,7 +64,7 @@ class CgroupWatcher:
         self._include_limited = include_limited
         self._max_cgroups = max_cgroups
         self._clock = clock
-        self._book = CounterBook()
+        self._book = CounterBook(prior_counters)  # a checkpoint of this boot, if any
         self._cgroups: dict[str, WatchedCgroup] = {}
         self._files: dict[str, CgroupFile] = {}
         self._raw: dict[str, bytes] = {}  # last content read: unchanged bytes need no parsing
@@ -178,6 +179,16 @@ class CgroupWatcher:
                 self._watch_dir(hierarchy, cg.relpath)
         added = [cg for cg in new if cg.relpath in readings]
         self._pending.extend(self._book.add(added, readings, self._clock()))
+
+    def counter_levels(self) -> dict[str, OomCounters]:
+        """The counters every delta returned so far explains (`CounterBook.levels`), less
+        what a scan found that `poll_changes()` has not returned yet."""
+        levels = self._book.levels()
+        for d in self._pending:
+            if d.cgroup.relpath in levels:
+                held = OomCounters(d.oom, d.oom_kill, d.oom_group_kill)
+                levels[d.cgroup.relpath] = levels[d.cgroup.relpath].minus(held)
+        return levels
 
     def oom_group(self, relpath: str) -> bool | None:
         """Whether the cgroup kills as a group (`memory.oom.group`; v1 never); None if gone."""

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from oomwatch.cgroups import CgroupWatcher, CounterDelta, TimelineSampler, WatchedCgroup
+from oomwatch.cgroups.counters import OomCounters
 from oomwatch.incident import Timeline, TimelineSample
 
 # How often the watcher is asked for news when inotify is quiet: it reads polled (v1)
@@ -48,6 +49,8 @@ class CgroupWorker:
         self._wake = wake
         self._log = log
         self._lock = threading.Lock()  # sampling vs. freezing a timeline
+        self._counter_lock = threading.Lock()  # a counter pass vs. `counter_levels()`
+        self.batches = 0  # delta batches queued so far
         self._stop = threading.Event()
         self._rescan = threading.Event()
         self._pipe_r, self._pipe_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
@@ -67,6 +70,11 @@ class CgroupWorker:
     def freeze(self, relpath: str, at_s: float) -> Timeline | None:
         with self._lock:
             return self.sampler.freeze(relpath, at_s)
+
+    def counter_levels(self) -> tuple[dict[str, OomCounters], int]:
+        """The counters every queued delta explains, and how many batches were queued."""
+        with self._counter_lock:
+            return self.watcher.counter_levels(), self.batches
 
     def stop(self, timeout_s: float = 5.0) -> None:
         self._stop.set()
@@ -101,6 +109,12 @@ class CgroupWorker:
                 next_sample = time.monotonic() + self.sampler.interval_s
 
     def _counters(self) -> None:
+        with self._counter_lock:
+            deltas = self._poll_counters()
+        if deltas:
+            self._wake()
+
+    def _poll_counters(self) -> list[CounterDelta]:
         try:
             if self._rescan.is_set():
                 self._rescan.clear()
@@ -109,10 +123,11 @@ class CgroupWorker:
             deltas = self.watcher.poll_changes()
         except Exception:
             self._log.exception("cgroup_counters_failed")
-            return
+            return []
         if deltas:
+            self.batches += 1
             self.deltas.put(deltas)
-            self._wake()
+        return deltas
 
     def _sample(self) -> None:
         now_wall = time.time()

@@ -71,6 +71,58 @@ op = st.one_of(
 )
 
 
+class Daemon:
+    """The watcher's use of a book: rescans (parents first) and passes over dirty cgroups."""
+
+    def __init__(self, kernel: ModelKernel, prior: dict[str, OomCounters] | None = None) -> None:
+        self.kernel = kernel
+        self.book = CounterBook(prior)
+        self.deltas: list[CounterDelta] = []
+        self.discover()
+
+    def discover(self) -> None:
+        kernel, book = self.kernel, self.book
+        new = [rel for rel in ALL if rel in kernel.alive and rel not in book]
+        readings = {rel: OomCounters(oom_kill=kernel.kills[rel]) for rel in new}
+        self.deltas.extend(book.add([_cg(rel) for rel in new], readings, 0.5))
+
+    def run_pass(self, dirty: set[str], mid_pass_kills: list[tuple[int, str]]) -> None:
+        readings: dict[str, OomCounters | None] = {}
+        for i, rel in enumerate(self.book.with_descendants(dirty)):
+            for at, site in mid_pass_kills:
+                if at == i:
+                    self.kernel.kill(site)
+            readings[rel] = self.kernel.read(rel)
+        self.deltas.extend(self.book.update(readings, 1.0))
+
+    def apply(self, step: Any) -> None:
+        if step[0] == "discover":
+            self.discover()
+        elif step[0] == "pass":
+            self.run_pass(step[1], step[2])
+        else:
+            apply_to_kernel(self.kernel, step)
+
+    def finish(self) -> int:
+        """The rescan's full read; returns the kills reported in all."""
+        self.discover()
+        self.run_pass(set(ALL), [])
+        for d in self.deltas:
+            assert d.oom_kill >= 0
+            if d.vanished:
+                assert d.oom_kill == 0
+        return sum(d.oom_kill for d in self.deltas)
+
+
+def apply_to_kernel(kernel: ModelKernel, step: Any) -> None:
+    if step[0] == "kill":
+        kernel.kill(step[1])
+    elif step[0] == "remove":
+        kernel.remove(step[1])
+    elif step[0] == "create":
+        kernel.create(step[1])
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.lists(op, max_size=25), st.lists(st.sampled_from(KILL_SITES), max_size=3))
 def test_every_counted_kill_is_reported_once(ops: list[Any], before: list[str]) -> None:
@@ -78,41 +130,32 @@ def test_every_counted_kill_is_reported_once(ops: list[Any], before: list[str]) 
     for site in before:  # kills before the daemon started: a baseline, never reported
         kernel.kill(site)
     already = kernel.total
-    book = CounterBook()
-    deltas: list[CounterDelta] = []
-
-    def discover() -> None:  # a rescan: what exists and is not watched yet, parents first
-        new = [rel for rel in ALL if rel in kernel.alive and rel not in book]
-        readings = {rel: OomCounters(oom_kill=kernel.kills[rel]) for rel in new}
-        deltas.extend(book.add([_cg(rel) for rel in new], readings, 0.5))
-
-    discover()
-
-    def run_pass(dirty: set[str], mid_pass_kills: list[tuple[int, str]]) -> None:
-        readings: dict[str, OomCounters | None] = {}
-        for i, rel in enumerate(book.with_descendants(dirty)):
-            for at, site in mid_pass_kills:
-                if at == i:
-                    kernel.kill(site)
-            readings[rel] = kernel.read(rel)
-        deltas.extend(book.update(readings, 1.0))
-
+    daemon = Daemon(kernel)
     for step in ops:
-        if step[0] == "kill":
-            kernel.kill(step[1])
-        elif step[0] == "remove":
-            kernel.remove(step[1])
-        elif step[0] == "create":
-            kernel.create(step[1])
-        elif step[0] == "discover":
-            discover()
-        else:
-            run_pass(step[1], step[2])
-    discover()
-    run_pass(set(ALL), [])  # the rescan's full read
-    reported = sum(d.oom_kill for d in deltas)
-    assert reported == kernel.total - already
-    for d in deltas:
-        assert d.oom_kill >= 0
-        if d.vanished:
-            assert d.oom_kill == 0
+        daemon.apply(step)
+    assert daemon.finish() == kernel.total - already
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(op, max_size=15), st.lists(op, max_size=10), st.lists(op, max_size=15))
+def test_a_restart_from_the_checkpoint_reports_kills_counted_while_down_once(
+    first: list[Any], down: list[Any], second: list[Any]
+) -> None:
+    """Levels saved by one run, at any point, are the next run's baselines: kills (and
+    cgroups made or removed) while no daemon ran are reported by the second run, and
+    nothing the first run reported is reported again."""
+    kernel = ModelKernel()
+    kernel.kill(CONTAINERS[0])  # before the first start: never news
+    already = kernel.total
+    run = Daemon(kernel)
+    for step in first:
+        run.apply(step)
+    # a checkpoint at any point: whatever was reported so far, stale parents included
+    reported = sum(d.oom_kill for d in run.deltas)
+    levels = run.book.levels()
+    for step in down:  # the daemon is down: only the kernel moves
+        apply_to_kernel(kernel, step)
+    rerun = Daemon(kernel, prior=levels)
+    for step in second:
+        rerun.apply(step)
+    assert reported + rerun.finish() == kernel.total - already

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
+from oomwatch.cgroups.counters import OomCounters
 from oomwatch.incident import Incident, PodContext, Victim
 from oomwatch.sources.kmsg import KmsgCursor
-from oomwatch.store import SCHEMA_VERSION, IncidentStore, StoreError
+from oomwatch.store import _MIGRATIONS, SCHEMA_VERSION, IncidentStore, StoreError
 
 BOOT = "b0"
 
@@ -125,3 +127,36 @@ def test_status_incidents_are_told_apart_by_pod_container_and_time(tmp_path: Pat
                      wall_time="2026-11-22T09:00:00+00:00")
     assert store.add(evicted) and store.add(other_pod) and store.add(later)
     assert not store.add(Incident.from_dict(evicted.to_dict()))
+
+
+def test_checkpoint_saves_cursor_counters_and_pending_together_per_boot(tmp_path: Path) -> None:
+    store = IncidentStore(tmp_path)
+    assert store.load_checkpoint(BOOT) is None
+    counters = {"/kubepods/a": OomCounters(oom=2, oom_kill=2), "/kubepods/b": OomCounters()}
+    store.save_checkpoint(BOOT, KmsgCursor(BOOT, 7), counters, {"owed": [["/kubepods/a", 1]]})
+    store.save_checkpoint(BOOT, KmsgCursor(BOOT, 9), None, {})  # counters unchanged
+    store.close()
+    again = IncidentStore(tmp_path)
+    saved = again.load_checkpoint(BOOT)
+    assert saved is not None and saved.counters == counters and saved.reconcile == {}
+    assert again.load_cursor() == KmsgCursor(BOOT, 9)
+    assert again.load_checkpoint("another-boot") is None  # counters restart at a reboot
+
+
+def test_a_version_1_store_is_migrated_keeping_its_incidents(tmp_path: Path) -> None:
+    db = sqlite3.connect(tmp_path / "oomwatch.db")
+    db.execute("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_at_s REAL)")
+    db.executescript(_MIGRATIONS[0])
+    db.execute("INSERT INTO schema_migrations VALUES (1, 0)")
+    old = kill(1, "2026-11-22T08:00:00+00:00")
+    db.execute(
+        "INSERT INTO incidents (identity_key, kind, killed_at_s, detected_at_s, data)"
+        " VALUES ('k', 'memcg', 1.8e9, 1.8e9, ?)",
+        (json.dumps(old.to_dict()),),
+    )
+    db.commit()
+    db.close()
+    store = IncidentStore(tmp_path, max_age_s=1e12)
+    assert store.query() == [old] and store.load_checkpoint(BOOT) is None
+    store.save_checkpoint(BOOT, None, {}, {})
+    assert store.load_checkpoint(BOOT) is not None
