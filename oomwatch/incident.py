@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, Literal, TypeVar, get_args
 
 IncidentKind = Literal[
@@ -185,6 +186,11 @@ class Incident:
     detected_at: str | None = None  # ISO-8601 wall clock when oomwatch recorded it
     kmsg_missing: bool = False
     container_survived: bool | None = None
+    # `memory.oom.group` of the container's cgroup at the kill (v1 has none: False).
+    oom_group_enabled: bool | None = None
+    # `memcg` usage/limit and `breakdown_bytes` are the daemon's last sample before the kill,
+    # not lines of the kernel report (which never arrived, or printed no header).
+    memcg_sampled: bool = False
     timeline: Timeline | None = None
     # --- added by Kubernetes enrichment ---
     k8s: PodContext | None = None
@@ -238,6 +244,11 @@ class Incident:
             samples = [TimelineSample(**s) for s in timeline.get("samples") or []]
             kwargs["timeline"] = Timeline(**{**timeline, "samples": samples})
         return cls(**kwargs)
+
+
+def iso_time(epoch_s: float) -> str:
+    """The contract's time format (`wall_time`, `detected_at`): ISO-8601 UTC, microseconds."""
+    return datetime.fromtimestamp(epoch_s, UTC).isoformat(timespec="microseconds")
 
 
 _T = TypeVar("_T")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from oomwatch.daemon.reconcile import (
     ATTRIBUTED_BY_PID_NOTE,
     CounterKills,
@@ -156,3 +158,55 @@ def test_old_backlog_kills_without_counters_expire_quietly() -> None:
     r = reconcile(ReconcileState(), [full(CTR_A, 1.0, 5)], [], now_s=5000.0)
     r = reconcile(r.state, [], [], now_s=5031.0)
     assert r.ready == [] and r.state.quiet
+
+
+@pytest.mark.parametrize("counters_first", [True, False])
+def test_after_a_restart_bare_kills_go_where_task_tables_listed_their_names(
+    counters_first: bool,
+) -> None:
+    """All counters move at once after a restart; the names earlier reports listed decide."""
+    names = {CTR_A: "api", CTR_B: "worker"}
+    reports = [full(cg, 1.0 + i, 10 + i, tasks=(10 + i,)) for i, cg in enumerate(names)]
+    for report, name in zip(reports, names.values(), strict=True):
+        report.tasks[0].name = name
+    r = reconcile(ReconcileState(), reports, [counted(CTR_A, 1, 3.0), counted(CTR_B, 1, 3.0)], 3.0)
+    assert r.state.quiet
+    # two header-less kills in each; the worker's come first in the log
+    bares = [bare(4.0 + i, 100 + i) for i in range(4)]
+    for b, name in zip(bares, ["worker", "worker", "api", "api"], strict=True):
+        b.victims[0].comm = name
+    counters = [counted(CTR_A, 2, 9.0), counted(CTR_B, 2, 9.0)]
+    if counters_first:
+        r = reconcile(r.state, [], counters, now_s=9.0)
+        r = reconcile(r.state, bares, [], now_s=9.1)
+    else:
+        r = reconcile(r.state, bares, [], now_s=9.0)
+        r = reconcile(r.state, [], counters, now_s=9.1)
+    assert {b.victims[0].pid: b.task_memcg for b in bares} == {
+        100: CTR_B, 101: CTR_B, 102: CTR_A, 103: CTR_A
+    }
+    assert r.state.quiet and r.attributed == 4
+
+
+def test_counter_only_kill_is_dated_when_its_counter_showed_it() -> None:
+    r = reconcile(ReconcileState(), [], [counted(CTR_B, 1, 10.0)], now_s=10.2)
+    r = reconcile(r.state, [], [], now_s=13.0, wall_offset_s=1_800_000_000.0)
+    [missing] = r.ready
+    assert missing.kmsg_missing and missing.wall_time == "2027-01-15T08:00:10.000000+00:00"
+
+
+def test_counters_moving_together_leave_each_bare_kill_to_the_likeliest_cgroup() -> None:
+    """After a restart: B counted 5, A 1, and of the replayed bare kills one is named like
+    A's tasks while the last of B's is not read yet.  Greedy, B's counter would take the
+    one A explains; the likeliest pairs go first instead."""
+    report = full(CTR_A, 1.0, 10, tasks=(10,))
+    report.tasks[0].name = "api"
+    r = reconcile(ReconcileState(), [report], [counted(CTR_A, 1, 1.5)], now_s=1.5)
+    bares = [bare(2.0 + i / 10, 100 + i) for i in range(6)]
+    bares[0].victims[0].comm = "api"
+    r = reconcile(r.state, bares[:5], [], now_s=3.0)
+    r = reconcile(r.state, [], [counted(CTR_B, 5, 3.1), counted(CTR_A, 1, 3.1)], now_s=3.1)
+    r = reconcile(r.state, bares[5:], [], now_s=3.2)  # B's last line, read late
+    assert bares[0].task_memcg == CTR_A
+    assert all(b.task_memcg == CTR_B for b in bares[1:])
+    assert r.state.quiet
