@@ -4,7 +4,10 @@ This is the adapter layer: it opens the kernel log, the cgroup watcher (run by t
 `CgroupWorker` thread), the store, the metrics server and (unless standalone) Kubernetes,
 and feeds what they produce to the `Pipeline`.  The loop never dies on input: a bad
 record, a vanished cgroup or a failing sink is logged and the loop goes on.  SIGTERM and
-SIGINT stop it cleanly (pending incidents stored, cursor saved).
+SIGINT stop it cleanly (pending incidents stored, checkpoint saved).  The checkpoint (kmsg
+cursor, the counter levels every recorded kill explains, what reconciliation waits on) is
+saved together, so a restart on the same boot records the kills counted while it was down
+and attributes replayed header-less kills by their counters.
 """
 
 from __future__ import annotations
@@ -21,28 +24,24 @@ from typing import Any
 
 from oomwatch.cgroups import CgroupWatcher, TimelineSampler, WatchedCgroup
 from oomwatch.daemon.cgroup_worker import CgroupWorker
+from oomwatch.daemon.checkpoint import Checkpointer
 from oomwatch.daemon.config import DaemonConfig
-from oomwatch.daemon.host import live_pids
+from oomwatch.daemon.host import dying, live_pids
+from oomwatch.daemon.kernel_log import KernelLog
 from oomwatch.daemon.pipeline import Pipeline
 from oomwatch.daemon.reconcile import CounterKills, is_kernel_kill
-from oomwatch.decode import ReportAssembler, parse_kmsg_record
-from oomwatch.decode.lines import parse_killed
 from oomwatch.incident import Incident, TimelineSample
 from oomwatch.sinks.log import LogSink, get_logger
 from oomwatch.sinks.metrics import Metrics, SeriesLabels
-from oomwatch.sources.kmsg import KmsgCursor, KmsgFollower, read_boot_id
+from oomwatch.sources.kmsg import read_boot_id
 from oomwatch.stages import Enricher, Sink
 from oomwatch.store import IncidentStore
 
-FLUSH_IDLE_S = 0.02  # a report is complete once the kernel log is quiet this long
-# ... or this long after a `Killed process` line: the kernel prints the whole report in one
-# call path (0.3 ms here) and only the group-kill lines follow the kill line directly; the
-# oom_reaper line comes later or never, and the decoder ignores it once the report is closed.
-KILL_LINE_IDLE_S = 0.005
 MAX_WAIT_S = 0.25  # reconcile deadlines are checked at least this often
 HEARTBEAT_STALE_S = 30.0
 FORCED_RESCAN_MIN_S = 0.25
 RESCANNED_FOR_MAX = 1024
+PRUNE_INTERVAL_S = 3600.0  # age-based retention also on a node that records nothing
 
 
 class Agent:
@@ -61,10 +60,21 @@ class Agent:
             max_age_s=config.max_age_days * 86400.0,
         )
         self.boot_id = self._boot_id()
-        self.follower = self._open_kmsg()
-        self.assembler = ReportAssembler()
-        self.watcher = CgroupWatcher(list(config.cgroup_roots), poll_interval_s=1.0)
+        self.checkpoints = Checkpointer(self.store, self.boot_id, self.log)
+        checkpoint = self.checkpoints.load()
         self.metrics = Metrics()
+        self.kmsg = KernelLog(
+            config.kmsg_path,
+            self.store.load_cursor(),
+            self.boot_id,
+            self.log,
+            on_lost=self.metrics.add_kmsg_lost,
+        )
+        self.watcher = CgroupWatcher(
+            list(config.cgroup_roots),
+            poll_interval_s=1.0,
+            prior_counters=checkpoint.counters if checkpoint is not None else None,
+        )
         self.cgroups = CgroupWorker(
             self.watcher,
             TimelineSampler(config.sample_interval_s, config.timeline_window_s),
@@ -91,12 +101,14 @@ class Agent:
             node=config.node_name,
             timeline_for=self.cgroups.freeze,
             survived=self._survived,
+            oom_group=self._oom_group,
             enrich_wait_s=config.enrich_wait_s,
         )
+        if checkpoint is not None:
+            self.pipeline.state = self.checkpoints.restored_state(checkpoint, time.monotonic())
         self.metrics_address: tuple[str, int] | None = None
-        self._saved_cursor: KmsgCursor | None = None
-        self._last_record_mono = 0.0
-        self._flush_idle_s = FLUSH_IDLE_S
+        self._batches_taken = 0
+        self._next_prune_mono = time.monotonic() + PRUNE_INTERVAL_S
         self._next_forced_rescan = 0.0
         self._rescanned_for: OrderedDict[str, None] = OrderedDict()
         self._rescan_pending = False
@@ -109,27 +121,6 @@ class Agent:
         except OSError as exc:
             self.log.error("boot_id_unreadable", error=str(exc))
             return None
-
-    def _open_kmsg(self) -> KmsgFollower | None:
-        cursor = self.store.load_cursor()
-        try:
-            follower = KmsgFollower(self.config.kmsg_path, cursor, self.boot_id or "")
-        except Exception as exc:
-            self.log.error(
-                "kmsg_unavailable",
-                path=self.config.kmsg_path,
-                error=str(exc),
-                consequence="kills are recorded from cgroup counters only (kmsg_missing)",
-            )
-            return None
-        resumed = cursor is not None and follower.cursor is not None
-        self.log.info(
-            "kmsg_opened",
-            path=self.config.kmsg_path,
-            resume_seq=cursor.seq if resumed and cursor else None,
-            backlog=not resumed,
-        )
-        return follower
 
     def _connect_kube(self) -> Any:
         """Kubernetes, or None (standalone) when no cluster config is found."""
@@ -168,13 +159,22 @@ class Agent:
         return self.store.kills_in(container_id, since_s, until_s)
 
     def _survived(self, relpath: str, victims: frozenset[int]) -> bool | None:
-        """Whether a process other than the victims (which are dying) is left in the cgroup."""
+        """Whether a process other than the victims (and others already exiting, like the
+        peers of a killed PID 1) is left in the cgroup."""
         for hierarchy in self.watcher.hierarchies:
             path = hierarchy.fs_path(relpath)
             if path is not None and os.path.isdir(path):
                 pids = live_pids(path)
-                return None if pids is None else bool(pids - victims)
+                return None if pids is None else any(not dying(p) for p in pids - victims)
         return None
+
+    def _oom_group(self, relpath: str) -> bool | None:
+        """`memory.oom.group` of a container cgroup (the watcher only looks it up)."""
+        try:
+            return self.watcher.oom_group(relpath)
+        except Exception:
+            self.log.exception("oom_group_unreadable", cgroup=relpath)
+            return None
 
     # --- API for other threads ---
 
@@ -206,7 +206,7 @@ class Agent:
                 self.config.metrics_host, self.config.metrics_port, self.healthy
             )
         except OSError as exc:
-            address = f"{self.config.metrics_host}:{self.config.metrics_port}"
+            address = _host_port(self.config.metrics_host, self.config.metrics_port)
             self.log.error("startup_failed", error=f"cannot serve metrics on {address}: {exc}")
             self._shutdown()
             return 1
@@ -215,7 +215,7 @@ class Agent:
         self.log.info(
             "started",
             node=self.config.node_name,
-            metrics_address=f"{self.metrics_address[0]}:{self.metrics_address[1]}",
+            metrics_address=_host_port(*self.metrics_address),
             state_dir=str(self.config.state_dir),
             cgroup_hierarchies=[h.mount_path for h in self.watcher.hierarchies],
             cgroups_watched=len(self.cgroups.watched),
@@ -231,14 +231,15 @@ class Agent:
     def _loop(self) -> None:
         poller = select.poll()
         poller.register(self._wake_r, select.POLLIN)
-        if self.follower is not None:
-            poller.register(self.follower.fileno(), select.POLLIN)
+        kmsg_fd = self.kmsg.fileno()
+        if kmsg_fd is not None:
+            poller.register(kmsg_fd, select.POLLIN)
         next_tick = time.monotonic()
         while not self._stop.is_set():
             now = time.monotonic()
             timeout_s = min(MAX_WAIT_S, max(0.0, next_tick - now))
-            if self.assembler.open:
-                flush_at = self._last_record_mono + self._flush_idle_s
+            flush_at = self.kmsg.flush_at()
+            if flush_at is not None:
                 timeout_s = min(timeout_s, max(0.0, flush_at - now))
             ready = {fd for fd, _ in poller.poll(timeout_s * 1000.0)}
             if self._wake_r in ready:
@@ -246,7 +247,7 @@ class Agent:
                     os.read(self._wake_r, 4096)
             self._turn(ready)
             now = time.monotonic()
-            if now >= next_tick and not self.assembler.open:
+            if now >= next_tick and not self.kmsg.open:
                 self._tick()
                 next_tick = now + self.config.sample_interval_s
             self._heartbeat_mono = now
@@ -255,11 +256,9 @@ class Agent:
         """One loop turn: the kernel log first (latency), then counter news."""
         incidents: list[Incident] = []
         try:
-            if self.follower is not None and self.follower.fileno() in ready:
-                incidents += self._read_kmsg()
-            idle_s = time.monotonic() - self._last_record_mono
-            if self.assembler.open and idle_s >= self._flush_idle_s:
-                incidents += self.assembler.flush()
+            if self.kmsg.fileno() in ready:
+                incidents += self.kmsg.read()
+            incidents += self.kmsg.flush_if_idle(time.monotonic())
         except Exception:
             self.log.exception("kmsg_read_failed")
         while not self._submitted.empty():
@@ -273,7 +272,9 @@ class Agent:
     def _counter_kills(self) -> list[CounterKills]:
         kills: list[CounterKills] = []
         while not self.cgroups.deltas.empty():
-            for d in self.cgroups.deltas.get_nowait():
+            batch = self.cgroups.deltas.get_nowait()
+            self._batches_taken += 1
+            for d in batch:
                 if not d.vanished and d.oom_kill > 0:
                     rel = d.cgroup.relpath
                     kills.append(CounterKills(rel, d.oom_kill, d.observed_at_s, d.oom_group_kill))
@@ -303,37 +304,27 @@ class Agent:
             self._next_forced_rescan = now + FORCED_RESCAN_MIN_S
             self.cgroups.request_rescan()
 
-    def _read_kmsg(self) -> list[Incident]:
-        assert self.follower is not None
-        out: list[Incident] = []
-        records = self.follower.read_available()
-        for _, raw in records:
-            record = parse_kmsg_record(raw)
-            if record is None:
-                continue  # userspace-written (facility != 0) or garbage
-            out += self.assembler.feed(record)
-            self._flush_idle_s = KILL_LINE_IDLE_S if parse_killed(record.message) else FLUSH_IDLE_S
-        if records:
-            self._last_record_mono = time.monotonic()
-        lost = self.follower.take_lost()
-        if lost:
-            self.metrics.add_kmsg_lost(lost)
-            self.log.warning(
-                "kmsg_records_lost",
-                records=lost,
-                total=self.follower.stats.records_lost,
-                overruns=self.follower.stats.overruns,
-            )
-        return out
-
     def _tick(self) -> None:
-        """Once a sample interval: framework OOMs from the probe, the cursor."""
+        """Once a sample interval: framework OOMs from the probe, the checkpoint, retention."""
         if self.framework_source is not None:
             try:
                 self.pipeline.process(self.framework_source.poll())
             except Exception:
                 self.log.exception("probe_poll_failed")
-        self._save_cursor()
+        self._checkpoint()
+        self._prune_if_due(time.monotonic())
+
+    def _prune_if_due(self, now_mono: float) -> None:
+        if now_mono < self._next_prune_mono:
+            return
+        self._next_prune_mono = now_mono + PRUNE_INTERVAL_S
+        try:
+            removed = self.store.prune()
+        except Exception:
+            self.log.exception("store_prune_failed")
+            return
+        if removed:
+            self.log.info("store_pruned", removed=removed)
 
     def _publish_memory(
         self, samples: list[tuple[WatchedCgroup, TimelineSample]], now_wall: float
@@ -356,28 +347,34 @@ class Agent:
             container = found.name if found is not None else ""
         return SeriesLabels(namespace, pod, container, pod_uid)
 
-    def _save_cursor(self) -> None:
-        """Persist how far the log is handled, never past a report not yet stored: only
-        while no report is open and no decoded kill waits (a replay is deduplicated)."""
-        if self.follower is None or self.assembler.open or self.pipeline.holding:
+    def _checkpoint(self) -> None:
+        """Save how far the log is handled with the counter levels and the pending
+        reconciliation, never past a report not yet stored: only while no report is open
+        and no decoded kill waits (a replay is deduplicated).  Levels are taken with the
+        worker's batch count and saved only once every batch up to it went through the
+        pipeline, so they match the saved state exactly."""
+        if self.kmsg.open or self.pipeline.holding:
             return
-        cursor = self.follower.cursor
-        if cursor is None or cursor == self._saved_cursor:
-            return
-        try:
-            self.store.save_cursor(cursor)
-            self._saved_cursor = cursor
-        except Exception:
-            self.log.exception("cursor_save_failed")
+        levels = None
+        if self.checkpoints.levels_due(self.cgroups.batches):
+            levels = self.cgroups.counter_levels()
+            kills = self._counter_kills()
+            if kills:
+                self.pipeline.process((), kills)
+            if levels[1] != self._batches_taken or self.pipeline.holding:
+                return  # more came in meanwhile (or a bare kill waits): next time
+        self.checkpoints.save(self.kmsg.cursor, self.pipeline.state, levels)
 
     def _shutdown(self) -> None:
         self.cgroups.stop()
         try:
-            if self.assembler.open:
-                self.pipeline.process(self.assembler.flush())
+            if self.kmsg.open:
+                self.pipeline.process(self.kmsg.flush())
             self.pipeline.process((), self._counter_kills())
+            holding = self.pipeline.holding
             self.pipeline.drain()
-            self._save_cursor()
+            if not holding:  # else the last checkpoint stays: the restart replays from it
+                self._checkpoint()
         except Exception:
             self.log.exception("shutdown_flush_failed")
         if self.kube is not None and self.metrics_address is not None:
@@ -388,8 +385,12 @@ class Agent:
         for closer in closers:
             with contextlib.suppress(Exception):
                 closer()
-        if self.follower is not None:
-            self.follower.close()
+        self.kmsg.close()
         for fd in (self._wake_r, self._wake_w):
             os.close(fd)
-        self.log.info("stopped", **dataclasses.asdict(self.pipeline.stats))
+        stats = dataclasses.asdict(self.pipeline.stats)
+        self.log.info("stopped", kmsg_undecodable=self.kmsg.undecodable, **stats)
+
+
+def _host_port(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"

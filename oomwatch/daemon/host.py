@@ -10,6 +10,7 @@ from collections.abc import Callable
 from types import FrameType
 
 _PROCS_DEPTH = 3
+_PF_EXITING = 0x4  # include/linux/sched.h; field 9 of /proc/<pid>/stat
 
 
 def raise_open_files_limit() -> None:
@@ -33,6 +34,22 @@ def live_pids(fs_path: str, depth: int = _PROCS_DEPTH) -> set[int] | None:
                 if entry.is_dir(follow_symlinks=False):
                     pids |= live_pids(entry.path, depth - 1) or set()
     return pids
+
+
+def dying(pid: int, proc_root: str = "/proc") -> bool:
+    """Whether a process is on its way out: a zombie, or already in exit (`PF_EXITING`).
+
+    Killed namespace peers linger in `cgroup.procs` while they exit; they are no survivors.
+    A pid we cannot see (0: another pid namespace) is not known to be dying.
+    """
+    if pid <= 0:
+        return False
+    try:
+        with open(f"{proc_root}/{pid}/stat", "rb") as fh:
+            fields = fh.read().rsplit(b")", 1)[1].split()
+        return fields[0] in (b"Z", b"X", b"x") or int(fields[6]) & _PF_EXITING != 0
+    except (OSError, IndexError, ValueError):
+        return True  # listed a moment ago, gone now
 
 
 def install_signal_handlers(stop: Callable[[], None]) -> None:

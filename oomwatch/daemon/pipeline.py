@@ -1,9 +1,10 @@
 """The daemon's pipeline from decoded incidents to stored, published ones.
 
-decoded kills + counter deltas -> reconcile -> identity -> timeline and survival -> enrichers
-(deferred, bounded) -> store (once per kill) -> sinks.  It does no I/O of its own: the host
-is reached only through the callables and adapters it is given, so it runs the same on the
-real kernel, in the demo and in tests.  Nothing here raises on input or on a sink error.
+decoded kills + counter deltas -> reconcile -> identity -> the cgroup at the kill (timeline,
+sampled usage, oom.group, survival) -> enrichers (deferred, bounded) -> store (once per
+kill) -> sinks.  It does no I/O of its own: the host is reached only through the callables
+and adapters it is given, so it runs the same on the real kernel, in the demo and in tests.
+Nothing here raises on input or on a sink error.
 """
 
 from __future__ import annotations
@@ -11,17 +12,17 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from dataclasses import dataclass, field, replace
 
 from oomwatch.cgroup_identity import annotate, identify
+from oomwatch.daemon.observe import SurvivalRecheck, fill_sampled_usage
 from oomwatch.daemon.reconcile import (
     CounterKills,
     ReconcileState,
     is_kernel_kill,
     reconcile,
 )
-from oomwatch.incident import Incident, Timeline
+from oomwatch.incident import Incident, Timeline, iso_time
 from oomwatch.stages import Enricher, Sink
 from oomwatch.store import IncidentStore, iso_to_epoch_s
 
@@ -31,10 +32,8 @@ TimelineFor = Callable[[str, float], Timeline | None]
 """(cgroup relpath, kill wall time in epoch seconds) -> the frozen memory window."""
 Survived = Callable[[str, frozenset[int]], bool | None]
 """(container cgroup relpath, victim pids) -> whether any other process lives on in it."""
-
-
-def _iso(epoch_s: float) -> str:
-    return datetime.fromtimestamp(epoch_s, UTC).isoformat(timespec="microseconds")
+OomGroup = Callable[[str], bool | None]
+"""(container cgroup relpath) -> its `memory.oom.group` (None: gone)."""
 
 
 def container_cgroup(relpath: str) -> str:
@@ -78,6 +77,7 @@ class Pipeline:
         node: str | None,
         timeline_for: TimelineFor | None = None,
         survived: Survived | None = None,
+        oom_group: OomGroup | None = None,
         enrich_wait_s: float = 5.0,
         wall_clock: Callable[[], float] = time.time,
         mono_clock: Callable[[], float] = time.monotonic,
@@ -89,6 +89,7 @@ class Pipeline:
         self.node = node
         self._timeline_for = timeline_for
         self._survived = survived
+        self._oom_group = oom_group
         self._enrich_wait_s = enrich_wait_s
         self._wall = wall_clock
         self._mono = mono_clock
@@ -114,7 +115,9 @@ class Pipeline:
         for incident in incidents:
             self._stamp(incident, now_wall, now_mono)
         try:
-            result = reconcile(self.state, incidents, deltas, now_mono)
+            result = reconcile(
+                self.state, incidents, deltas, now_mono, wall_offset_s=now_wall - now_mono
+            )
         except Exception:  # a bug here must not lose the incidents: pass them on unmatched
             log.exception("reconciliation failed; passing incidents on unmatched")
             self.stats.errors += 1
@@ -129,10 +132,13 @@ class Pipeline:
             self._prepare(incident, now_mono)
 
     def drain(self) -> None:
-        """At shutdown: store everything still waiting with what is known now."""
+        """At shutdown: store everything still waiting with what is known now.
+
+        What the reconciliation still expects (counters, reports) stays in `state` for the
+        checkpoint a restart resumes from."""
         for waiting in self.state.waiting_incidents:
             self._prepare(waiting, self._mono(), defer=False)
-        self.state = ReconcileState()
+        self.state = replace(self.state, bare=())
         deferred, self._deferred = self._deferred, []
         for item in deferred:
             self._commit(item.incident)
@@ -143,38 +149,48 @@ class Pipeline:
         """Daemon facts: boot, node, when we saw it, and the kill's wall time from its stamp."""
         incident.boot_id = incident.boot_id or self.boot_id
         incident.node = incident.node or self.node
-        incident.detected_at = incident.detected_at or _iso(now_wall)
+        incident.detected_at = incident.detected_at or iso_time(now_wall)
         if incident.wall_time is None and incident.kernel_time_s is not None:
             # kmsg stamps are CLOCK_MONOTONIC; servers do not suspend, so the offset holds.
-            incident.wall_time = _iso(now_wall - (now_mono - incident.kernel_time_s))
+            incident.wall_time = iso_time(now_wall - (now_mono - incident.kernel_time_s))
 
     def _prepare(self, incident: Incident, now_mono: float, defer: bool = True) -> None:
+        recheck: SurvivalRecheck | None = None
         try:
             incident = annotate(incident)
             if is_kernel_kill(incident) or incident.kmsg_missing:
-                self._observe_cgroup(incident)
+                recheck = self._observe_cgroup(incident, now_mono)
         except Exception:
             log.exception("could not annotate an incident; storing it as decoded")
             self.stats.errors += 1
         waiting = self._enrich(incident, self.enrichers)
+        if recheck is not None:
+            waiting.append(recheck)
         if waiting and defer:
             self.stats.deferred += 1
             self._deferred.append(_Deferred(incident, now_mono + self._enrich_wait_s, waiting))
         else:
             self._commit(incident)
 
-    def _observe_cgroup(self, incident: Incident) -> None:
-        """Freeze the memory timeline and check whether the container outlived the kill."""
+    def _observe_cgroup(self, incident: Incident, now_mono: float) -> SurvivalRecheck | None:
+        """Freeze the memory timeline (at the kill), read oom.group and check whether the
+        container outlived the kill; returns the second look a survivor needs, if any."""
         cgroup = incident.task_memcg or incident.group_cgroup
         if cgroup is None:
-            return
+            return None
         container = container_cgroup(cgroup)
         if self._timeline_for is not None and incident.timeline is None:
             at_s = iso_to_epoch_s(incident.wall_time) or self._wall()
             incident.timeline = self._timeline_for(container, at_s)
+        fill_sampled_usage(incident)
+        if self._oom_group is not None and incident.oom_group_enabled is None:
+            incident.oom_group_enabled = self._oom_group(container)
         if self._survived is not None and incident.container_survived is None:
             victims = frozenset(v.pid for v in incident.victims)
             incident.container_survived = self._survived(container, victims)
+            if incident.container_survived:
+                return SurvivalRecheck(self._survived, container, victims, now_mono, self._mono)
+        return None
 
     def _enrich(self, incident: Incident, enrichers: Sequence[Enricher]) -> list[Enricher]:
         """Run enrichers; return those that asked to be asked again later."""

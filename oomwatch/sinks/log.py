@@ -73,7 +73,10 @@ def get_logger() -> Any:
 
 
 def incident_fields(incident: Incident) -> dict[str, Any]:
-    """The log line's fields: identity, victim, limit, usage, breakdown and the flags."""
+    """The log line's fields: identity, victim, limit, usage, breakdown and the flags.
+
+    `memcg_sampled` says usage, limit and breakdown are the daemon's sample, not the kernel's.
+    """
     victim = incident.victim
     usage = incident.memcg
     k8s = incident.k8s
@@ -96,7 +99,9 @@ def incident_fields(incident: Incident) -> dict[str, Any]:
         "usage_bytes": usage.usage_kb * 1024 if usage and usage.usage_kb is not None else None,
         "limit_bytes": usage.limit_kb * 1024 if usage and usage.limit_kb is not None else None,
         "breakdown": _present(incident.breakdown_bytes),
+        "memcg_sampled": incident.memcg_sampled,
         "group_kill": incident.group_kill,
+        "oom_group_enabled": incident.oom_group_enabled,
         "container_survived": incident.container_survived,
         "kmsg_missing": incident.kmsg_missing,
         "header_suppressed": incident.header_suppressed,

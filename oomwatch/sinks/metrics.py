@@ -9,6 +9,7 @@ unbounded series.  Series of containers not seen for a grace period are removed.
 from __future__ import annotations
 
 import contextlib
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -271,7 +272,7 @@ class Metrics:
             def log_message(self, format: str, *args: Any) -> None:
                 """Silence per-request stderr lines: stdout/stderr carry the incident log."""
 
-        server = ThreadingHTTPServer((host, port), Handler)
+        server = _server_class(host)((host, port), Handler)
         server.daemon_threads = True
         thread = threading.Thread(target=server.serve_forever, name="oomwatch-metrics", daemon=True)
         thread.start()
@@ -297,6 +298,19 @@ class Metrics:
     def _remove(metric: Any, values: tuple[str, ...]) -> None:
         with contextlib.suppress(KeyError):  # never created (e.g. always unlimited)
             metric.remove(*values)
+
+
+def _server_class(host: str) -> type[ThreadingHTTPServer]:
+    """An IPv6 host (`::`, `::1`, a name only IPv6 resolves) needs an AF_INET6 socket."""
+    try:
+        family = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)[0][0]
+    except (socket.gaierror, IndexError):
+        return ThreadingHTTPServer  # bind() reports the bad host, naming it
+    return _IPv6HTTPServer if family == socket.AF_INET6 else ThreadingHTTPServer
+
+
+class _IPv6HTTPServer(ThreadingHTTPServer):
+    address_family = socket.AF_INET6
 
 
 def _healthy(health: Callable[[], bool]) -> bool:

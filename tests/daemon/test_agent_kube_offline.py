@@ -7,7 +7,6 @@ comes through a FIFO and a cgroup v2 file tree, as in `test_agent_offline`.
 
 from __future__ import annotations
 
-import io
 import os
 import sys
 import threading
@@ -18,10 +17,17 @@ import pytest
 from kubernetes.config import kube_config
 
 from oomwatch.daemon.agent import Agent
-from oomwatch.daemon.config import DaemonConfig
-from oomwatch.sinks.log import setup_logging
 
-from .test_agent_offline import CONTAINER, POD_UID, REPORT, events, make_tree, stored, wait_for
+from .test_agent_offline import (
+    CONTAINER,
+    POD_UID,
+    REPORT,
+    config_for,
+    events,
+    fake_host,
+    stored,
+    wait_for,
+)
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "kube"))
 from fakeapi import NODE, FakeApiServer, make_pod
@@ -50,19 +56,8 @@ def test_kill_gets_pod_names_and_an_event(tmp_path: Path, monkeypatch: pytest.Mo
         # The client reads KUBECONFIG once, at import: another test may have imported it.
         monkeypatch.setattr(kube_config, "KUBE_CONFIG_DEFAULT_LOCATION", str(kubeconfig))
         monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
-        container_dir = make_tree(tmp_path / "cgroup")
-        fifo = tmp_path / "kmsg.fifo"
-        os.mkfifo(fifo)
-        writer = os.open(fifo, os.O_RDWR | os.O_NONBLOCK)
-        log = io.StringIO()
-        setup_logging("json", stream=log)
-        config = DaemonConfig(
-            node_name=NODE, metrics_host="127.0.0.1", metrics_port=0,
-            state_dir=tmp_path / "state", cgroup_roots=(str(tmp_path / "cgroup"),),
-            kmsg_path=str(fifo), standalone=False, log_format="json", probe_dir=None,
-            annotate_pods=False, sample_interval_s=0.2, timeline_window_s=60.0,
-            enrich_wait_s=5.0, max_incidents=100, max_age_days=1.0,
-        )
+        container_dir, writer, log = fake_host(tmp_path)
+        config = config_for(tmp_path, node_name=NODE, standalone=False, enrich_wait_s=5.0)
         agent = Agent(config)
         assert agent.kube is not None, f"standalone: {log.getvalue()}"
         loop = threading.Thread(target=agent.run, daemon=True)

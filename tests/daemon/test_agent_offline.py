@@ -3,21 +3,31 @@ DaemonSet's relay writes them) and a cgroup v2 file tree whose counters the test
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import io
 import json
 import os
 import re
+import socket
 import threading
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from oomwatch.daemon import agent as agent_module
 from oomwatch.daemon.agent import Agent
-from oomwatch.daemon.config import DaemonConfig
+from oomwatch.daemon.config import DaemonConfig, parse_address
+from oomwatch.daemon.kernel_log import KernelLog
+from oomwatch.decode import ReportAssembler
+from oomwatch.decode.records import LogRecord
 from oomwatch.incident import Incident
-from oomwatch.sinks.log import setup_logging
+from oomwatch.sinks.log import get_logger, setup_logging
 from oomwatch.store import IncidentStore
 
 DATA = Path(__file__).parent / "data" / "memcg_kill.kmsg"
@@ -32,7 +42,8 @@ def events(oom_kill: int) -> str:
 
 
 def make_tree(root: Path) -> Path:
-    """A v2 mount with the report's kubelet-like path; the container holds one live process."""
+    """A v2 mount with the report's kubelet-like path; the container holds one live process
+    (this test's own: the agent checks /proc that a listed process is not exiting)."""
     root.mkdir()
     (root / "cgroup.controllers").write_text("cpu io memory pids\n")
     parts = [p for p in CONTAINER.split("/") if p]
@@ -46,36 +57,57 @@ def make_tree(root: Path) -> Path:
         (path / "memory.max").write_text("33554432\n" if leaf else "max\n")
         (path / "memory.stat").write_text("anon 1048576\nfile 0\nshmem 0\n")
         (path / "memory.oom.group").write_text("0\n")
-        (path / "cgroup.procs").write_text("4242\n" if leaf else "")
+        (path / "cgroup.procs").write_text(f"{os.getpid()}\n" if leaf else "")
         (path / "cgroup.events").write_text(f"populated {int(leaf)}\nfrozen 0\n")
     return path
 
 
-@pytest.fixture
-def agent_env(tmp_path: Path) -> Iterator[tuple[Agent, Path, int, io.StringIO]]:
+def config_for(tmp_path: Path, **changes: Any) -> DaemonConfig:
+    """The agent's settings for a fake tree at tmp/cgroup and the kernel log at tmp/kmsg.fifo."""
+    config = DaemonConfig(
+        node_name="test-node", metrics_host="127.0.0.1", metrics_port=0,
+        state_dir=tmp_path / "state", cgroup_roots=(str(tmp_path / "cgroup"),),
+        kmsg_path=str(tmp_path / "kmsg.fifo"), standalone=True, log_format="json",
+        probe_dir=None, annotate_pods=False, sample_interval_s=0.2, timeline_window_s=60.0,
+        enrich_wait_s=1.0, max_incidents=100, max_age_days=1.0,
+    )
+    return dataclasses.replace(config, **changes)
+
+
+@contextlib.contextmanager
+def running(config: DaemonConfig) -> Iterator[Agent]:
+    agent = Agent(config)
+    loop = threading.Thread(target=agent.run, daemon=True)
+    loop.start()
+    try:
+        yield agent
+    finally:
+        agent.stop()
+        loop.join(10)
+        assert not loop.is_alive()
+
+
+def fake_host(tmp_path: Path) -> tuple[Path, int, io.StringIO]:
+    """The tree at tmp/cgroup (its container's dir returned), a writer of the kernel-log
+    FIFO (the caller closes it; records written stay queued while no agent reads) and the
+    stream the agent logs to."""
     container_dir = make_tree(tmp_path / "cgroup")
     fifo = tmp_path / "kmsg.fifo"
     os.mkfifo(fifo)
     writer = os.open(fifo, os.O_RDWR | os.O_NONBLOCK)
     out = io.StringIO()
     setup_logging("json", stream=out)
-    config = DaemonConfig(
-        node_name="test-node", metrics_host="127.0.0.1", metrics_port=0,
-        state_dir=tmp_path / "state", cgroup_roots=(str(tmp_path / "cgroup"),),
-        kmsg_path=str(fifo), standalone=True, log_format="json", probe_dir=None,
-        annotate_pods=False, sample_interval_s=0.2, timeline_window_s=60.0,
-        enrich_wait_s=1.0, max_incidents=100, max_age_days=1.0,
-    )
-    agent = Agent(config)
-    loop = threading.Thread(target=agent.run, daemon=True)
-    loop.start()
+    return container_dir, writer, out
+
+
+@pytest.fixture
+def agent_env(tmp_path: Path) -> Iterator[tuple[Agent, Path, int, io.StringIO]]:
+    container_dir, writer, out = fake_host(tmp_path)
     try:
-        yield agent, container_dir, writer, out
+        with running(config_for(tmp_path)) as agent:
+            yield agent, container_dir, writer, out
     finally:
-        agent.stop()
-        loop.join(10)
         os.close(writer)
-        assert not loop.is_alive()
 
 
 def stored(state_dir: Path) -> list[Incident]:
@@ -109,7 +141,7 @@ def test_fifo_report_and_counters_become_incidents(
     assert wait_for(lambda: len(stored(state_dir)) == 1, 5.0)
     [kill] = stored(state_dir)
     assert kill.pod_uid == POD_UID and kill.victim is not None and kill.victim.pid == VICTIM
-    assert kill.container_survived is True  # pid 4242 is still in the container
+    assert kill.container_survived is True  # this test's process is still in the container
     assert kill.limit_scope == "container" and not kill.kmsg_missing
     assert kill.boot_id and kill.node == "test-node" and kill.wall_time
     # a kill the counter saw and the log never reported
@@ -132,13 +164,7 @@ def test_restart_resumes_after_the_cursor(tmp_path: Path) -> None:
     make_tree(tmp_path / "cgroup")
     fifo = tmp_path / "kmsg.fifo"
     os.mkfifo(fifo)
-    config = DaemonConfig(
-        node_name="n", metrics_host="127.0.0.1", metrics_port=0,
-        state_dir=tmp_path / "state", cgroup_roots=(str(tmp_path / "cgroup"),),
-        kmsg_path=str(fifo), standalone=True, log_format="json", probe_dir=None,
-        annotate_pods=False, sample_interval_s=0.2, timeline_window_s=60.0,
-        enrich_wait_s=1.0, max_incidents=100, max_age_days=1.0,
-    )
+    config = config_for(tmp_path)
     setup_logging("json", stream=io.StringIO())
     for _ in range(2):  # the relay resends the same records to the restarted agent
         writer = os.open(fifo, os.O_RDWR | os.O_NONBLOCK)
@@ -153,3 +179,119 @@ def test_restart_resumes_after_the_cursor(tmp_path: Path) -> None:
         os.close(writer)
         assert agent.pipeline.stats.duplicates == 0  # skipped by the cursor, not deduped
     assert len(stored(config.state_dir)) == 1
+
+
+def killed_line(seq: int, pid: int, comm: str) -> bytes:
+    """A header-less kill as the kernel prints it once its report rate limit is spent."""
+    usec = int(time.monotonic() * 1e6)
+    return (f"3,{seq},{usec},-;Memory cgroup out of memory: Killed process {pid} ({comm})"
+            " total-vm:114996kB, anon-rss:39168kB, file-rss:6644kB, shmem-rss:0kB, UID:0"
+            " pgtables:136kB oom_score_adj:0\n").encode()
+
+
+def test_kills_counted_while_the_agent_was_down_are_recorded_after_a_restart(
+    tmp_path: Path,
+) -> None:
+    """Two kills while stopped: one whose header-less line waits in the log, one whose
+    record is gone.  The restarted agent (same boot) compares the counters with its
+    checkpoint: the bare kill gets the container's cgroup, the other is kmsg_missing."""
+    container_dir, writer, _ = fake_host(tmp_path)
+    config = config_for(tmp_path)
+    try:
+        with running(config) as agent:
+            os.write(writer, REPORT)
+            (container_dir / "memory.events").write_text(events(1))
+            assert wait_for(lambda: len(stored(config.state_dir)) == 1, 5.0)
+
+            def checkpointed() -> bool:
+                saved = agent.store.load_checkpoint(agent.boot_id or "")
+                return saved is not None and saved.counters[CONTAINER].oom_kill == 1
+
+            assert wait_for(checkpointed, 5.0)
+        (container_dir / "memory.events").write_text(events(3))  # while no agent runs
+        os.write(writer, killed_line(39177, 9400, "bench-hog"))
+        with running(config) as agent:
+            assert wait_for(lambda: len(stored(config.state_dir)) == 3, 6.0)
+            time.sleep(0.5)
+            assert agent.pipeline.stats.duplicates == 0
+    finally:
+        os.close(writer)
+    kills = stored(config.state_dir)
+    assert len(kills) == 3 and all(k.pod_uid == POD_UID for k in kills)
+    [bare] = [k for k in kills if k.header_suppressed]
+    assert bare.victim is not None and bare.victim.pid == 9400 and bare.task_memcg == CONTAINER
+    [missing] = [k for k in kills if k.kmsg_missing]
+    assert missing.task_memcg == CONTAINER and missing.wall_time is not None
+
+
+class ChokingAssembler(ReportAssembler):
+    """The decoder failing on one record (no real record found that makes it raise)."""
+
+    def feed(self, record: LogRecord) -> list[Incident]:
+        if "choke" in record.message:
+            raise RuntimeError("decoder bug")
+        return super().feed(record)
+
+
+def test_a_record_the_decoder_chokes_on_is_skipped_and_the_rest_kept(tmp_path: Path) -> None:
+    out = io.StringIO()
+    setup_logging("json", stream=out)
+    kmsg = KernelLog(str(tmp_path / "absent"), None, "b", get_logger(), on_lost=lambda n: None)
+    kmsg.assembler = ChokingAssembler()
+    lines = REPORT.splitlines(keepends=True)
+    bad = b"4,39100,7872270700,-;choke \x1b[2J here\n"
+    records = [(39097 + i, raw) for i, raw in enumerate(lines[:3])]
+    records += [(39100, bad)] + [(39100 + i, raw) for i, raw in enumerate(lines[3:], 1)]
+    incidents = kmsg.decode(records) + kmsg.flush()
+    [kill] = incidents
+    assert kill.victim is not None and kill.victim.pid == VICTIM and kill.task_memcg == CONTAINER
+    logged = [json.loads(x) for x in out.getvalue().splitlines() if x.startswith("{")]
+    [error] = [x for x in logged if x["event"] == "kmsg_record_undecodable"]
+    assert error["seq"] == 39100 and "RuntimeError: decoder bug" in error["error"]
+    assert "\x1b" not in error["record"] and "choke" in error["record"]
+    assert kmsg.undecodable == 1
+
+
+def ipv6_loopback() -> bool:
+    try:
+        with socket.socket(socket.AF_INET6) as s:
+            s.bind(("::1", 0))
+    except OSError:
+        return False
+    return True
+
+
+@pytest.mark.skipif(not ipv6_loopback(), reason="no IPv6 loopback (::1) on this machine")
+def test_metrics_bind_an_ipv6_address(tmp_path: Path) -> None:
+    _, writer, out = fake_host(tmp_path)
+    os.close(writer)
+    host, port = parse_address("[::1]:0")
+    with running(config_for(tmp_path, metrics_host=host, metrics_port=port)) as agent:
+        assert wait_for(lambda: agent.metrics_address is not None, 5.0)
+        assert agent.metrics_address is not None
+        bound = agent.metrics_address[1]
+        with urllib.request.urlopen(f"http://[::1]:{bound}/healthz", timeout=5) as reply:
+            assert reply.status == 200
+    started = [json.loads(x) for x in out.getvalue().splitlines() if '"started"' in x]
+    assert started[0]["metrics_address"] == f"[::1]:{bound}"
+
+
+def test_age_retention_runs_on_a_quiet_node(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Not only at startup or every 100 adds: a node that records nothing still prunes."""
+    monkeypatch.setattr(agent_module, "PRUNE_INTERVAL_S", 0.3)
+    _, writer, _ = fake_host(tmp_path)
+    os.close(writer)
+    config = config_for(tmp_path, max_age_days=1.0)
+    with running(config) as agent:
+        three_days_ago = datetime.now(UTC) - timedelta(days=3)
+        old = Incident(kind="eviction", boot_id="b", pod_uid="u",
+                       wall_time=three_days_ago.isoformat(),
+                       detected_at=three_days_ago.isoformat())
+        writer = IncidentStore(config.state_dir)
+        try:
+            assert writer.add(old) and writer.count() == 1
+        finally:
+            writer.close()
+        assert wait_for(lambda: agent.store.count() == 0, 3.0)

@@ -8,11 +8,19 @@ from pathlib import Path
 
 import pytest
 
+from oomwatch.daemon.observe import SURVIVAL_RECHECK_S
 from oomwatch.daemon.pipeline import Pipeline, container_cgroup
 from oomwatch.daemon.reconcile import CounterKills
-from oomwatch.incident import Incident, PodContext, Timeline, Victim
+from oomwatch.incident import (
+    Incident,
+    MemcgUsage,
+    PodContext,
+    Timeline,
+    TimelineSample,
+    Victim,
+)
 from oomwatch.sinks.log import LogSink, setup_logging
-from oomwatch.store import IncidentStore
+from oomwatch.store import IncidentStore, iso_to_epoch_s
 
 UID = "0f3c2a8e-1b2d-4c5e-9f10-112233445566"
 CID = "a" * 64
@@ -107,17 +115,39 @@ def test_kill_is_annotated_observed_stored_and_published_once(
 
     pipe, sink = make(tmp_path, clock, survived=survived, timeline_for=timeline_for)
     pipe.process([memcg_kill(7, 99.5)])
+    assert sink.got == [] and pipe.holding  # survivors are looked at once more, a bit later
+    clock.advance(SURVIVAL_RECHECK_S)
+    pipe.process()
     [got] = sink.got
     assert got.pod_uid == UID and got.container_id == CID and got.limit_scope == "container"
     assert got.boot_id == "boot-1" and got.node == "node-a"
-    assert got.container_survived is True and seen == [(CTR, frozenset({7}))]
-    # kernel stamp 0.5 s before "now" -> wall time 0.5 s before the wall clock
-    assert got.timeline is not None and got.timeline.usage_at_kill_bytes == int(clock.wall - 0.5)
+    assert got.container_survived is True and seen == [(CTR, frozenset({7}))] * 2
+    # kernel stamp 0.5 s before the first "now" -> wall time 0.5 s before that wall clock
+    kill_wall = clock.wall - SURVIVAL_RECHECK_S - 0.5
+    assert got.timeline is not None and got.timeline.usage_at_kill_bytes == int(kill_wall)
     assert pipe.store.query()[0].container_survived is True
     # the same kill read again after a restart is not stored or published twice
     pipe.process([memcg_kill(7, 99.5)])
+    clock.advance(SURVIVAL_RECHECK_S)
+    pipe.process()
     assert len(sink.got) == 1 and pipe.stats.duplicates == 1
     assert pipe.stats.errors >= 1  # the broken sink was logged, not raised
+
+
+def test_peers_of_a_killed_pid_1_still_exiting_are_no_survivors(
+    tmp_path: Path, clock: Clock
+) -> None:
+    """Right after the kill the namespace peers are still listed; a moment later they are gone."""
+    answers = [True, False]
+    pipe, sink = make(tmp_path, clock, survived=lambda rel, victims: answers.pop(0))
+    pipe.process([memcg_kill(7, 99.9)])
+    clock.advance(SURVIVAL_RECHECK_S / 2)
+    pipe.process()
+    assert sink.got == []  # not due yet: the kmsg loop is not blocked meanwhile
+    clock.advance(SURVIVAL_RECHECK_S / 2)
+    pipe.process()
+    [got] = sink.got
+    assert got.container_survived is False and answers == []
 
 
 def test_container_cgroup_walks_up_from_a_sub_cgroup() -> None:
@@ -163,6 +193,65 @@ def test_counted_kill_without_report_is_stored_as_kmsg_missing(
     assert got.boot_id == "boot-1"
 
 
+def test_counter_only_kill_gets_the_last_sample_before_its_counter_moved(
+    tmp_path: Path, clock: Clock
+) -> None:
+    """Frozen when the counter showed the kill (not 2.5 s later, memory freed), usage,
+    limit and breakdown from the last sample before it, flagged as sampled."""
+    frozen_at: list[float] = []
+    before = TimelineSample(clock.wall - 0.5, 30 << 20, 32 << 20, anon_bytes=29 << 20,
+                            file_bytes=1 << 20)
+    after = TimelineSample(clock.wall + 1.0, 1 << 20, 32 << 20, anon_bytes=0, file_bytes=1 << 20)
+
+    def timeline_for(rel: str, at_s: float) -> Timeline:
+        frozen_at.append(at_s)
+        samples = [x for x in (before, after) if x.t_seconds <= at_s]
+        return Timeline(samples=samples, usage_at_kill_bytes=samples[-1].usage_bytes)
+
+    pipe, sink = make(tmp_path, clock, timeline_for=timeline_for, oom_group=lambda rel: True)
+    counted_wall = clock.wall
+    pipe.process([], [CounterKills(CTR, 1, clock.mono)])
+    clock.advance(3.0)
+    pipe.process()
+    [got] = sink.got
+    assert got.kmsg_missing and frozen_at == [counted_wall]
+    assert got.wall_time is not None and iso_to_epoch_s(got.wall_time) == counted_wall
+    assert got.memcg is not None and got.memcg.usage_kb == 30 * 1024
+    assert got.memcg.limit_kb == 32 * 1024 and got.memcg_sampled
+    assert got.breakdown_bytes is not None and got.breakdown_bytes.anon == 29 << 20
+    assert any("not numbers the kernel printed" in note for note in got.notes)
+    assert got.oom_group_enabled is True
+
+
+def test_header_suppressed_kill_gets_sampled_usage_at_its_kernel_time(
+    tmp_path: Path, clock: Clock
+) -> None:
+    sample = TimelineSample(clock.wall - 1.5, 31 << 20, 32 << 20, anon_bytes=30 << 20)
+    frozen_at: list[float] = []
+
+    def timeline_for(rel: str, at_s: float) -> Timeline:
+        frozen_at.append(at_s)
+        return Timeline(samples=[sample])
+
+    pipe, sink = make(tmp_path, clock, timeline_for=timeline_for)
+    bare = Incident(kind="memcg", kernel_time_s=clock.mono - 1.0, header_suppressed=True,
+                    victims=[Victim(pid=5, comm="w")])
+    pipe.process([bare], [CounterKills(CTR, 1, clock.mono)])
+    [got] = sink.got
+    assert got.task_memcg == CTR and got.pod_uid == UID and frozen_at == [clock.wall - 1.0]
+    assert got.memcg_sampled and got.memcg == MemcgUsage(usage_kb=31 * 1024, limit_kb=32 * 1024)
+
+
+def test_kernel_printed_usage_is_never_replaced_by_a_sample(tmp_path: Path, clock: Clock) -> None:
+    sample = TimelineSample(clock.wall - 0.5, 1 << 20, 2 << 20)
+    pipe, sink = make(tmp_path, clock, timeline_for=lambda rel, at: Timeline(samples=[sample]))
+    kill = memcg_kill(7, 99.9)
+    kill.memcg = MemcgUsage(usage_kb=32768, limit_kb=32768)
+    pipe.process([kill])
+    [got] = sink.got
+    assert got.memcg == MemcgUsage(usage_kb=32768, limit_kb=32768) and not got.memcg_sampled
+
+
 def test_drain_at_shutdown_stores_waiting_bare_kill(tmp_path: Path, clock: Clock) -> None:
     pipe, sink = make(tmp_path, clock)
     bare = Incident(kind="memcg", kernel_time_s=99.0, header_suppressed=True,
@@ -186,5 +275,6 @@ def test_log_line_fields_and_escaping(tmp_path: Path, clock: Clock) -> None:
     assert line["pod_uid"] == UID and line["container_id"] == CID
     assert line["victim_pid"] == 8 and line["limit_scope"] == "container"
     assert line["victim_comm"].startswith("x\\x0a") and "\x1b" not in line["victim_comm"]
-    for key in ("group_kill", "container_survived", "kmsg_missing", "usage_bytes", "breakdown"):
+    for key in ("group_kill", "container_survived", "kmsg_missing", "usage_bytes", "breakdown",
+                "memcg_sampled", "oom_group_enabled"):
         assert key in line

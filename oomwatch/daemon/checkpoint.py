@@ -1,0 +1,130 @@
+"""The daemon's checkpoint: when it is saved, and the reconciliation a restart resumes.
+
+It is saved in one transaction with the kmsg cursor and the counter levels, so the three
+agree: every kill counted up to the levels is either stored (its record before the cursor),
+owed (counted, its record not read yet) or a stored report still waiting for its counter.
+Restoring the owed and waiting kills keeps a restart from recording a kill twice (a counter
+increase whose record was already stored) or never (an owed kill whose record is lost).
+Waiting bare kills are never saved: the cursor is not saved past them, so they replay.
+Times are CLOCK_MONOTONIC, so a checkpoint is only restored on the boot that wrote it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+from oomwatch.cgroups.counters import OomCounters
+from oomwatch.daemon.reconcile import GRACE_S, LogKill, OwedKills, ReconcileState
+from oomwatch.sources.kmsg import KmsgCursor
+from oomwatch.store import Checkpoint, IncidentStore
+
+
+def pending_reconcile(state: ReconcileState) -> dict[str, Any]:
+    """The JSON-ready part of the state a restart needs (bare kills excluded)."""
+    return {
+        "unmatched": [[k.cgroup, k.kernel_time_s, k.expires_at_s] for k in state.unmatched],
+        "owed": [
+            [d.cgroup, d.count, d.group_kills, d.observed_at_s, d.due_at_s] for d in state.owed
+        ],
+        "known_pids": [list(pair) for pair in state.known_pids],
+        "known_names": [list(pair) for pair in state.known_names],
+    }
+
+
+def restore_reconcile(data: Mapping[str, Any], now_s: float) -> ReconcileState:
+    """The saved state, with deadlines moved to at least one grace period from now so the
+    replayed kernel log and the first counter reads can explain what was pending.
+
+    Raises ValueError naming the part that is malformed.
+    """
+    try:
+        unmatched = tuple(
+            LogKill(str(cgroup), _opt_float(at), max(float(expires), now_s + GRACE_S))
+            for cgroup, at, expires in data.get("unmatched", ())
+        )
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"checkpoint 'unmatched' is malformed: {exc}") from exc
+    try:
+        owed = tuple(
+            OwedKills(str(c), int(n), int(group), float(seen), max(float(due), now_s + GRACE_S))
+            for c, n, group, seen, due in data.get("owed", ())
+        )
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"checkpoint 'owed' is malformed: {exc}") from exc
+    try:
+        pids = tuple((int(pid), str(memcg)) for pid, memcg in data.get("known_pids", ()))
+        names = tuple((str(name), str(memcg)) for name, memcg in data.get("known_names", ()))
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"checkpoint 'known_pids'/'known_names' is malformed: {exc}") from exc
+    return ReconcileState(unmatched, owed, (), pids, names)
+
+
+def _opt_float(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+class Checkpointer:
+    """Loads the checkpoint of this boot, and saves a new one whenever something changed."""
+
+    def __init__(self, store: IncidentStore, boot_id: str | None, log: Any) -> None:
+        self._store = store
+        self._boot_id = boot_id
+        self._log = log
+        self._saved_cursor: KmsgCursor | None = None
+        self._saved_state: ReconcileState | None = None
+        self._levels_batch: int | None = None  # counter batches the saved levels explain
+
+    def load(self) -> Checkpoint | None:
+        if self._boot_id is None:
+            return None
+        try:
+            return self._store.load_checkpoint(self._boot_id)
+        except Exception as exc:
+            self._log.error("checkpoint_unreadable", path=str(self._store.path), error=str(exc))
+            return None
+
+    def restored_state(self, checkpoint: Checkpoint, now_s: float) -> ReconcileState:
+        try:
+            state = restore_reconcile(checkpoint.reconcile, now_s)
+        except ValueError as exc:
+            self._log.error("checkpoint_unreadable", path=str(self._store.path), error=str(exc))
+            state = ReconcileState()
+        self._log.info(
+            "checkpoint_resumed",
+            cgroups=len(checkpoint.counters),
+            owed=sum(d.count for d in state.owed),
+            unmatched=len(state.unmatched),
+        )
+        return state
+
+    def levels_due(self, batches: int) -> bool:
+        """Whether counter levels must be saved: never saved, or deltas came since."""
+        return self._boot_id is not None and self._levels_batch != batches
+
+    def save(
+        self,
+        cursor: KmsgCursor | None,
+        state: ReconcileState,
+        levels: tuple[Mapping[str, OomCounters], int] | None,
+    ) -> None:
+        """Save what changed; `levels` are the counters and the batch count they explain,
+        which every batch up to it must have gone through the pipeline into `state`."""
+        state = replace(state, bare=())
+        if levels is None and cursor == self._saved_cursor and state == self._saved_state:
+            return
+        try:
+            if self._boot_id is None:  # counters cannot be tied to a boot: the cursor alone
+                if cursor is not None:
+                    self._store.save_cursor(cursor)
+            else:
+                counters = levels[0] if levels is not None else None
+                pending = pending_reconcile(state)
+                self._store.save_checkpoint(self._boot_id, cursor, counters, pending)
+        except Exception:
+            self._log.exception("checkpoint_save_failed")
+            return
+        self._saved_cursor, self._saved_state = cursor, state
+        if levels is not None:
+            self._levels_batch = levels[1]

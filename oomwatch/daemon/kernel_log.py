@@ -1,0 +1,130 @@
+"""The daemon's kernel log: /dev/kmsg followed from the saved cursor, decoded record by record.
+
+A report is many records; it is complete once the log is quiet for a moment, so the loop asks
+`flush_at()` when to close it.  One record the decoder chokes on is logged by its sequence
+number and skipped: the other records of the read (up to thousands) and the kills they
+complete are kept, because the cursor has already moved past all of them.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from oomwatch.decode import ReportAssembler, parse_kmsg_record
+from oomwatch.decode.lines import parse_killed
+from oomwatch.incident import Incident
+from oomwatch.sources.kmsg import KmsgCursor, KmsgFollower
+
+FLUSH_IDLE_S = 0.02  # a report is complete once the kernel log is quiet this long
+# ... or this long after a `Killed process` line: the kernel prints the whole report in one
+# call path (0.3 ms here) and only the group-kill lines follow the kill line directly; the
+# oom_reaper line comes later or never, and the decoder ignores it once the report is closed.
+KILL_LINE_IDLE_S = 0.005
+RECORD_EXCERPT_BYTES = 512
+
+
+class KernelLog:
+    """The follower (None when the log cannot be opened) and the report assembler."""
+
+    def __init__(
+        self,
+        path: str,
+        cursor: KmsgCursor | None,
+        boot_id: str | None,
+        log: Any,
+        on_lost: Callable[[int], None],
+    ) -> None:
+        self.log = log
+        self.assembler = ReportAssembler()
+        self.undecodable = 0
+        self._on_lost = on_lost
+        self._last_record_mono = 0.0
+        self._flush_idle_s = FLUSH_IDLE_S
+        self.follower: KmsgFollower | None = None
+        try:
+            self.follower = KmsgFollower(path, cursor, boot_id or "")
+        except Exception as exc:
+            log.error(
+                "kmsg_unavailable",
+                path=path,
+                error=str(exc),
+                consequence="kills are recorded from cgroup counters only (kmsg_missing)",
+            )
+            return
+        resumed = cursor is not None and self.follower.cursor is not None
+        log.info(
+            "kmsg_opened",
+            path=path,
+            resume_seq=cursor.seq if resumed and cursor else None,
+            backlog=not resumed,
+        )
+
+    def fileno(self) -> int | None:
+        return None if self.follower is None else self.follower.fileno()
+
+    @property
+    def cursor(self) -> KmsgCursor | None:
+        return None if self.follower is None else self.follower.cursor
+
+    @property
+    def open(self) -> bool:
+        """A report is being assembled (the cursor must not be saved past it)."""
+        return self.assembler.open
+
+    def flush_at(self) -> float | None:
+        """When the open report is complete if nothing more comes (CLOCK_MONOTONIC)."""
+        return self._last_record_mono + self._flush_idle_s if self.assembler.open else None
+
+    def read(self) -> list[Incident]:
+        """Decode what the log has now; count records the kernel overwrote before we read."""
+        if self.follower is None:
+            return []
+        records = self.follower.read_available()
+        out = self.decode(records)
+        if records:
+            self._last_record_mono = time.monotonic()
+        lost = self.follower.take_lost()
+        if lost:
+            self._on_lost(lost)
+            self.log.warning(
+                "kmsg_records_lost",
+                records=lost,
+                total=self.follower.stats.records_lost,
+                overruns=self.follower.stats.overruns,
+            )
+        return out
+
+    def decode(self, records: list[tuple[int, bytes]]) -> list[Incident]:
+        """Feed (seq, raw) records one by one; a failing one is logged and skipped."""
+        out: list[Incident] = []
+        for seq, raw in records:
+            try:
+                record = parse_kmsg_record(raw)
+                if record is None:
+                    continue  # userspace-written (facility != 0) or garbage
+                out += self.assembler.feed(record)
+                killed = parse_killed(record.message)
+                self._flush_idle_s = KILL_LINE_IDLE_S if killed else FLUSH_IDLE_S
+            except Exception as exc:
+                self.undecodable += 1
+                self.log.error(
+                    "kmsg_record_undecodable",
+                    seq=seq,
+                    record=raw[:RECORD_EXCERPT_BYTES].decode("utf-8", "replace"),
+                    error=f"{type(exc).__name__}: {exc}",
+                    consequence="record skipped; the rest of the read is kept",
+                )
+        return out
+
+    def flush_if_idle(self, now_mono: float) -> list[Incident]:
+        flush_at = self.flush_at()
+        return self.assembler.flush() if flush_at is not None and now_mono >= flush_at else []
+
+    def flush(self) -> list[Incident]:
+        return self.assembler.flush()
+
+    def close(self) -> None:
+        if self.follower is not None:
+            self.follower.close()
