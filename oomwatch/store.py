@@ -349,10 +349,10 @@ class IncidentStore:
         boot_id: str,
         cursor: KmsgCursor | None,
         counters: Mapping[str, OomCounters] | None,
-        reconcile: Mapping[str, Any],
+        reconcile: Mapping[str, Any] | None,
     ) -> None:
-        """Save all three together so they never disagree; `counters=None` keeps the saved ones
-        (they must have been saved for this boot before)."""
+        """Save all three together so they never disagree; `None` keeps what was saved for
+        this boot before (the first checkpoint of a run saves everything)."""
         now_s = time.time()
         db = self._db
         db.execute("BEGIN IMMEDIATE")
@@ -368,12 +368,14 @@ class IncidentStore:
                         for rel, c in counters.items()
                     ],
                 )
-            db.execute(
-                "INSERT INTO checkpoint (id, boot_id, reconcile, updated_at_s) VALUES (1, ?, ?, ?)"
-                " ON CONFLICT (id) DO UPDATE SET boot_id = excluded.boot_id,"
-                " reconcile = excluded.reconcile, updated_at_s = excluded.updated_at_s",
-                (boot_id, json.dumps(reconcile, separators=(",", ":")), now_s),
-            )
+            if reconcile is not None:
+                db.execute(
+                    "INSERT INTO checkpoint (id, boot_id, reconcile, updated_at_s)"
+                    " VALUES (1, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET"
+                    " boot_id = excluded.boot_id, reconcile = excluded.reconcile,"
+                    " updated_at_s = excluded.updated_at_s",
+                    (boot_id, json.dumps(reconcile, separators=(",", ":")), now_s),
+                )
             db.execute("COMMIT")
         except BaseException:
             db.execute("ROLLBACK")

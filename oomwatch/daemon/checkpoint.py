@@ -118,9 +118,9 @@ class Checkpointer:
             if self._boot_id is None:  # counters cannot be tied to a boot: the cursor alone
                 if cursor is not None:
                     self._store.save_cursor(cursor)
-            else:
+            else:  # the pending state (up to thousands of known pids) only when it changed
                 counters = levels[0] if levels is not None else None
-                pending = pending_reconcile(state)
+                pending = None if state == self._saved_state else pending_reconcile(state)
                 self._store.save_checkpoint(self._boot_id, cursor, counters, pending)
         except Exception:
             self._log.exception("checkpoint_save_failed")

@@ -135,11 +135,12 @@ def test_checkpoint_saves_cursor_counters_and_pending_together_per_boot(tmp_path
     counters = {"/kubepods/a": OomCounters(oom=2, oom_kill=2), "/kubepods/b": OomCounters()}
     store.save_checkpoint(BOOT, KmsgCursor(BOOT, 7), counters, {"owed": [["/kubepods/a", 1]]})
     store.save_checkpoint(BOOT, KmsgCursor(BOOT, 9), None, {})  # counters unchanged
+    store.save_checkpoint(BOOT, KmsgCursor(BOOT, 10), None, None)  # the cursor alone
     store.close()
     again = IncidentStore(tmp_path)
     saved = again.load_checkpoint(BOOT)
     assert saved is not None and saved.counters == counters and saved.reconcile == {}
-    assert again.load_cursor() == KmsgCursor(BOOT, 9)
+    assert again.load_cursor() == KmsgCursor(BOOT, 10)
     assert again.load_checkpoint("another-boot") is None  # counters restart at a reboot
 
 
