@@ -55,9 +55,12 @@ class DaemonProcess:
             "--cgroup-root", "/sys/fs/cgroup", "--log-format", "json", *extra,
         ]
         env = {**os.environ, "PYTHONPATH": str(REPO)}
-        self.proc = subprocess.Popen(
-            argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=REPO
-        )
+        # stderr to a file: a pipe nobody reads would block a daemon that writes much there.
+        self.stderr_path = state_dir.parent / f"daemon-{self.port}.stderr"
+        with open(self.stderr_path, "wb") as stderr:
+            self.proc = subprocess.Popen(
+                argv, stdout=subprocess.PIPE, stderr=stderr, env=env, cwd=REPO
+            )
         self.lines: list[tuple[float, dict[str, Any]]] = []
         self._lock = threading.Lock()
         self._reader = threading.Thread(target=self._read, daemon=True)
@@ -87,7 +90,7 @@ class DaemonProcess:
             if found:
                 return found[0]
             if self.proc.poll() is not None:
-                err = self.proc.stderr.read().decode() if self.proc.stderr else ""
+                err = self.stderr_path.read_text(errors="replace")
                 raise AssertionError(f"oomwatch run exited {self.proc.returncode}: {err}")
             time.sleep(0.01)
         raise AssertionError(f"no matching log line in {timeout_s} s; last: {self.lines[-3:]}")

@@ -7,8 +7,12 @@ assertion filters by this test's own pod UIDs, cgroups and pids.
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import signal
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Callable
@@ -17,10 +21,17 @@ from pathlib import Path
 import pytest
 
 from oomwatch.incident import Incident
-from oomwatch.lab import Memcg, ScratchMemcg, kubelet_layout, spawn_hog, wait_rate_limit_window
+from oomwatch.lab import (
+    Memcg,
+    ScratchMemcg,
+    kubelet_layout,
+    memcg_v1_unavailable_reason,
+    spawn_hog,
+    wait_rate_limit_window,
+)
 from oomwatch.store import IncidentStore
 
-from .conftest import DaemonProcess, seed_cursor_at_log_end
+from .conftest import REPO, DaemonProcess, seed_cursor_at_log_end
 
 pytestmark = [pytest.mark.kernel]
 MIB = 1 << 20
@@ -161,7 +172,9 @@ def test_burst_of_twenty_across_four_memcgs_is_recorded_exactly_once(
 ) -> None:
     seed_cursor_at_log_end(tmp_path / "state")
     daemon = start_daemon()
-    memcgs = [container(scratch)[0] for _ in range(4)]
+    made = [container(scratch) for _ in range(4)]
+    memcgs = [m for m, _, _ in made]
+    uid_of = {m.relpath: uid for m, uid, _ in made}
     pids = burst(memcgs, 5)
     assert len(set(pids)) == 20
     assert [m.oom_kill_count() for m in memcgs] == [5, 5, 5, 5]
@@ -177,9 +190,11 @@ def test_burst_of_twenty_across_four_memcgs_is_recorded_exactly_once(
     assert len(mine) == 20
     per_memcg = {m.relpath: sum(1 for i in mine if i.task_memcg == m.relpath) for m in memcgs}
     assert per_memcg == {m.relpath: 5 for m in memcgs}
-    assert all(i.pod_uid for i in mine)
-    suppressed = [i for i in mine if i.header_suppressed or i.kmsg_missing]
+    assert all(i.task_memcg and i.pod_uid == uid_of[i.task_memcg] for i in mine)
+    # the kernel prints 10 full reports per 5 s: the rest of a 20-kill burst has no header
+    suppressed = [i for i in mine if i.header_suppressed]
     print(f"burst: {len(suppressed)} of 20 kills had no report header")
+    assert suppressed and all(i.pod_uid and i.victim for i in suppressed)
 
 
 def test_kill_9_mid_burst_and_restart_loses_and_doubles_nothing(
@@ -187,7 +202,10 @@ def test_kill_9_mid_burst_and_restart_loses_and_doubles_nothing(
 ) -> None:
     seed_cursor_at_log_end(tmp_path / "state")
     daemon = start_daemon()
-    memcgs = [container(scratch)[0] for _ in range(4)]
+    made = [container(scratch) for _ in range(4)]
+    memcgs = [m for m, _, _ in made]
+    uid_of = {m.relpath: uid for m, uid, _ in made}
+    wait_rate_limit_window()  # full reports (and the names they list) for the first kills
     hogs = [
         spawn_hog(m, mode="child-worker", mb=96, comm=f"h4-r{i}", children=5, linger_s=0.5)
         for i, m in enumerate(memcgs)
@@ -212,6 +230,19 @@ def test_kill_9_mid_burst_and_restart_loses_and_doubles_nothing(
     mine = incidents_for(restarted.state_dir, set(pids), scratch)
     victims = [i.victim.pid for i in mine if i.victim]
     assert len(mine) == 20 and sorted(victims) == sorted(set(victims))
+    # Every counted kill lands in its own container: exactly, where the evidence says which
+    # one (a full report, or a header-less line whose name a report of that container
+    # listed); otherwise in one of ours, five per container as the counters say.
+    memcg_of = {pid: hog.memcg.relpath for hog in hogs for pid in hog.child_pids}
+    named = {i.task_memcg for i in mine if not i.header_suppressed and not i.kmsg_missing}
+    for incident in mine:
+        truth = memcg_of[incident.victim.pid] if incident.victim else incident.task_memcg
+        assert incident.task_memcg in uid_of and incident.pod_uid == uid_of[incident.task_memcg]
+        if not incident.header_suppressed or truth in named:
+            assert incident.task_memcg == truth, incident
+    assert sorted(i.task_memcg for i in mine) == sorted(m.relpath for m in memcgs for _ in range(5))
+    print(f"kill -9: {sum(i.header_suppressed for i in mine)} header-less, "
+          f"{sum(i.kmsg_missing for i in mine)} counter-only, evidence for {len(named)} of 4")
 
 
 def _overrun_ring(total_bytes: int) -> int:
@@ -278,3 +309,63 @@ def test_hostile_process_name_is_escaped_and_cannot_forge_identity(
     raw_lines = [e for _, e in daemon.events(lambda e: e.get("victim_pid") == hog.pid)]
     assert len(raw_lines) == 1  # one JSON object, no forged second line
     assert "x\\" not in daemon.metrics()  # process names never become label values
+
+
+# PID 1 of a pid namespace (a container's entrypoint) with idle peers; it joins the memcg
+# itself so the `unshare` parent stays outside.  Killing it makes the kernel kill the peers.
+PID_1_SCRIPT = """
+import mmap, os, sys, time
+with open(sys.argv[1], "w") as procs:
+    procs.write("0")
+with open("/proc/self/comm", "w") as comm:
+    comm.write("h4-pid1")
+for _ in range(3):
+    if os.fork() == 0:
+        os.execvp("sleep", ["sleep", "60"])
+time.sleep(0.3)
+region = mmap.mmap(-1, 128 << 20)
+for offset in range(0, len(region), 4096):
+    region[offset] = 1
+time.sleep(60)
+"""
+
+
+def test_pid_1_killed_takes_its_namespace_down_so_the_container_did_not_survive(
+    scratch: ScratchMemcg, start_daemon: Callable[..., DaemonProcess], tmp_path: Path
+) -> None:
+    if shutil.which("unshare") is None:
+        pytest.skip("needs util-linux unshare to make a pid namespace")
+    seed_cursor_at_log_end(tmp_path / "state")
+    daemon = start_daemon()
+    memcg, uid, _ = container(scratch)
+    wait_rate_limit_window()
+    proc = subprocess.Popen(
+        ["unshare", "--pid", "--fork", "--kill-child", sys.executable, "-c", PID_1_SCRIPT,
+         str(memcg.fs_path / "cgroup.procs")],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )
+    scratch.track_process(proc)
+    _, line = daemon.wait_line(
+        lambda e: e.get("event") == "oom_kill" and e.get("pod_uid") == uid, timeout_s=20.0
+    )
+    assert line["victim_comm"] == "h4-pid1"
+    assert line["container_survived"] is False  # the sleeps were killed with their PID 1
+    assert proc.wait(10) is not None
+
+
+def test_oomwatch_demo_records_and_prints_a_real_kill() -> None:
+    reason = memcg_v1_unavailable_reason()
+    if reason is not None:
+        print(f"skipped: oomwatch demo needs cgroup v1 memory: {reason}")
+        pytest.skip(reason)
+    result = subprocess.run(
+        [sys.executable, "-m", "oomwatch.cli", "demo", "--json", "--limit-mb", "32"],
+        capture_output=True, timeout=120, env={**os.environ, "PYTHONPATH": str(REPO)}, cwd=REPO,
+    )
+    assert result.returncode == 0, result.stderr.decode(errors="replace")[-3000:]
+    incident = Incident.from_dict(json.loads(result.stdout))
+    assert incident.kind == "memcg" and incident.victim is not None
+    assert incident.victim.comm == "demo-hog" and incident.limit_scope == "container"
+    assert incident.pod_uid and incident.container_id and incident.boot_id
+    assert incident.memcg is not None and incident.memcg.limit_kb == 32 * 1024
+    assert incident.timeline is not None and incident.timeline.samples  # it saw the growth
