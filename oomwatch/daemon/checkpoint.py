@@ -28,7 +28,7 @@ def pending_reconcile(state: ReconcileState) -> dict[str, Any]:
         "owed": [
             [d.cgroup, d.count, d.group_kills, d.observed_at_s, d.due_at_s] for d in state.owed
         ],
-        "known_pids": [list(pair) for pair in state.known_pids],
+        "known_pids": [[pid, memcg] for pid, memcg in dict(state.known_pids).items()],
         "known_names": [list(pair) for pair in state.known_names],
     }
 

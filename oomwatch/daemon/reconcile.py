@@ -19,7 +19,7 @@ clock of the kernel log's timestamps and of `CounterDelta.observed_at_s`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from oomwatch.incident import Incident, iso_time
@@ -236,7 +236,7 @@ def _take_owed(owed: list[OwedKills], cgroup: str) -> bool:
 
 
 def _place_bare(
-    incident: Incident, owed: list[OwedKills], known: dict[int, str], names: tuple[Names, ...]
+    incident: Incident, owed: list[OwedKills], known: Mapping[int, str], names: tuple[Names, ...]
 ) -> bool:
     """A bare kill arriving after its counter: take an owed kill, the likeliest cgroup first."""
     if not owed:
@@ -252,7 +252,7 @@ def _place_bare_by_counters(
     bare: list[BareKill],
     counted: list[CounterKills],
     left: list[int],
-    known: dict[int, str],
+    known: Mapping[int, str],
     names: tuple[Names, ...],
     ready: list[Incident],
 ) -> int:
@@ -281,7 +281,7 @@ def _place_bare_by_counters(
 
 
 def _hint(
-    incident: Incident, known: dict[int, str], names: tuple[Names, ...]
+    incident: Incident, known: Mapping[int, str], names: tuple[Names, ...]
 ) -> tuple[bool, list[str]]:
     """Where earlier task tables place a bare kill's victim: (by its pid?, those memcgs)."""
     victim = incident.victim
