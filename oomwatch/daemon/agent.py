@@ -147,11 +147,13 @@ class Agent:
             return None
         try:
             from oomwatch.probe.join import FrameworkOomSource, ProbeEnricher
+            from oomwatch.probe.reader import ReaderLimits
         except ImportError as exc:
             self.log.warning("probe_unavailable", error=str(exc))
             return None
-        self.framework_source = FrameworkOomSource(probe_dir)
-        enricher: Enricher = ProbeEnricher(probe_dir)
+        limits = ReaderLimits(allowed_uids=self.config.probe_allowed_uids)
+        self.framework_source = FrameworkOomSource(probe_dir, limits=limits)
+        enricher: Enricher = ProbeEnricher(probe_dir, limits=limits)
         return enricher
 
     def _kernel_kills_for(self, container_id: str, since_s: float, until_s: float) -> int:

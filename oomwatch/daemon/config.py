@@ -47,6 +47,7 @@ class DaemonConfig:
     enrich_wait_s: float
     max_incidents: int
     max_age_days: float
+    probe_allowed_uids: tuple[range, ...] | None = None  # None: any owner
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +97,30 @@ def _log_format(text: str) -> str:
     return text
 
 
+def parse_uid_ranges(text: str) -> tuple[range, ...] | None:
+    """`any`, or uids and inclusive ranges: `1000,2000-2999` -> (range(1000, 1001), ...).
+
+    `any` is the default because a uid list only stops pods that run as non-root without
+    CAP_CHOWN (the runtime's default capabilities let a root pod give its file any owner), and
+    many training images run as root.  The join's own check needs no setting: a kill is only
+    joined to files owned by the victim's uid as the kernel printed it.  Where pods run under
+    the `restricted` Pod Security Standard (non-root, all capabilities dropped), list the uids
+    trainers run as, and no other pod can get a file read at all.
+    """
+    if text.strip().lower() == "any":
+        return None
+    ranges: list[range] = []
+    for item in text.split(","):
+        low, sep, high = item.strip().partition("-")
+        if not low.isdigit() or (sep and not high.isdigit()):
+            raise ValueError(f"expected any, or uids and ranges like 1000,2000-2999; got {text!r}")
+        first, last = int(low), int(high) if sep else int(low)
+        if not first <= last < 1 << 32:
+            raise ValueError(f"uid range {item.strip()!r} is empty or out of range")
+        ranges.append(range(first, last + 1))
+    return tuple(ranges)
+
+
 def parse_address(text: str) -> tuple[str, int]:
     """`HOST:PORT` (IPv6 as `[::]:9717`) -> (host, port)."""
     host, sep, port_text = text.rpartition(":")
@@ -122,6 +147,14 @@ SETTINGS: tuple[_Setting, ...] = (
     _Setting("standalone", _bool, False, "do not talk to Kubernetes", is_flag=True),
     _Setting("log_format", _log_format, "json", "json (one object a line) or console"),
     _Setting("probe_dir", Path, None, "directory of trainer probe flight records"),
+    _Setting(
+        "probe_allowed_uids",
+        parse_uid_ranges,
+        None,
+        "owners whose probe files are read: any (default), or uids and ranges like "
+        "1000,2000-2999 (files of others are refused); a kill is joined only to files "
+        "owned by the uid the kernel printed for its victim either way",
+    ),
     _Setting("annotate_pods", _bool, False, "annotate pods with their last OOM", is_flag=True),
     _Setting("sample_interval_s", _positive_float, 1.0, "memory sampling interval"),
     _Setting("timeline_window_s", _positive_float, 600.0, "memory timeline kept per container"),
@@ -218,4 +251,5 @@ def resolve(args: argparse.Namespace, environ: Mapping[str, str] | None = None) 
         enrich_wait_s=values["enrich_wait_s"],
         max_incidents=values["max_incidents"],
         max_age_days=values["max_age_days"],
+        probe_allowed_uids=values["probe_allowed_uids"],
     )

@@ -7,8 +7,10 @@ into one incident of kind `framework`.
 
 Everything in a probe file is written by the pod, so a file only speaks for the process
 that the kernel named: it matches by container id or exact memcg path of the kill, or by the
-victim pid within the file's lifetime, or by pod UID and container name from the API.
-Strings taken from it are escaped before they enter an incident.
+victim pid within the file's lifetime, or by pod UID and container name from the API, and a
+stronger match beats a fresher one.  What the kernel vouches for is checked against what the
+file claims: its owner against the victim's uid, its memcg against the victim's.  Strings
+taken from it are escaped before they enter an incident.
 """
 
 from __future__ import annotations
@@ -34,6 +36,15 @@ CLOCK_SLACK_S = 0.05
 # A probed process still counts as alive this long after its last sample (a sampler can
 # stall under memory pressure); later, its pid may belong to someone else.
 PID_ALIVE_AFTER_LAST_SAMPLE_S = 120.0
+
+# How much a match says, strongest first.  The file's own memcg being the killed task's
+# names the container; the victim pid names one process but proves little (a claimed number);
+# a pod UID and container name are names any pod can write.
+MATCH_STRENGTH = {"memcg": 3, "container_id": 3, "pid": 2, "pod_container": 1}
+
+# PROC_PID_INIT_INO (include/linux/proc_ns.h): the inode of the host's pid namespace, the
+# namespace the kernel's `Killed process N` pids are in.
+INIT_PID_NS_INO = 0xEFFFFFFC
 
 _PEAK_FIELDS = ("rss_bytes", "uss_bytes", "anon_bytes", "anon_huge_bytes", "shmem_bytes")
 
@@ -70,22 +81,31 @@ def kill_clock(incident: Incident, record: FlightRecord) -> tuple[str, float] | 
 
 
 def match_reason(incident: Incident, record: FlightRecord) -> str | None:
-    """Why `record` belongs to the process or container the incident is about, if it does."""
+    """Why `record` belongs to the process or container the incident is about, if it does.
+
+    The strongest reason is returned (see MATCH_STRENGTH).  A file whose memcg is known and
+    is not the killed task's says it lived elsewhere: no weaker match overrules that.  A pid
+    matches only if the file's pid namespace is the host's, where the kernel's pids are.
+    """
     meta = record.meta
-    file_identity = identify(meta.cgroup) if meta.cgroup else None
+    # "/" is what a process in its own cgroup namespace sees: it names no one.
+    own_memcg = meta.cgroup if meta.cgroup not in (None, "/") else None
+    if own_memcg is not None and own_memcg in (incident.task_memcg, incident.group_cgroup):
+        return "memcg"
+    file_identity = identify(own_memcg) if own_memcg else None
     if (
         incident.container_id
         and file_identity is not None
         and file_identity.container_id == incident.container_id
     ):
         return "container_id"
-    # "/" is what a process in its own cgroup namespace sees: it names no one.
-    if meta.cgroup not in (None, "/") and meta.cgroup in (
-        incident.task_memcg,
-        incident.group_cgroup,
+    if own_memcg is not None and incident.task_memcg is not None:
+        return None  # the file's process lived in another memcg than the killed task
+    if (
+        meta.pid_ns == INIT_PID_NS_INO
+        and any(v.pid == meta.pid for v in incident.victims)
+        and _within_lifetime(incident, record)
     ):
-        return "memcg"
-    if any(v.pid == meta.pid for v in incident.victims) and _within_lifetime(incident, record):
         return "pid"
     container = incident.k8s.container if incident.k8s else None
     if (
@@ -96,6 +116,21 @@ def match_reason(incident: Incident, record: FlightRecord) -> str | None:
     ):
         return "pod_container"
     return None
+
+
+def owner_is_victim(incident: Incident, record: FlightRecord) -> bool:
+    """Whether the file's owner is a uid the kernel printed for a victim (`UID:N`).
+
+    Required, not just preferred, whenever the kernel printed one: the owner is the one fact
+    about a file that its writer cannot choose (without CAP_CHOWN), and a trainer's file is
+    owned by the trainer's uid, which its killed workers share.  A file of another owner is
+    then either another user's forgery or a process beside the victim running as another
+    user; telling those apart is impossible, and a wrong allocator section misleads where a
+    missing one only says less.  Both are host uids (a user namespace maps both the same way).
+    Kernels that print no uid leave only the reader's `allowed_uids` between file and join.
+    """
+    uids = {v.uid for v in incident.victims if v.uid is not None}
+    return not uids or record.owner_uid in uids
 
 
 def _within_lifetime(incident: Incident, record: FlightRecord) -> bool:
@@ -163,32 +198,61 @@ def _peaks(samples: list[ProbeSample]) -> dict[str, int]:
         if values:
             peaks[name] = max(values)
     for name in ("reserved_bytes", "allocated_bytes"):
-        values = [s.cuda[name] for s in samples if s.cuda and name in s.cuda]
+        values = [v for s in samples if s.cuda and isinstance(v := s.cuda.get(name), int)]
         if values:
             peaks[f"cuda_{name}"] = max(values)
     return peaks
 
 
+class _WarnOnce:
+    """Logs a refusal once per file name (bounded), not once per poll."""
+
+    def __init__(self) -> None:
+        self._seen: set[tuple[str, str]] = set()
+
+    def __call__(self, record: FlightRecord, reason: str) -> None:
+        key = (record.name, reason)
+        if key in self._seen:
+            return
+        if len(self._seen) > 4096:
+            self._seen.clear()
+        self._seen.add(key)
+        log.warning("probe file %s refused: %s", escape_control(record.name), reason)
+
+
 class ProbeEnricher:
-    """Enricher adding `incident.allocator` from the probe directory (never defers)."""
+    """Enricher adding `incident.allocator` from the probe directory (never defers).
+
+    Of the files that match, the strongest match wins and, among equals, the freshest sample.
+    """
 
     def __init__(
         self, probe_dir: Path, *, limits: ReaderLimits | None = None, window_s: float = 120.0
     ) -> None:
         self._reader = ProbeDirReader(probe_dir, limits)
         self.window_s = window_s
+        self._warn = _WarnOnce()
 
     def enrich(self, incident: Incident) -> bool:
         if incident.kind == "framework" or incident.allocator is not None:
             return True
-        best: tuple[float, dict[str, Any]] | None = None
+        best: tuple[tuple[int, float], dict[str, Any]] | None = None
         for record in self._reader.read_all():
+            if not claims_consistent(record):
+                self._warn(record, CONTRADICTED)
+                continue
             reason = match_reason(incident, record)
             if reason is None:
                 continue
+            if not owner_is_victim(incident, record):
+                self._warn(record, f"owner uid {record.owner_uid} is not the victim's")
+                continue
             section = allocator_section(incident, record, reason, self.window_s)
-            if section is not None and (best is None or section["age_seconds"] < best[0]):
-                best = (section["age_seconds"], section)
+            if section is None:
+                continue
+            rank = (MATCH_STRENGTH[reason], -section["age_seconds"])
+            if best is None or rank > best[0]:
+                best = (rank, section)
         if best is not None:
             incident.allocator = best[1]
         return True
@@ -241,6 +305,9 @@ def framework_incident(
     return annotate(incident)
 
 
+CONTRADICTED = "pod UID contradicts its memcg path"
+
+
 def claims_consistent(record: FlightRecord) -> bool:
     """A file may not claim a pod UID that its own memcg path contradicts."""
     if not record.meta.cgroup or not record.meta.pod_uid:
@@ -259,7 +326,7 @@ class FrameworkOomSource:
     def __init__(self, probe_dir: Path, *, limits: ReaderLimits | None = None) -> None:
         self._reader = ProbeDirReader(probe_dir, limits)
         self._seen: set[tuple[str, int, float, int]] = set()
-        self._contradicted: set[str] = set()
+        self._warn = _WarnOnce()
 
     def poll(self, now_wall_s: float | None = None) -> list[Incident]:
         now = time.time() if now_wall_s is None else now_wall_s
@@ -269,12 +336,7 @@ class FrameworkOomSource:
             if not record.events:
                 continue
             if not claims_consistent(record):
-                if record.name not in self._contradicted:
-                    self._contradicted.add(record.name)
-                    log.warning(
-                        "probe file %s refused: pod UID contradicts its memcg path",
-                        escape_control(record.name),
-                    )
+                self._warn(record, CONTRADICTED)
                 continue
             for event in record.events:
                 key = (record.name, record.meta.pid, record.meta.started_wall_s, event.seq)

@@ -4,7 +4,8 @@ PyTorch's CUDA caching allocator and TensorFlow's `OpKernelContext::allocate_ten
 words what was requested and what was free; those numbers are what turns "CUDA OOM" into a
 diagnosis (too big a batch vs fragmentation: "reserved but unallocated" is large).
 Patterns are anchored on the fixed text of the formats in c10/cuda/CUDACachingAllocator.cpp
-(current and <= 2.0) and tensorflow/core/framework/op_kernel.cc.
+(current and <= 2.0), which XPU (and ROCm, as "HIP") builds print with their own device name,
+torch's MPS allocator, and tensorflow/core/framework/op_kernel.cc.
 """
 
 from __future__ import annotations
@@ -14,12 +15,23 @@ import re
 from dataclasses import dataclass
 
 _SIZE = r"(\d+(?:\.\d+)?) (bytes|KiB|MiB|GiB|TiB)"
+# Older MPS allocators print KB/MB/GB but divide by powers of 1024.
+_MPS_SIZE = r"(\d+(?:\.\d+)?) (bytes|KiB|MiB|GiB|TiB|KB|MB|GB)"
 _UNITS = {"bytes": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
+_UNITS |= {"KB": 1 << 10, "MB": 1 << 20, "GB": 1 << 30}
 
-_TORCH_REQUESTED = re.compile(r"CUDA out of memory\. Tried to allocate " + _SIZE)
-# Some builds print no device number ("GPU  has a total capacity"), seen from TGI.
+# The device type torch's OOM message names: ROCm builds say HIP for what torch calls "cuda".
+_TORCH_DEVICE = re.compile(r"\b(?:(CUDA|HIP|XPU) out of memory|(MPS) backend out of memory)")
+_DEVICE_TYPES = {"CUDA": "cuda", "HIP": "cuda", "XPU": "xpu", "MPS": "mps"}
+_TORCH_REQUESTED = re.compile(r"(?:CUDA|HIP|XPU) out of memory\. Tried to allocate " + _SIZE)
+_TORCH_MPS = re.compile(
+    r"MPS backend out of memory \(MPS allocated: " + _MPS_SIZE + r", other allocations: "
+    + _MPS_SIZE + r", max allowed: " + _MPS_SIZE + r"\)\. Tried to allocate " + _MPS_SIZE
+)
+# Some builds print no device number ("GPU  has a total capacity"), seen from TGI; torch 2.1
+# printed "capacty".
 _TORCH_CAPACITY = re.compile(
-    r"GPU (\d*) ?has a total capacity of " + _SIZE + " of which " + _SIZE + " is free"
+    r"GPU (\d*) ?has a total capaci?ty of " + _SIZE + " of which " + _SIZE + " is free"
 )
 _TORCH_ALLOCATED = re.compile(r"Of the allocated memory " + _SIZE + " is allocated by PyTorch")
 _TORCH_UNALLOCATED = re.compile(_SIZE + r" is reserved by PyTorch but unallocated")
@@ -35,7 +47,8 @@ _TORCH_OLD = re.compile(
     + r" reserved in total by PyTorch\)"
 )
 _TORCH_REJECTED = re.compile(
-    r"CUDA out of memory\. Allocation was preemptively rejected .*?Requested size: " + _SIZE
+    r"(?:CUDA|HIP|XPU) out of memory\. Allocation was preemptively rejected "
+    r".*?Requested size: " + _SIZE
 )
 _TF_OOM = re.compile(
     r"OOM when allocating tensor with shape\s*\[([\d,\s]*)\] and type (\w+) on (\S+) "
@@ -77,8 +90,23 @@ def _bytes(number: str, unit: str) -> int:
     return round(float(number) * _UNITS[unit])
 
 
-def parse_torch_cuda_oom(message: str) -> ParsedOom:
-    """Numbers from a `torch.cuda.OutOfMemoryError` message (either message format)."""
+def torch_device_type(message: str) -> str | None:
+    """`cuda`, `xpu` or `mps`: the device a `torch.OutOfMemoryError` message names, if any."""
+    match = _TORCH_DEVICE.search(message)
+    return _DEVICE_TYPES[match.group(1) or match.group(2)] if match else None
+
+
+def parse_torch_oom(message: str) -> ParsedOom:
+    """Numbers from a `torch.OutOfMemoryError` message (CUDA/XPU either format, or MPS)."""
+    mps = _TORCH_MPS.search(message)
+    if mps:
+        return ParsedOom(
+            device="mps",
+            requested_bytes=_bytes(mps.group(7), mps.group(8)),
+            total_bytes=_bytes(mps.group(5), mps.group(6)),  # the high watermark
+            allocated_bytes=_bytes(mps.group(1), mps.group(2)),
+        )
+    device_type = torch_device_type(message) or "cuda"
     requested = _TORCH_REQUESTED.search(message)
     rejected = _TORCH_REJECTED.search(message)
     requested_bytes = None
@@ -91,7 +119,7 @@ def parse_torch_cuda_oom(message: str) -> ParsedOom:
         allocated = _TORCH_ALLOCATED.search(message)
         unallocated = _TORCH_UNALLOCATED.search(message)
         return ParsedOom(
-            device=f"cuda:{capacity.group(1)}" if capacity.group(1) else None,
+            device=f"{device_type}:{capacity.group(1)}" if capacity.group(1) else None,
             requested_bytes=requested_bytes,
             total_bytes=_bytes(capacity.group(2), capacity.group(3)),
             free_bytes=_bytes(capacity.group(4), capacity.group(5)),
@@ -105,7 +133,7 @@ def parse_torch_cuda_oom(message: str) -> ParsedOom:
         allocated_bytes = _bytes(old.group(4), old.group(5))
         reserved_bytes = _bytes(old.group(8), old.group(9))
         return ParsedOom(
-            device=f"cuda:{old.group(1)}",
+            device=f"{device_type}:{old.group(1)}",
             requested_bytes=requested_bytes,
             total_bytes=_bytes(old.group(2), old.group(3)),
             free_bytes=_bytes(old.group(6), old.group(7)),

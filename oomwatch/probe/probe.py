@@ -25,7 +25,12 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from oomwatch.probe.oom_messages import ParsedOom, parse_tf_oom, parse_torch_cuda_oom
+from oomwatch.probe.oom_messages import (
+    ParsedOom,
+    parse_tf_oom,
+    parse_torch_oom,
+    torch_device_type,
+)
 from oomwatch.probe.ring import FILE_SUFFIX, RingWriter
 from oomwatch.probe.sampler import (
     RollupBudget,
@@ -81,6 +86,14 @@ def _read(path: str) -> str | None:
         return None
 
 
+def _pid_namespace() -> int | None:
+    """The inode of this process's pid namespace: it says whether `pid` is a host pid."""
+    try:
+        return os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        return None
+
+
 def _clip(text: str | None, limit: int = MAX_TEXT) -> str | None:
     return None if text is None else text[:limit]
 
@@ -123,6 +136,7 @@ class Probe:
             pod_name=_clip(pod_name),
             namespace=_clip(namespace),
             container=_clip(container),
+            pid_ns=_pid_namespace(),
         )
         self.path = directory / flight_record_name(pod_uid, container, comm, pid)
         self._writer: RingWriter | None = None
@@ -197,7 +211,7 @@ class Probe:
             return False
         message = str(exc)
         parsed: ParsedOom = (
-            parse_torch_cuda_oom(message) if kind == "torch-cuda" else parse_tf_oom(message)
+            parse_tf_oom(message) if kind == "tensorflow" else parse_torch_oom(message)
         )
         phase, epoch, step, batch_size = self._phase
         event = FrameworkOomEvent(
@@ -284,10 +298,15 @@ class Probe:
 
 
 def framework_of(exc: BaseException) -> str | None:
-    """`torch-cuda` or `tensorflow` if `exc` is that framework's OOM error; else None."""
+    """The framework (schema `Framework`) whose OOM error `exc` is, or None.
+
+    torch raises one `OutOfMemoryError` for every device; its message says which (`CUDA out
+    of memory`, `XPU ...`, `MPS backend ...`), and one that names none is plain `torch`.
+    """
     torch: Any = sys.modules.get("torch")
     if torch is not None and isinstance(exc, torch.OutOfMemoryError):
-        return "torch-cuda"
+        device_type = torch_device_type(str(exc))
+        return f"torch-{device_type}" if device_type else "torch"
     tf: Any = sys.modules.get("tensorflow")
     if tf is not None and isinstance(exc, tf.errors.ResourceExhaustedError):
         return "tensorflow"

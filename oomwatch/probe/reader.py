@@ -4,7 +4,9 @@ Any pod that mounts the probe directory can put anything there: a symlink to a h
 FIFO, a 10 GiB sparse file, garbage, a file of another user.  The directory is opened once
 and each entry with `O_NOFOLLOW|O_NONBLOCK` relative to it; only small, recent, single-link
 regular files of an allowed owner are read, and then only through the strict schema.  A bad
-file is logged (once per version of it) and skipped; reading never raises.
+file is logged (once per version of it) and skipped; reading never raises.  A walk stops at
+`max_files` entries and at `max_walk_s` seconds; the next walk starts where a timed-out one
+stopped, so a directory stuffed with files delays records but cannot hide one for good.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import os
 import re
 import stat
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,12 +46,13 @@ _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,250}" + re.escape(FILE_SUFFIX))
 
 @dataclass(frozen=True, slots=True)
 class ReaderLimits:
-    """What the daemon accepts; `allowed_uids=None` accepts any owner."""
+    """What the daemon accepts; `allowed_uids` are uid ranges, None accepts any owner."""
 
     max_file_bytes: int = 1 << 20
     max_files: int = 1024
     max_age_s: float = 3600.0
-    allowed_uids: frozenset[int] | None = None
+    max_walk_s: float = 1.0
+    allowed_uids: tuple[range, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +64,7 @@ class FlightRecord:
     samples: tuple[ProbeSample, ...]
     events: tuple[FrameworkOomEvent, ...]
     mtime_s: float
+    owner_uid: int | None = None  # st_uid: the one thing about the file the pod cannot claim
 
 
 class ProbeFileError(ValueError):
@@ -69,34 +74,45 @@ class ProbeFileError(ValueError):
 class ProbeDirReader:
     """Reads every acceptable flight record in one directory; see the module docstring."""
 
-    def __init__(self, directory: Path, limits: ReaderLimits | None = None) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        limits: ReaderLimits | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.directory = directory
         self.limits = limits or ReaderLimits()
+        self._clock = clock
         self._dir_fd: int | None = None
         self._logged: dict[tuple[str, str], tuple[int, int]] = {}
         # Parsed records by name and file version: an idle file is parsed once, not per poll.
-        self._parsed: dict[str, tuple[tuple[int, int, int], FlightRecord]] = {}
+        self._parsed: dict[str, tuple[tuple[int, int, int, int], FlightRecord]] = {}
+        self._resume_after = ""  # the last name a timed-out walk read
 
     def read_all(self, now_wall_s: float | None = None) -> list[FlightRecord]:
         now = time.time() if now_wall_s is None else now_wall_s
         dir_fd = self._open_dir()
         if dir_fd is None:
             return []
+        deadline = self._clock() + self.limits.max_walk_s
+        names = self._list(dir_fd)
+        # Names in order, starting after where the last timed-out walk stopped.
+        names = [n for n in names if n > self._resume_after] + [
+            n for n in names if n <= self._resume_after
+        ]
         records: list[FlightRecord] = []
-        seen: set[str] = set()
-        try:
-            with os.scandir(dir_fd) as entries:
-                for count, entry in enumerate(entries):
-                    if count >= self.limits.max_files:
-                        self._refuse("*", f"more than {self.limits.max_files} entries", (0, 0))
-                        break
-                    seen.add(entry.name)
-                    record = self._read_entry(entry.name, dir_fd, now)
-                    if record is not None:
-                        records.append(record)
-        except OSError as exc:
-            log.warning("probe directory %s unreadable: %s", self.directory, exc)
-        for gone in set(self._parsed) - seen:
+        for done, name in enumerate(names):
+            if done and self._clock() > deadline:  # at least one file a walk: progress
+                limit = self.limits.max_walk_s
+                self._refuse("*", f"walk over {limit} s: the rest is read next time", (0, 0))
+                self._resume_after = names[done - 1]
+                # Files not reached this time count as they were when last read.
+                return records + [self._parsed[n][1] for n in names[done:] if n in self._parsed]
+            record = self._read_entry(name, dir_fd, now)
+            if record is not None:
+                records.append(record)
+        self._resume_after = ""
+        for gone in set(self._parsed) - set(names):
             del self._parsed[gone]
         return records
 
@@ -121,14 +137,29 @@ class ProbeDirReader:
                 log.debug("probe directory %s not available: %s", self.directory, exc)
         return self._dir_fd
 
+    def _list(self, dir_fd: int) -> list[str]:
+        """The flight-record names among the first `max_files` entries, sorted."""
+        names: list[str] = []
+        try:
+            with os.scandir(dir_fd) as entries:
+                for count, entry in enumerate(entries):
+                    if count >= self.limits.max_files:
+                        self._refuse("*", f"more than {self.limits.max_files} entries", (0, 0))
+                        break
+                    if entry.name.endswith(FILE_SUFFIX):
+                        names.append(entry.name)
+        except OSError as exc:
+            log.warning("probe directory %s unreadable: %s", self.directory, exc)
+        return sorted(names)
+
     def _read_entry(self, name: str, dir_fd: int, now: float) -> FlightRecord | None:
-        if not name.endswith(FILE_SUFFIX):
-            return None
         try:
             return self._load(name, dir_fd, now)
         except _Stale:
+            self._parsed.pop(name, None)
             return None
         except ProbeFileError as exc:
+            self._parsed.pop(name, None)
             version = exc.args[1] if len(exc.args) > 1 else (0, 0)
             self._refuse(name, str(exc.args[0]), version)
             return None
@@ -158,7 +189,7 @@ class ProbeDirReader:
                 raise _Stale()
             if problem:
                 raise ProbeFileError(problem, version)
-            key = (st.st_ino, st.st_mtime_ns, st.st_size)
+            key = (st.st_ino, st.st_mtime_ns, st.st_size, st.st_uid)
             cached = self._parsed.get(name)
             # mtime ticks coarsely: only a file idle for a while is known to be unchanged.
             if cached is not None and cached[0] == key and now - st.st_mtime > IDLE_S:
@@ -167,9 +198,8 @@ class ProbeDirReader:
         finally:
             os.close(fd)
         try:
-            record = parse_flight_record(name, data, st.st_mtime)
+            record = parse_flight_record(name, data, st.st_mtime, st.st_uid)
         except (RingFormatError, SchemaError) as exc:
-            self._parsed.pop(name, None)
             raise ProbeFileError(str(exc), version) from None
         self._parsed[name] = (key, record)
         return record
@@ -184,7 +214,7 @@ class ProbeDirReader:
         if st.st_size < HEADER_BYTES:
             return f"truncated ({st.st_size} bytes)"
         allowed = self.limits.allowed_uids
-        if allowed is not None and st.st_uid not in allowed:
+        if allowed is not None and not any(st.st_uid in uids for uids in allowed):
             return f"owner uid {st.st_uid} not allowed"
         if now - st.st_mtime > self.limits.max_age_s:
             return "stale"
@@ -209,7 +239,9 @@ def _read_capped(fd: int, cap: int) -> bytes:
     return b"".join(chunks)
 
 
-def parse_flight_record(name: str, data: bytes, mtime_s: float) -> FlightRecord:
+def parse_flight_record(
+    name: str, data: bytes, mtime_s: float, owner_uid: int | None = None
+) -> FlightRecord:
     """Decode and validate a whole file image (pure; raises RingFormatError/SchemaError)."""
     geometry, meta_payload = decode_header(data)
     meta = meta_from_payload(meta_payload)
@@ -226,4 +258,6 @@ def parse_flight_record(name: str, data: bytes, mtime_s: float) -> FlightRecord:
             data, first_event, geometry.event_slots, geometry.slot_bytes
         )
     )
-    return FlightRecord(name=name, meta=meta, samples=samples, events=events, mtime_s=mtime_s)
+    return FlightRecord(
+        name=name, meta=meta, samples=samples, events=events, mtime_s=mtime_s, owner_uid=owner_uid
+    )

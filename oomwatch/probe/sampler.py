@@ -94,7 +94,7 @@ def process_memory(
     )
 
 
-def cuda_allocator_stats() -> dict[str, int] | None:
+def cuda_allocator_stats() -> dict[str, int | str] | None:
     """The caching allocator's counters for the current device, or None without CUDA in use."""
     torch: Any = sys.modules.get("torch")
     if torch is None or not torch.cuda.is_available() or not torch.cuda.is_initialized():
@@ -106,8 +106,12 @@ def cuda_allocator_stats() -> dict[str, int] | None:
     return cuda_stats_from_memory_stats(device, stats)
 
 
-def cuda_stats_from_memory_stats(device: int, stats: dict[str, Any]) -> dict[str, int]:
-    """Pick the fields the flight recorder keeps from `torch.cuda.memory_stats()`."""
+def cuda_stats_from_memory_stats(device: int, stats: dict[str, Any]) -> dict[str, int | str]:
+    """Pick the fields the flight recorder keeps from `torch.cuda.memory_stats()`.
+
+    The device is written as torch names it, `cuda:N`: the same text as a CUDA OOM event's
+    device and a string like TensorFlow's, so every `device` in a flight record is a string.
+    """
     picks = {
         "allocated_bytes": "allocated_bytes.all.current",
         "allocated_peak_bytes": "allocated_bytes.all.peak",
@@ -119,7 +123,7 @@ def cuda_stats_from_memory_stats(device: int, stats: dict[str, Any]) -> dict[str
         "num_alloc_retries": "num_alloc_retries",
         "num_ooms": "num_ooms",
     }
-    out = {"device": int(device)}
+    out: dict[str, int | str] = {"device": f"cuda:{int(device)}"}
     for name, key in picks.items():
         value = stats.get(key)
         if isinstance(value, int) and value >= 0:

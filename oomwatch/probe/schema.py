@@ -11,7 +11,8 @@ import math
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Literal, get_args
 
-Framework = Literal["torch-cuda", "tensorflow"]
+# torch's device OOMs by the device the message names; "torch" when it names none we know.
+Framework = Literal["torch-cuda", "torch-xpu", "torch-mps", "torch", "tensorflow"]
 FRAMEWORKS: tuple[str, ...] = get_args(Framework)
 
 MAX_TEXT = 128  # names, phases, devices
@@ -42,7 +43,7 @@ class SchemaError(ValueError):
 class ProbeMeta:
     """Who wrote the file: pod identity from the downward API, pid, memory cgroup, boot."""
 
-    pid: int
+    pid: int  # in the writer's pid namespace: a host pid only when `pid_ns` is the host's
     comm: str
     started_wall_s: float
     started_mono_s: float
@@ -52,6 +53,7 @@ class ProbeMeta:
     pod_name: str | None = None
     namespace: str | None = None
     container: str | None = None
+    pid_ns: int | None = None  # inode of /proc/self/ns/pid
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +72,7 @@ class ProbeSample:
     epoch: int | None = None
     step: int | None = None
     batch_size: int | None = None
-    cuda: dict[str, int] | None = None
+    cuda: dict[str, int | str] | None = None  # `device` is "cuda:N", the rest counts
     tf: dict[str, int | str] | None = None
     seq: int = 0  # the slot's sequence number (not part of the payload)
 
@@ -122,6 +124,7 @@ def _check(name: str, value: Any, kind: str) -> Any:
 
 _KINDS: dict[str, str] = {
     "pid": "count",
+    "pid_ns": "count",
     "comm": "text",
     "started_wall_s": "float",
     "started_mono_s": "float",

@@ -22,10 +22,11 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
 from oomwatch import __version__
 from oomwatch.incident import LIMIT_SCOPES, Incident
+from oomwatch.probe import schema as probe_schema
 
 IDENTITY_LABELS = ("namespace", "pod", "container", "pod_uid")
 KERNEL_KINDS = frozenset({"memcg", "global", "cpuset", "mempolicy", "unknown"})
-FRAMEWORKS = frozenset({"torch-cuda", "tensorflow"})
+FRAMEWORKS = frozenset(probe_schema.FRAMEWORKS)  # the closed set a probe file may name
 GAUGE_GRACE_S = 300.0  # a gone container's memory gauges linger this long
 COUNTER_GRACE_S = 3600.0  # its kill counters longer, so alerts on increase() still see them
 

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from oomwatch.incident import Incident, PodContext, Victim
-from oomwatch.probe.join import FrameworkOomSource, ProbeEnricher
+from oomwatch.probe.join import INIT_PID_NS_INO, FrameworkOomSource, ProbeEnricher
 from oomwatch.probe.ring import RingWriter
 from oomwatch.probe.schema import FrameworkOomEvent, to_payload
 
@@ -49,7 +50,7 @@ def test_allocator_section_for_the_container(probe_dir: Path) -> None:
 
 
 def test_other_ways_to_match_and_not_to(probe_dir: Path) -> None:
-    write_record(probe_dir, samples=_samples())
+    write_record(probe_dir, meta=replace(META, pid_ns=INIT_PID_NS_INO), samples=_samples())
     enricher = ProbeEnricher(probe_dir)
     by_memcg = _kill(task_memcg=META.cgroup)
     by_pid = _kill(victims=[Victim(pid=META.pid, comm="python3")])
@@ -64,6 +65,8 @@ def test_other_ways_to_match_and_not_to(probe_dir: Path) -> None:
         _kill(victims=[Victim(pid=META.pid, comm="x")], kernel_time_s=90_000.0),
         # same container, but the kill came before the first sample
         _kill(container_id=CONTAINER_ID, kernel_time_s=999.0),
+        # the victim's pid, but the kernel says it lived in another memcg than the file's
+        _kill(victims=[Victim(pid=META.pid, comm="x")], task_memcg="/kubepods/pod9/other"),
     ]
     for incident in strangers:
         enricher.enrich(incident)
@@ -136,5 +139,58 @@ def test_a_file_claiming_another_pod_is_refused(
 def test_a_cgroup_namespace_root_matches_nobody(probe_dir: Path) -> None:
     write_record(probe_dir, meta=replace(META, cgroup="/", pod_uid=None), samples=_samples())
     incident = _kill(kind="global", task_memcg="/")
+    ProbeEnricher(probe_dir).enrich(incident)
+    assert incident.allocator is None
+
+
+def test_a_pid_matches_only_in_the_host_pid_namespace(probe_dir: Path) -> None:
+    # A pod's probe records its pid inside the pod (often 1); the kernel prints host pids.
+    write_record(probe_dir, meta=replace(META, pid_ns=4026532771, cgroup="/"), samples=_samples())
+    incident = _kill(victims=[Victim(pid=META.pid, comm="python3")])
+    ProbeEnricher(probe_dir).enrich(incident)
+    assert incident.allocator is None
+
+
+def _forged(probe_dir: Path, meta: object, name: str = "forged.trainer.ring") -> Path:
+    """A file claiming the trainer, with a sample 10 ms before the kill (fresher than any)."""
+    fresh = replace(sample(6, phase="forged"), mono_s=1007.39, wall_s=1_700_000_007.39)
+    return write_record(probe_dir, name, meta, [fresh])  # type: ignore[arg-type]
+
+
+def test_a_strong_match_beats_a_fresher_weak_one(probe_dir: Path) -> None:
+    write_record(probe_dir, samples=_samples())  # genuine: its memcg is the kill's container
+    _forged(probe_dir, replace(META, cgroup="/", pid=1))  # claims only pod UID and container
+    incident = _kill(
+        container_id=CONTAINER_ID, pod_uid=META.pod_uid, k8s=PodContext(container="trainer")
+    )
+    ProbeEnricher(probe_dir).enrich(incident)
+    alloc = incident.allocator
+    assert alloc is not None and alloc["matched_by"] == "container_id"
+    assert alloc["phase"] == "grand_scoring" and alloc["age_seconds"] == pytest.approx(0.4)
+
+
+def test_a_file_not_owned_by_the_victims_uid_is_refused(
+    probe_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    genuine = write_record(probe_dir, samples=_samples())
+    forged = _forged(probe_dir, META)  # the same claims, word for word
+    os.chown(forged, 65534, 65534)
+    incident = _kill(
+        task_memcg=META.cgroup, victims=[Victim(pid=999, comm="python3", uid=genuine.stat().st_uid)]
+    )
+    with caplog.at_level(logging.WARNING):
+        ProbeEnricher(probe_dir).enrich(incident)
+    assert incident.allocator is not None and incident.allocator["phase"] == "grand_scoring"
+    assert any("owner uid 65534 is not the victim's" in r.getMessage() for r in caplog.records)
+    # The kernel's uid decides, not freshness: had the victim run as 65534, only that file fits.
+    other = _kill(task_memcg=META.cgroup, victims=[Victim(pid=999, comm="python3", uid=65534)])
+    ProbeEnricher(probe_dir).enrich(other)
+    assert other.allocator is not None and other.allocator["phase"] == "forged"
+
+
+def test_the_enricher_refuses_a_pod_uid_its_memcg_contradicts(probe_dir: Path) -> None:
+    elsewhere = "/kubepods/besteffort/pod77aa-00/" + "e" * 64
+    _forged(probe_dir, replace(META, cgroup=elsewhere))  # "I am pod 1b2c-44", from pod 77aa-00
+    incident = _kill(pod_uid=META.pod_uid, k8s=PodContext(container="trainer"))
     ProbeEnricher(probe_dir).enrich(incident)
     assert incident.allocator is None

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from oomwatch.probe.oom_messages import parse_tf_oom, parse_torch_cuda_oom
+from oomwatch.probe.oom_messages import parse_tf_oom, parse_torch_oom, torch_device_type
 
 GiB, MiB = 1 << 30, 1 << 20
 
@@ -36,6 +36,36 @@ TORCH_REJECTED = (
     "CUDA out of memory. Allocation was preemptively rejected because it would exceed "
     "per_process_memory_fraction limit. Requested size: 2.00 GiB"
 )
+# torch 2.1 misspelt "capacity" (carolchenyx/MGFN. issue 35).
+TORCH_2_1 = (
+    "CUDA out of memory. Tried to allocate 1.70 GiB. GPU 0 has a total capacty of 6.00 GiB of "
+    "which 0 bytes is free. Of the allocated memory 2.93 GiB is allocated by PyTorch, and 2.30 "
+    "GiB is reserved by PyTorch but unallocated."
+)
+# Intel GPUs (intel/torch-xpu-ops issue 3011) and ROCm (ROCm/TheRock issue 2118).
+TORCH_XPU = (
+    "XPU out of memory. Tried to allocate 4.66 GiB. GPU 0 has a total capacity of 5.65 GiB of "
+    "which 5.65 GiB is free. Of the allocated memory 195.50 KiB is allocated by PyTorch, and "
+    "1.81 MiB is reserved by PyTorch but unallocated. Please use `empty_cache` to release all "
+    "unoccupied cached memory."
+)
+TORCH_HIP = (
+    "HIP out of memory. Tried to allocate 2.00 MiB. GPU 0 has a total capacity of 287.98 GiB of "
+    "which 275.86 GiB is free. 1.05 GiB allowed; Of the allocated memory 1017.01 MiB is allocated "
+    "by PyTorch, with 17.00 MiB allocated in private pools (e.g., HIP Graphs), and 54.99 MiB is "
+    "reserved by PyTorch but unallocated."
+)
+# Apple GPUs, current and older units (Comfy-Org/ComfyUI issue 7440, lllyasviel/Fooocus 1139).
+TORCH_MPS = (
+    "MPS backend out of memory (MPS allocated: 9.57 GiB, other allocations: 17.35 GiB, max "
+    "allowed: 27.20 GiB). Tried to allocate 292.50 MiB on private pool. Use "
+    "PYTORCH_MPS_HIGH_WATERMARK_RATIO=0.0 to disable upper limit for memory allocations (may "
+    "cause system failure)."
+)
+TORCH_MPS_OLD = (
+    "MPS backend out of memory (MPS allocated: 8.89 GB, other allocations: 172.98 MB, max "
+    "allowed: 9.07 GB). Tried to allocate 6.25 MB on private pool."
+)
 TF_GPU = (
     "OOM when allocating tensor with shape[500,512,4,4] and type float on "
     "/job:localhost/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc"
@@ -47,7 +77,7 @@ def close(value: int | None, expected: float) -> bool:
 
 
 def test_current_torch_format() -> None:
-    p = parse_torch_cuda_oom(TORCH_CURRENT)
+    p = parse_torch_oom(TORCH_CURRENT)
     assert p.device == "cuda:0"
     assert p.requested_bytes == 4 * GiB
     assert close(p.total_bytes, 10.56 * GiB) and close(p.free_bytes, 3.49 * GiB)
@@ -56,7 +86,7 @@ def test_current_torch_format() -> None:
 
 
 def test_torch_without_device_number_and_other_processes() -> None:
-    p = parse_torch_cuda_oom(TORCH_NO_DEVICE)
+    p = parse_torch_oom(TORCH_NO_DEVICE)
     assert p.device is None
     assert p.requested_bytes == 224 * MiB
     assert close(p.free_bytes, 160.81 * MiB)
@@ -64,14 +94,14 @@ def test_torch_without_device_number_and_other_processes() -> None:
 
 
 def test_old_torch_format_derives_reserved_but_unallocated() -> None:
-    p = parse_torch_cuda_oom(TORCH_OLD)
+    p = parse_torch_oom(TORCH_OLD)
     assert p.device == "cuda:0" and p.requested_bytes == 338 * MiB
     assert p.free_bytes == 0 and p.total_bytes == 2 * GiB
     assert close(p.reserved_unallocated_bytes, (1.50 - 1.44) * GiB)
 
 
 def test_preemptive_rejection_gives_the_request() -> None:
-    p = parse_torch_cuda_oom(TORCH_REJECTED)
+    p = parse_torch_oom(TORCH_REJECTED)
     assert p.requested_bytes == 2 * GiB and p.free_bytes is None
 
 
@@ -82,5 +112,31 @@ def test_tensorflow_shape_and_device() -> None:
 
 
 def test_unrelated_text_gives_nothing() -> None:
-    assert parse_torch_cuda_oom("CUDA error: an illegal memory access") == parse_tf_oom("x")
-    assert parse_torch_cuda_oom("GPU 0 has a total capacity of lots").requested_bytes is None
+    assert parse_torch_oom("CUDA error: an illegal memory access") == parse_tf_oom("x")
+    assert parse_torch_oom("GPU 0 has a total capacity of lots").requested_bytes is None
+
+
+def test_the_device_each_torch_backend_names() -> None:
+    names = [TORCH_CURRENT, TORCH_OLD, TORCH_HIP, TORCH_XPU, TORCH_MPS, "weird OOM"]
+    assert [torch_device_type(m) for m in names] == ["cuda", "cuda", "cuda", "xpu", "mps", None]
+
+
+def test_xpu_rocm_and_torch_2_1_in_the_current_format() -> None:
+    xpu = parse_torch_oom(TORCH_XPU)
+    assert xpu.device == "xpu:0" and close(xpu.requested_bytes, 4.66 * GiB)
+    assert close(xpu.reserved_unallocated_bytes, 1.81 * MiB)
+    hip = parse_torch_oom(TORCH_HIP)
+    assert hip.device == "cuda:0"  # ROCm GPUs are torch "cuda" devices
+    assert close(hip.allocated_bytes, 1017.01 * MiB)
+    assert close(hip.reserved_unallocated_bytes, 54.99 * MiB)
+    old = parse_torch_oom(TORCH_2_1)
+    assert old.total_bytes == 6 * GiB and old.free_bytes == 0
+    assert close(old.reserved_unallocated_bytes, 2.30 * GiB)
+
+
+def test_mps_allocated_watermark_and_request() -> None:
+    mps = parse_torch_oom(TORCH_MPS)
+    assert mps.device == "mps" and close(mps.requested_bytes, 292.5 * MiB)
+    assert close(mps.allocated_bytes, 9.57 * GiB) and close(mps.total_bytes, 27.20 * GiB)
+    old = parse_torch_oom(TORCH_MPS_OLD)  # "GB" there is 2**30 bytes
+    assert close(old.requested_bytes, 6.25 * MiB) and close(old.total_bytes, 9.07 * GiB)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import threading
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import oomwatch.probe
-from oomwatch.probe.probe import flight_record_name, own_memory_cgroup
+from oomwatch.probe.probe import flight_record_name, framework_of, own_memory_cgroup
 from oomwatch.probe.reader import ProbeDirReader
 from oomwatch.probe.sampler import RollupBudget, parse_kb_fields, process_memory
 
@@ -40,6 +41,7 @@ def test_two_line_use_samples_and_records_the_phase(probe_dir: Path) -> None:
     assert uss and 0 < uss[0] <= record.samples[0].rss_bytes  # rollup read, within budget
     assert last.cuda is None  # CUDA not initialised in this process
     assert record.meta.pid == probe.meta.pid and record.meta.cgroup
+    assert record.meta.pid_ns == os.stat("/proc/self/ns/pid").st_ino
     assert abs(last.mono_s - time.monotonic()) < 5
 
 
@@ -103,6 +105,34 @@ def test_framework_oom_recorded_and_reraised(probe_dir: Path) -> None:
     assert event.reserved_unallocated_bytes == round(7.5 * (1 << 30))
     assert (event.phase, event.epoch, event.step, event.batch_size) == ("forward", 1, 9, 512)
     assert event.message.startswith("CUDA out of memory.")
+
+
+def test_a_torch_oom_is_labelled_with_the_device_its_message_names() -> None:
+    torch = pytest.importorskip("torch")
+    messages = {
+        "CUDA out of memory. Tried to allocate 2.00 GiB.": "torch-cuda",
+        "XPU out of memory. Tried to allocate 4.66 GiB.": "torch-xpu",
+        "MPS backend out of memory (MPS allocated: 1 GiB, other allocations: ...": "torch-mps",
+        "out of memory": "torch",  # torch raised it; the device is not said
+    }
+    for message, framework in messages.items():
+        assert framework_of(torch.OutOfMemoryError(message)) == framework
+    assert framework_of(RuntimeError("DefaultCPUAllocator: can't allocate memory")) is None
+
+
+def test_an_xpu_oom_is_recorded_as_one(probe_dir: Path) -> None:
+    torch = pytest.importorskip("torch")
+    probe = oomwatch.probe.start(probe_dir, excepthooks=False)
+    message = (
+        "XPU out of memory. Tried to allocate 8.11 GiB. GPU 0 has a total capacity of 16.54 GiB "
+        "of which 16.54 GiB is free. 8.27 GiB allowed; Of the allocated memory 0 bytes is "
+        "allocated by PyTorch, and 0 bytes is reserved by PyTorch but unallocated."
+    )
+    assert probe.record_oom(torch.OutOfMemoryError(message))
+    probe.stop()
+    (event,) = ProbeDirReader(probe_dir).read_one(probe.path.name).events
+    assert (event.framework, event.device) == ("torch-xpu", "xpu:0")
+    assert event.requested_bytes is not None and event.free_bytes is not None
 
 
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")

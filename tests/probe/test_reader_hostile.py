@@ -62,7 +62,7 @@ def test_hostile_files_are_refused_with_a_log_line_and_the_good_one_is_read(
     (probe_dir / "bad\nname\x1b[31m.ring").write_bytes(good)
     (probe_dir / "notes.txt").write_text("ignored: not a flight record")
 
-    reader = ProbeDirReader(probe_dir, ReaderLimits(allowed_uids=frozenset({0})))
+    reader = ProbeDirReader(probe_dir, ReaderLimits(allowed_uids=(range(0, 1), range(7, 10))))
     with caplog.at_level(logging.WARNING):
         records = reader.read_all()
     assert [r.name for r in records] == ["good.trainer.ring"]
@@ -137,3 +137,22 @@ def test_idle_files_are_parsed_once_and_changes_are_seen(probe_dir: Path) -> Non
     write_record(probe_dir, "idle.trainer.ring", samples=[sample(i) for i in range(7)])
     assert len(reader.read_all()[0].samples) == 7  # rewritten: read again
     assert len(reader.read_all()[0].samples) == 7  # still being written to: never cached
+
+
+def test_a_walk_stops_at_its_deadline_and_the_next_one_goes_on(
+    probe_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    names = [f"n{i}.trainer.ring" for i in range(6)]
+    for name in names:
+        write_record(probe_dir, name)
+    ticks = iter(range(1_000_000))  # a clock that advances one second each time it is read
+    limits = ReaderLimits(max_walk_s=2.5)
+    reader = ProbeDirReader(probe_dir, limits, clock=lambda: float(next(ticks)))
+    with caplog.at_level(logging.WARNING):
+        first = reader.read_all()
+    # deadline t=2.5: n0 is read at once, n1 at t=1, n2 at t=2; at t=3 the time is up
+    assert [r.name for r in first] == names[:3]
+    assert any("walk over 2.5 s" in r.getMessage() for r in caplog.records)
+    second = reader.read_all()  # goes on with n3; n0-n2 count as they were last read
+    assert [r.name for r in second] == names[3:] + names[:3]
+    assert all(a is b for a, b in zip(second[3:], first, strict=True))

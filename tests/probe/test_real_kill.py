@@ -108,6 +108,8 @@ def test_kill_during_grand_scoring_is_joined_to_the_probe(
     memcg = scratch.create_child("trainer", LIMIT_BYTES)
     pid, incident = _trainer_killed(scratch, memcg, tmp_path)
     assert incident.task_memcg == memcg.relpath
+    # the kernel printed the victim's uid: the join required the file to be owned by it
+    assert incident.victim is not None and incident.victim.uid == os.getuid()
     incident = annotate(incident)
     assert ProbeEnricher(tmp_path).enrich(incident)
     _check_allocator(incident, pid)
