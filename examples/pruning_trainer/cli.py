@@ -97,8 +97,20 @@ def parser() -> argparse.ArgumentParser:
     )
     mem.add_argument(
         "--cache-dataset",
-        action="store_true",
-        help="hold the synthetic training rows in memory (else made per batch)",
+        nargs="?",
+        const="anon",
+        choices=("anon", "file"),
+        default=None,
+        help="hold the synthetic training rows (else made per batch) in anonymous memory "
+        "(anon, the default: the kernel cannot reclaim it without swap) or in a file mapped "
+        "shared (file: page cache, which it can write back and reclaim instead of killing)",
+    )
+    mem.add_argument(
+        "--cache-dir",
+        default=None,
+        metavar="DIR",
+        help="where --cache-dataset file writes its rows (default: the temp directory; "
+        "on tmpfs they are shmem, not page cache)",
     )
     p.add_argument(
         "--probe-dir",
@@ -116,6 +128,7 @@ def load(args: argparse.Namespace) -> Split:
             args.classes,
             cache=args.cache_dataset,
             shared=args.shm,
+            cache_dir=args.cache_dir,
         )
     split = digits()
     if args.shm:
@@ -141,6 +154,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     if args.shm and args.workers == 0:
         parser().error("--shm feeds DataLoader workers: give --workers N")
+    if args.shm and args.cache_dataset == "file":
+        parser().error("--shm and --cache-dataset file are two places for the same rows")
     threads = args.threads or (1 if args.dataset == "digits" else min(2, os.cpu_count() or 1))
     torch.set_num_threads(max(threads, 1))
     report: PhaseReport = no_report

@@ -2,15 +2,22 @@
 
 Nothing is downloaded.  Digits gets the 70/30 stratified split and standardisation used in
 the measurements; the synthetic set exists for memory experiments, so its size is free and
-its examples are a pure function of their index (generated per batch unless cached).
+its examples are a pure function of their index (generated per batch unless cached).  A
+cache is held where the kernel charges it differently: anonymous memory (`anon`), a file
+mapped shared (`file`: page cache, which the kernel can reclaim), or shared memory (`shm`).
 """
 
 from __future__ import annotations
 
 import math
+import os
+import tempfile
 from dataclasses import dataclass
+from typing import Literal
 
 import torch
+
+Storage = Literal["anon", "file", "shm"]
 
 
 @dataclass(frozen=True)
@@ -81,18 +88,40 @@ class SyntheticFeatures:
         noise = torch.sin(angle + self.phases.to(torch.float64)).to(torch.float32)
         return self.means[self.labels(index)] + self.noise * noise
 
-    def materialise(self, index: torch.Tensor, shared: bool = False) -> torch.Tensor:
-        """All rows of `index` in one float32 tensor, built in blocks (no float64 copy of
-        the whole set); `shared` puts it in shared memory before a page is touched."""
-        out = torch.empty(int(index.shape[0]), self.means.shape[1])
-        if shared:
-            out.share_memory_()
+    def materialise(
+        self, index: torch.Tensor, storage: Storage = "anon", directory: str | None = None
+    ) -> torch.Tensor:
+        """All rows of `index` in one float32 tensor held in `storage`, built in blocks (no
+        float64 copy of the whole set, whose temporaries would dwarf a small dataset)."""
+        shape = (int(index.shape[0]), int(self.means.shape[1]))
+        if storage == "file":
+            out = _file_backed(shape, directory)
+        else:
+            out = torch.empty(shape)
+            if storage == "shm":
+                out.share_memory_()  # before a page is touched: every page is shmem
         for start in range(0, out.shape[0], _BLOCK_ROWS):
             out[start : start + _BLOCK_ROWS] = self.rows(index[start : start + _BLOCK_ROWS])
         return out
 
 
-_BLOCK_ROWS = 16384
+_BLOCK_ROWS = 4096  # x 512 features: 16 MiB float64 temporaries per block
+
+
+def _file_backed(shape: tuple[int, int], directory: str | None) -> torch.Tensor:
+    """A tensor on a file mapped shared: its pages are page cache charged to this cgroup.
+
+    The file is unlinked once mapped, so a killed trainer leaves nothing behind.  On tmpfs
+    (/dev/shm, an emptyDir of medium Memory) the same pages would be shmem instead.
+    """
+    fd, path = tempfile.mkstemp(prefix="pruning-rows-", dir=directory)
+    try:
+        os.ftruncate(fd, shape[0] * shape[1] * 4)
+        flat = torch.from_file(path, shared=True, size=shape[0] * shape[1], dtype=torch.float32)
+    finally:
+        os.close(fd)
+        os.unlink(path)
+    return flat.view(shape)
 
 
 def synthetic(
@@ -100,17 +129,19 @@ def synthetic(
     features: int,
     classes: int = 10,
     seed: int = 0,
-    cache: bool = False,
+    cache: Storage | None = None,
     shared: bool = False,
+    cache_dir: str | None = None,
 ) -> Split:
-    """`examples` training rows (+20 % test rows); `cache` materialises the training rows,
-    `shared` in shared memory (for DataLoader workers)."""
+    """`examples` training rows (+20 % test rows); `cache` materialises the training rows in
+    that storage, `shared` in shared memory (for DataLoader workers); `cache_dir` is where
+    a `file` cache goes (default: the temp directory)."""
     gen = SyntheticFeatures(features, classes, seed)
     train_index = torch.arange(examples)
     test_index = torch.arange(examples, examples + max(examples // 5, classes))
     x_train: torch.Tensor | SyntheticFeatures = gen
-    if cache or shared:
-        x_train = gen.materialise(train_index, shared)
+    if cache is not None or shared:
+        x_train = gen.materialise(train_index, "shm" if shared else cache or "anon", cache_dir)
     return Split(
         x_train=x_train,
         y_train=gen.labels(train_index),

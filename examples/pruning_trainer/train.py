@@ -89,6 +89,8 @@ def train(
     leak_elems = int(cfg.leak_mb_per_step * (1 << 20) / 4)
     model.train()
     for epoch in range(cfg.epochs):
+        # Said before the first batch: DataLoader workers start (and take memory) right here.
+        report(phase, epoch=epoch, step=step, batch_size=cfg.batch_size)
         for x_host, y_host in _batches(split, index, cfg, gen):
             x, y = x_host.to(device), y_host.to(device)
             optimiser.zero_grad(set_to_none=True)
