@@ -99,7 +99,10 @@ def match_reason(incident: Incident, record: FlightRecord) -> str | None:
         and file_identity.container_id == incident.container_id
     ):
         return "container_id"
-    if own_memcg is not None and incident.task_memcg is not None:
+    other_container = bool(
+        incident.container_id and file_identity is not None and file_identity.container_id
+    )
+    if own_memcg is not None and (incident.task_memcg is not None or other_container):
         return None  # the file's process lived in another memcg than the killed task
     if (
         meta.pid_ns == INIT_PID_NS_INO

@@ -67,6 +67,8 @@ def test_other_ways_to_match_and_not_to(probe_dir: Path) -> None:
         _kill(container_id=CONTAINER_ID, kernel_time_s=999.0),
         # the victim's pid, but the kernel says it lived in another memcg than the file's
         _kill(victims=[Victim(pid=META.pid, comm="x")], task_memcg="/kubepods/pod9/other"),
+        # the pod and container name, but another instance of the container (a restart)
+        _kill(pod_uid=META.pod_uid, k8s=PodContext(container="trainer"), container_id="f" * 64),
     ]
     for incident in strangers:
         enricher.enrich(incident)
