@@ -10,7 +10,7 @@ from fakeapi import make_pod
 from oomwatch.incident import Finding, Incident, Victim
 from oomwatch.kube.events import NOTE_MAX_BYTES, build_event, clip_utf8, event_reason
 from oomwatch.kube.pods import decode_pod
-from oomwatch.probe.oom_messages import parse_tf_oom, parse_torch_cuda_oom
+from oomwatch.probe.oom_messages import parse_tf_oom, parse_torch_oom
 
 NOW = datetime(2026, 11, 22, 8, 30, 0, 123456, tzinfo=UTC)
 INIT_ID = "9" * 64
@@ -108,7 +108,7 @@ TF_OOM = ("OOM when allocating tensor with shape[1099511627776] and type float o
 def test_framework_reason_says_cuda_only_for_a_cuda_device(
     framework: str, message: str, reason: str
 ) -> None:
-    parse = parse_torch_cuda_oom if framework == "torch-cuda" else parse_tf_oom
+    parse = parse_torch_oom if framework == "torch-cuda" else parse_tf_oom
     allocator = {"framework": framework, "device": parse(message).device, "message": message}
     incident = Incident(kind="framework", kernel_time_s=1.0, allocator=allocator)
     assert event_reason(incident) == reason
