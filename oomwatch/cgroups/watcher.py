@@ -1,7 +1,9 @@
 """Watch the OOM counters of container cgroups: inotify where the kernel notifies, else polling.
 
 v2 `memory.events` raises IN_MODIFY on change (the notify also reaches every ancestor's file);
-v1 `memory.oom_control` raises nothing through inotify, so v1 container cgroups are polled.
+v1 `memory.oom_control` raises nothing through inotify, so v1 container cgroups are polled, but
+only after the node's own `oom_kill` count (`/proc/vmstat`) moved: the kernel bumps it right
+beside a memcg's, and one 24 us read then stands in for hundreds of files on a quiet node.
 New and removed cgroups show as IN_CREATE/IN_DELETE on the directories of the node, QoS and
 pod cgroups (both versions), so only the new subtree is walked; a full rescan on a slow timer
 is the safety net (a missed or overflowed notification, a new `kubepods` tree deep below the
@@ -32,10 +34,10 @@ from oomwatch.cgroups.discovery import (
     discover,
     find_hierarchies,
 )
-from oomwatch.cgroups.files import CgroupFile, CgroupGone, keyed_value, read_once
+from oomwatch.cgroups.files import CgroupFile, CgroupGone, read_once
+from oomwatch.cgroups.node_kills import NODE_VMSTAT, NodeOomKills
 
 _MAX_WARNINGS = 100
-_MAX_PROCS_DEPTH = 3  # v1 sub-cgroups of a container searched for live processes
 _DIR_EVENTS = flags.CREATE | flags.DELETE | flags.ONLYDIR
 
 
@@ -56,6 +58,7 @@ class CgroupWatcher:
         max_cgroups: int = MAX_CGROUPS,
         clock: Callable[[], float] = time.monotonic,
         prior_counters: Mapping[str, OomCounters] | None = None,
+        node_vmstat: str | None = NODE_VMSTAT,
     ) -> None:
         self.hierarchies: list[Hierarchy] = [h for root in roots for h in find_hierarchies(root)]
         self.warnings: list[str] = []
@@ -68,7 +71,9 @@ class CgroupWatcher:
         self._cgroups: dict[str, WatchedCgroup] = {}
         self._files: dict[str, CgroupFile] = {}
         self._raw: dict[str, bytes] = {}  # last content read: unchanged bytes need no parsing
-        self._polled: set[str] = set()
+        self._polled: set[str] = set()  # every cgroup read on the poll timer
+        self._polled_v1: set[str] = set()  # ... of which v1: read when the node's kills move
+        self._node_kills = NodeOomKills(node_vmstat)
         self._wd_to_rel: dict[int, str] = {}  # memory.events watches
         self._rel_to_wd: dict[str, int] = {}
         self._dir_wds: dict[int, tuple[Hierarchy, str]] = {}  # directory watches
@@ -104,7 +109,10 @@ class CgroupWatcher:
             for hierarchy, under in walks:
                 self._scan(hierarchy, under)
         if now >= self._next_poll_s:
-            dirty.update(self._polled)
+            if self._node_kills.moved():
+                dirty.update(self._polled)
+            else:
+                dirty.update(self._polled - self._polled_v1)
             self._next_poll_s = now + self._poll_interval_s
         if self._read_all:
             dirty.update(self._cgroups)
@@ -114,6 +122,16 @@ class CgroupWatcher:
         if dirty:
             deltas.extend(self._pass(dirty, now))
         return deltas
+
+    def next_due_s(self) -> float:
+        """When `poll_changes()` next has timed work (polled counters, the periodic rescan),
+        on the watcher's clock; between then and now only inotify can bring news."""
+        if self._pending or self._walk_under or self._gone or self._read_all:
+            return self._clock()
+        due = self._next_rescan_s
+        if self._polled:
+            due = min(due, self._next_poll_s)
+        return due
 
     def rescan(self, relpath: str | None = None) -> None:
         """Look for new and removed cgroups now; kills that new ones show come with the next poll.
@@ -175,6 +193,8 @@ class CgroupWatcher:
             readings[cg.relpath] = reading
             if _read_between_rescans(cg) and not self._watch_counters(cg):
                 self._polled.add(cg.relpath)
+                if cg.version == 1:
+                    self._polled_v1.add(cg.relpath)
             if cg.identity.level != "container":
                 self._watch_dir(hierarchy, cg.relpath)
         added = [cg for cg in new if cg.relpath in readings]
@@ -203,25 +223,11 @@ class CgroupWatcher:
         except CgroupGone:
             return None if not os.path.isdir(path) else False
 
-    def has_processes(self, relpath: str) -> bool | None:
-        """Whether any process still lives in the cgroup (or below it); None if it is gone."""
-        located = self._locate(relpath)
-        if located is None:
-            return None
-        path, version = located
-        if version == 2:
-            try:
-                return (
-                    keyed_value(read_once(os.path.join(path, "cgroup.events")), b"populated") == 1
-                )
-            except CgroupGone:
-                pass  # a file tree without cgroup.events: fall back to cgroup.procs
-        return _procs_below(path, _MAX_PROCS_DEPTH)
-
     def close(self) -> None:
         for cgroup_file in self._files.values():
             cgroup_file.close()
         self._files.clear()
+        self._node_kills.close()
         if self._inotify is not None:
             self._inotify.close()
             self._inotify = None
@@ -339,6 +345,7 @@ class CgroupWatcher:
         if cgroup_file is not None:
             cgroup_file.close()
         self._polled.discard(relpath)
+        self._polled_v1.discard(relpath)
         self._cgroups.pop(relpath, None)
         self._raw.pop(relpath, None)
 
@@ -374,20 +381,3 @@ def _read_between_rescans(cg: WatchedCgroup) -> bool:
 def _counter_file(cg: WatchedCgroup) -> str:
     name = "memory.events" if cg.version == 2 else "memory.oom_control"
     return os.path.join(cg.fs_path, name)
-
-
-def _procs_below(path: str, depth: int) -> bool | None:
-    """Any pid in `cgroup.procs` of the cgroup or its sub-cgroups (bounded); None if gone."""
-    try:
-        if read_once(os.path.join(path, "cgroup.procs")).strip():
-            return True
-    except CgroupGone:
-        return None
-    if depth > 0:
-        try:
-            with os.scandir(path) as it:
-                subdirs = [e.path for e in it if e.is_dir(follow_symlinks=False)]
-        except OSError:
-            return False
-        return any(_procs_below(sub, depth - 1) for sub in subdirs)
-    return False

@@ -171,7 +171,7 @@ def test_container_vanished_after_kill_is_attributed_to_the_pod(
         (CONTAINER, 0, True),
     ]
     assert CONTAINER not in {cg.relpath for cg in watcher.cgroups()}
-    assert watcher.has_processes(CONTAINER) is None
+    assert watcher.oom_group(CONTAINER) is None
     clock.advance(1.0)
     assert watcher.poll_changes() == []
     watcher.close()
@@ -238,19 +238,14 @@ def test_new_kubepods_tree_after_startup_reports_its_kills(tmp_path: Path, clock
     watcher.close()
 
 
-def test_has_processes_and_hostile_paths(fake_v2: FakeV2, clock: Clock) -> None:
+def test_oom_group_of_unwatched_and_hostile_paths(fake_v2: FakeV2, clock: Clock) -> None:
     watcher = _watcher(fake_v2, clock, inotify=False)
-    assert watcher.has_processes(CONTAINER) is True
-    fake_v2.path(CONTAINER).joinpath("cgroup.events").write_text("populated 0\nfrozen 0\n")
-    assert watcher.has_processes(CONTAINER) is False
-    assert watcher.has_processes(POD) is False
-    assert watcher.has_processes("/kubepods/../../etc") is None
-    assert watcher.has_processes("/no/such/cgroup") is None
-    # Without cgroup.events (older layouts), cgroup.procs of the cgroup and below decides.
-    fake_v2.path(CONTAINER2).joinpath("cgroup.events").unlink()
-    assert watcher.has_processes(CONTAINER2) is True
-    fake_v2.path(CONTAINER2).joinpath("cgroup.procs").write_text("")
-    assert watcher.has_processes(CONTAINER2) is False
+    fake_v2.path(POD).joinpath("memory.oom.group").write_text("1\n")
+    assert watcher.oom_group(POD) is True  # a watched pod cgroup
+    assert watcher.oom_group("/kubepods/../../etc") is None
+    assert watcher.oom_group("/no/such/cgroup") is None
+    fake_v2.path(CONTAINER2).joinpath("memory.oom.group").unlink()
+    assert watcher.oom_group(CONTAINER2) is False  # a kernel before 4.19 has no such file
     watcher.close()
 
 
@@ -307,3 +302,22 @@ def test_whole_pod_vanished_after_a_kill_is_attributed_to_the_qos_level_at_the_r
         (CONTAINER2, 0, True),
     ]
     watcher.close()
+
+
+def test_next_due_is_the_poll_timer_only_when_something_is_polled(
+    fake_v2: FakeV2, clock: Clock
+) -> None:
+    """The daemon's cgroup thread sleeps until `next_due_s()`: with inotify on v2 nothing
+    is timed but the periodic rescan; polled counters are due once a poll interval."""
+    watched = _watcher(fake_v2, clock, inotify=True)
+    watched.poll_changes()
+    assert watched.next_due_s() == clock.now + 3600.0
+    polled = _watcher(fake_v2, clock, inotify=False)
+    assert polled.next_due_s() <= clock.now  # never polled yet: due now
+    polled.poll_changes()
+    assert polled.next_due_s() == clock.now + 1.0
+    clock.advance(1.0)
+    fake_v2.events(CONTAINER, oom=1, oom_kill=1)
+    assert [(d.cgroup.relpath, d.oom_kill) for d in polled.poll_changes()] == [(CONTAINER, 1)]
+    watched.close()
+    polled.close()

@@ -1,0 +1,99 @@
+"""v1 counters are read only when the node's `oom_kill` (/proc/vmstat) moved: on v1 file trees."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from oomwatch.cgroups import CgroupWatcher
+from oomwatch.cgroups.node_kills import NodeOomKills
+
+from .conftest import CONTAINER, CONTAINER2, POD, Clock
+
+VMSTAT_HEAD = "nr_free_pages 123\nnr_zone_inactive_anon 4\n"
+VMSTAT_TAIL = "thp_fault_alloc 0\nthp_fault_fallback 0\n"
+
+
+class FakeV1:
+    """A cgroup v1 memory mount and a /proc/vmstat, written as the kernel prints them."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root / "memory"
+        self.vmstat = root / "vmstat"
+        self.root.mkdir(parents=True)
+        (self.root / "memory.usage_in_bytes").write_text("0\n")
+        self.node_kills(0)
+        for rel in ("/kubepods", "/kubepods/burstable", POD, CONTAINER, CONTAINER2):
+            d = self.root / rel.lstrip("/")
+            d.mkdir(parents=True)
+            (d / "memory.limit_in_bytes").write_text(f"{256 << 20}\n")
+            self.oom_control(rel, 0)
+
+    def oom_control(self, rel: str, oom_kill: int) -> None:
+        text = f"oom_kill_disable 0\nunder_oom 0\noom_kill {oom_kill}\n"
+        (self.root / rel.lstrip("/") / "memory.oom_control").write_text(text)
+
+    def node_kills(self, oom_kill: int) -> None:
+        self.vmstat.write_text(f"{VMSTAT_HEAD}oom_kill {oom_kill}\n{VMSTAT_TAIL}")
+
+
+def _kills(watcher: CgroupWatcher, clock: Clock) -> list[tuple[str, int]]:
+    clock.advance(1.0)
+    return [(d.cgroup.relpath, d.oom_kill) for d in watcher.poll_changes()]
+
+
+def _watcher(tree: FakeV1, clock: Clock, vmstat: str | None) -> CgroupWatcher:
+    return CgroupWatcher(
+        [str(tree.root)], use_inotify=False, rescan_interval_s=3600.0, clock=clock,
+        node_vmstat=vmstat,
+    )  # fmt: skip
+
+
+def test_node_count_gates_polls_with_one_more_after_each_move(tmp_path: Path) -> None:
+    tree = FakeV1(tmp_path)
+    gate = NodeOomKills(str(tree.vmstat))
+    assert gate.count() == 0
+    assert [gate.moved(), gate.moved(), gate.moved()] == [True, True, False]
+    tree.node_kills(3)
+    assert [gate.moved(), gate.moved(), gate.moved()] == [True, True, False]
+    gate.close()
+
+
+def test_unknown_node_count_reads_every_poll(tmp_path: Path) -> None:
+    without_key = tmp_path / "vmstat-before-4.13"
+    without_key.write_text(VMSTAT_HEAD + VMSTAT_TAIL)
+    for gate in (NodeOomKills(None), NodeOomKills(str(tmp_path / "absent")),
+                 NodeOomKills(str(without_key))):  # fmt: skip
+        assert gate.count() is None
+        assert all(gate.moved() for _ in range(4))
+        gate.close()
+
+
+def test_a_v1_kill_is_read_once_the_node_count_shows_it(tmp_path: Path) -> None:
+    tree, clock = FakeV1(tmp_path), Clock()
+    watcher = _watcher(tree, clock, str(tree.vmstat))
+    assert _kills(watcher, clock) == []  # the first polls read every counter
+    assert _kills(watcher, clock) == []
+    # A counter that moved while the node's did not cannot be a kill: it is not read.
+    tree.oom_control(CONTAINER, 1)
+    assert _kills(watcher, clock) == []
+    tree.node_kills(1)
+    assert _kills(watcher, clock) == [(CONTAINER, 1)]
+    # The kernel counts the node's kill a moment before the memcg's: the poll after the
+    # move reads the counters once more and finds a kill that was counted late.
+    tree.oom_control(CONTAINER2, 1)
+    assert _kills(watcher, clock) == [(CONTAINER2, 1)]
+    tree.oom_control(CONTAINER2, 2)
+    assert _kills(watcher, clock) == []
+    clock.advance(3600.0)  # the periodic rescan, the safety net, reads every counter
+    assert _kills(watcher, clock) == [(CONTAINER2, 1)]
+    watcher.close()
+
+
+def test_without_a_node_count_every_poll_reads_v1_counters(tmp_path: Path) -> None:
+    tree, clock = FakeV1(tmp_path), Clock()
+    watcher = _watcher(tree, clock, None)
+    assert _kills(watcher, clock) == []
+    assert _kills(watcher, clock) == []
+    tree.oom_control(CONTAINER, 2)
+    assert _kills(watcher, clock) == [(CONTAINER, 2)]
+    watcher.close()
