@@ -37,8 +37,9 @@ from oomwatch.sources.kmsg import read_boot_id
 from oomwatch.stages import Enricher, Sink
 from oomwatch.store import IncidentStore
 
-MAX_WAIT_S = 0.25  # reconcile deadlines are checked at least this often
+MAX_WAIT_S = 0.25  # while the pipeline waits on deadlines, they are checked this often
 HEARTBEAT_STALE_S = 30.0
+IDLE_WAIT_MAX_S = 5.0  # an idle loop still beats well inside HEARTBEAT_STALE_S
 FORCED_RESCAN_MIN_S = 0.25
 RESCANNED_FOR_MAX = 1024
 PRUNE_INTERVAL_S = 3600.0  # age-based retention also on a node that records nothing
@@ -239,7 +240,9 @@ class Agent:
         next_tick = time.monotonic()
         while not self._stop.is_set():
             now = time.monotonic()
-            timeout_s = min(MAX_WAIT_S, max(0.0, next_tick - now))
+            timeout_s = min(IDLE_WAIT_MAX_S, max(0.0, next_tick - now))
+            if self.pipeline.waiting or self._rescan_pending:
+                timeout_s = min(timeout_s, MAX_WAIT_S)
             flush_at = self.kmsg.flush_at()
             if flush_at is not None:
                 timeout_s = min(timeout_s, max(0.0, flush_at - now))

@@ -10,6 +10,7 @@ timeline under the lock that also guards sampling.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import queue
 import select
@@ -22,9 +23,12 @@ from oomwatch.cgroups import CgroupWatcher, CounterDelta, TimelineSampler, Watch
 from oomwatch.cgroups.counters import OomCounters
 from oomwatch.incident import Timeline, TimelineSample
 
-# How often the watcher is asked for news when inotify is quiet: it reads polled (v1)
-# counters once a second itself and rescans every 10 s; asking more often only costs.
-COUNTER_CHECK_S = 0.1
+# A sample due this soon after a counter poll is taken in the same wake-up: the two 1 s
+# timers then stay in step instead of waking the thread twice a second.
+SAMPLE_EARLY_S = 0.05
+# Timed passes come at most this often, so a pass that fails and leaves its work due cannot
+# spin the thread (inotify and pokes still wake it at once).
+MIN_PASS_GAP_S = 0.1
 
 OnSamples = Callable[[list[tuple[WatchedCgroup, TimelineSample]], float], None]
 
@@ -89,22 +93,28 @@ class CgroupWorker:
             os.write(self._pipe_w, b"\0")
 
     def _run(self) -> None:
+        """Sleep until inotify, a poke, the watcher's next timed pass or the next sample.
+
+        An idle node wakes this thread once a sample interval, not more: the watcher's
+        clock is CLOCK_MONOTONIC, like the one here.
+        """
         poller = select.poll()
         poller.register(self._pipe_r, select.POLLIN)
         inotify_fd = self.watcher.fileno()
         if inotify_fd is not None:
             poller.register(inotify_fd, select.POLLIN)
-        next_sample = time.monotonic()
+        next_sample = last_pass = time.monotonic()
         while not self._stop.is_set():
-            timeout_s = max(0.0, min(COUNTER_CHECK_S, next_sample - time.monotonic()))
-            ready = {fd for fd, _ in poller.poll(timeout_s * 1000.0)}
-            if self._pipe_r in ready:
+            wake_at = max(min(next_sample, self.watcher.next_due_s()), last_pass + MIN_PASS_GAP_S)
+            timeout_ms = max(0.0, wake_at - time.monotonic()) * 1000.0
+            if self._pipe_r in {fd for fd, _ in poller.poll(math.ceil(timeout_ms))}:
                 with contextlib.suppress(BlockingIOError):
                     os.read(self._pipe_r, 4096)
             if self._stop.is_set():
                 break
             self._counters()
-            if time.monotonic() >= next_sample:
+            last_pass = time.monotonic()
+            if last_pass >= next_sample - SAMPLE_EARLY_S:
                 self._sample()
                 next_sample = time.monotonic() + self.sampler.interval_s
 

@@ -102,6 +102,12 @@ class Pipeline:
         """Whether decoded kernel-log incidents are still waiting (not yet stored)."""
         return bool(self.state.bare) or any(is_kernel_kill(d.incident) for d in self._deferred)
 
+    @property
+    def waiting(self) -> bool:
+        """Whether anything has a deadline that `process()` must be called for: held or
+        deferred incidents, counter kills owed a report, log kills expecting a counter."""
+        return bool(self._deferred) or not self.state.quiet
+
     def process(
         self, incidents: Sequence[Incident] = (), deltas: Sequence[CounterKills] = ()
     ) -> None:

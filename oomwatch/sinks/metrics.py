@@ -143,7 +143,7 @@ class Metrics:
         self._seen_s: dict[SeriesLabels, float] = {}
         self._series: dict[SeriesLabels, set[tuple[Any, tuple[str, ...]]]] = {}
         self._gauges: dict[SeriesLabels, _GaugePair] = {}
-        self._server: ThreadingHTTPServer | None = None
+        self._server: _HTTPServer | None = None
         self._last_kill_s = 0.0
 
     # --- Sink ---------------------------------------------------------------------------------
@@ -176,8 +176,7 @@ class Metrics:
     def close(self) -> None:
         server, self._server = self._server, None
         if server is not None:
-            server.shutdown()
-            server.server_close()
+            server.stop_serving()
 
     # --- counters and gauges fed by the daemon --------------------------------------------
 
@@ -275,8 +274,7 @@ class Metrics:
 
         server = _server_class(host)((host, port), Handler)
         server.daemon_threads = True
-        thread = threading.Thread(target=server.serve_forever, name="oomwatch-metrics", daemon=True)
-        thread.start()
+        server.start_serving()
         self._server = server
         bound_host, bound_port = server.server_address[:2]
         return str(bound_host), int(bound_port)
@@ -301,16 +299,47 @@ class Metrics:
             metric.remove(*values)
 
 
-def _server_class(host: str) -> type[ThreadingHTTPServer]:
+class _HTTPServer(ThreadingHTTPServer):
+    """Accepts on its own thread, asleep until a connection comes.
+
+    `serve_forever()` wakes twice a second to look for a shutdown request; on a node agent
+    that idles for days, the accept loop instead blocks, and `stop_serving()` wakes it with
+    one connection of its own.
+    """
+
+    _thread: threading.Thread | None = None
+    _stopping = False
+
+    def start_serving(self) -> None:
+        self._thread = threading.Thread(target=self._accept_loop, name="oomwatch-metrics")
+        self._thread.daemon = True
+        self._thread.start()
+
+    def _accept_loop(self) -> None:
+        while not self._stopping:
+            self.handle_request()  # no timeout set: blocks until a connection
+
+    def stop_serving(self, timeout_s: float = 5.0) -> None:
+        self._stopping = True
+        host, port = self.server_address[:2]
+        wildcard = {"0.0.0.0": "127.0.0.1", "::": "::1"}
+        with contextlib.suppress(OSError):
+            socket.create_connection((wildcard.get(str(host), str(host)), port), 1.0).close()
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+        self.server_close()
+
+
+def _server_class(host: str) -> type[_HTTPServer]:
     """An IPv6 host (`::`, `::1`, a name only IPv6 resolves) needs an AF_INET6 socket."""
     try:
         family = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)[0][0]
     except (socket.gaierror, IndexError):
-        return ThreadingHTTPServer  # bind() reports the bad host, naming it
-    return _IPv6HTTPServer if family == socket.AF_INET6 else ThreadingHTTPServer
+        return _HTTPServer  # bind() reports the bad host, naming it
+    return _IPv6HTTPServer if family == socket.AF_INET6 else _HTTPServer
 
 
-class _IPv6HTTPServer(ThreadingHTTPServer):
+class _IPv6HTTPServer(_HTTPServer):
     address_family = socket.AF_INET6
 
 

@@ -278,3 +278,19 @@ def test_log_line_fields_and_escaping(tmp_path: Path, clock: Clock) -> None:
     for key in ("group_kill", "container_survived", "kmsg_missing", "usage_bytes", "breakdown",
                 "memcg_sampled", "oom_group_enabled"):
         assert key in line
+
+
+def test_waiting_says_when_deadlines_need_the_loop(tmp_path: Path, clock: Clock) -> None:
+    """The agent's loop sleeps until its next tick unless the pipeline waits on a deadline."""
+    pipe, sink = make(tmp_path, clock, enrichers=[SlowPodLookup(ready_after=2)])
+    assert not pipe.waiting
+    pipe.process([memcg_kill(7, 99.9)])  # deferred for the pod, and expecting its counter
+    assert pipe.waiting
+    clock.advance(0.5)
+    pipe.process([], [CounterKills(CTR, 1, clock.mono)])  # the counter matches the report
+    assert len(sink.got) == 1 and not pipe.waiting
+    pipe.process([], [CounterKills(CTR, 1, clock.mono)])  # a kill owed a report: grace runs
+    assert pipe.waiting
+    clock.advance(3.0)
+    pipe.process()
+    assert len(sink.got) == 2 and sink.got[1].kmsg_missing and not pipe.waiting

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -171,3 +172,23 @@ def test_a_raising_health_check_is_unhealthy() -> None:
         assert err.value.code == 503
     finally:
         metrics.close()
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "0.0.0.0", "::1"])
+def test_close_stops_the_sleeping_accept_loop_and_frees_the_port(host: str) -> None:
+    """The server sleeps in accept (no 0.5 s shutdown poll); close() wakes and stops it."""
+    metrics = Metrics()
+    try:
+        bound_host, port = metrics.serve(host, 0, lambda: True)
+    except OSError as exc:  # a host without IPv6
+        pytest.skip(f"cannot bind {host}: {exc}")
+    target = {"0.0.0.0": "127.0.0.1"}.get(bound_host, bound_host)
+    url = f"http://[{target}]:{port}" if ":" in target else f"http://{target}:{port}"
+    with urllib.request.urlopen(url + "/healthz", timeout=5) as resp:
+        assert resp.status == 200
+    threads = {t.name for t in threading.enumerate()}
+    assert "oomwatch-metrics" in threads
+    metrics.close()
+    assert "oomwatch-metrics" not in {t.name for t in threading.enumerate()}
+    with pytest.raises(OSError):
+        urllib.request.urlopen(url + "/healthz", timeout=2)
