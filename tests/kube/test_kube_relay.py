@@ -20,29 +20,19 @@ RECORDS = [
 ]
 
 
-def read_all(fifo: str, count_bytes: int) -> bytes:
-    with open(fifo, "rb") as f:
-        data = b""
-        while len(data) < count_bytes:
-            chunk = f.read(count_bytes - len(data))
-            if not chunk:
-                break
-            data += chunk
-        return data
-
-
 def test_records_reach_the_reader_unchanged(tmp_path: Path) -> None:
     fifo = str(tmp_path / "kmsg.fifo")
     ensure_fifo(fifo)
     ensure_fifo(fifo)  # idempotent
     assert oct(os.stat(fifo).st_mode & 0o777) == "0o666"  # the agent opens it read-write
-    total = sum(len(r) for r in RECORDS)
-    got: list[bytes] = []
-    reader = threading.Thread(target=lambda: got.append(read_all(fifo, total)))
-    reader.start()
-    relay(iter(RECORDS), fifo)
-    reader.join(5)
-    assert got == [b"".join(RECORDS)]
+    # The reader end is open before the relay writes, as the agent's is: a pipe that no end
+    # holds open frees its records (a reader thread racing the relay lost them under load).
+    reader = _open_reader(fifo)
+    try:
+        relay(iter(RECORDS), fifo)
+        assert _read_exactly(reader, sum(len(r) for r in RECORDS)) == b"".join(RECORDS)
+    finally:
+        os.close(reader)
 
 
 def _read_exactly(fd: int, count_bytes: int, timeout_s: float = 5.0) -> bytes:
