@@ -18,7 +18,6 @@ import argparse
 import json
 import os
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -32,6 +31,8 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+
+from overhead import free_port  # noqa: E402
 
 from oomwatch.lab import (  # noqa: E402
     ScratchMemcg,
@@ -49,12 +50,6 @@ from oomwatch.sources.kmsg import (  # noqa: E402
 from oomwatch.store import IncidentStore  # noqa: E402
 
 MIB = 1 << 20
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def kmsg_clock_offset_s() -> float:

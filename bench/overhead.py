@@ -54,7 +54,7 @@ def build_tree(scratch: ScratchMemcg, count: int) -> list[Memcg]:
     return containers
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
@@ -167,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
         build_tree(scratch, args.cgroups)
         print(f"built {args.cgroups} container memcgs in {time.monotonic() - t0:.1f} s")
         if args.target == "daemon":
-            port = _free_port()
+            port = free_port()
             child = start_daemon(Path(tmp), port)
             try:
                 try:
