@@ -72,7 +72,7 @@ class CgroupWatcher:
         self._files: dict[str, CgroupFile] = {}
         self._raw: dict[str, bytes] = {}  # last content read: unchanged bytes need no parsing
         self._polled: set[str] = set()  # every cgroup read on the poll timer
-        self._polled_v1: set[str] = set()  # ... of which v1: read when the node's kills move
+        self._polled_v2: set[str] = set()  # ... of which v2 (inotify failed): read every poll
         self._node_kills = NodeOomKills(node_vmstat)
         self._wd_to_rel: dict[int, str] = {}  # memory.events watches
         self._rel_to_wd: dict[str, int] = {}
@@ -109,10 +109,8 @@ class CgroupWatcher:
             for hierarchy, under in walks:
                 self._scan(hierarchy, under)
         if now >= self._next_poll_s:
-            if self._node_kills.moved():
-                dirty.update(self._polled)
-            else:
-                dirty.update(self._polled - self._polled_v1)
+            # v1 counters only after the node's kills moved; v2 ones every poll.
+            dirty.update(self._polled if self._node_kills.moved() else self._polled_v2)
             self._next_poll_s = now + self._poll_interval_s
         if self._read_all:
             dirty.update(self._cgroups)
@@ -193,8 +191,8 @@ class CgroupWatcher:
             readings[cg.relpath] = reading
             if _read_between_rescans(cg) and not self._watch_counters(cg):
                 self._polled.add(cg.relpath)
-                if cg.version == 1:
-                    self._polled_v1.add(cg.relpath)
+                if cg.version == 2:
+                    self._polled_v2.add(cg.relpath)
             if cg.identity.level != "container":
                 self._watch_dir(hierarchy, cg.relpath)
         added = [cg for cg in new if cg.relpath in readings]
@@ -345,7 +343,7 @@ class CgroupWatcher:
         if cgroup_file is not None:
             cgroup_file.close()
         self._polled.discard(relpath)
-        self._polled_v1.discard(relpath)
+        self._polled_v2.discard(relpath)
         self._cgroups.pop(relpath, None)
         self._raw.pop(relpath, None)
 

@@ -7,7 +7,7 @@ from pathlib import Path
 from oomwatch.cgroups import CgroupWatcher
 from oomwatch.cgroups.node_kills import NodeOomKills
 
-from .conftest import CONTAINER, CONTAINER2, POD, Clock
+from .conftest import CONTAINER, CONTAINER2, POD, Clock, FakeV2
 
 VMSTAT_HEAD = "nr_free_pages 123\nnr_zone_inactive_anon 4\n"
 VMSTAT_TAIL = "thp_fault_alloc 0\nthp_fault_fallback 0\n"
@@ -96,4 +96,23 @@ def test_without_a_node_count_every_poll_reads_v1_counters(tmp_path: Path) -> No
     assert _kills(watcher, clock) == []
     tree.oom_control(CONTAINER, 2)
     assert _kills(watcher, clock) == [(CONTAINER, 2)]
+    watcher.close()
+
+
+def test_polled_v2_counters_are_read_every_poll_whatever_the_node_count(
+    tmp_path: Path, fake_v2: FakeV2
+) -> None:
+    """The gate is for v1 alone: v2 `memory.events` also counts `oom` without a kill, and a
+    v2 cgroup is polled only when its inotify watch failed."""
+    vmstat = tmp_path / "vmstat"
+    vmstat.write_text(f"{VMSTAT_HEAD}oom_kill 7\n{VMSTAT_TAIL}")  # never moves
+    clock = Clock()
+    watcher = CgroupWatcher(
+        [str(fake_v2.root)], use_inotify=False, rescan_interval_s=3600.0, clock=clock,
+        node_vmstat=str(vmstat),
+    )  # fmt: skip
+    assert _kills(watcher, clock) == []
+    assert _kills(watcher, clock) == []
+    fake_v2.events(CONTAINER, oom=1, oom_kill=1)
+    assert _kills(watcher, clock) == [(CONTAINER, 1)]
     watcher.close()
