@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import os
 import re
 import secrets
@@ -34,6 +35,11 @@ _RMDIR_RETRY_S = 5.0
 # The scratch root always has a limit, and a small one: the lab must never approach a
 # node-wide OOM on a machine that others share.
 MAX_SCRATCH_LIMIT_BYTES = 256 << 20
+# Real kills on one machine must not overlap: the kernel's report rate limit is node-wide and
+# every kill reaches every reader of /dev/kmsg, so a second test run (another checkout, a
+# bench) would see, and could be charged with, this run's kills.  One machine-wide lock,
+# held while a scratch tree exists, serializes them.
+LAB_LOCK_PATH = Path("/run/lock/oomwatch-lab.lock")
 
 
 def memcg_v1_unavailable_reason(
@@ -96,6 +102,34 @@ def remove_stale_scratch(mount: Path = MEMCG_V1_ROOT, tmpfs_root: Path = TMPFS_R
                         os.rmdir(directory)
                 removed.append(entry)
     return removed
+
+
+class _LabLock:
+    """The machine-wide lab lock (flock), re-entrant within one process."""
+
+    def __init__(self, path: Path = LAB_LOCK_PATH) -> None:
+        self.path = path
+        self._fd: int | None = None
+        self._depth = 0
+
+    def acquire(self) -> None:
+        if self._depth == 0:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            self._fd = fd
+        self._depth += 1
+
+    def release(self) -> None:
+        if self._depth == 0:
+            return
+        self._depth -= 1
+        if self._depth == 0 and self._fd is not None:
+            os.close(self._fd)  # closing drops the flock
+            self._fd = None
+
+
+_LAB_LOCK = _LabLock()
 
 
 def _write(path: Path, value: str) -> None:
@@ -207,7 +241,11 @@ class ScratchMemcg(Memcg):
         self._created = False
 
     def __enter__(self) -> ScratchMemcg:
-        self.create()
+        try:
+            self.create()
+        except BaseException:
+            self.cleanup()
+            raise
         return self
 
     def __exit__(
@@ -224,8 +262,13 @@ class ScratchMemcg(Memcg):
         reason = memcg_v1_unavailable_reason(self.mount)
         if reason is not None:
             raise RuntimeError(f"cannot make a scratch memcg: {reason}")
-        remove_stale_scratch(self.mount)
-        self._mkdir(self.fs_path)
+        _LAB_LOCK.acquire()
+        try:
+            remove_stale_scratch(self.mount)
+            self._mkdir(self.fs_path)
+        except BaseException:
+            _LAB_LOCK.release()
+            raise
         self._created = True
         self.set_limit(self._limit_bytes)
 
@@ -258,6 +301,14 @@ class ScratchMemcg(Memcg):
     # -- cleanup ---------------------------------------------------------------------------
     def cleanup(self) -> None:
         """Kill what we started, release what we were given, remove tmpfs files and dirs."""
+        try:
+            self._cleanup()
+        finally:
+            if self._created:
+                self._created = False
+                _LAB_LOCK.release()
+
+    def _cleanup(self) -> None:
         self._kill_started()
         self._release_added()
         for path in reversed(self._tmp_paths):
@@ -273,7 +324,6 @@ class ScratchMemcg(Memcg):
             if error:
                 errors.append(error)
         self._dirs.clear()
-        self._created = False
         if errors:
             raise RuntimeError("scratch memcg cleanup left: " + "; ".join(errors))
 
