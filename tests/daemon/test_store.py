@@ -107,14 +107,21 @@ def test_readonly_reader_sees_writes_and_cannot_write(tmp_path: Path) -> None:
         reader.add(kill(2, "2026-11-22T08:00:00+00:00"))
 
 
-def test_newer_schema_is_refused(tmp_path: Path) -> None:
+def test_newer_schema_is_moved_aside_and_refused_by_readers(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     IncidentStore(tmp_path).close()
     db = sqlite3.connect(tmp_path / "oomwatch.db")
     db.execute("INSERT INTO schema_migrations VALUES (?, 0)", (SCHEMA_VERSION + 1,))
     db.commit()
     db.close()
     with pytest.raises(StoreError, match="newer"):
-        IncidentStore(tmp_path)
+        IncidentStore.open_readonly(tmp_path)
+    store = IncidentStore(tmp_path)  # the agent: never exits on its store
+    assert store.add(kill(1, "2026-11-22T08:00:00+00:00")) and store.count() == 1
+    (aside,) = [p for p in tmp_path.glob("oomwatch.db.newer-*")
+                if not p.name.endswith(("-wal", "-shm"))]  # fmt: skip
+    assert any(f"moved aside to {aside.name}" in r.getMessage() for r in caplog.records)
 
 
 def test_status_incidents_are_told_apart_by_pod_container_and_time(tmp_path: Path) -> None:
