@@ -33,8 +33,12 @@ def incident_json(incident: Incident) -> str:
     return json.dumps(incident.to_dict(), ensure_ascii=False, separators=(",", ":"))
 
 
-def bounded(incident: Incident) -> tuple[Incident, str]:
-    """The incident as stored (task table, notes and size capped) and its JSON."""
+def capped(incident: Incident) -> Incident:
+    """The incident with its task table and notes capped (itself when nothing is over)."""
+    if len(incident.tasks) <= MAX_TASK_ROWS and len(incident.notes) <= MAX_NOTES and all(
+        len(n) <= MAX_NOTE_CHARS for n in incident.notes
+    ):
+        return incident
     notes = [n[:MAX_NOTE_CHARS] for n in incident.notes[:MAX_NOTES]]
     if len(incident.notes) > MAX_NOTES:
         notes.append(f"oomwatch: {len(incident.notes) - MAX_NOTES} more notes not stored")
@@ -45,8 +49,13 @@ def bounded(incident: Incident) -> tuple[Incident, str]:
             f"oomwatch: task table of {len(incident.tasks)} rows stored as the victims' rows and"
             f" the largest by rss ({len(tasks)} rows)"
         )
-    if tasks is not incident.tasks or notes != incident.notes:
-        incident = replace(incident, tasks=tasks, notes=notes)
+    return replace(incident, tasks=tasks, notes=notes)
+
+
+def bounded(incident: Incident) -> tuple[Incident, str]:
+    """The incident as stored (`capped`, and its older timeline samples dropped while its
+    JSON is over MAX_INCIDENT_BYTES) and that JSON."""
+    incident = capped(incident)
     data = incident_json(incident)
     if len(data.encode()) > MAX_INCIDENT_BYTES and incident.timeline is not None:
         kept = incident.timeline.samples[-60:]

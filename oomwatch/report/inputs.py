@@ -1,6 +1,7 @@
 """Where a report's incidents come from: a log file, stdin, the daemon's store, or the live
-kernel ring.  Files are streamed in pieces (a multi-gigabyte kern.log is never read whole)
-and an input that cannot be read is an `InputError` naming it, never a traceback.
+kernel ring.  Files are streamed in pieces and their incidents handed on as each piece is
+decoded (a multi-gigabyte kern.log, or one of a million OOM headers, is never held whole);
+an input that cannot be read is an `InputError` naming it, never a traceback.
 """
 
 from __future__ import annotations
@@ -19,10 +20,11 @@ from oomwatch.decode.scan import utf8_text
 from oomwatch.incident import Incident
 
 MAX_LINE_BYTES = 64 * 1024  # far above any kernel record (8 KiB); longer lines are cut
+MAX_WARNINGS = 200
 READ_BLOCK_BYTES = 1 << 20
 # A file is decoded in pieces of about this size (cut at a newline): fast whole-text scanning
 # (`TextScanner`) with memory that does not grow with the file.
-CHUNK_BYTES = 4 << 20
+CHUNK_BYTES = 1 << 20
 KMSG_PATH = "/dev/kmsg"
 
 
@@ -102,42 +104,98 @@ def _pieces(stream: BinaryIO, name: str, stats: _ReadStats) -> Iterator[str]:
     yield _text(blocks, start, stats)
 
 
-def _decode_stream(stream: BinaryIO, name: str) -> Loaded:
+class Warnings:
+    """What went wrong while reading, in order; past MAX_WARNINGS only counted (a log of a
+    million odd lines must not become a million warnings held in memory)."""
+
+    def __init__(self) -> None:
+        self.kept: list[str] = []
+        self.more = 0
+
+    def add(self, *items: str) -> None:
+        for item in items:
+            if len(self.kept) < MAX_WARNINGS:
+                self.kept.append(item)
+            else:
+                self.more += 1
+
+    def lines(self) -> list[str]:
+        extra = [f"{self.more} more warnings not shown"] if self.more else []
+        return [*self.kept, *extra]
+
+
+@dataclass(slots=True)
+class Stream:
+    """Incidents in input order (oldest first) as they are read, and the warnings so far.
+
+    Reading happens while `incidents` is iterated: an error then is an `InputError` too."""
+
+    incidents: Iterator[Incident]
+    warnings: Warnings
+
+
+def _decode_stream(stream: BinaryIO, name: str, warnings: Warnings) -> Iterator[Incident]:
+    """Incidents as each piece is decoded: only one piece's worth is held at a time."""
     from oomwatch.decode import TextScanner
 
     stats = _ReadStats()
     scanner = TextScanner()
     for piece in _pieces(stream, name, stats):
         scanner.feed(piece)
+        taken = scanner.take()
+        warnings.add(*taken.warnings)
+        yield from taken.incidents
     result = scanner.close()
-    warnings = [stats.bad_utf8] if stats.bad_utf8 else []
-    warnings.extend(result.warnings)
+    warnings.add(*result.warnings)
+    yield from result.incidents
+    if stats.bad_utf8:
+        warnings.kept.insert(0, stats.bad_utf8)
     if stats.cut:
-        warnings.append(f"{name}: {stats.cut} lines longer than {MAX_LINE_BYTES} bytes were cut")
-    return Loaded(list(result.incidents), warnings)
+        warnings.add(f"{name}: {stats.cut} lines longer than {MAX_LINE_BYTES} bytes were cut")
 
 
-def load_file(path: str) -> Loaded:
-    """Decode a saved log (any supported format); `-` is stdin; a kmsg device reads its ring."""
+def open_file(path: str) -> Stream:
+    """A saved log (any supported format); `-` is stdin; a kmsg device reads its ring.
+
+    The file is opened now (an `InputError` names it); it is decoded while iterated."""
+    warnings = Warnings()
     if path == "-":
         import sys
 
-        return _decode_stream(sys.stdin.buffer, "stdin")
+        return Stream(_decode_stream(sys.stdin.buffer, "stdin", warnings), warnings)
     if os.path.isdir(path):
         raise InputError(f"cannot read {path}: is a directory (give a log file)")
     with contextlib.suppress(OSError):
         if stat.S_ISCHR(os.stat(path).st_mode):  # /dev/kmsg itself: read the ring, don't block
-            return load_kmsg(path)
+            return _loaded_stream(load_kmsg(path))
     try:
-        stream = open(path, "rb")  # noqa: SIM115 - closed below, after streaming
+        stream = open(path, "rb")  # noqa: SIM115 - closed by the generator, after streaming
     except OSError as exc:
         raise InputError(f"cannot read {path}: {exc.strerror or exc}") from exc
-    with stream:
-        return _decode_stream(stream, path)
+
+    def decoded() -> Iterator[Incident]:
+        with stream:
+            yield from _decode_stream(stream, path, warnings)
+
+    return Stream(decoded(), warnings)
 
 
-def load_store(state_dir: str, since: datetime | None, pod: str | None, last: int | None) -> Loaded:
-    """Incidents the daemon stored (it already annotated and enriched them)."""
+def _loaded_stream(loaded: Loaded) -> Stream:
+    warnings = Warnings()
+    warnings.add(*loaded.warnings)
+    return Stream(iter(loaded.incidents), warnings)
+
+
+def load_file(path: str) -> Loaded:
+    """`open_file`, read whole (for callers that want a list)."""
+    opened = open_file(path)
+    incidents = list(opened.incidents)
+    return Loaded(incidents, opened.warnings.lines())
+
+
+def open_store(state_dir: str, since: datetime | None) -> Stream:
+    """Incidents the daemon stored (it already annotated and enriched them), oldest first,
+    from `since` on; streamed from SQLite (the store is opened now)."""
     from oomwatch.store import IncidentStore, StoreError
 
     if not os.path.isdir(state_dir):
@@ -148,12 +206,16 @@ def load_store(state_dir: str, since: datetime | None, pod: str | None, last: in
         raise InputError(f"cannot read store {state_dir}: {exc}") from exc
     except OSError as exc:
         raise InputError(f"cannot read store {state_dir}: {exc.strerror or exc}") from exc
-    try:
-        return Loaded(store.query(since=since, pod=pod, last=last))
-    except Exception as exc:  # sqlite3.DatabaseError: not a database, corrupt, locked
-        raise InputError(f"cannot read store {state_dir}: {exc}") from exc
-    finally:
-        store.close()
+
+    def rows() -> Iterator[Incident]:
+        try:
+            yield from store.iter_query(since=since)
+        except Exception as exc:  # sqlite3.DatabaseError: not a database, corrupt, locked
+            raise InputError(f"cannot read store {state_dir}: {exc}") from exc
+        finally:
+            store.close()
+
+    return Stream(rows(), Warnings())
 
 
 def load_kmsg(path: str = KMSG_PATH) -> Loaded:
