@@ -109,7 +109,7 @@ class Agent:
         if checkpoint is not None:
             self.pipeline.state = self.checkpoints.restored_state(checkpoint, time.monotonic())
         self.metrics_address: tuple[str, int] | None = None
-        self._health_server: http.BoundedHTTPServer | None = None
+        self._health_server: http.LoopServer | None = None
         self._batches_taken = 0
         self._next_prune_mono = time.monotonic() + PRUNE_INTERVAL_S
         self._next_forced_rescan = 0.0

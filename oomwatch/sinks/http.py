@@ -1,174 +1,208 @@
-"""The agent's small HTTP servers (`/metrics`, `/healthz`), bounded in threads and in time.
+"""The agent's small HTTP servers (`/metrics`, `/healthz`): one thread, bounded in every way.
 
-A connection gets a handler thread only while fewer than `MAX_HANDLERS` are busy; past that
-it is closed at once (a scraper retries on its next interval).  Every socket read and write
-times out after `IO_TIMEOUT_S`, and a reaper shuts any connection down `CONNECTION_LIMIT_S`
-after it was accepted, so a client that trickles bytes holds a thread for seconds, not
-forever (600 idle connections held 603 threads for good: issue 14).  The accept loop blocks
-until a connection comes, and the reaper sleeps while none is open: an idle agent does not
-wake for its servers.
+A thread per connection let 600 idle connections hold 603 threads for good (issue 14), and
+any cap on such threads lets a few idle connections starve the scrapes.  So one thread runs
+a selector loop instead: it accepts, reads each request without blocking (at most
+`MAX_REQUEST_BYTES`), answers it from the routes (all cheap: the registry is in memory) and
+writes the reply without blocking.  A connection has `CONNECTION_LIMIT_S` from accept to its
+last byte; at most `MAX_OPEN` are open, the oldest closed first.  Idle connections cost a
+file descriptor each, no thread and no time, and never delay another client.  The loop
+sleeps in `select` until a connection or a deadline comes: an idle agent does not wake for it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import selectors
 import socket
 import threading
 import time
 from collections.abc import Callable, Mapping
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from dataclasses import dataclass, field
+from http import HTTPStatus
 
-MAX_HANDLERS = 8
-IO_TIMEOUT_S = 5.0
+MAX_OPEN = 256
+MAX_REQUEST_BYTES = 16 * 1024
 CONNECTION_LIMIT_S = 10.0
+LISTEN_BACKLOG = 128
 
 Reply = tuple[int, str, bytes]  # status, content type, body
 Routes = Mapping[str, Callable[[], Reply]]
 
 
-class _Reaper:
-    """Shuts down connections that outlive their deadline (one thread, asleep when idle)."""
-
-    def __init__(self, limit_s: float) -> None:
-        self._limit_s = limit_s
-        self._cond = threading.Condition()
-        self._open: dict[socket.socket, float] = {}
-        self._thread: threading.Thread | None = None
-        self._stopped = False
-
-    def add(self, sock: socket.socket) -> None:
-        with self._cond:
-            self._open[sock] = time.monotonic() + self._limit_s
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="oomwatch-http-reaper")
-                self._thread.daemon = True
-                self._thread.start()
-            self._cond.notify()
-
-    def remove(self, sock: socket.socket) -> None:
-        with self._cond:
-            self._open.pop(sock, None)
-
-    def stop(self) -> None:
-        with self._cond:
-            self._stopped = True
-            self._cond.notify()
-
-    def _run(self) -> None:
-        with self._cond:
-            while not self._stopped:
-                if not self._open:
-                    self._cond.wait()
-                    continue
-                now = time.monotonic()
-                for sock, deadline in list(self._open.items()):
-                    if deadline <= now:
-                        with contextlib.suppress(OSError):
-                            sock.shutdown(socket.SHUT_RDWR)
-                        del self._open[sock]
-                if self._open:
-                    self._cond.wait(max(0.05, min(self._open.values()) - now))
+@dataclass(slots=True)
+class _Conn:
+    deadline_s: float
+    inbox: bytearray = field(default_factory=bytearray)
+    outbox: bytes | None = None  # the reply, once the request is complete
+    sent: int = 0
 
 
-class BoundedHTTPServer(ThreadingHTTPServer):
-    """A threading server with a cap on handler threads and a deadline on connections.
+class LoopServer:
+    """Serves GET `routes` (path -> reply; 404 for others) on `host:port` from one thread."""
 
-    Accepts on its own thread, asleep until a connection comes; `stop_serving()` wakes it
-    with one connection of its own.
-    """
-
-    daemon_threads = True
-    thread_name = "oomwatch-http"
-    _thread: threading.Thread | None = None
-    _stopping = False
-
-    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler],
-                 max_handlers: int = MAX_HANDLERS,
+    def __init__(self, host: str, port: int, routes: Routes, name: str = "oomwatch-http",
+                 max_open: int = MAX_OPEN,
                  connection_limit_s: float = CONNECTION_LIMIT_S) -> None:  # fmt: skip
-        super().__init__(address, handler)
-        self._slots = threading.BoundedSemaphore(max_handlers)
-        self._reaper = _Reaper(connection_limit_s)
-        self.refused = 0  # connections closed at once: every handler was busy
-
-    def process_request(self, request: Any, client_address: Any) -> None:
-        if not self._slots.acquire(blocking=False):
-            self.refused += 1
-            self.shutdown_request(request)
-            return
+        self._routes = routes
+        self._max_open = max_open
+        self._limit_s = connection_limit_s
+        self._listener = socket.socket(_family(host), socket.SOCK_STREAM)
         try:
-            self._reaper.add(request)
-            super().process_request(request, client_address)
-        except BaseException:
-            self._reaper.remove(request)
-            self._slots.release()
+            self._listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            self._listener.bind((host, port))
+            self._listener.listen(LISTEN_BACKLOG)
+        except OSError:
+            self._listener.close()
             raise
-
-    def process_request_thread(self, request: Any, client_address: Any) -> None:
-        try:
-            super().process_request_thread(request, client_address)
-        finally:
-            self._reaper.remove(request)
-            self._slots.release()
-
-    def start_serving(self) -> None:
-        self._thread = threading.Thread(target=self._accept_loop, name=self.thread_name)
-        self._thread.daemon = True
+        self._listener.setblocking(False)
+        self.server_address = self._listener.getsockname()
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._selector = selectors.DefaultSelector()
+        self._selector.register(self._listener, selectors.EVENT_READ)
+        self._selector.register(self._wake_r, selectors.EVENT_READ)
+        self._conns: dict[socket.socket, _Conn] = {}  # in accept order: the oldest first
+        self.evicted = 0  # connections closed early because MAX_OPEN were open
+        self.expired = 0  # connections closed at their deadline
+        self._stopping = False
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
-    def _accept_loop(self) -> None:
-        while not self._stopping:
-            self.handle_request()  # no timeout set: blocks until a connection
+    @property
+    def open_connections(self) -> int:
+        return len(self._conns)
 
     def stop_serving(self, timeout_s: float = 5.0) -> None:
         self._stopping = True
-        host, port = self.server_address[:2]
-        wildcard = {"0.0.0.0": "127.0.0.1", "::": "::1"}
         with contextlib.suppress(OSError):
-            socket.create_connection((wildcard.get(str(host), str(host)), port), 1.0).close()
-        if self._thread is not None:
-            self._thread.join(timeout_s)
-        self._reaper.stop()
-        self.server_close()
+            self._wake_w.send(b"\0")
+        self._thread.join(timeout_s)
+
+    # --- the loop ---
+
+    def _run(self) -> None:
+        try:
+            while not self._stopping:
+                for key, events in self._selector.select(self._timeout()):
+                    sock = key.fileobj
+                    if sock is self._listener:
+                        self._accept()
+                    elif sock is not self._wake_r:
+                        assert isinstance(sock, socket.socket)
+                        self._serve(sock, events)
+                self._expire(time.monotonic())
+        finally:
+            for sock in list(self._conns):
+                self._close(sock)
+            self._selector.close()
+            for sock in (self._listener, self._wake_r, self._wake_w):
+                sock.close()
+
+    def _timeout(self) -> float | None:
+        if not self._conns:
+            return None  # asleep until a connection (or stop_serving) comes
+        first = min(c.deadline_s for c in self._conns.values())
+        return max(0.0, first - time.monotonic())
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                sock, _ = self._listener.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:  # EMFILE and the like: try again on the next wake-up
+                return
+            if len(self._conns) >= self._max_open:
+                self._close(next(iter(self._conns)))
+                self.evicted += 1
+            sock.setblocking(False)
+            self._conns[sock] = _Conn(time.monotonic() + self._limit_s)
+            self._selector.register(sock, selectors.EVENT_READ)
+
+    def _serve(self, sock: socket.socket, events: int) -> None:
+        conn = self._conns.get(sock)
+        if conn is None:
+            return
+        try:
+            if conn.outbox is None and events & selectors.EVENT_READ:
+                self._read(sock, conn)
+            elif conn.outbox is not None and events & selectors.EVENT_WRITE:
+                self._write(sock, conn)
+        except OSError:
+            self._close(sock)
+
+    def _read(self, sock: socket.socket, conn: _Conn) -> None:
+        data = sock.recv(4096)
+        if not data:
+            self._close(sock)
+            return
+        conn.inbox += data
+        head_end = conn.inbox.find(b"\r\n\r\n")
+        if head_end < 0:
+            if len(conn.inbox) > MAX_REQUEST_BYTES:
+                self._reply(sock, conn, _error(HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE))
+            return
+        parts = bytes(conn.inbox[: conn.inbox.find(b"\r\n")]).split()
+        if len(parts) != 3 or not parts[2].startswith(b"HTTP/"):
+            self._reply(sock, conn, _error(HTTPStatus.BAD_REQUEST))
+        elif parts[0] not in (b"GET", b"HEAD"):
+            self._reply(sock, conn, _error(HTTPStatus.METHOD_NOT_ALLOWED))
+        else:
+            path = parts[1].split(b"?", 1)[0].decode("latin-1")
+            route = self._routes.get(path)
+            reply = route() if route else _error(HTTPStatus.NOT_FOUND)
+            self._reply(sock, conn, reply, head_only=parts[0] == b"HEAD")
+
+    def _reply(self, sock: socket.socket, conn: _Conn, reply: Reply,
+               head_only: bool = False) -> None:  # fmt: skip
+        status, content_type, body = reply
+        head = (
+            f"HTTP/1.0 {status} {HTTPStatus(status).phrase}\r\n"
+            f"Content-Type: {content_type}\r\nContent-Length: {len(body)}\r\n"
+            "Connection: close\r\n\r\n"
+        ).encode("latin-1")
+        conn.outbox = head if head_only else head + body
+        self._selector.modify(sock, selectors.EVENT_WRITE)
+        self._write(sock, conn)
+
+    def _write(self, sock: socket.socket, conn: _Conn) -> None:
+        assert conn.outbox is not None
+        try:
+            conn.sent += sock.send(conn.outbox[conn.sent :])
+        except (BlockingIOError, InterruptedError):
+            return
+        if conn.sent >= len(conn.outbox):
+            self._close(sock)
+
+    def _expire(self, now: float) -> None:
+        for sock, conn in list(self._conns.items()):
+            if conn.deadline_s <= now:
+                self._close(sock)
+                self.expired += 1
+
+    def _close(self, sock: socket.socket) -> None:
+        self._conns.pop(sock, None)
+        with contextlib.suppress(KeyError, ValueError):
+            self._selector.unregister(sock)
+        with contextlib.suppress(OSError):
+            sock.close()
 
 
-class _IPv6Server(BoundedHTTPServer):
-    address_family = socket.AF_INET6
+def _error(status: HTTPStatus) -> Reply:
+    return int(status), "text/plain", f"{status.phrase.lower()}\n".encode()
 
 
-def _server_class(host: str) -> type[BoundedHTTPServer]:
+def _family(host: str) -> socket.AddressFamily:
     """An IPv6 host (`::`, `::1`, a name only IPv6 resolves) needs an AF_INET6 socket."""
     try:
-        family = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)[0][0]
+        return socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)[0][0]
     except (socket.gaierror, IndexError):
-        return BoundedHTTPServer  # bind() reports the bad host, naming it
-    return _IPv6Server if family == socket.AF_INET6 else BoundedHTTPServer
+        return socket.AF_INET  # bind() reports the bad host, naming it
 
 
-def serve(
-    host: str, port: int, routes: Routes, name: str = "oomwatch-http", **bounds: Any
-) -> BoundedHTTPServer:
-    """Serve GET `routes` (path -> reply) from a thread named `name`; 404 for other paths."""
-
-    class Handler(BaseHTTPRequestHandler):
-        timeout = IO_TIMEOUT_S  # every read and write of the socket
-
-        def do_GET(self) -> None:
-            route = routes.get(self.path.split("?", 1)[0])
-            status, content_type, body = route() if route else (404, "text/plain", b"not found\n")
-            self.send_response(status)
-            self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, format: str, *args: Any) -> None:
-            """Silence per-request stderr lines: stdout/stderr carry the incident log."""
-
-    server = _server_class(host)((host, port), Handler, **bounds)
-    server.thread_name = name
-    server.start_serving()
-    return server
+def serve(host: str, port: int, routes: Routes, name: str = "oomwatch-http") -> LoopServer:
+    """Serve `routes` from a thread named `name` (see LoopServer)."""
+    return LoopServer(host, port, routes, name)
 
 
 def health_route(health: Callable[[], bool]) -> Callable[[], Reply]:

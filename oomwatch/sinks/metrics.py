@@ -142,7 +142,7 @@ class Metrics:
         self._seen_s: dict[SeriesLabels, float] = {}
         self._series: dict[SeriesLabels, set[tuple[Any, tuple[str, ...]]]] = {}
         self._gauges: dict[SeriesLabels, _GaugePair] = {}
-        self._server: http.BoundedHTTPServer | None = None
+        self._server: http.LoopServer | None = None
         self._last_kill_s = 0.0
 
     # --- Sink ---------------------------------------------------------------------------------
