@@ -5,7 +5,8 @@ commands, are in bench/RESULTS.md (bench/attacks.py runs the same attacks on any
 Rows covered elsewhere: the nesting bomb, device node and junk entries at the reader
 (tests/probe/test_reader_bounds.py), claimed pods against the API
 (tests/kube/test_kube_probe_identity.py), `oomwatch report` memory
-(tests/security/test_report_bounds.py), the annotate grant (tests/kube/test_kube_admission_policy.py).
+(tests/security/test_report_bounds.py), the annotate grant
+(tests/kube/test_kube_admission_policy.py).
 """
 
 from __future__ import annotations
