@@ -17,6 +17,7 @@ import os
 import shutil
 import socket
 import stat
+import subprocess
 import sys
 import tempfile
 import time
@@ -301,10 +302,12 @@ def idle_connections(repo: Path, tmp: Path) -> dict[str, Any]:
         at_30s = agent.status()["Threads"]
         for c in conns:
             c.close()
-        from oomwatch.daemon.config import DEFAULT_METRICS_ADDRESS
+    ask = "from oomwatch.daemon import config; print(config.DEFAULT_METRICS_ADDRESS)"
+    default = subprocess.run([sys.executable, "-c", ask], env=agent_env(repo, None),
+                             capture_output=True, text=True).stdout.strip()  # fmt: skip
     return {"threads_before": before, "threads_3s": at_3s, "threads_30s": at_30s,
             "scrape_status": status, "scrape_s": scrape_s,
-            "default_address": DEFAULT_METRICS_ADDRESS}  # fmt: skip
+            "default_address": default}  # fmt: skip
 
 
 def bad_database(repo: Path, tmp: Path) -> dict[str, Any]:

@@ -175,7 +175,7 @@ SETTINGS: tuple[_Setting, ...] = (
         _bool,
         False,
         "trust a probe file's pod UID when it lies in <probe-dir>/<that UID>/: only where an"
-        " admission policy makes each pod mount its own (daemonset/components/probe-pod-dirs)",
+        " admission policy makes each pod mount only its own (daemonset/README.md)",
         is_flag=True,
     ),
     _Setting("annotate_pods", _bool, False, "annotate pods with their last OOM", is_flag=True),

@@ -5,9 +5,9 @@ can write the probe directory can write any of that.  A framework OOM's claim is
 when something the writer cannot choose backs it (issue 14):
 
 - `pod_dir`: the file lies in a per-pod directory named by a pod UID, and the deployment makes
-  every pod mount only its own (`--probe-pod-dirs`; the kubelet resolves `subPathExpr:
-  $(POD_UID)` from `metadata.uid`, and daemonset/components/probe-pod-dirs admits no other
-  mount of the directory);
+  every pod mount only its own (`--probe-pod-dirs`: the kubelet resolves `subPathExpr:
+  $(POD_UID)` from `metadata.uid`, and an admission policy of the cluster's admits no other
+  mount of the directory; daemonset/README.md, threat model);
 - `owner_uid`: the API says the claimed container runs as a fixed non-root uid, and the file's
   owner is that uid.  The kernel sets the owner; only a pod with CAP_CHOWN can give a file
   another, and root (uid 0) owns what every root pod writes, so it vouches for no one.
