@@ -225,8 +225,10 @@ def running_agent(
 
 def peak_rss_kib(command: list[str], env: dict[str, str], cwd: Path, timeout_s: float,
                  cap_kib: int, stdout: Path | None = None) -> dict[str, Any]:
-    """Run a command to its end and measure its peak RSS exactly (wait4's ru_maxrss); stop
-    it at `timeout_s` or once its RSS passes `cap_kib` (the machine is shared)."""
+    """Run a command to its end and measure its peak RSS (its VmHWM, polled every 20 ms);
+    stop it at `timeout_s` or once its RSS passes `cap_kib` (the machine is shared).
+
+    Not wait4's ru_maxrss: that counts the caller's own RSS, forked before the exec."""
     out = open(stdout, "wb") if stdout else subprocess.DEVNULL  # noqa: SIM115
     started = time.monotonic()
     proc = subprocess.Popen(command, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=out,
@@ -234,23 +236,19 @@ def peak_rss_kib(command: list[str], env: dict[str, str], cwd: Path, timeout_s: 
     err_lines: list[bytes] = []
     reader = threading.Thread(target=lambda: err_lines.extend(proc.stderr or []), daemon=True)
     reader.start()
-    stopped = ""
-    while True:
-        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
-        if pid:
-            break
-        rss_kib = _status_kib(proc.pid, "VmRSS")
+    stopped, peak_kib = "", 0
+    while proc.poll() is None:
+        peak_kib = max(peak_kib, _status_kib(proc.pid, "VmHWM"))
         elapsed = time.monotonic() - started
-        if not stopped and (rss_kib > cap_kib or elapsed > timeout_s):
-            stopped = f"stopped at {elapsed:.0f} s, RSS {rss_kib // 1024} MiB"
+        if not stopped and (peak_kib > cap_kib or elapsed > timeout_s):
+            stopped = f"stopped at {elapsed:.0f} s, RSS {peak_kib // 1024} MiB"
             proc.kill()
-        time.sleep(0.05)
-    proc.returncode = os.waitstatus_to_exitcode(status)
+        time.sleep(0.02)
     reader.join(5)
     if stdout:
         out.close()  # type: ignore[union-attr]
     return {"rc": proc.returncode, "seconds": round(time.monotonic() - started, 1),
-            "peak_rss_mib": round(usage.ru_maxrss / 1024, 1), "stopped": stopped,
+            "peak_rss_mib": round(peak_kib / 1024, 1), "stopped": stopped,
             "stderr": b"".join(err_lines).decode(errors="replace")[-500:]}  # fmt: skip
 
 

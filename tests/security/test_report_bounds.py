@@ -1,4 +1,4 @@
-"""`oomwatch report` memory stays bounded on any input (issue 14), measured by wait4.
+"""`oomwatch report` memory stays bounded on any input (issue 14), measured by its VmHWM.
 
 Issue 14: 1M bare `invoked oom-killer` headers took `oomwatch report` to 5 GB (killed at
 120 s); three 20,000-row task tables took `report --store --json` to 268 MB.  The tests run
