@@ -16,20 +16,18 @@ from dataclasses import replace
 from typing import Any
 
 from oomwatch.cgroups.counters import OomCounters
-from oomwatch.daemon.reconcile import GRACE_S, LogKill, OwedKills, ReconcileState
+from oomwatch.daemon.reconcile import GRACE_S, LogKill, ReconcileState, Rise, Sighting
 from oomwatch.sources.kmsg import KmsgCursor
 from oomwatch.store import Checkpoint, IncidentStore
 
 
 def pending_reconcile(state: ReconcileState) -> dict[str, Any]:
-    """The JSON-ready part of the state a restart needs (bare kills excluded)."""
+    """The JSON-ready part of the state a restart needs (bare kills and OOM notifications
+    excluded: bare kills replay, and notifications are watched anew from the restart)."""
     return {
         "unmatched": [[k.cgroup, k.kernel_time_s, k.expires_at_s] for k in state.unmatched],
-        "owed": [
-            [d.cgroup, d.count, d.group_kills, d.observed_at_s, d.due_at_s] for d in state.owed
-        ],
-        "known_pids": [[pid, memcg] for pid, memcg in dict(state.known_pids).items()],
-        "known_names": [list(pair) for pair in state.known_names],
+        "rises": [[r.cgroup, r.after_s, r.by_s, r.due_s, r.group] for r in state.rises],
+        "sightings": [[s.pid, s.cgroup, s.at_s] for s in state.sightings],
     }
 
 
@@ -37,28 +35,37 @@ def restore_reconcile(data: Mapping[str, Any], now_s: float) -> ReconcileState:
     """The saved state, with deadlines moved to at least one grace period from now so the
     replayed kernel log and the first counter reads can explain what was pending.
 
+    Checkpoints of earlier versions (`owed` counts, `known_pids`) are read too.
     Raises ValueError naming the part that is malformed.
     """
+    soon = now_s + GRACE_S
     try:
         unmatched = tuple(
-            LogKill(str(cgroup), _opt_float(at), max(float(expires), now_s + GRACE_S))
+            LogKill(str(cgroup), _opt_float(at), max(float(expires), soon))
             for cgroup, at, expires in data.get("unmatched", ())
         )
     except (TypeError, ValueError) as exc:
         raise ValueError(f"checkpoint 'unmatched' is malformed: {exc}") from exc
     try:
-        owed = tuple(
-            OwedKills(str(c), int(n), int(group), float(seen), max(float(due), now_s + GRACE_S))
-            for c, n, group, seen, due in data.get("owed", ())
+        rises = [
+            Rise(str(c), _opt_float(after), float(by), max(float(due), soon), bool(group))
+            for c, after, by, due, group in data.get("rises", ())
+        ]
+        for c, count, group_kills, seen, due in data.get("owed", ()):  # before attribution
+            rises += [
+                Rise(str(c), None, float(seen), max(float(due), soon), i < int(group_kills))
+                for i in range(int(count))
+            ]
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"checkpoint 'rises' is malformed: {exc}") from exc
+    try:
+        sightings = tuple(
+            Sighting(int(pid), str(cgroup), float(at))
+            for pid, cgroup, at in data.get("sightings", ())
         )
     except (TypeError, ValueError) as exc:
-        raise ValueError(f"checkpoint 'owed' is malformed: {exc}") from exc
-    try:
-        pids = tuple((int(pid), str(memcg)) for pid, memcg in data.get("known_pids", ()))
-        names = tuple((str(name), str(memcg)) for name, memcg in data.get("known_names", ()))
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"checkpoint 'known_pids'/'known_names' is malformed: {exc}") from exc
-    return ReconcileState(unmatched, owed, (), pids, names)
+        raise ValueError(f"checkpoint 'sightings' is malformed: {exc}") from exc
+    return ReconcileState(unmatched, tuple(rises), sightings=sightings)
 
 
 def _opt_float(value: Any) -> float | None:
@@ -94,7 +101,7 @@ class Checkpointer:
         self._log.info(
             "checkpoint_resumed",
             cgroups=len(checkpoint.counters),
-            owed=sum(d.count for d in state.owed),
+            owed=len(state.rises),
             unmatched=len(state.unmatched),
         )
         return state
@@ -111,7 +118,8 @@ class Checkpointer:
     ) -> None:
         """Save what changed; `levels` are the counters and the batch count they explain,
         which every batch up to it must have gone through the pipeline into `state`."""
-        state = replace(state, bare=())
+        # only what `pending_reconcile` keeps: the rest changes without needing a save
+        state = replace(state, bare=(), signals=(), last_kill=(), counted_at_s=None)
         if levels is None and cursor == self._saved_cursor and state == self._saved_state:
             return
         try:

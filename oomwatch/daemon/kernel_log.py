@@ -9,6 +9,7 @@ complete are kept, because the cursor has already moved past all of them.
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -23,6 +24,33 @@ FLUSH_IDLE_S = 0.02  # a report is complete once the kernel log is quiet this lo
 # oom_reaper line comes later or never, and the decoder ignores it once the report is closed.
 KILL_LINE_IDLE_S = 0.005
 RECORD_EXCERPT_BYTES = 512
+CLOCK_WINDOW_S = 600.0
+
+
+class KernelClock:
+    """The kernel log's clock minus CLOCK_MONOTONIC, from the records as they arrive.
+
+    kmsg stamps come from `local_clock()` (sched_clock), which NTP does not slew; the
+    monotonic clock is slewed, so the two drift apart slowly (tens of ppm), by an unknown
+    start offset.  A record is read after it was stamped, so `stamp - arrival` is at most
+    the offset, and the promptest record comes closest: the estimate is the largest such
+    difference over the last `CLOCK_WINDOW_S` (a sliding maximum), 0.0 before any record.
+    """
+
+    def __init__(self, window_s: float = CLOCK_WINDOW_S) -> None:
+        self._window_s = window_s
+        self._best: deque[tuple[float, float]] = deque()  # (arrival, difference), decreasing
+
+    def note(self, kernel_time_s: float, arrival_mono_s: float) -> None:
+        difference = kernel_time_s - arrival_mono_s
+        while self._best and self._best[-1][1] <= difference:
+            self._best.pop()
+        self._best.append((arrival_mono_s, difference))
+        while self._best[0][0] < arrival_mono_s - self._window_s:
+            self._best.popleft()
+
+    def offset_s(self) -> float:
+        return self._best[0][1] if self._best else 0.0
 
 
 class KernelLog:
@@ -38,6 +66,7 @@ class KernelLog:
     ) -> None:
         self.log = log
         self.assembler = ReportAssembler()
+        self.clock = KernelClock()
         self.undecodable = 0
         self._on_lost = on_lost
         self._last_record_mono = 0.0
@@ -99,11 +128,14 @@ class KernelLog:
     def decode(self, records: list[tuple[int, bytes]]) -> list[Incident]:
         """Feed (seq, raw) records one by one; a failing one is logged and skipped."""
         out: list[Incident] = []
+        arrival_s = time.monotonic()
         for seq, raw in records:
             try:
                 record = parse_kmsg_record(raw)
                 if record is None:
                     continue  # userspace-written (facility != 0) or garbage
+                if record.kernel_time_s is not None:
+                    self.clock.note(record.kernel_time_s, arrival_s)
                 out += self.assembler.feed(record)
                 killed = parse_killed(record.message)
                 self._flush_idle_s = KILL_LINE_IDLE_S if killed else FLUSH_IDLE_S
