@@ -165,6 +165,11 @@ class AttributionCandidate:
     namespace: str | None = None
     pod: str | None = None
 
+    def name(self) -> str:
+        if self.pod:
+            return f"{self.namespace}/{self.pod}" if self.namespace else self.pod
+        return f"uid {self.pod_uid}" if self.pod_uid else self.cgroup
+
 
 @dataclass(slots=True)
 class Attribution:
@@ -185,6 +190,13 @@ class Attribution:
     @property
     def ambiguous(self) -> bool:
         return self.confidence == "ambiguous"
+
+    def describe(self) -> str:
+        """`one of pods ns/a, ns/b` (names where Kubernetes knew them, else pod UIDs, else
+        cgroup paths): how every output names the pods of an ambiguous kill."""
+        names = [c.name() for c in self.candidates]
+        noun = "pods" if all(c.pod_uid for c in self.candidates) else "cgroups"
+        return f"one of {noun} " + ", ".join(names)
 
 
 @dataclass(slots=True)

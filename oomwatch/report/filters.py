@@ -29,14 +29,17 @@ def parse_since(text: str, now: datetime | None = None) -> datetime:
 
 
 def pod_matches(incident: Incident, pod: str) -> bool:
-    """A pod name, `namespace/name`, or the pod UID (the only one a bare kernel log carries)."""
-    if incident.pod_uid and incident.pod_uid == pod:
-        return True
-    ctx = incident.k8s
-    if ctx is None or not ctx.pod:
-        return False
+    """A pod name, `namespace/name`, or the pod UID (the only one a bare kernel log carries);
+    an ambiguous kill matches each pod it may have been in (it says it is ambiguous)."""
     namespace, _, name = pod.rpartition("/")
-    return ctx.pod == name and (not namespace or ctx.namespace == namespace)
+    ctx = incident.k8s
+    known = [(incident.pod_uid, ctx.namespace if ctx else None, ctx.pod if ctx else None)]
+    if incident.attribution is not None and incident.attribution.ambiguous:
+        known += [(c.pod_uid, c.namespace, c.pod) for c in incident.attribution.candidates]
+    return any(
+        (uid and uid == pod) or (pod_name == name and (not namespace or ns == namespace))
+        for uid, ns, pod_name in known
+    )
 
 
 def apply(

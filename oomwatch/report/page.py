@@ -56,6 +56,10 @@ def _facts(incident: Incident) -> str:
                 f" {fmt_bytes(_kb(victim.total_vm_kb))}",
             )
         )
+    attribution = incident.attribution
+    if attribution is not None and attribution.confidence != "certain":
+        what = attribution.describe() if attribution.candidates else "unknown"
+        rows.append(("pod", f"{what} ({attribution.confidence}: {attribution.reason})"))
     for label, value in (
         ("when", incident.wall_time or incident.kernel_time_s),
         ("kind", incident.kind),

@@ -71,6 +71,10 @@ def _where(incident: Incident) -> list[str]:
         name = f"{ctx.namespace}/{ctx.pod}" if ctx.namespace else ctx.pod
         container = f" container {ctx.container}" if ctx.container else ""
         lines.append(_row("pod", esc(name + container)))
+    attribution = incident.attribution
+    if attribution is not None and attribution.confidence != "certain":
+        what = attribution.describe() if attribution.candidates else "unknown"
+        lines.append(_row("pod", esc(f"{what} ({attribution.confidence}: {attribution.reason})")))
     if incident.pod_uid or incident.container_id:
         facts = [
             f"pod uid {incident.pod_uid}" if incident.pod_uid else None,
