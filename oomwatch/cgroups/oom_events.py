@@ -20,7 +20,12 @@ from __future__ import annotations
 import contextlib
 import os
 import select
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+
+HOT_WINDOW_S = 0.5  # after an OOM notification, its cgroup's counter is read this long ...
+HOT_POLL_INTERVAL_S = 0.002  # ... this often
+MAX_SIGHTINGS_PER_PASS = 4096
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +120,74 @@ class OomEventfds:
         for relpath in list(self._rel_to_fd):
             self.unregister(relpath)
         self._epoll.close()
+
+
+class OomWitness:
+    """What the watcher learns of OOMs besides the counters: notifications (v1 eventfds, v2
+    `oom` rises), the pids in a cgroup when its OOM began, and which cgroups to read often.
+
+    `path_of` gives a watched cgroup's directory (None: not watched).  Not thread-safe: the
+    watcher's thread owns it; the owner takes `signals` and `sightings` after each pass.
+    """
+
+    def __init__(self, path_of: Callable[[str], str | None], *, eventfds: bool = True) -> None:
+        self._path_of = path_of
+        self._events = OomEventfds() if eventfds else None
+        self._hot: dict[str, float] = {}  # relpath -> read its counter often until then
+        self.signals: list[OomSignal] = []
+        self.sightings: list[Sighting] = []
+
+    def fileno(self) -> int | None:
+        return None if self._events is None else self._events.fileno()
+
+    @property
+    def failure(self) -> str | None:
+        return None if self._events is None else self._events.failure
+
+    def watched_since(self) -> dict[str, float]:
+        return {} if self._events is None else dict(self._events.since_s)
+
+    @property
+    def hot(self) -> bool:
+        return bool(self._hot)
+
+    def watch(self, relpath: str, fs_path: str, now_s: float) -> None:
+        """Register a v1 memcg's OOM notifications."""
+        if self._events is not None:
+            self._events.register(relpath, fs_path, now_s)
+
+    def forget(self, relpath: str) -> None:
+        self._hot.pop(relpath, None)
+        if self._events is not None:
+            self._events.unregister(relpath)
+
+    def hot_cgroups(self, now_s: float) -> set[str]:
+        """Notifications since the last pass (each noted, its pids read, its cgroup put under
+        close watch) and the cgroups still under close watch: all to read now."""
+        if self._events is not None:
+            for signal in self._events.drain(now_s):
+                self.note(signal, now_s)
+        self._hot = {rel: until for rel, until in self._hot.items() if until > now_s}
+        return set(self._hot)
+
+    def note_v2(self, rises: Iterable[tuple[str, float | None, float]], now_s: float) -> None:
+        """v2 notifies by counting: (cgroup, since, observed) of each `oom` rise."""
+        for relpath, since_s, observed_s in rises:
+            self.note(OomSignal(relpath, since_s, observed_s), now_s)
+
+    def note(self, signal: OomSignal, now_s: float) -> None:
+        path = self._path_of(signal.cgroup)
+        if path is None or not os.path.isdir(path):
+            return  # a removed cgroup's eventfd fires once more: no OOM
+        self.signals.append(signal)
+        self._hot[signal.cgroup] = now_s + HOT_WINDOW_S
+        if len(self.sightings) < MAX_SIGHTINGS_PER_PASS:
+            self.sightings.extend(Sighting(pid, signal.cgroup, now_s) for pid in pids_in(path))
+
+    def close(self) -> None:
+        if self._events is not None:
+            self._events.close()
+            self._events = None
 
 
 def pids_in(fs_path: str) -> list[int]:

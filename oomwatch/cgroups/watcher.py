@@ -44,16 +44,13 @@ from oomwatch.cgroups.discovery import (
 )
 from oomwatch.cgroups.files import CgroupFile, CgroupGone, read_once
 from oomwatch.cgroups.node_kills import NODE_VMSTAT, NodeOomKills
-from oomwatch.cgroups.oom_events import OomEventfds, OomSignal, Sighting, pids_in
+from oomwatch.cgroups.oom_events import HOT_POLL_INTERVAL_S, OomWitness
 
 _MAX_WARNINGS = 100
 _DIR_EVENTS = flags.CREATE | flags.DELETE | flags.ONLYDIR
-HOT_WINDOW_S = 0.5  # after an OOM notification, its cgroup's counter is read this long ...
-HOT_POLL_INTERVAL_S = 0.002  # ... this often
 # cgroupfs delays a file's notification up to 10 ms after the previous one
 # (`CGROUP_FILE_NOTIFY_MIN_INTV` in kernel/cgroup/cgroup.c) and delivers it from a work item.
 V2_NOTIFY_DELAY_S = 0.05
-MAX_SIGHTINGS_PER_PASS = 4096
 
 
 class CgroupWatcher:
@@ -100,14 +97,11 @@ class CgroupWatcher:
         self._next_poll_s = 0.0
         self._next_rescan_s = 0.0
         self._read_all = False
-        self._events: OomEventfds | None = OomEventfds() if oom_events else None
-        self._hot: dict[str, float] = {}  # relpath -> read its counter often until then
+        self.witness = OomWitness(self._fs_path, eventfds=oom_events)
         self._read_at: dict[str, float] = {}  # relpath -> its counter was last read then
         self._last_read: dict[str, float | None] = {}  # ... the read before that
         self._v1_quiet_at: float | None = None  # no v1 counter moved before then
         self._v2_quiet_at: float | None = None  # ... no inotify-watched v2 counter
-        self.signals: list[OomSignal] = []  # taken by the owner after each pass
-        self.sightings: list[Sighting] = []
         for hierarchy in self.hierarchies:
             self._watch_dir(hierarchy, "")
         self.rescan()
@@ -118,23 +112,6 @@ class CgroupWatcher:
         """The inotify descriptor to poll for readability (None: polling only)."""
         return None if self._inotify is None else self._inotify.fileno()
 
-    def oom_events_fileno(self) -> int | None:
-        """The epoll descriptor of the v1 OOM notifications, to poll for readability."""
-        return None if self._events is None else self._events.fileno()
-
-    def signals_watched_since(self) -> dict[str, float]:
-        """Cgroups whose OOM notifications are watched, and since when."""
-        return {} if self._events is None else dict(self._events.since_s)
-
-    @property
-    def oom_events_failure(self) -> str | None:
-        """Why v1 OOM notifications could not be registered (None: they are, or no v1)."""
-        return None if self._events is None else self._events.failure
-
-    @property
-    def hot(self) -> bool:
-        """Some cgroup is under close watch after an OOM notification."""
-        return bool(self._hot)
 
     def cgroups(self) -> list[WatchedCgroup]:
         return list(self._cgroups.values())
@@ -148,9 +125,7 @@ class CgroupWatcher:
         dirty = self._drain_inotify()
         if self._inotify is not None:
             self._v2_quiet_at = now - V2_NOTIFY_DELAY_S
-        dirty.update(self._take_notifications(now))
-        self._hot = {rel: until for rel, until in self._hot.items() if until > now}
-        dirty.update(self._hot)
+        dirty.update(self.witness.hot_cgroups(now))
         if now >= self._next_rescan_s:
             self.rescan()
             self._read_all = True  # the periodic safety net: every counter, node/QoS too
@@ -161,7 +136,10 @@ class CgroupWatcher:
         v1_quiet_before = self._v1_quiet_at
         if force or now >= self._next_poll_s:
             # v1 counters only after the node's kills moved; v2 ones every poll.
-            dirty.update(self._polled if self._node_kills.moved() else self._polled_v2)
+            moved = self._node_kills.moved()
+            dirty.update(self._polled if moved else self._polled_v2)
+            if force and moved:  # a kill line came: its counter moved, notified or not yet
+                dirty.update(self._rel_to_wd)
             if self._node_kills.quiet:
                 self._v1_quiet_at = now
             self._next_poll_s = now + self._poll_interval_s
@@ -173,7 +151,11 @@ class CgroupWatcher:
         if dirty:
             quiet = {1: v1_quiet_before, 2: v2_quiet_before}
             deltas.extend(self._dated(d, quiet) for d in self._pass(dirty, now))
-        self._note_v2_ooms(deltas, now)
+        self.witness.note_v2(
+            ((d.cgroup.relpath, d.since_s, d.observed_at_s) for d in deltas
+             if d.oom > 0 and not d.vanished and d.cgroup.version == 2),
+            now,
+        )
         return deltas
 
     def next_due_s(self) -> float:
@@ -182,7 +164,7 @@ class CgroupWatcher:
         if self._pending or self._walk_under or self._gone or self._read_all:
             return self._clock()
         due = self._next_rescan_s
-        if self._hot:
+        if self.witness.hot:
             due = min(due, self._clock() + HOT_POLL_INTERVAL_S)
         if self._polled:
             due = min(due, self._next_poll_s)
@@ -250,8 +232,8 @@ class CgroupWatcher:
                 self._polled.add(cg.relpath)
                 if cg.version == 2:
                     self._polled_v2.add(cg.relpath)
-            if self._events is not None and cg.version == 1 and _read_between_rescans(cg):
-                self._events.register(cg.relpath, cg.fs_path, self._clock())
+            if cg.version == 1 and _read_between_rescans(cg):
+                self.witness.watch(cg.relpath, cg.fs_path, self._clock())
             if cg.identity.level != "container":
                 self._watch_dir(hierarchy, cg.relpath)
         added = [cg for cg in new if cg.relpath in readings]
@@ -285,9 +267,7 @@ class CgroupWatcher:
             cgroup_file.close()
         self._files.clear()
         self._node_kills.close()
-        if self._events is not None:
-            self._events.close()
-            self._events = None
+        self.witness.close()
         if self._inotify is not None:
             self._inotify.close()
             self._inotify = None
@@ -330,32 +310,6 @@ class CgroupWatcher:
             known.append(quiet.get(delta.cgroup.version))
         times = [t for t in known if t is not None]
         return replace(delta, since_s=max(times) if times else None)
-
-    def _take_notifications(self, now: float) -> set[str]:
-        """v1 OOM notifications since the last pass: noted with their time, the pids in the
-        cgroup read at once, and the cgroup put under close watch."""
-        if self._events is None:
-            return set()
-        fired = self._events.drain(now)
-        for signal in fired:
-            self._on_oom(signal, now)
-        return {s.cgroup for s in fired}
-
-    def _note_v2_ooms(self, deltas: list[CounterDelta], now: float) -> None:
-        """v2 notifies by counting: an `oom` rise is the notification."""
-        for delta in deltas:
-            if delta.oom > 0 and not delta.vanished and delta.cgroup.version == 2:
-                signal = OomSignal(delta.cgroup.relpath, delta.since_s, delta.observed_at_s)
-                self._on_oom(signal, now)
-
-    def _on_oom(self, signal: OomSignal, now: float) -> None:
-        cg = self._cgroups.get(signal.cgroup)
-        if cg is None or not os.path.isdir(cg.fs_path):
-            return  # a removed cgroup's eventfd fires once more: no OOM
-        self.signals.append(signal)
-        self._hot[signal.cgroup] = now + HOT_WINDOW_S
-        if len(self.sightings) < MAX_SIGHTINGS_PER_PASS:
-            self.sightings.extend(Sighting(pid, signal.cgroup, now) for pid in pids_in(cg.fs_path))
 
     def _read(self, relpath: str) -> OomCounters | None:
         """Counters now, or None if the cgroup is gone."""
@@ -451,9 +405,11 @@ class CgroupWatcher:
         self._raw.pop(relpath, None)
         self._read_at.pop(relpath, None)
         self._last_read.pop(relpath, None)
-        self._hot.pop(relpath, None)
-        if self._events is not None:
-            self._events.unregister(relpath)
+        self.witness.forget(relpath)
+
+    def _fs_path(self, relpath: str) -> str | None:
+        watched = self._cgroups.get(relpath)
+        return None if watched is None else watched.fs_path
 
     def _locate(self, relpath: str) -> tuple[str, int] | None:
         watched = self._cgroups.get(relpath)

@@ -110,6 +110,8 @@ class Agent:
         )
         if checkpoint is not None:
             self.pipeline.state = self.checkpoints.restored_state(checkpoint, time.monotonic())
+            if self.pipeline.state.kernel_offset_s is not None:
+                self.kmsg.clock.seed(self.pipeline.state.kernel_offset_s)
         self.metrics_address: tuple[str, int] | None = None
         self._batches_taken = 0
         self._next_prune_mono = time.monotonic() + PRUNE_INTERVAL_S
@@ -175,7 +177,7 @@ class Agent:
         return None
 
     def _cgroup_facts(self) -> CgroupFacts:
-        return CgroupFacts(self.cgroups.signals_watched_since, self.cgroups.limits_bytes)
+        return CgroupFacts(self.cgroups.limits_bytes)
 
     def _oom_group(self, relpath: str) -> bool | None:
         """`memory.oom.group` of a container cgroup (the watcher only looks it up)."""
@@ -221,6 +223,7 @@ class Agent:
             return 1
         if self.kube is not None:
             self.kube.start()
+        self.cgroups.request_pass()  # kills a restored checkpoint waits on take part after it
         self.log.info(
             "started",
             node=self.config.node_name,
@@ -228,7 +231,7 @@ class Agent:
             state_dir=str(self.config.state_dir),
             cgroup_hierarchies=[h.mount_path for h in self.watcher.hierarchies],
             cgroups_watched=len(self.cgroups.watched),
-            oom_notifications=self.watcher.oom_events_failure or "watched",
+            oom_notifications=self.watcher.witness.failure or "watched",
             standalone=self.kube is None,
             boot_id=self.boot_id,
         )
@@ -316,9 +319,9 @@ class Agent:
         for incident in incidents:
             if not is_kernel_kill(incident):
                 continue
+            self.cgroups.request_pass()  # its counter moved before the line was printed
             cgroup = incident.task_memcg or incident.oom_memcg
             if cgroup is None:
-                self.cgroups.request_pass()  # its counter moved before the line was printed
                 wanted = True
             elif cgroup not in watched and cgroup not in self._rescanned_for:
                 self._rescanned_for[cgroup] = None

@@ -9,8 +9,11 @@ other witnesses, each with a time on the clock of the kernel log:
   agent reads it often enough to know when it still showed the old value (`Rise.after_s`)
   and when the kill (`Rise.by_s`);
 - the cgroup's OOM notification (v1 eventfd on `memory.oom_control`, v2 the `oom` count of
-  `memory.events`), fired when the OOM began, so before each of its kills
-  (`memcg1_oom_prepare` -> `mem_cgroup_oom_notify`, then `mem_cgroup_out_of_memory`);
+  `memory.events`), fired when the OOM began (`memcg1_oom_prepare` -> `mem_cgroup_oom_notify`,
+  then `mem_cgroup_out_of_memory`), after which the agent reads that counter every 2 ms, so
+  the rise is dated to milliseconds.  It is no constraint of its own: a task that finds the
+  memcg's OOM lock taken does not notify and may still kill after the holder's kill, so a
+  kill need not have a notification since the cgroup's previous kill;
 - the victim's pid in the cgroup: listed by an earlier report's task table or seen in its
   `cgroup.procs` (a killed process is moved out of its cgroup as it exits, so only a sighting
   from before the kill counts);
@@ -28,13 +31,17 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from oomwatch.cgroups.oom_events import OomSignal, Sighting
+from oomwatch.cgroups.oom_events import HOT_WINDOW_S, OomSignal, Sighting
 from oomwatch.incident import AttributionMethod, Incident
 
-# Kernel log stamps are converted to CLOCK_MONOTONIC with an estimated offset; the counter
-# bump and the kill line's stamp are microseconds apart unless the killing task is preempted
-# between them.  A time test fails only by more than this.
-TIME_SLACK_S = 0.010
+# Kernel log stamps are converted to CLOCK_MONOTONIC with an estimated offset that is never
+# too large (`KernelClock`): a converted kill time is late by the smallest read delay the
+# agent saw, which on a loaded node can be tens of milliseconds.  So a rise is ruled out as
+# "seen before the kill" only by a wide margin (`LATE_SLACK_S`), and as "seen unchanged after
+# it" by a narrow one (`TIME_SLACK_S`: the counter bump and the kill line's stamp are
+# microseconds apart unless the killing task is preempted between them).
+TIME_SLACK_S = 0.005
+LATE_SLACK_S = 0.050
 # A pid seen longer ago may be another process now: pid_max is 32768 on many nodes, and a
 # busy one wraps it in minutes.  Processes near their limit are looked at every sample.
 SIGHTING_MAX_AGE_S = 30.0
@@ -62,22 +69,18 @@ class Witnesses:
     """What the agent saw of the cgroups, besides the counters."""
 
     signals: Mapping[str, tuple[OomSignal, ...]] = field(default_factory=dict)
-    # cgroup -> since when its OOM notifications are watched (no entry: not watched)
-    signals_watched_since: Mapping[str, float] = field(default_factory=dict)
     sightings: Mapping[int, Sighting] = field(default_factory=dict)  # newest per pid
-    # cgroup -> time of the newest kill already placed there (a new kill needs a newer signal)
-    last_kill_s: Mapping[str, float] = field(default_factory=dict)
     limits_bytes: Mapping[str, int] = field(default_factory=dict)  # effective memory limit
 
 
 @dataclass(frozen=True, slots=True)
 class WaitingKill:
     """A kill waiting for the counter rise that explains it: its incident, its time on the
-    clock of the counters, and its cgroup when its report named one (header-less: None)."""
+    clock of the counters, and the cgroups it is known to be one of (None: any)."""
 
     incident: Incident
     t_s: float | None
-    cgroup: str | None = None
+    cgroups: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,7 +111,7 @@ def options(
     rises: Sequence[Rise],
     witnesses: Witnesses,
     *,
-    slack_s: float = TIME_SLACK_S,
+    slack_s: float = LATE_SLACK_S,
 ) -> list[Options]:
     """For each waiting kill, the cgroups (and their rises) it may belong to."""
     edges: list[list[int]] = []
@@ -119,7 +122,7 @@ def options(
         if by_pid is not None:
             fitting = [j for j in fitting if related(rises[j].cgroup, by_pid)]
             methods.append("pid_seen")
-        elif _signal_watched(kill, fitting, rises, witnesses):
+        elif _notified(kill, fitting, rises, witnesses):
             methods.append("oom_signal")
         else:
             methods.append("counter")
@@ -143,17 +146,16 @@ def options(
 
 
 def fits(kill: WaitingKill, rise: Rise, witnesses: Witnesses, slack_s: float) -> bool:
-    """Whether every witness allows this counter rise to be this kill."""
-    if kill.cgroup is not None and not covers(rise.cgroup, kill.cgroup):
+    """Whether every witness allows this counter rise to be this kill (`slack_s`: how late
+    a converted kill time may be)."""
+    if kill.cgroups is not None and not any(covers(rise.cgroup, c) for c in kill.cgroups):
         return False
     t = kill.t_s
     if t is not None:
         if rise.by_s + slack_s < t:
             return False  # counted before the kill happened: an earlier kill's
-        if rise.after_s is not None and t < rise.after_s - slack_s:
+        if rise.after_s is not None and t < rise.after_s - TIME_SLACK_S:
             return False  # the counter had not moved yet when this kill was printed
-        if kill.cgroup is None and not _signalled_before(kill, rise.cgroup, t, witnesses, slack_s):
-            return False
     victim = kill.incident.victim
     limit = witnesses.limits_bytes.get(rise.cgroup)
     if victim is not None and victim.anon_rss_kb is not None and limit is not None:
@@ -161,30 +163,16 @@ def fits(kill: WaitingKill, rise: Rise, witnesses: Witnesses, slack_s: float) ->
     return True
 
 
-def _signalled_before(
-    kill: WaitingKill, cgroup: str, t: float, witnesses: Witnesses, slack_s: float
-) -> bool:
-    """A memcg kill in a cgroup whose notifications were watched needs one that fired after
-    the cgroup's previous kill and before this one (each v1 kill takes the memcg's OOM lock
-    anew and notifies; a global OOM notifies no memcg)."""
-    if kill.incident.kind != "memcg":
-        return True
-    since = witnesses.signals_watched_since.get(cgroup)
-    if since is None or t < since + slack_s:
-        return True
-    previous = witnesses.last_kill_s.get(cgroup)
-    return any(
-        (s.after_s is None or s.after_s < t + slack_s)
-        and (previous is None or s.by_s > previous - slack_s)
-        for s in witnesses.signals.get(cgroup, ())
-    )
-
-
-def _signal_watched(
+def _notified(
     kill: WaitingKill, fitting: list[int], rises: Sequence[Rise], witnesses: Witnesses
 ) -> bool:
-    return kill.incident.kind == "memcg" and any(
-        rises[j].cgroup in witnesses.signals_watched_since for j in fitting
+    """Whether a fitting cgroup's OOM notification came within the close watch before the
+    kill: its rise was then dated by reads 2 ms apart (the method says so)."""
+    t = kill.t_s
+    return t is not None and any(
+        t - HOT_WINDOW_S <= s.by_s <= t + TIME_SLACK_S
+        for j in fitting
+        for s in witnesses.signals.get(rises[j].cgroup, ())
     )
 
 

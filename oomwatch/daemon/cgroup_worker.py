@@ -22,8 +22,7 @@ from typing import Any
 
 from oomwatch.cgroups import CgroupWatcher, CounterDelta, TimelineSampler, WatchedCgroup
 from oomwatch.cgroups.counters import OomCounters
-from oomwatch.cgroups.oom_events import OomSignal, Sighting, pids_in
-from oomwatch.cgroups.watcher import HOT_POLL_INTERVAL_S
+from oomwatch.cgroups.oom_events import HOT_POLL_INTERVAL_S, OomSignal, Sighting, pids_in
 from oomwatch.incident import Timeline, TimelineSample
 
 # A sample due this soon after a counter poll is taken in the same wake-up: the two 1 s
@@ -68,7 +67,6 @@ class CgroupWorker:
         self.sampler = sampler
         self.deltas: queue.SimpleQueue[CgroupBatch] = queue.SimpleQueue()
         # Snapshots the loop reads (replaced whole, never changed in place).
-        self.signals_watched_since: dict[str, float] = watcher.signals_watched_since()
         self.limits_bytes: dict[str, int] = {}
         self.watched: frozenset[str] = frozenset(cg.relpath for cg in watcher.cgroups())
         self._on_samples = on_samples
@@ -129,12 +127,12 @@ class CgroupWorker:
         """
         poller = select.poll()
         poller.register(self._pipe_r, select.POLLIN)
-        for fd in (self.watcher.fileno(), self.watcher.oom_events_fileno()):
+        for fd in (self.watcher.fileno(), self.watcher.witness.fileno()):
             if fd is not None:
                 poller.register(fd, select.POLLIN)
         next_sample = last_pass = time.monotonic()
         while not self._stop.is_set():
-            gap_s = HOT_POLL_INTERVAL_S if self.watcher.hot else MIN_PASS_GAP_S
+            gap_s = HOT_POLL_INTERVAL_S if self.watcher.witness.hot else MIN_PASS_GAP_S
             wake_at = max(min(next_sample, self.watcher.next_due_s()), last_pass + gap_s)
             timeout_ms = max(0.0, wake_at - time.monotonic()) * 1000.0
             if self._pipe_r in {fd for fd, _ in poller.poll(math.ceil(timeout_ms))}:
@@ -163,13 +161,13 @@ class CgroupWorker:
                 self._rescan.clear()
                 self.watcher.rescan()
                 self.watched = frozenset(cg.relpath for cg in self.watcher.cgroups())
-                self.signals_watched_since = self.watcher.signals_watched_since()
             deltas = self.watcher.poll_changes(force=forced)
         except Exception:
             self._log.exception("cgroup_counters_failed")
             return False
-        signals, self.watcher.signals = self.watcher.signals, []
-        sightings, self.watcher.sightings = self.watcher.sightings, []
+        witness = self.watcher.witness
+        signals, witness.signals = witness.signals, []
+        sightings, witness.sightings = witness.sightings, []
         if not (deltas or signals or sightings or forced):
             return False
         self._queue(CgroupBatch(deltas, signals, sightings, started_at_s if forced else None))
@@ -186,7 +184,6 @@ class CgroupWorker:
                 cgroups = self.watcher.cgroups()
                 samples = self.sampler.sample(cgroups, now_wall)
             self.watched = frozenset(cg.relpath for cg in cgroups)
-            self.signals_watched_since = self.watcher.signals_watched_since()
             self._note_limits(samples)
             self._on_samples(samples, now_wall)
         except Exception:

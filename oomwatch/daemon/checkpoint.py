@@ -16,7 +16,7 @@ from dataclasses import replace
 from typing import Any
 
 from oomwatch.cgroups.counters import OomCounters
-from oomwatch.daemon.reconcile import GRACE_S, LogKill, ReconcileState, Rise, Sighting
+from oomwatch.daemon.reconcile import GRACE_S, Claim, ReconcileState, Rise, Sighting
 from oomwatch.sources.kmsg import KmsgCursor
 from oomwatch.store import Checkpoint, IncidentStore
 
@@ -25,9 +25,10 @@ def pending_reconcile(state: ReconcileState) -> dict[str, Any]:
     """The JSON-ready part of the state a restart needs (bare kills and OOM notifications
     excluded: bare kills replay, and notifications are watched anew from the restart)."""
     return {
-        "unmatched": [[k.cgroup, k.kernel_time_s, k.expires_at_s] for k in state.unmatched],
+        "claims": [[list(c.cgroups), c.kernel_time_s, c.expires_at_s] for c in state.claims],
         "rises": [[r.cgroup, r.after_s, r.by_s, r.due_s, r.group] for r in state.rises],
         "sightings": [[s.pid, s.cgroup, s.at_s] for s in state.sightings],
+        "kernel_offset_s": state.kernel_offset_s,
     }
 
 
@@ -35,17 +36,24 @@ def restore_reconcile(data: Mapping[str, Any], now_s: float) -> ReconcileState:
     """The saved state, with deadlines moved to at least one grace period from now so the
     replayed kernel log and the first counter reads can explain what was pending.
 
-    Checkpoints of earlier versions (`owed` counts, `known_pids`) are read too.
-    Raises ValueError naming the part that is malformed.
+    Checkpoints of earlier versions (`unmatched` report kills, `owed` counts, `known_pids`)
+    are read too.  Raises ValueError naming the part that is malformed.
     """
     soon = now_s + GRACE_S
     try:
-        unmatched = tuple(
-            LogKill(str(cgroup), _opt_float(at), max(float(expires), soon))
+        # restored claims arrive now: they take part once the restarted agent read counters
+        claims = [
+            Claim(
+                tuple(str(c) for c in cgroups), _opt_float(at), max(float(expires), soon), now_s
+            )
+            for cgroups, at, expires in data.get("claims", ())
+        ]
+        claims += [  # before attribution: one report kill per row
+            Claim((str(cgroup),), _opt_float(at), max(float(expires), soon), now_s)
             for cgroup, at, expires in data.get("unmatched", ())
-        )
+        ]
     except (TypeError, ValueError) as exc:
-        raise ValueError(f"checkpoint 'unmatched' is malformed: {exc}") from exc
+        raise ValueError(f"checkpoint 'claims' is malformed: {exc}") from exc
     try:
         rises = [
             Rise(str(c), _opt_float(after), float(by), max(float(due), soon), bool(group))
@@ -65,7 +73,11 @@ def restore_reconcile(data: Mapping[str, Any], now_s: float) -> ReconcileState:
         )
     except (TypeError, ValueError) as exc:
         raise ValueError(f"checkpoint 'sightings' is malformed: {exc}") from exc
-    return ReconcileState(unmatched, tuple(rises), sightings=sightings)
+    try:
+        offset = _opt_float(data.get("kernel_offset_s"))
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"checkpoint 'kernel_offset_s' is malformed: {exc}") from exc
+    return ReconcileState(tuple(claims), tuple(rises), sightings=sightings, kernel_offset_s=offset)
 
 
 def _opt_float(value: Any) -> float | None:
@@ -102,7 +114,7 @@ class Checkpointer:
             "checkpoint_resumed",
             cgroups=len(checkpoint.counters),
             owed=len(state.rises),
-            unmatched=len(state.unmatched),
+            claims=len(state.claims),
         )
         return state
 
@@ -119,7 +131,7 @@ class Checkpointer:
         """Save what changed; `levels` are the counters and the batch count they explain,
         which every batch up to it must have gone through the pipeline into `state`."""
         # only what `pending_reconcile` keeps: the rest changes without needing a save
-        state = replace(state, bare=(), signals=(), last_kill=(), counted_at_s=None)
+        state = replace(state, bare=(), signals=(), counted_at_s=None)
         if levels is None and cursor == self._saved_cursor and state == self._saved_state:
             return
         try:

@@ -85,7 +85,7 @@ class Pipeline:
         wall_clock: Callable[[], float] = time.time,
         mono_clock: Callable[[], float] = time.monotonic,
         cgroup_facts: Callable[[], CgroupFacts] = CgroupFacts,
-        kernel_offset_s: Callable[[], float] = lambda: 0.0,
+        kernel_offset_s: Callable[[], float | None] = lambda: 0.0,
     ) -> None:
         self.store = store
         self.sinks = list(sinks)

@@ -10,7 +10,7 @@ import pytest
 
 from oomwatch.daemon.observe import SURVIVAL_RECHECK_S
 from oomwatch.daemon.pipeline import Pipeline, container_cgroup
-from oomwatch.daemon.reconcile import CgroupNews, CounterKills
+from oomwatch.daemon.reconcile import SETTLE_S, CgroupNews, CounterKills
 from oomwatch.incident import (
     Incident,
     MemcgUsage,
@@ -288,8 +288,12 @@ def test_waiting_says_when_deadlines_need_the_loop(tmp_path: Path, clock: Clock)
     pipe.process([memcg_kill(7, 99.9)])  # deferred for the pod, and expecting its counter
     assert pipe.waiting
     clock.advance(0.5)
-    pipe.process([], [CounterKills(CTR, 1, clock.mono)])  # the counter matches the report
-    assert len(sink.got) == 1 and not pipe.waiting
+    # the counter matches the report (in the pass the agent asks for after each kill line)
+    pipe.process([], CgroupNews([CounterKills(CTR, 1, clock.mono)], counted_at_s=clock.mono))
+    assert len(sink.got) == 1 and pipe.waiting  # ... and settles once no later line needs it
+    clock.advance(SETTLE_S)
+    pipe.process()
+    assert not pipe.waiting
     pipe.process([], [CounterKills(CTR, 1, clock.mono)])  # a kill owed a report: grace runs
     assert pipe.waiting
     clock.advance(3.0)

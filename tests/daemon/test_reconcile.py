@@ -10,6 +10,7 @@ from __future__ import annotations
 from oomwatch.cgroups.oom_events import OomSignal, Sighting
 from oomwatch.daemon.reconcile import (
     AMBIGUOUS_WAIT_S,
+    SETTLE_S,
     CgroupFacts,
     CgroupNews,
     CounterKills,
@@ -52,6 +53,14 @@ def news(*kills: CounterKills, at: float | None = None, **more: object) -> Cgrou
     return CgroupNews(kills=kills, counted_at_s=at, **more)  # type: ignore[arg-type]
 
 
+def settles(r: Reconciled) -> bool:
+    """Once no later line can need them, the claims settle on the rises: nothing left over,
+    nothing counter-only."""
+    later_s = max([rise.by_s for rise in r.state.rises], default=0.0) + SETTLE_S
+    later = reconcile(r.state, [], [], now_s=later_s)
+    return later.ready == [] and later.state.quiet
+
+
 def placed(r: Reconciled) -> dict[int, str | None]:
     return {i.victim.pid: i.task_memcg for i in r.ready if i.victim}
 
@@ -61,9 +70,11 @@ def test_full_report_passes_at_once_and_is_matched_by_its_counter() -> None:
     assert [i.victim.pid for i in r.ready if i.victim] == [100]
     attribution = r.ready[0].attribution
     assert attribution is not None and attribution.method == "report"
-    assert attribution.confidence == "certain" and len(r.state.unmatched) == 1
-    r = reconcile(r.state, [], [counted(CTR_A, 1, 10.8, since=9.0)], now_s=10.8)
-    assert r.ready == [] and r.state.quiet
+    assert attribution.confidence == "certain" and len(r.state.claims) == 1
+    r = reconcile(r.state, [], news(counted(CTR_A, 1, 10.8, since=9.0), at=10.8), now_s=10.8)
+    assert r.ready == [] and not r.state.quiet  # settles once no later line can need it
+    r = reconcile(r.state, [], [], now_s=10.8 + SETTLE_S)
+    assert r.ready == [] and settles(r)
     r = reconcile(r.state, [], [], now_s=100.0)  # long after: nothing synthesized
     assert r.ready == [] and r.missing == 0
 
@@ -72,7 +83,9 @@ def test_counter_before_log_record_is_settled_by_the_late_record() -> None:
     r = reconcile(ReconcileState(), [], [counted(CTR_A, 1, 10.0)], now_s=10.0)
     assert r.ready == [] and len(r.state.rises) == 1
     r = reconcile(r.state, [full(CTR_A, 9.99, 100)], [], now_s=10.05)
-    assert len(r.ready) == 1 and r.state.quiet
+    assert len(r.ready) == 1
+    r = reconcile(r.state, [], news(at=10.06), now_s=10.06)  # the pass after the report
+    assert r.ready == [] and settles(r)
     assert reconcile(r.state, [], [], now_s=50.0).missing == 0
 
 
@@ -81,7 +94,7 @@ def test_counted_kill_without_report_becomes_kmsg_missing_after_grace() -> None:
     r = reconcile(r.state, [], [], now_s=11.0)
     assert r.ready == []
     r = reconcile(r.state, [], [], now_s=12.6)
-    assert r.missing == 2 and len(r.ready) == 2 and r.state.quiet
+    assert r.missing == 2 and len(r.ready) == 2 and settles(r)
     assert all(i.kmsg_missing and i.task_memcg == CTR_B for i in r.ready)
 
 
@@ -93,7 +106,7 @@ def test_bare_kill_waits_for_a_pass_after_it_then_takes_the_only_rise() -> None:
     r = reconcile(r.state, [], news(counted(CTR_A, 2, 10.22, since=9.9), at=10.215), 10.22)
     assert r.ready == [second] and second.task_memcg == CTR_A and r.attributed == 1
     assert second.attribution is not None and second.attribution.confidence == "certain"
-    assert second.attribution.method == "counter" and r.state.quiet
+    assert second.attribution.method == "counter" and settles(r)
 
 
 def test_a_pass_from_before_the_kill_line_arrived_decides_nothing() -> None:
@@ -102,7 +115,7 @@ def test_a_pass_from_before_the_kill_line_arrived_decides_nothing() -> None:
     r = reconcile(r.state, [late], [], now_s=10.1)
     assert r.ready == []  # another kill's rise could still be on its way
     r = reconcile(r.state, [], news(at=10.12), now_s=10.13)
-    assert r.ready == [late] and late.task_memcg == CTR_B and r.state.quiet
+    assert r.ready == [late] and late.task_memcg == CTR_B and settles(r)
     assert reconcile(r.state, [], [], now_s=60.0).missing == 0
 
 
@@ -120,7 +133,7 @@ def test_two_rises_that_both_fit_make_the_kill_ambiguous_and_name_both() -> None
     # the ambiguous kill used up one of the two rises; the other, unexplained, is a kill of
     # its own whose report never came: counted once, not twice
     r = reconcile(r.state, [], [], now_s=20.0)
-    assert r.missing == 1 and r.state.quiet
+    assert r.missing == 1 and settles(r)
 
 
 def test_a_report_arriving_meanwhile_takes_its_rise_and_settles_the_bare_kill() -> None:
@@ -131,6 +144,10 @@ def test_a_report_arriving_meanwhile_takes_its_rise_and_settles_the_bare_kill() 
     r = reconcile(r.state, [], both, now_s=10.03)
     assert r.ready == []
     r = reconcile(r.state, [full(CTR_B, 10.02, 600)], [], now_s=10.04)
+    assert r.ready == [r.ready[0]]  # the report passes on; its claim waits for a pass
+    report = r.ready[0]
+    r = reconcile(r.state, [], news(at=10.041), now_s=10.042)
+    r.ready.insert(0, report)
     assert placed(r) == {600: CTR_B, 500: CTR_A}
     assert kill.attribution is not None and kill.attribution.confidence == "certain"
 
@@ -143,44 +160,38 @@ def test_counter_brackets_separate_kills_that_one_slow_read_would_mix() -> None:
     rises = news(counted(CTR_A, 1, 10.05, since=9.9), counted(CTR_B, 1, 10.25, since=10.1),
                  at=10.22)
     r = reconcile(r.state, [], rises, now_s=10.25)
-    assert placed(r) == {1: CTR_A, 2: CTR_B} and r.state.quiet
+    assert placed(r) == {1: CTR_A, 2: CTR_B} and settles(r)
 
 
 def test_matching_decides_a_kill_that_fits_two_rises_when_the_other_kill_fits_one() -> None:
     """Kill 1 fits both rises; kill 2 fits only A's: so kill 1 is B's."""
-    one, two = bare(10.0, 1), bare(10.3, 2)
-    r = reconcile(ReconcileState(), [one, two], [], now_s=10.31)
+    one, two = bare(10.0, 1), bare(10.35, 2)
+    r = reconcile(ReconcileState(), [one, two], [], now_s=10.36)
     rises = news(counted(CTR_A, 1, 10.4, since=9.0), counted(CTR_B, 1, 10.25, since=9.0),
-                 at=10.32)
+                 at=10.37)
     r = reconcile(r.state, [], rises, now_s=10.4)
     assert placed(r) == {1: CTR_B, 2: CTR_A}
 
 
-def test_oom_notifications_separate_kills_the_counters_cannot() -> None:
-    """Both counters were read only after both kills, but A notified its OOM before the
-    first kill and B only after it: the first kill is A's, the second B's."""
-    one, two = bare(10.00, 1), bare(10.10, 2)
-    facts = CgroupFacts(signals_watched_since={CTR_A: 0.0, CTR_B: 0.0})
-    signals = [OomSignal(CTR_A, 9.98, 9.99), OomSignal(CTR_B, 10.05, 10.06)]
-    r = reconcile(ReconcileState(), [one, two], news(signals=signals), now_s=10.11, facts=facts)
-    rises = news(counted(CTR_A, 1, 10.2, since=9.0), counted(CTR_B, 1, 10.2, since=9.0),
-                 at=10.15)
-    r = reconcile(r.state, [], rises, now_s=10.2, facts=facts)
-    assert placed(r) == {1: CTR_A, 2: CTR_B}
-    assert one.attribution is not None and one.attribution.method == "oom_signal"
-
-
-def test_a_cgroup_without_a_notification_since_its_last_kill_cannot_have_a_new_one() -> None:
-    facts = CgroupFacts(signals_watched_since={CTR_A: 0.0, CTR_B: 0.0})
-    earlier = full(CTR_A, 9.0, 90)
-    signals = [OomSignal(CTR_A, 8.9, 8.95), OomSignal(CTR_B, 9.9, 9.95)]
+def test_a_kill_dated_after_an_oom_notification_says_so() -> None:
     kill = bare(10.0, 1)
-    r = reconcile(ReconcileState(), [earlier, kill],
-                  news(counted(CTR_A, 1, 9.05, since=8.0), signals=signals), 10.01, facts=facts)
-    rises = news(counted(CTR_A, 1, 10.1, since=9.5), counted(CTR_B, 1, 10.1, since=9.5),
-                 at=10.05)
-    r = reconcile(r.state, [], rises, now_s=10.1 + AMBIGUOUS_WAIT_S, facts=facts)
-    assert kill.task_memcg == CTR_B  # A's only notification came before its earlier kill
+    signals = [OomSignal(CTR_A, 9.98, 9.99)]
+    r = reconcile(ReconcileState(), [kill], news(signals=signals), now_s=10.004)
+    r = reconcile(r.state, [], news(counted(CTR_A, 1, 10.003, since=9.995), at=10.005), 10.006)
+    assert kill.task_memcg == CTR_A
+    assert kill.attribution is not None and kill.attribution.method == "oom_signal"
+
+
+def test_no_notification_since_a_cgroups_last_kill_rules_nothing_out() -> None:
+    """A task that finds the memcg's OOM lock taken does not notify, yet may kill after the
+    holder's kill: a second kill with no fresh notification is still that cgroup's."""
+    first, second = bare(10.0, 1), bare(10.05, 2)
+    r = reconcile(ReconcileState(), [first], news(signals=[OomSignal(CTR_A, 9.9, 9.95)]), 10.001)
+    r = reconcile(r.state, [], news(counted(CTR_A, 1, 10.002, since=9.99), at=10.001), 10.003)
+    assert first.task_memcg == CTR_A
+    r = reconcile(r.state, [second], [], now_s=10.051)
+    r = reconcile(r.state, [], news(counted(CTR_A, 1, 10.052, since=10.04), at=10.052), 10.053)
+    assert second.task_memcg == CTR_A and settles(r)
 
 
 def test_the_victims_pid_seen_in_a_cgroup_decides() -> None:
@@ -219,7 +230,7 @@ def test_task_tables_of_earlier_reports_are_sightings() -> None:
     r = reconcile(ReconcileState(), [a_report, b_report, bare_b, bare_a], [], now_s=10.4)
     rises = news(counted(CTR_A, 2, 11.0, since=9.0), counted(CTR_B, 2, 11.0, since=9.0), at=10.5)
     r = reconcile(r.state, [], rises, now_s=11.0)
-    assert placed(r) == {200: CTR_A, 400: CTR_B} and r.state.quiet
+    assert placed(r) == {200: CTR_A, 400: CTR_B} and settles(r)
 
 
 def test_unplaced_bare_kill_is_passed_on_after_grace_with_its_cgroup_unknown() -> None:
@@ -233,12 +244,15 @@ def test_unplaced_bare_kill_is_passed_on_after_grace_with_its_cgroup_unknown() -
 
 def test_pod_level_counter_explains_a_kill_below_it() -> None:
     """v2: a container that vanished before being read shows up at the pod's counter."""
-    r = reconcile(ReconcileState(), [full(CTR_A, 10.0, 100)], [counted(POD, 1, 10.5)], 10.5)
-    assert len(r.ready) == 1 and r.state.quiet
+    r = reconcile(ReconcileState(), [full(CTR_A, 10.0, 100)], [], 10.4)
+    assert len(r.ready) == 1
+    r = reconcile(r.state, [], news(counted(POD, 1, 10.5), at=10.45), 10.5)
+    assert r.ready == [] and settles(r)
 
 
 def test_counter_does_not_match_a_log_kill_of_another_cgroup() -> None:
-    r = reconcile(ReconcileState(), [full(CTR_A, 10.0, 100)], [counted(CTR_B, 1, 10.5)], 10.5)
+    r = reconcile(ReconcileState(), [full(CTR_A, 10.0, 100)], [], 10.4)
+    r = reconcile(r.state, [], news(counted(CTR_B, 1, 10.5), at=10.45), 10.5)
     r = reconcile(r.state, [], [], now_s=13.5)
     assert r.missing == 1 and r.ready[0].task_memcg == CTR_B
 
@@ -247,8 +261,10 @@ def test_group_kill_counts_each_victim() -> None:
     group = full(CTR_A, 10.0, 100)
     group.victims.append(Victim(pid=101, comm="w"))
     group.group_kill = True
-    r = reconcile(ReconcileState(), [group], [counted(CTR_A, 2, 10.5, group=1)], 10.5)
-    assert r.ready == [group] and r.state.quiet
+    r = reconcile(ReconcileState(), [group], [], 10.4)
+    assert r.ready == [group]
+    r = reconcile(r.state, [], news(counted(CTR_A, 2, 10.5, group=1), at=10.45), 10.5)
+    assert r.ready == [] and settles(r)
 
 
 def test_storm_read_promptly_places_every_bare_kill() -> None:
@@ -269,7 +285,7 @@ def test_storm_read_promptly_places_every_bare_kill() -> None:
         state, last_read = r.state, t + 0.005
     r = reconcile(state, [], [], now_s=40.0)
     ready += r.ready
-    assert r.missing == 0 and r.state.quiet
+    assert r.missing == 0 and settles(r)
     assert {i.victim.pid: i.task_memcg for i in ready if i.victim} == truth
 
 
@@ -294,19 +310,19 @@ def test_after_a_restart_one_moved_counter_places_every_kill() -> None:
     bares = [bare(4.0 + i, 100 + i) for i in range(3)]
     r = reconcile(ReconcileState(), bares, [], now_s=9.0)
     r = reconcile(r.state, [], news(counted(CTR_A, 3, 9.1), at=9.05), 9.1)
-    assert all(b.task_memcg == CTR_A for b in bares) and r.state.quiet
+    assert all(b.task_memcg == CTR_A for b in bares) and settles(r)
 
 
 def test_non_kernel_incidents_pass_through_untouched() -> None:
     framework = Incident(kind="framework")
     r = reconcile(ReconcileState(), [framework], [], now_s=1.0)
-    assert r.ready == [framework] and r.state.quiet and framework.attribution is None
+    assert r.ready == [framework] and settles(r) and framework.attribution is None
 
 
 def test_old_backlog_kills_without_counters_expire_quietly() -> None:
     r = reconcile(ReconcileState(), [full(CTR_A, 1.0, 5)], [], now_s=5000.0)
     r = reconcile(r.state, [], [], now_s=5031.0)
-    assert r.ready == [] and r.state.quiet
+    assert r.ready == [] and settles(r)
 
 
 def test_counter_only_kill_is_dated_when_its_counter_showed_it() -> None:
@@ -318,10 +334,10 @@ def test_counter_only_kill_is_dated_when_its_counter_showed_it() -> None:
 
 def test_the_kernel_clock_offset_maps_kill_times_onto_the_counters_clock() -> None:
     """The kernel log runs 100 s ahead of CLOCK_MONOTONIC here: a kill stamped 110.0 is
-    the rise seen at 10.05, not the one seen at 9.95."""
+    the rise seen at 10.05, not the one seen at 9.90."""
     kill = bare(110.0, 1)
     r = reconcile(ReconcileState(), [kill], [], now_s=10.01, kernel_offset_s=100.0)
-    rises = news(counted(CTR_A, 1, 9.95, since=9.8), counted(CTR_B, 1, 10.05, since=9.98),
+    rises = news(counted(CTR_A, 1, 9.90, since=9.8), counted(CTR_B, 1, 10.05, since=9.98),
                  at=10.02)
     r = reconcile(r.state, [], rises, now_s=10.05, kernel_offset_s=100.0)
     assert kill.task_memcg == CTR_B
