@@ -96,6 +96,18 @@ def judge(incidents: list[Incident], truth: dict[int, Container]) -> Outcome:
     return outcome
 
 
+def timeline(incidents: list[Incident], truth: dict[int, Container]) -> str:
+    """Each kill in kernel order: its time, victim, true cgroup and what the agent said."""
+    rows = []
+    for i in sorted(incidents, key=lambda i: i.kernel_time_s or 0.0):
+        assert i.victim is not None and i.attribution is not None
+        said = [c.cgroup[-8:] for c in i.attribution.candidates]
+        home = truth[i.victim.pid].memcg.relpath[-8:]
+        rows.append(f"{i.kernel_time_s} pid {i.victim.pid} in {home}: "
+                    f"{i.attribution.method} {i.attribution.confidence} {said}")
+    return "\n".join(rows)
+
+
 def mine(state_dir: Path, truth: dict[int, Container]) -> list[Incident]:
     return [i for i in stored(state_dir) if i.victim and i.victim.pid in truth]
 
@@ -128,7 +140,10 @@ def test_storm_of_sixty_kills_with_a_restart_charges_no_pod_wrongly(
             daemon.wait_line(lambda e, pid=hog.pid: e.get("victim_pid") == pid, timeout_s=5.0)
             daemon.signal(signal.SIGKILL)
             daemon.proc.wait(10)
-            restart = threading.Thread(target=lambda: restarted.append(start_daemon()))
+            def again() -> None:
+                restarted.append(start_daemon())
+
+            restart = threading.Thread(target=again)
             restart.start()
         time.sleep(max(0.0, started + 0.2 * (k + 1) - time.monotonic()))
     storm_s = time.monotonic() - started
@@ -144,7 +159,7 @@ def test_storm_of_sixty_kills_with_a_restart_charges_no_pod_wrongly(
     outcome = judge(incidents, truth)
     print(f"storm: 60 kills in {storm_s:.1f} s, {bare} header-less; right {outcome.right}, "
           f"ambiguous {outcome.ambiguous}, wrong {len(outcome.wrong or [])}")
-    assert outcome.wrong == []
+    assert outcome.wrong == [], timeline(incidents, truth)
     assert bare >= 10, "too few header-less kills: the storm did not reach the rate limit"
     counters_only = [i for i in stored(agent.state_dir)
                      if i.kmsg_missing and (i.task_memcg or "").startswith(scratch.relpath)]
@@ -165,15 +180,28 @@ def test_simultaneous_burst_of_eight_puts_no_kill_in_the_wrong_pod(
     scratch: ScratchMemcg, start_daemon: Callable[..., DaemonProcess], tmp_path: Path
 ) -> None:
     """8 containers whose hogs prefill to just under their limit, then are released by one
-    barrier: their OOMs fall within the same few milliseconds, after the rate limit is
-    spent, so most kills are header-less.  The OOM notifications, counters read every 2 ms
-    while an OOM is on, and the pids seen at the notification separate them; where they
-    cannot, the kill is ambiguous."""
+    barrier: their OOMs fall within the same 100 ms, after the rate limit is spent, so the
+    kills are header-less.  The counters read every 2 ms while an OOM is on and the pids
+    seen at the notification separate them; where they cannot (kills a few milliseconds
+    apart while the agent is starved of CPU), the kill is ambiguous.  On a loaded machine
+    the hogs may not all be released together: such a round still must not be wrong, and
+    is repeated (at most three times) until the kills fall within 100 ms."""
     seed_cursor_at_log_end(tmp_path / "state")
     daemon = start_daemon()
-    pods = containers(scratch, 8, 28)
     spender = scratch.create_child("spender", 16 * MIB)
-    gate = tmp_path / "gate"
+    for attempt in range(3):
+        spread_ms, bare = burst_round(scratch, spender, daemon, tmp_path / f"gate{attempt}")
+        if spread_ms < 100:
+            break
+    assert spread_ms < 100, "three rounds, the kills never fell within 100 ms"
+    assert bare >= 4, "the kernel printed most reports: the rate limit was not spent"
+
+
+def burst_round(
+    scratch: ScratchMemcg, spender: Memcg, daemon: DaemonProcess, gate: Path
+) -> tuple[float, int]:
+    """One barrier-released burst of 8; asserts no kill went to a wrong pod."""
+    pods = containers(scratch, 8, 28)
     truth: dict[int, Container] = {}
     hogs = []
     for pod in pods:
@@ -195,13 +223,8 @@ def test_simultaneous_burst_of_eight_puts_no_kill_in_the_wrong_pod(
     bare = sum(1 for i in incidents if i.header_suppressed)
     print(f"burst: 8 kills within {spread_ms:.1f} ms, {bare} header-less; right "
           f"{outcome.right}, ambiguous {outcome.ambiguous}, wrong {len(outcome.wrong or [])}")
-    for i in sorted(incidents, key=lambda i: i.kernel_time_s or 0):
-        print(i.kernel_time_s, i.victim and i.victim.pid, truth[i.victim.pid].memcg.relpath[-6:] if i.victim else None,
-              i.attribution and (i.attribution.method, i.attribution.confidence, [c.cgroup[-6:] for c in i.attribution.candidates]))
-    print(daemon.stderr_path.read_text()[-3000:])
-    assert outcome.wrong == []
-    assert spread_ms < 100
-    assert bare >= 4, "the kernel printed most reports: the rate limit was not spent"
+    assert outcome.wrong == [], timeline(incidents, truth)
+    return spread_ms, bare
 
 
 def spend_the_rate_limit(memcg: Memcg) -> None:
