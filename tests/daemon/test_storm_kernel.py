@@ -137,9 +137,11 @@ def test_storm_of_sixty_kills_with_a_restart_charges_no_pod_wrongly(
         hogs.append(hog)
         if k == 29:
             assert hog.wait(20) == -signal.SIGKILL
-            daemon.wait_line(lambda e, pid=hog.pid: e.get("victim_pid") == pid, timeout_s=5.0)
+            last = hog.pid
+            daemon.wait_line(lambda e: e.get("victim_pid") == last, timeout_s=5.0)
             daemon.signal(signal.SIGKILL)
             daemon.proc.wait(10)
+
             def again() -> None:
                 restarted.append(start_daemon())
 
