@@ -1,4 +1,5 @@
-"""`oomwatch report [FILE|-] [--store DIR] [--json] [--html FILE] [--since] [--pod] [--last]`.
+"""`oomwatch report [FILE|-] [--store DIR] [--json] [--html FILE] [--details] [--since]
+[--pod] [--last]`.
 
 Without FILE or --store it reads the live kernel ring (/dev/kmsg backlog).  Exit 0 whether
 or not kills were found; exit 2 with a message naming the input when it cannot be read.
@@ -31,6 +32,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the JSON contract instead")
     parser.add_argument("--html", metavar="FILE", help="also write a self-contained HTML page")
     parser.add_argument("--since", metavar="WHEN", help="only kills after WHEN: 2h, 30m, 1d or ISO")
+    parser.add_argument(
+        "--details", action="store_true", help="every incident in full, however many there are"
+    )
     parser.add_argument("--pod", metavar="POD", help="only this pod: name, namespace/name or UID")
     parser.add_argument("--last", metavar="N", type=int, help="only the newest N kills")
     parser.add_argument("--kmsg", default=KMSG_PATH, help=argparse.SUPPRESS)
@@ -59,13 +63,13 @@ def main(args: argparse.Namespace) -> int:
 
         try:
             with open(args.html, "w", encoding="utf-8") as fh:
-                fh.write(page.render(incidents, warnings, source))
+                fh.write(page.render(incidents, warnings, source, details=args.details))
         except OSError as exc:
             return _fail(f"cannot write {args.html}: {exc.strerror or exc}")
     out = (
         jsonout.render(incidents, warnings)
         if args.json
-        else text.render(incidents, warnings, source)
+        else text.render(incidents, warnings, source, details=args.details)
     )
     try:
         sys.stdout.write(out)
