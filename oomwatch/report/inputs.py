@@ -45,6 +45,7 @@ class Loaded:
 class _ReadStats:
     cut: int = 0  # lines cut at MAX_LINE_BYTES
     not_utf8: str | None = None  # the warning for the first byte that is not UTF-8, if any
+    clean: bool = False  # remove colour escapes and odd spaces from each piece
 
 
 def _cut_line(line: bytes) -> bytes:
@@ -56,17 +57,20 @@ def _cut_line(line: bytes) -> bytes:
 
 
 def _text(blocks: list[bytes], offset: int, stats: _ReadStats) -> str:
-    """The blocks as one text (emptying the list first, so at most two copies coexist)."""
+    """The blocks as one text (emptying the list first, so at most two copies coexist),
+    cleaned (`sniff.clean`) when `stats.clean`."""
     data = b"".join(blocks)
     blocks.clear()
     try:
-        return data.decode()
+        text = data.decode()
     except UnicodeDecodeError as error:
         stats.not_utf8 = stats.not_utf8 or (
             f"input is not all UTF-8 (first at byte {offset + error.start}): single stray bytes"
             " were read as Windows-1252, cut characters replaced"
         )
-    return decode_bytes(data)
+        text = decode_bytes(data)
+        return sniff.clean(text) if stats.clean else text
+    return sniff.clean(text, data) if stats.clean else text
 
 
 def _blocks(stream: BinaryIO, name: str) -> Iterator[bytes]:
@@ -142,13 +146,12 @@ def _decode_stream(stream: BinaryIO, name: str) -> Loaded:
     loaded = Loaded([])
     blocks, form = _unwrap(_blocks(stream, name), name, loaded)
     json_lines = journal.JsonLines(name) if form == "json" else None
-    stats = _ReadStats()
+    stats = _ReadStats(clean=json_lines is None)  # a journal's text is cleaned once decoded
     scanner = TextScanner()
     signs = Signs()
     for piece in _pieces(blocks, stats):
         if json_lines is not None:
-            piece = json_lines.feed(piece)
-        piece = sniff.clean(piece)
+            piece = sniff.clean(json_lines.feed(piece))
         signs.feed(piece)
         scanner.feed(piece)
     result = scanner.close()

@@ -10,6 +10,7 @@ dump and warnings keep pointing at the right line.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -49,6 +50,18 @@ def _micros(raw: str | None) -> int | None:
     return int(raw)
 
 
+@functools.lru_cache(maxsize=256)
+def _head(seconds: int, host: str | None) -> str | None:
+    """`<UTC time to the second>` and ` <host> kernel: ` around the microseconds, cached:
+    consecutive entries share both."""
+    try:
+        stamp = datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+    except (OverflowError, OSError, ValueError):
+        return None
+    host = "".join((host or "").split())[:255]
+    return stamp + "\0+0000 " + (f"{host} " if host else "") + "kernel: "
+
+
 def entry_lines(entry: dict[str, Any]) -> list[str] | None:
     """The log lines of one journal entry; None when it is no kernel message."""
     message = _value(entry.get("MESSAGE"))
@@ -61,16 +74,13 @@ def entry_lines(entry: dict[str, Any]) -> list[str] | None:
     prefix = ""
     if (wall := _micros(_value(entry.get("__REALTIME_TIMESTAMP")))) is not None:
         seconds, micro = divmod(wall, 1_000_000)
-        try:
-            stamp = datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S")
-        except (OverflowError, OSError, ValueError):
-            stamp = None
-        if stamp is not None:
-            host = "".join((_value(entry.get("_HOSTNAME")) or "").split())[:255]
-            prefix = f"{stamp}.{micro:06d}+0000 {host + ' ' if host else ''}kernel: "
+        head = _head(seconds, _value(entry.get("_HOSTNAME")))
+        prefix = head.replace("\0", f".{micro:06d}") if head else ""
     if (mono := _micros(_value(entry.get("_SOURCE_MONOTONIC_TIMESTAMP")))) is not None:
         seconds, micro = divmod(mono, 1_000_000)
         prefix += f"[{seconds:5d}.{micro:06d}] "
+    if "\n" not in message:
+        return [prefix + message] if message.strip() else None
     return [prefix + line for line in message.split("\n") if line.strip()] or None
 
 

@@ -35,6 +35,7 @@ _EXPORT_FIELD = re.compile(rb"[A-Z_][A-Z0-9_]{0,63}=")
 _SGR = re.compile(r"\x1b\[[0-9;:]{0,32}[mK]")
 # Spaces a paste from a web page, chat or mail client puts where the kernel wrote ' '.
 _ODD_SPACES = ("\u00a0", "\u2007", "\u202f")
+_ODD_SPACES_UTF8 = tuple(space.encode() for space in _ODD_SPACES)
 _SPACES = str.maketrans(dict.fromkeys(_ODD_SPACES, " "))
 
 
@@ -59,13 +60,21 @@ def decode_bytes(data: bytes) -> str:
     return data.decode("utf-8", "oomwatch-cp1252")
 
 
-def clean(text: str) -> str:
-    """Text with colour escapes removed and pasted no-break spaces made plain spaces."""
-    if "\x1b" in text:
+def clean(text: str, utf8: bytes | None = None) -> str:
+    """Text with colour escapes removed and pasted no-break spaces made plain spaces.
+
+    `utf8`, the bytes `text` was decoded from, makes the checks byte searches (memchr fast;
+    a str search of text with CJK in it is not).
+    """
+    if (b"\x1b" in utf8) if utf8 is not None else ("\x1b" in text):
         text = _SGR.sub("", text)
-    if not text.isascii() and any(space in text for space in _ODD_SPACES):
-        text = text.translate(_SPACES)
-    return text
+    if text.isascii():
+        return text
+    if utf8 is not None:
+        odd = any(space in utf8 for space in _ODD_SPACES_UTF8)
+    else:
+        odd = any(space in text for space in _ODD_SPACES)
+    return text.translate(_SPACES) if odd else text
 
 
 def peek(blocks: Iterator[bytes], size: int = HEAD_BYTES) -> tuple[bytes, Iterator[bytes]]:
