@@ -158,7 +158,7 @@ def _top(incidents: Sequence[Incident]) -> str:
     items = []
     for row in summary.largest(table, TOP_ROWS):
         first = incidents[row.numbers[0] - 1]
-        count = f"×{len(row.numbers)}" if len(row.numbers) > 1 else "1 kill"
+        count = row.count
         items.append(
             f'<h3>#{row.numbers[0]} ({count})</h3><p class="verdict">{_e(verdict(first))}</p>'
             f"{_findings(first)}"
@@ -178,7 +178,7 @@ def _grouped(incidents: Sequence[Incident]) -> str:
             f'<section class="incident">{_body(incidents[n - 1], n)}</section></details>'
             for n in row.numbers
         )
-        count = f"×{len(row.numbers)}" if len(row.numbers) > 1 else "1 kill"
+        count = row.count
         out.append(
             f'<details class="group"><summary>#{row.numbers[0]} ({count}):'
             f" {_e(verdict(first))}</summary>{inner}</details>"

@@ -30,6 +30,11 @@ class Row:
     cells: tuple[str, ...]  # one per COLUMNS entry, raw text
     last_time: str  # time of the last incident of the row ("" when one)
 
+    @property
+    def count(self) -> str:
+        """`×N`, or `1 kill`."""
+        return f"×{len(self.numbers)}" if len(self.numbers) > 1 else "1 kill"
+
 
 def owner(incident: Incident) -> str:
     """The pod/cgroup cell (`short_where`, where an ambiguous kill will name its candidates)."""

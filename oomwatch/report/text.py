@@ -122,7 +122,7 @@ def _top(incidents: Sequence[Incident]) -> list[str]:
     out = [f"Findings of {which} (of {len(table)}):"]
     for row in top:
         incident = incidents[row.numbers[0] - 1]
-        count = f"×{len(row.numbers)}" if len(row.numbers) > 1 else "1 kill"
+        count = row.count
         since = f", {row.cells[1]} to {row.last_time}" if row.last_time else ""
         out.append(f"  #{row.numbers[0]} ({count}{since}): {esc(verdict(incident))}")
         out.extend(_findings(incident, "      "))
