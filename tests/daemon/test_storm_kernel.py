@@ -108,6 +108,10 @@ def timeline(incidents: list[Incident], truth: dict[int, Container]) -> str:
     return "\n".join(rows)
 
 
+def victim_is(pid: int) -> Callable[[dict[str, object]], bool]:
+    return lambda line: line.get("victim_pid") == pid
+
+
 def mine(state_dir: Path, truth: dict[int, Container]) -> list[Incident]:
     return [i for i in stored(state_dir) if i.victim and i.victim.pid in truth]
 
@@ -137,8 +141,7 @@ def test_storm_of_sixty_kills_with_a_restart_charges_no_pod_wrongly(
         hogs.append(hog)
         if k == 29:
             assert hog.wait(20) == -signal.SIGKILL
-            last = hog.pid
-            daemon.wait_line(lambda e: e.get("victim_pid") == last, timeout_s=5.0)
+            daemon.wait_line(victim_is(hog.pid), timeout_s=5.0)
             daemon.signal(signal.SIGKILL)
             daemon.proc.wait(10)
 

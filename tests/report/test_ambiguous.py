@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from oomwatch.cgroup_identity import annotate
+from oomwatch.diagnosis.verdict import short_where
 from oomwatch.incident import Attribution, AttributionCandidate, Incident, Victim
 from oomwatch.report import page, text
 from oomwatch.report.filters import pod_matches
@@ -57,3 +58,8 @@ def test_log_line_names_the_candidates_and_why() -> None:
     assert fields["pod_uid"] is None and fields["attribution"] == "ambiguous"
     assert fields["attribution_reason"] == REASON
     assert [c["cgroup"] for c in fields["candidates"]] == [A, B]
+
+
+def test_the_verdict_and_summary_cell_say_one_of_pods() -> None:
+    assert short_where(ambiguous()) == (
+        "one of pods ml/worker-0, 22222222")
