@@ -68,13 +68,19 @@ def short_cgroup(path: str) -> str:
 
 
 def short_where(incident: Incident) -> str:
-    """`where` in few characters: `pod ns/name`, `pod 5931aa75` (the UID's first 8), or
-    `cgroup …/x.scope`.
-
-    This is where an ambiguous kill will read "one of pods A, B" (incident attribution).
-    """
+    """`where` in few characters: `pod ns/name`, `pod 5931aa75` (the UID's first 8),
+    `cgroup …/x.scope`, or for a kill the evidence cannot place `one of pods A, B`."""
     ctx = incident.k8s
-    if ctx is not None and ctx.pod:
+    attribution = incident.attribution
+    if attribution is not None and attribution.ambiguous and not incident.pod_uid:
+        names = [
+            f"{c.namespace}/{c.pod}" if c.pod and c.namespace else c.pod or (c.pod_uid or "")[:8]
+            or short_cgroup(c.cgroup)
+            for c in attribution.candidates
+        ]
+        text = "one of pods " if all(c.pod_uid for c in attribution.candidates) else "one of "
+        text += ", ".join(names[:3]) + (f" (+{len(names) - 3})" if len(names) > 3 else "")
+    elif ctx is not None and ctx.pod:
         text = f"pod {ctx.namespace}/{ctx.pod}" if ctx.namespace else f"pod {ctx.pod}"
     elif incident.pod_uid:
         text = f"pod {incident.pod_uid[:8]}"

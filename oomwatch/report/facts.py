@@ -69,6 +69,10 @@ def _where(incident: Incident) -> list[tuple[str, str]]:
     if ctx is not None and ctx.pod:
         name = f"{ctx.namespace}/{ctx.pod}" if ctx.namespace else ctx.pod
         rows.append(("pod", name + (f" container {ctx.container}" if ctx.container else "")))
+    attribution = incident.attribution
+    if attribution is not None and attribution.confidence != "certain":
+        what = attribution.describe() if attribution.candidates else "unknown"
+        rows.append(("pod", f"{what} ({attribution.confidence}: {attribution.reason})"))
     if incident.pod_uid or incident.container_id:
         facts = [
             f"pod uid {incident.pod_uid}" if incident.pod_uid else None,

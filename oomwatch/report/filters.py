@@ -33,15 +33,20 @@ def parse_since(text: str, now: datetime | None = None) -> datetime:
 
 def pod_matches(incident: Incident, pod: str) -> bool:
     """A pod name, `namespace/name`, or the pod UID (the only one a bare kernel log carries):
-    whole, with `_` for `-` as systemd cgroup names write it, or its first 8+ characters."""
-    uid, wanted = incident.pod_uid, pod.strip().lower().replace("_", "-")
-    if uid and (uid == wanted or (len(wanted) >= UID_PREFIX_CHARS and uid.startswith(wanted))):
-        return True
-    ctx = incident.k8s
-    if ctx is None or not ctx.pod:
-        return False
+    whole, with `_` for `-` as systemd cgroup names write it, or its first 8+ characters.
+    An ambiguous kill matches each pod it may have been in (it says it is ambiguous)."""
+    wanted = pod.strip().lower().replace("_", "-")
     namespace, _, name = pod.rpartition("/")
-    return ctx.pod == name and (not namespace or ctx.namespace == namespace)
+    ctx = incident.k8s
+    known = [(incident.pod_uid, ctx.namespace if ctx else None, ctx.pod if ctx else None)]
+    if incident.attribution is not None and incident.attribution.ambiguous:
+        known += [(c.pod_uid, c.namespace, c.pod) for c in incident.attribution.candidates]
+    for uid, ns, pod_name in known:
+        if uid and (uid == wanted or (len(wanted) >= UID_PREFIX_CHARS and uid.startswith(wanted))):
+            return True
+        if pod_name and pod_name == name and (not namespace or ns == namespace):
+            return True
+    return False
 
 
 def apply(
