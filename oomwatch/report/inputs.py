@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from oomwatch.decode.scan import utf8_text
+from oomwatch.decode.stamps import Reference
 from oomwatch.incident import Incident
 
 MAX_LINE_BYTES = 64 * 1024  # far above any kernel record (8 KiB); longer lines are cut
@@ -102,11 +103,11 @@ def _pieces(stream: BinaryIO, name: str, stats: _ReadStats) -> Iterator[str]:
     yield _text(blocks, start, stats)
 
 
-def _decode_stream(stream: BinaryIO, name: str) -> Loaded:
+def _decode_stream(stream: BinaryIO, name: str, reference: Reference | None) -> Loaded:
     from oomwatch.decode import TextScanner
 
     stats = _ReadStats()
-    scanner = TextScanner()
+    scanner = TextScanner(reference)
     for piece in _pieces(stream, name, stats):
         scanner.feed(piece)
     result = scanner.close()
@@ -122,7 +123,9 @@ def load_file(path: str) -> Loaded:
     if path == "-":
         import sys
 
-        return _decode_stream(sys.stdin.buffer, "stdin")
+        # A log piped in now was written before now: dates stamps that print no year.
+        now = Reference(time.time(), "the time of reading")
+        return _decode_stream(sys.stdin.buffer, "stdin", now)
     if os.path.isdir(path):
         raise InputError(f"cannot read {path}: is a directory (give a log file)")
     with contextlib.suppress(OSError):
@@ -133,7 +136,8 @@ def load_file(path: str) -> Loaded:
     except OSError as exc:
         raise InputError(f"cannot read {path}: {exc.strerror or exc}") from exc
     with stream:
-        return _decode_stream(stream, path)
+        reference = Reference(os.fstat(stream.fileno()).st_mtime, "the file's modification time")
+        return _decode_stream(stream, path, reference)
 
 
 def load_store(state_dir: str, since: datetime | None, pod: str | None, last: int | None) -> Loaded:

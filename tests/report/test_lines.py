@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from oomwatch.decode import decode_lines, decode_text
+from oomwatch.decode import Reference, decode_lines, decode_text
 from oomwatch.report import inputs
 
 from .conftest import corpus_files
@@ -77,8 +77,9 @@ def test_load_file_in_tiny_pieces_equals_whole_text(
     monkeypatch.setattr(inputs, "READ_BLOCK_BYTES", 97)
     monkeypatch.setattr(inputs, "CHUNK_BYTES", chunk)
     streamed = _load(log)
-    whole = decode_text(data)
-    lines = decode_lines(data.decode("utf-8", "replace").split("\n"))
+    mtime = Reference(log.stat().st_mtime, "the file's modification time")  # as load_file
+    whole = decode_text(data, mtime)
+    lines = decode_lines(data.decode("utf-8", "replace").split("\n"), mtime)
     assert [i.to_dict() for i in streamed.incidents] == [i.to_dict() for i in whole.incidents]
     assert [i.to_dict() for i in whole.incidents] == [i.to_dict() for i in lines.incidents]
     assert streamed.warnings == whole.warnings
