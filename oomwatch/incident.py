@@ -224,6 +224,15 @@ class Incident:
     # How `task_memcg` was established; None for incidents that did not need attributing
     # (framework OOMs, evictions) and for records from before attribution existed.
     attribution: Attribution | None = None
+    # The size of the task table's pages as the report shows it (4096 on x86, 8192 on
+    # sparc64, often 65536 on arm64/ppc64); None: the report does not say.
+    page_size_bytes: int | None = None
+    # `wall_time`'s year was not printed: "journal banner", "earlier log stamp" or
+    # "reference time" (e.g. the file's mtime) gave it; None when the stamp had its year.
+    year_inferred_from: str | None = None
+    # Pre-5.1 `Kill process N (comm) score S or sacrifice child`: the process the kernel
+    # selected; the victim may be a child of it.
+    selected_pid: int | None = None
     # --- from the cgroup path (pure identity mapping) ---
     pod_uid: str | None = None
     container_id: str | None = None

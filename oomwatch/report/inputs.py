@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import BinaryIO
 
+from oomwatch.decode.stamps import Reference
 from oomwatch.incident import Incident
 from oomwatch.report import journal, sniff
 from oomwatch.report.sniff import InputError, decode_bytes
@@ -140,14 +141,14 @@ def _unwrap(blocks: Iterator[bytes], name: str, loaded: Loaded) -> tuple[Iterato
     return blocks, form or "text"
 
 
-def _decode_stream(stream: BinaryIO, name: str) -> Loaded:
+def _decode_stream(stream: BinaryIO, name: str, reference: Reference | None) -> Loaded:
     from oomwatch.decode import TextScanner
 
     loaded = Loaded([])
     blocks, form = _unwrap(_blocks(stream, name), name, loaded)
     json_lines = journal.JsonLines(name) if form == "json" else None
     stats = _ReadStats(clean=json_lines is None)  # a journal's text is cleaned once decoded
-    scanner = TextScanner()
+    scanner = TextScanner(reference)
     signs = Signs()
     for piece in _pieces(blocks, stats):
         if json_lines is not None:
@@ -173,7 +174,9 @@ def load_file(path: str) -> Loaded:
     if path == "-":
         import sys
 
-        return _decode_stream(sys.stdin.buffer, "stdin")
+        # A log piped in now was written before now: dates stamps that print no year.
+        now = Reference(time.time(), "the time of reading")
+        return _decode_stream(sys.stdin.buffer, "stdin", now)
     if os.path.isdir(path):
         raise InputError(f"cannot read {path}: is a directory (give a log file)")
     with contextlib.suppress(OSError):
@@ -184,7 +187,8 @@ def load_file(path: str) -> Loaded:
     except OSError as exc:
         raise InputError(f"cannot read {path}: {exc.strerror or exc}") from exc
     with stream:
-        return _decode_stream(stream, path)
+        reference = Reference(os.fstat(stream.fileno()).st_mtime, "the file's modification time")
+        return _decode_stream(stream, path, reference)
 
 
 def load_store(state_dir: str, since: datetime | None, pod: str | None, last: int | None) -> Loaded:

@@ -52,10 +52,11 @@ class Signs:
 
     def unread(self, incidents: Sequence[Incident]) -> list[tuple[int, str]]:
         """The kept lines no incident accounts for: every one when nothing was decoded, the
-        kill lines when no decoded incident has a victim; sorted by line."""
+        kill lines when no decoded incident has a victim (or, for a pre-5.1 report cut after
+        its `Kill process ... sacrifice child` line, the process it selected); sorted."""
         if not incidents:
             return sorted(self.invoked + self.killed)
-        if not any(i.victims for i in incidents):
+        if not any(i.victims or i.selected_pid is not None for i in incidents):
             return sorted(self.killed)
         return []
 

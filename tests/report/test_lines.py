@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from oomwatch.decode import decode_lines, decode_text
+from oomwatch.decode import Reference, decode_lines, decode_text
 from oomwatch.report import inputs
 from oomwatch.report.sniff import decode_bytes
 
@@ -74,13 +74,15 @@ def test_load_file_in_tiny_pieces_equals_whole_text(
 ) -> None:
     """Every corpus report, one after the other, read in pieces that cut through them."""
     log = tmp_path / "all.log"
-    log.write_bytes(b"".join(p.read_bytes() for p in corpus_files()) + b"\xff\n")
+    # a stray byte on a line of its own first (at the end it could pass for a wrapped tail)
+    log.write_bytes(b"\xff\n" + b"".join(p.read_bytes() for p in corpus_files()))
     data = log.read_bytes()
     monkeypatch.setattr(inputs, "READ_BLOCK_BYTES", 97)
     monkeypatch.setattr(inputs, "CHUNK_BYTES", chunk)
     streamed = _load(log)
-    whole = decode_text(data)
-    lines = decode_lines(data.decode("utf-8", "replace").split("\n"))
+    mtime = Reference(log.stat().st_mtime, "the file's modification time")  # as load_file
+    whole = decode_text(data, mtime)
+    lines = decode_lines(data.decode("utf-8", "replace").split("\n"), mtime)
     assert [i.to_dict() for i in streamed.incidents] == [i.to_dict() for i in whole.incidents]
     assert [i.to_dict() for i in whole.incidents] == [i.to_dict() for i in lines.incidents]
     # the same warnings, but the first: a stray byte is read as Windows-1252 when streamed
