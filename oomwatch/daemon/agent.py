@@ -23,13 +23,14 @@ from collections import OrderedDict
 from typing import Any
 
 from oomwatch.cgroups import CgroupWatcher, TimelineSampler, WatchedCgroup
+from oomwatch.cgroups.oom_events import OomSignal, Sighting
 from oomwatch.daemon.cgroup_worker import CgroupWorker
 from oomwatch.daemon.checkpoint import Checkpointer
 from oomwatch.daemon.config import DaemonConfig
 from oomwatch.daemon.host import dying, live_pids
 from oomwatch.daemon.kernel_log import KernelLog
 from oomwatch.daemon.pipeline import Pipeline
-from oomwatch.daemon.reconcile import CounterKills, is_kernel_kill
+from oomwatch.daemon.reconcile import CgroupFacts, CgroupNews, CounterKills, is_kernel_kill
 from oomwatch.incident import Incident, TimelineSample
 from oomwatch.sinks import http
 from oomwatch.sinks.log import LogSink, get_logger
@@ -105,9 +106,13 @@ class Agent:
             survived=self._survived,
             oom_group=self._oom_group,
             enrich_wait_s=config.enrich_wait_s,
+            cgroup_facts=self._cgroup_facts,
+            kernel_offset_s=self.kmsg.clock.offset_s,
         )
         if checkpoint is not None:
             self.pipeline.state = self.checkpoints.restored_state(checkpoint, time.monotonic())
+            if self.pipeline.state.kernel_offset_s is not None:
+                self.kmsg.clock.seed(self.pipeline.state.kernel_offset_s)
         self.metrics_address: tuple[str, int] | None = None
         self._health_server: http.LoopServer | None = None
         self._batches_taken = 0
@@ -178,6 +183,9 @@ class Agent:
                 return None if pids is None else any(not dying(p) for p in pids - victims)
         return None
 
+    def _cgroup_facts(self) -> CgroupFacts:
+        return CgroupFacts(self.cgroups.limits_bytes)
+
     def _oom_group(self, relpath: str) -> bool | None:
         """`memory.oom.group` of a container cgroup (the watcher only looks it up)."""
         try:
@@ -219,6 +227,7 @@ class Agent:
         assert self.metrics_address is not None
         if self.kube is not None:
             self.kube.start()
+        self.cgroups.request_pass()  # kills a restored checkpoint waits on take part after it
         self.log.info(
             "started",
             node=self.config.node_name,
@@ -229,6 +238,7 @@ class Agent:
             state_dir=str(self.config.state_dir),
             cgroup_hierarchies=[h.mount_path for h in self.watcher.hierarchies],
             cgroups_watched=len(self.cgroups.watched),
+            oom_notifications=self.watcher.witness.failure or "watched",
             standalone=self.kube is None,
             boot_id=self.boot_id,
         )
@@ -293,20 +303,34 @@ class Agent:
             incidents.append(self._submitted.get_nowait())
         self.pipeline.process(incidents)
         self._rescan_for(incidents)
-        kills = self._counter_kills()
-        if kills:
-            self.pipeline.process((), kills)
+        news = self._cgroup_news()
+        if news is not None:
+            self.pipeline.process((), news)
 
-    def _counter_kills(self) -> list[CounterKills]:
+    def _cgroup_news(self) -> CgroupNews | None:
+        """Everything the cgroup worker queued since the last look, as one piece of news."""
         kills: list[CounterKills] = []
+        signals: list[OomSignal] = []
+        sightings: list[Sighting] = []
+        counted_at_s: float | None = None
+        taken = False
         while not self.cgroups.deltas.empty():
             batch = self.cgroups.deltas.get_nowait()
             self._batches_taken += 1
-            for d in batch:
+            taken = True
+            signals += batch.signals
+            sightings += batch.sightings
+            if batch.started_at_s is not None:
+                counted_at_s = max(counted_at_s or batch.started_at_s, batch.started_at_s)
+            for d in batch.deltas:
                 if not d.vanished and d.oom_kill > 0:
-                    rel = d.cgroup.relpath
-                    kills.append(CounterKills(rel, d.oom_kill, d.observed_at_s, d.oom_group_kill))
-        return kills
+                    kills.append(
+                        CounterKills(
+                            d.cgroup.relpath, d.oom_kill, d.observed_at_s, d.oom_group_kill,
+                            d.since_s,
+                        )
+                    )
+        return CgroupNews(kills, signals, sightings, counted_at_s) if taken else None
 
     def _rescan_for(self, incidents: list[Incident]) -> None:
         """Ask for a rescan now when a kill names a cgroup we do not watch yet, or a bare
@@ -318,6 +342,7 @@ class Agent:
         for incident in incidents:
             if not is_kernel_kill(incident):
                 continue
+            self.cgroups.request_pass()  # its counter moved before the line was printed
             cgroup = incident.task_memcg or incident.oom_memcg
             if cgroup is None:
                 wanted = True
@@ -386,9 +411,9 @@ class Agent:
         levels = None
         if self.checkpoints.levels_due(self.cgroups.batches):
             levels = self.cgroups.counter_levels()
-            kills = self._counter_kills()
-            if kills:
-                self.pipeline.process((), kills)
+            news = self._cgroup_news()
+            if news is not None:
+                self.pipeline.process((), news)
             if levels[1] != self._batches_taken or self.pipeline.holding:
                 return  # more came in meanwhile (or a bare kill waits): next time
         self.checkpoints.save(self.kmsg.cursor, self.pipeline.state, levels)
@@ -398,7 +423,7 @@ class Agent:
         try:
             if self.kmsg.open:
                 self.pipeline.process(self.kmsg.flush())
-            self.pipeline.process((), self._counter_kills())
+            self.pipeline.process((), self._cgroup_news() or ())
             holding = self.pipeline.holding
             self.pipeline.drain()
             if not holding:  # else the last checkpoint stays: the restart replays from it

@@ -1,17 +1,21 @@
-"""`oomwatch report [FILE|-] [--store DIR] [--json] [--html FILE] [--since] [--pod] [--last]`.
+"""`oomwatch report [FILE|-] [--store DIR] [--json] [--html FILE] [--details] [--since]
+[--pod] [--last]`.
 
 Without FILE or --store it reads the live kernel ring (/dev/kmsg backlog).  Exit 0 whether
-or not kills were found; exit 2 with a message naming the input when it cannot be read.
+or not kills were found; exit 1 when the input has lines that plainly belong to an OOM kill
+but no kill could be decoded from them (the report lists them); exit 2 with a message naming
+the input when it cannot be read.
 
 Memory stays bounded whatever the input (a million `invoked oom-killer` lines took 5 GB:
 issue 14): incidents stream from the input through diagnosis (with a bounded crash-loop
 history) to `--json`, which writes each as it comes; a text or HTML report, and `--last`,
-hold at most MAX_HELD incidents, size-capped, and say what they left out.
+hold at most MAX_HELD incidents, task tables capped, and say what they left out.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import sys
 from collections import OrderedDict, deque
@@ -24,16 +28,9 @@ from oomwatch.diagnosis import diagnose
 from oomwatch.diagnosis.trends import CRASH_LOOP_WINDOW_S, workload_key
 from oomwatch.incident import Incident
 from oomwatch.report import filters, jsonout, text
-from oomwatch.report.inputs import (
-    KMSG_PATH,
-    InputError,
-    Loaded,
-    Stream,
-    Warnings,
-    load_kmsg,
-    open_file,
-    open_store,
-)
+from oomwatch.report.inputs import KMSG_PATH, Loaded, Stream, load_kmsg, open_file, open_store
+from oomwatch.report.sniff import InputError
+from oomwatch.report.unread import unread_notice, unread_warnings
 from oomwatch.store_limits import capped
 
 MAX_HELD = 1000  # incidents held for a text or HTML report, or for --last
@@ -46,14 +43,20 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "file",
         nargs="?",
         metavar="FILE",
-        help="a saved log (dmesg, dmesg -T, kern.log/syslog, journalctl -k, raw /dev/kmsg,"
-        " pasted text); '-' reads stdin; default: the live kernel log",
+        help="a saved log (dmesg, dmesg -T, kern.log/syslog, journalctl -k or -o json/export,"
+        " raw /dev/kmsg, pasted text; gzip, UTF-16 and CRLF are recognised by content);"
+        " '-' reads stdin; default: the live kernel log",
     )
     parser.add_argument("--store", metavar="DIR", help="read the daemon's incident store in DIR")
     parser.add_argument("--json", action="store_true", help="print the JSON contract instead")
     parser.add_argument("--html", metavar="FILE", help="also write a self-contained HTML page")
     parser.add_argument("--since", metavar="WHEN", help="only kills after WHEN: 2h, 30m, 1d or ISO")
-    parser.add_argument("--pod", metavar="POD", help="only this pod: name, namespace/name or UID")
+    parser.add_argument(
+        "--details", action="store_true", help="every incident in full, however many there are"
+    )
+    parser.add_argument(
+        "--pod", metavar="POD", help="only this pod: name, namespace/name, UID or its first 8+"
+    )
     parser.add_argument("--last", metavar="N", type=int, help="only the newest N kills")
     parser.add_argument("--kmsg", default=KMSG_PATH, help=argparse.SUPPRESS)
 
@@ -69,33 +72,68 @@ def main(args: argparse.Namespace) -> int:
         return _fail("give either FILE or --store, not both")
     try:
         stream, source = _open(args, since)
-        warn = stream.warnings.add
-        shown = filters.selected(_diagnosed(stream.incidents), since, args.pod, warn)
+        loaded = stream.loaded
+        seen: deque[Incident] = deque(maxlen=MAX_HELD)  # for --pod's "the pods it has"
+        diagnosed = _diagnosed(stream.incidents, seen.append)
+        shown = filters.selected(diagnosed, since, args.pod, loaded.warn)
         if args.last is not None:  # the newest N: only they are held
-            shown = iter(_held(shown, min(args.last, MAX_HELD), stream.warnings, "--last"))
+            shown = iter(_held(shown, min(args.last, MAX_HELD), loaded, "--last"))
         if args.json and not args.html:
-            _write(lambda out: jsonout.write(out, shown, stream.warnings.lines))
-            return 0
-        incidents = _held(shown, MAX_HELD, stream.warnings, "the report")
+            # Nothing is written before the first incident (or the end): an input that
+            # cannot be read is then an error alone, not half a document.
+            first = next(shown, None)
+            rest = shown if first is None else itertools.chain((first,), shown)
+
+            def at_end() -> list[str]:
+                return [*loaded.all_warnings(), *_json_notes(args, loaded, seen, source)]
+
+            _write(lambda out: jsonout.write(out, rest, at_end))
+            return 1 if loaded.unread else 0
+        incidents = _held(shown, MAX_HELD, loaded, "the report")
     except InputError as exc:
         return _fail(str(exc))
-    warnings = stream.warnings.lines()
+    if loaded.forms:
+        source += f" ({', '.join(loaded.forms)})"
+    warnings = loaded.all_warnings()
+    # What the text and HTML say in place of "no OOM kills found", and the JSON as warnings.
+    notice: list[str] = []
+    also_json: list[str] = []
+    if loaded.unread:  # kill lines in the input, but no kill decoded from them
+        notice = unread_notice(source, loaded.unread)
+        also_json = unread_warnings(source, loaded.unread)
+    if args.pod and seen and not incidents:
+        missed = filters.no_pod_notice(list(seen), args.pod)
+        notice = [*notice, *missed]
+        also_json.append(" ".join(line.strip() for line in missed))
     if args.html:
         from oomwatch.report import page
 
         try:
             with open(args.html, "w", encoding="utf-8") as fh:
-                fh.write(page.render(incidents, warnings, source))
+                fh.write(
+                    page.render(incidents, warnings, source, notice=notice, details=args.details)
+                )
         except OSError as exc:
             return _fail(f"cannot write {args.html}: {exc.strerror or exc}")
-    _write(
-        lambda out: out.write(
-            jsonout.render(incidents, warnings)
-            if args.json
-            else text.render(incidents, warnings, source)
-        )
-    )
-    return 0
+    _write(lambda out: out.write(
+        jsonout.render(incidents, [*warnings, *also_json])
+        if args.json
+        else text.render(incidents, warnings, source, notice=notice, details=args.details)
+    ))  # fmt: skip
+    return 1 if loaded.unread else 0
+
+
+def _json_notes(
+    args: argparse.Namespace, loaded: Loaded, seen: deque[Incident], source: str
+) -> list[str]:
+    """The notices a streamed `--json` adds as warnings once the input is read."""
+    if loaded.forms:
+        source += f" ({', '.join(loaded.forms)})"
+    notes = unread_warnings(source, loaded.unread) if loaded.unread else []
+    if args.pod and seen and not any(filters.pod_matches(i, args.pod) for i in seen):
+        notes.append(" ".join(line.strip() for line in filters.no_pod_notice(list(seen),
+                                                                             args.pod)))
+    return notes
 
 
 def _write(emit: Callable[[TextIO], object]) -> None:
@@ -117,25 +155,24 @@ def _open(args: argparse.Namespace, since: datetime | None) -> tuple[Stream, str
         stream = open_file(args.file)
         source = "stdin" if args.file == "-" else args.file
     else:
-        stream = _loaded(load_kmsg(args.kmsg))
+        ring = load_kmsg(args.kmsg)
+        stream = Stream(iter(ring.incidents), Loaded([], ring.warnings))
         source = f"the kernel log ({args.kmsg})"
-    return Stream((annotate(i) for i in stream.incidents), stream.warnings), source
+    return Stream((annotate(i) for i in stream.incidents), stream.loaded), source
 
 
-def _loaded(loaded: Loaded) -> Stream:
-    warnings = Warnings()
-    warnings.add(*loaded.warnings)
-    return Stream(iter(loaded.incidents), warnings)
-
-
-def _diagnosed(incidents: Iterable[Incident]) -> Iterator[Incident]:
+def _diagnosed(
+    incidents: Iterable[Incident], seen: Callable[[Incident], object]
+) -> Iterator[Incident]:
     """Each incident diagnosed with the earlier kills of its workload (crash-loop history):
     the last HISTORY_PER_WORKLOAD of each of the last HISTORY_WORKLOADS workloads."""
     history: OrderedDict[tuple[str, ...], deque[Incident]] = OrderedDict()
     for incident in incidents:
         key = workload_key(incident)
         earlier = history.get(key) if key is not None else None
-        yield diagnose(incident, tuple(earlier) if earlier else ())
+        diagnosed = diagnose(incident, tuple(earlier) if earlier else ())
+        seen(diagnosed)
+        yield diagnosed
         if key is None:
             continue
         if earlier is None:
@@ -146,19 +183,17 @@ def _diagnosed(incidents: Iterable[Incident]) -> Iterator[Incident]:
             history.popitem(last=False)
 
 
-def _held(
-    incidents: Iterable[Incident], limit: int, warnings: Warnings, what: str
-) -> list[Incident]:
+def _held(incidents: Iterable[Incident], limit: int, loaded: Loaded, what: str) -> list[Incident]:
     """The newest `limit` incidents, task tables and notes capped as the store caps them
     (oomwatch.store_limits); a warning says how many older ones were left out."""
     held: deque[Incident] = deque(maxlen=limit)
-    seen = 0
+    count = 0
     for incident in incidents:
         held.append(capped(incident))
-        seen += 1
-    if seen > limit and limit == MAX_HELD:
-        warnings.add(
-            f"{what} holds the newest {MAX_HELD} of {seen} incidents; narrow it with --since,"
+        count += 1
+    if count > limit and limit == MAX_HELD:
+        loaded.warn(
+            f"{what} holds the newest {MAX_HELD} of {count} incidents; narrow it with --since,"
             " --pod or --last, or use --json, which streams every one"
         )
     return list(held)

@@ -1,7 +1,8 @@
 """Where a report's incidents come from: a log file, stdin, the daemon's store, or the live
-kernel ring.  Files are streamed in pieces and their incidents handed on as each piece is
-decoded (a multi-gigabyte kern.log, or one of a million OOM headers, is never held whole);
-an input that cannot be read is an `InputError` naming it, never a traceback.
+kernel ring.  Files are streamed in pieces whatever they came as (gzip, UTF-16, a journal
+dump: see `sniff`), and their incidents handed on as each piece is decoded: a multi-gigabyte
+kern.log, or one of a million OOM headers, is never held whole (issue 14).  An input that
+cannot be read is an `InputError` naming it, never a traceback.
 """
 
 from __future__ import annotations
@@ -10,26 +11,26 @@ import contextlib
 import os
 import stat
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import BinaryIO
 
-from oomwatch.decode.scan import utf8_text
+from oomwatch.decode.stamps import Reference
 from oomwatch.incident import Incident
+from oomwatch.report import journal, sniff
+from oomwatch.report.sniff import InputError, decode_bytes
+from oomwatch.report.unread import Signs
 
 MAX_LINE_BYTES = 64 * 1024  # far above any kernel record (8 KiB); longer lines are cut
-MAX_WARNINGS = 200
+MAX_WARNINGS = 200  # kept; the rest only counted
 READ_BLOCK_BYTES = 1 << 20
 # A file is decoded in pieces of about this size (cut at a newline): fast whole-text scanning
-# (`TextScanner`) with memory that does not grow with the file.
+# (`TextScanner`) with memory that does not grow with the file.  1 MiB: a piece dense with
+# reports holds ~11k incidents at once (4 MiB held 45k, 130 MiB), and scanning is as fast.
 CHUNK_BYTES = 1 << 20
 KMSG_PATH = "/dev/kmsg"
-
-
-class InputError(Exception):
-    """The input cannot be read; the message names it and says why."""
 
 
 @dataclass(slots=True)
@@ -38,12 +39,39 @@ class Loaded:
 
     incidents: list[Incident]
     warnings: list[str] = field(default_factory=list)
+    # What the input turned out to be, when not plain log text ("gzip", "journal JSON").
+    forms: list[str] = field(default_factory=list)
+    # Lines that look like an OOM kill that no incident accounts for: (line number, text).
+    unread: list[tuple[int, str]] = field(default_factory=list)
+    dropped_warnings: int = 0  # past MAX_WARNINGS
+
+    def warn(self, *items: str) -> None:
+        for item in items:
+            if len(self.warnings) < MAX_WARNINGS:
+                self.warnings.append(item)
+            else:
+                self.dropped_warnings += 1
+
+    def all_warnings(self) -> list[str]:
+        more = self.dropped_warnings
+        return [*self.warnings, *([f"{more} more warnings not shown"] if more else [])]
+
+
+@dataclass(slots=True)
+class Stream:
+    """Incidents in input order as they are read; `loaded` (its `incidents` unused) gets the
+    warnings, forms and unread lines as reading goes, complete once `incidents` is spent.
+    Reading happens while `incidents` is iterated: an error then is an `InputError` too."""
+
+    incidents: Iterator[Incident]
+    loaded: Loaded
 
 
 @dataclass(slots=True)
 class _ReadStats:
     cut: int = 0  # lines cut at MAX_LINE_BYTES
-    bad_utf8: str | None = None  # the warning for the first invalid UTF-8, if any
+    not_utf8: str | None = None  # the warning for the first byte that is not UTF-8, if any
+    clean: bool = False  # remove colour escapes and odd spaces from each piece
 
 
 def _cut_line(line: bytes) -> bytes:
@@ -55,147 +83,176 @@ def _cut_line(line: bytes) -> bytes:
 
 
 def _text(blocks: list[bytes], offset: int, stats: _ReadStats) -> str:
-    """The blocks as one text (emptying the list first, so at most two copies coexist)."""
+    """The blocks as one text (emptying the list first, so at most two copies coexist),
+    cleaned (`sniff.clean`) when `stats.clean`."""
     data = b"".join(blocks)
     blocks.clear()
-    text, warning = utf8_text(data, offset)
-    stats.bad_utf8 = stats.bad_utf8 or warning
-    return text
+    try:
+        text = data.decode()
+    except UnicodeDecodeError as error:
+        stats.not_utf8 = stats.not_utf8 or (
+            f"input is not all UTF-8 (first at byte {offset + error.start}): single stray bytes"
+            " were read as Windows-1252, cut characters replaced"
+        )
+        text = decode_bytes(data)
+        return sniff.clean(text) if stats.clean else text
+    return sniff.clean(text, data) if stats.clean else text
 
 
-def _pieces(stream: BinaryIO, name: str, stats: _ReadStats) -> Iterator[str]:
+def _blocks(stream: BinaryIO, name: str) -> Iterator[bytes]:
+    try:
+        while block := stream.read(READ_BLOCK_BYTES):
+            yield block
+    except OSError as exc:
+        raise InputError(f"cannot read {name}: {exc.strerror or exc}") from exc
+
+
+def _pieces(blocks: Iterable[bytes], stats: _ReadStats) -> Iterator[str]:
     """The input as text in pieces of about CHUNK_BYTES that end at a newline.
 
-    Read in READ_BLOCK_BYTES blocks; a line still unfinished after MAX_LINE_BYTES is cut
-    there (counted) and the rest of it skipped, so memory stays bounded whatever the input.
-    Invalid UTF-8 becomes U+FFFD (the first occurrence noted with its input offset); `\n`
-    never occurs inside a UTF-8 sequence, so cutting at newlines cannot split a character.
+    A line still unfinished after MAX_LINE_BYTES is cut there (counted) and the rest of it
+    skipped, so memory stays bounded whatever the input.  Bytes that are not UTF-8 are read
+    as `decode_bytes` says (the first noted with its offset); `\n` never occurs inside a
+    UTF-8 sequence, so cutting at newlines cannot split a character.
     """
-    blocks: list[bytes] = []  # whole lines of the next piece
-    size = 0  # bytes in `blocks`
+    pieces: list[bytes] = []  # whole lines of the next piece
+    size = 0  # bytes in `pieces`
     start = 0  # input offset of the next piece
     read = 0  # input bytes read so far
     pending = b""  # the start of a line not yet finished
     skipping = False  # inside the rest of a line that was already cut
-    try:
-        while block := stream.read(READ_BLOCK_BYTES):
-            at, read = read, read + len(block)
-            if skipping:
-                newline = block.find(b"\n")
-                if newline < 0:
-                    continue
-                block, skipping, start = block[newline + 1 :], False, at + newline + 1
-            data = pending + block
-            last = data.rfind(b"\n") + 1
-            blocks.append(data[:last])
-            size += last
-            pending = data[last:]
-            if len(pending) > MAX_LINE_BYTES:  # the piece ends with the cut line
-                stats.cut += 1
-                blocks.append(_cut_line(pending))
-                yield _text(blocks, start, stats)
-                size, pending, skipping = 0, b"", True
-            elif size >= CHUNK_BYTES:
-                yield _text(blocks, start, stats)
-                size, start = 0, start + size
-    except OSError as exc:
-        raise InputError(f"cannot read {name}: {exc.strerror or exc}") from exc
-    blocks.append(pending)
-    yield _text(blocks, start, stats)
+    for block in blocks:
+        at, read = read, read + len(block)
+        if skipping:
+            newline = block.find(b"\n")
+            if newline < 0:
+                continue
+            block, skipping, start = block[newline + 1 :], False, at + newline + 1
+        data = pending + block
+        last = data.rfind(b"\n") + 1
+        pieces.append(data[:last])
+        size += last
+        pending = data[last:]
+        if len(pending) > MAX_LINE_BYTES:  # the piece ends with the cut line
+            stats.cut += 1
+            pieces.append(_cut_line(pending))
+            yield _text(pieces, start, stats)
+            size, pending, skipping = 0, b"", True
+        elif size >= CHUNK_BYTES:
+            yield _text(pieces, start, stats)
+            size, start = 0, start + size
+    pieces.append(pending)
+    yield _text(pieces, start, stats)
 
 
-class Warnings:
-    """What went wrong while reading, in order; past MAX_WARNINGS only counted (a log of a
-    million odd lines must not become a million warnings held in memory)."""
-
-    def __init__(self) -> None:
-        self.kept: list[str] = []
-        self.more = 0
-
-    def add(self, *items: str) -> None:
-        for item in items:
-            if len(self.kept) < MAX_WARNINGS:
-                self.kept.append(item)
-            else:
-                self.more += 1
-
-    def lines(self) -> list[str]:
-        extra = [f"{self.more} more warnings not shown"] if self.more else []
-        return [*self.kept, *extra]
-
-
-@dataclass(slots=True)
-class Stream:
-    """Incidents in input order (oldest first) as they are read, and the warnings so far.
-
-    Reading happens while `incidents` is iterated: an error then is an `InputError` too."""
-
-    incidents: Iterator[Incident]
-    warnings: Warnings
+def _unwrap(blocks: Iterator[bytes], name: str, loaded: Loaded) -> tuple[Iterator[bytes], str]:
+    """The input as UTF-8 log bytes, whatever it came as (see `sniff`), and its journal form."""
+    head, blocks = sniff.peek(blocks)
+    if head.startswith(sniff.GZIP_MAGIC):
+        loaded.forms.append("gzip")
+        head, blocks = sniff.peek(sniff.gunzip(blocks, name, loaded.warnings))
+    if (error := sniff.foreign(head, name)) is not None:
+        raise error
+    if (encoding := sniff.utf16_encoding(head)) is not None:
+        loaded.forms.append("UTF-16")
+        head, blocks = sniff.peek(sniff.to_utf8(blocks, encoding))
+    blocks = sniff.drop_bom(blocks)
+    form = sniff.journal_form(head)
+    if form == "export":
+        loaded.forms.append("journal export")
+        blocks = journal.export_lines(blocks, loaded.warnings, name)
+    elif form == "json":
+        loaded.forms.append("journal JSON")
+    return blocks, form or "text"
 
 
-def _decode_stream(stream: BinaryIO, name: str, warnings: Warnings) -> Iterator[Incident]:
+def _decode_stream(
+    stream: BinaryIO, name: str, reference: Reference | None, loaded: Loaded
+) -> Iterator[Incident]:
     """Incidents as each piece is decoded: only one piece's worth is held at a time."""
     from oomwatch.decode import TextScanner
 
-    stats = _ReadStats()
-    scanner = TextScanner()
-    for piece in _pieces(stream, name, stats):
+    blocks, form = _unwrap(_blocks(stream, name), name, loaded)
+    json_lines = journal.JsonLines(name) if form == "json" else None
+    stats = _ReadStats(clean=json_lines is None)  # a journal's text is cleaned once decoded
+    scanner = TextScanner(reference)
+    signs = Signs()
+    witness: list[Incident] = []  # what `Signs.unread` asks: any incident, any with a victim
+    decoded: list[str] = []  # the decoder's warnings, bounded like `loaded`'s
+    for piece in _pieces(blocks, stats):
+        if json_lines is not None:
+            piece = sniff.clean(json_lines.feed(piece))
+        signs.feed(piece)
         scanner.feed(piece)
         taken = scanner.take()
-        warnings.add(*taken.warnings)
-        yield from taken.incidents
+        decoded += taken.warnings[: max(0, MAX_WARNINGS - len(decoded))]
+        yield from _witnessed(taken.incidents, witness)
     result = scanner.close()
-    warnings.add(*result.warnings)
-    yield from result.incidents
-    if stats.bad_utf8:
-        warnings.kept.insert(0, stats.bad_utf8)
+    decoded += result.warnings[: max(0, MAX_WARNINGS - len(decoded))]
+    yield from _witnessed(result.incidents, witness)
+    sniffed = list(loaded.warnings)  # gzip and journal export: added as they were read
+    loaded.warnings.clear()
+    loaded.warn(*([stats.not_utf8] if stats.not_utf8 else []), *sniffed)
+    if json_lines is not None:
+        loaded.warn(*json_lines.warnings())
+    loaded.warn(*decoded)
     if stats.cut:
-        warnings.add(f"{name}: {stats.cut} lines longer than {MAX_LINE_BYTES} bytes were cut")
+        loaded.warn(f"{name}: {stats.cut} lines longer than {MAX_LINE_BYTES} bytes were cut")
+    loaded.unread = signs.unread(witness)
+
+
+def _witnessed(incidents: list[Incident], witness: list[Incident]) -> Iterator[Incident]:
+    """Pass incidents on, keeping the first and the first with a victim for `Signs.unread`."""
+    for incident in incidents:
+        if not witness or (
+            (incident.victims or incident.selected_pid is not None)
+            and not any(w.victims or w.selected_pid is not None for w in witness)
+        ):
+            witness.append(incident)
+        yield incident
 
 
 def open_file(path: str) -> Stream:
-    """A saved log (any supported format); `-` is stdin; a kmsg device reads its ring.
-
-    The file is opened now (an `InputError` names it); it is decoded while iterated."""
-    warnings = Warnings()
+    """A saved log (any supported format, any of the forms `sniff` knows); `-` is stdin; a
+    kmsg device reads its ring.  Opened now (an `InputError` names it), decoded as iterated."""
+    loaded = Loaded([])
     if path == "-":
         import sys
 
-        return Stream(_decode_stream(sys.stdin.buffer, "stdin", warnings), warnings)
+        # A log piped in now was written before now: dates stamps that print no year.
+        now = Reference(time.time(), "the time of reading")
+        return Stream(_decode_stream(sys.stdin.buffer, "stdin", now, loaded), loaded)
     if os.path.isdir(path):
         raise InputError(f"cannot read {path}: is a directory (give a log file)")
     with contextlib.suppress(OSError):
         if stat.S_ISCHR(os.stat(path).st_mode):  # /dev/kmsg itself: read the ring, don't block
-            return _loaded_stream(load_kmsg(path))
+            ring = load_kmsg(path)
+            return Stream(iter(ring.incidents), replace(ring, incidents=[]))
     try:
         stream = open(path, "rb")  # noqa: SIM115 - closed by the generator, after streaming
     except OSError as exc:
         raise InputError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    reference = Reference(os.fstat(stream.fileno()).st_mtime, "the file's modification time")
 
     def decoded() -> Iterator[Incident]:
         with stream:
-            yield from _decode_stream(stream, path, warnings)
+            yield from _decode_stream(stream, path, reference, loaded)
 
-    return Stream(decoded(), warnings)
-
-
-def _loaded_stream(loaded: Loaded) -> Stream:
-    warnings = Warnings()
-    warnings.add(*loaded.warnings)
-    return Stream(iter(loaded.incidents), warnings)
+    return Stream(decoded(), loaded)
 
 
 def load_file(path: str) -> Loaded:
     """`open_file`, read whole (for callers that want a list)."""
     opened = open_file(path)
     incidents = list(opened.incidents)
-    return Loaded(incidents, opened.warnings.lines())
+    loaded = opened.loaded
+    loaded.incidents, loaded.warnings = incidents, loaded.all_warnings()
+    return loaded
 
 
 def open_store(state_dir: str, since: datetime | None) -> Stream:
     """Incidents the daemon stored (it already annotated and enriched them), oldest first,
-    from `since` on; streamed from SQLite (the store is opened now)."""
+    from `since` on, streamed from SQLite (the store is opened now)."""
     from oomwatch.store import IncidentStore, StoreError
 
     if not os.path.isdir(state_dir):
@@ -215,7 +272,7 @@ def open_store(state_dir: str, since: datetime | None) -> Stream:
         finally:
             store.close()
 
-    return Stream(rows(), Warnings())
+    return Stream(rows(), Loaded([]))
 
 
 def load_kmsg(path: str = KMSG_PATH) -> Loaded:

@@ -41,7 +41,7 @@ def test_200k_headers_text_report_holds_the_newest_thousand(tmp_path: Path) -> N
     assert float(run["peak_rss_mib"]) < 100, run  # type: ignore[arg-type]  # measured 61.5
     assert float(run["seconds"]) < 120, run  # type: ignore[arg-type]
     text = out.read_text()
-    assert text.startswith("1000 OOM incident(s)")
+    assert text.startswith("1000 OOM incidents in")
     assert "holds the newest 1000 of 200000 incidents" in text
 
 
