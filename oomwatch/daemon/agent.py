@@ -23,14 +23,13 @@ from collections import OrderedDict
 from typing import Any
 
 from oomwatch.cgroups import CgroupWatcher, TimelineSampler, WatchedCgroup
-from oomwatch.cgroups.oom_events import OomSignal, Sighting
 from oomwatch.daemon.cgroup_worker import CgroupWorker
 from oomwatch.daemon.checkpoint import Checkpointer
 from oomwatch.daemon.config import DaemonConfig
 from oomwatch.daemon.host import dying, live_pids
 from oomwatch.daemon.kernel_log import KernelLog
 from oomwatch.daemon.pipeline import Pipeline
-from oomwatch.daemon.reconcile import CgroupFacts, CgroupNews, CounterKills, is_kernel_kill
+from oomwatch.daemon.reconcile import CgroupFacts, is_kernel_kill
 from oomwatch.incident import Incident, TimelineSample
 from oomwatch.sinks import http
 from oomwatch.sinks.log import LogSink, get_logger
@@ -115,7 +114,6 @@ class Agent:
                 self.kmsg.clock.seed(self.pipeline.state.kernel_offset_s)
         self.metrics_address: tuple[str, int] | None = None
         self._health_server: http.LoopServer | None = None
-        self._batches_taken = 0
         self._next_prune_mono = time.monotonic() + PRUNE_INTERVAL_S
         self._next_forced_rescan = 0.0
         self._rescanned_for: OrderedDict[str, None] = OrderedDict()
@@ -303,34 +301,9 @@ class Agent:
             incidents.append(self._submitted.get_nowait())
         self.pipeline.process(incidents)
         self._rescan_for(incidents)
-        news = self._cgroup_news()
+        news = self.cgroups.take_news()
         if news is not None:
             self.pipeline.process((), news)
-
-    def _cgroup_news(self) -> CgroupNews | None:
-        """Everything the cgroup worker queued since the last look, as one piece of news."""
-        kills: list[CounterKills] = []
-        signals: list[OomSignal] = []
-        sightings: list[Sighting] = []
-        counted_at_s: float | None = None
-        taken = False
-        while not self.cgroups.deltas.empty():
-            batch = self.cgroups.deltas.get_nowait()
-            self._batches_taken += 1
-            taken = True
-            signals += batch.signals
-            sightings += batch.sightings
-            if batch.started_at_s is not None:
-                counted_at_s = max(counted_at_s or batch.started_at_s, batch.started_at_s)
-            for d in batch.deltas:
-                if not d.vanished and d.oom_kill > 0:
-                    kills.append(
-                        CounterKills(
-                            d.cgroup.relpath, d.oom_kill, d.observed_at_s, d.oom_group_kill,
-                            d.since_s,
-                        )
-                    )
-        return CgroupNews(kills, signals, sightings, counted_at_s) if taken else None
 
     def _rescan_for(self, incidents: list[Incident]) -> None:
         """Ask for a rescan now when a kill names a cgroup we do not watch yet, or a bare
@@ -411,10 +384,10 @@ class Agent:
         levels = None
         if self.checkpoints.levels_due(self.cgroups.batches):
             levels = self.cgroups.counter_levels()
-            news = self._cgroup_news()
+            news = self.cgroups.take_news()
             if news is not None:
                 self.pipeline.process((), news)
-            if levels[1] != self._batches_taken or self.pipeline.holding:
+            if levels[1] != self.cgroups.batches_taken or self.pipeline.holding:
                 return  # more came in meanwhile (or a bare kill waits): next time
         self.checkpoints.save(self.kmsg.cursor, self.pipeline.state, levels)
 
@@ -423,7 +396,7 @@ class Agent:
         try:
             if self.kmsg.open:
                 self.pipeline.process(self.kmsg.flush())
-            self.pipeline.process((), self._cgroup_news() or ())
+            self.pipeline.process((), self.cgroups.take_news() or ())
             holding = self.pipeline.holding
             self.pipeline.drain()
             if not holding:  # else the last checkpoint stays: the restart replays from it
