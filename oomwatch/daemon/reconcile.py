@@ -169,7 +169,7 @@ def reconcile(
                 bare.append(BareKill(incident, now_s + grace_s))
             continue
         out.ready.append(incident)
-        for _ in range(max(1, len(incident.victims))):
+        for _ in range(incident.kills_counted or max(1, len(incident.victims))):
             if not _take_owed(owed, cgroup):
                 unmatched.append(LogKill(cgroup, incident.kernel_time_s, now_s + unmatched_keep_s))
 
