@@ -235,8 +235,8 @@ def _load_order(available: dict[str, bytes], builtin: set[str]) -> list[str]:
 
 def _build_initrd(kernel_dir: Path, release: str, modules: list[str]) -> Path:
     """The initramfs (busybox, modules, init), rebuilt when any input changed."""
-    if not BUSYBOX.is_file():
-        raise ImageError(f"{BUSYBOX} not found: install busybox-static")
+    if not BUSYBOX.is_file() or b"/ld-linux" in BUSYBOX.read_bytes()[:4096]:
+        raise ImageError(f"{BUSYBOX} is missing or dynamically linked: install busybox-static")
     init = INIT_SCRIPT.read_bytes()
     digest = hashlib.sha256(init + BUSYBOX.read_bytes() + "\n".join(modules).encode())
     initrd = kernel_dir / f"initrd-{digest.hexdigest()[:16]}.gz"
