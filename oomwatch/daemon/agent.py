@@ -221,6 +221,7 @@ class Agent:
             metrics_address=_host_port(*self.metrics_address),
             state_dir=str(self.config.state_dir),
             cgroup_hierarchies=[h.mount_path for h in self.watcher.hierarchies],
+            cgroup_versions=[h.version for h in self.watcher.hierarchies],
             cgroups_watched=len(self.cgroups.watched),
             standalone=self.kube is None,
             boot_id=self.boot_id,
