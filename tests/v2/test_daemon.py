@@ -45,6 +45,8 @@ def test_kill_reaches_log_metric_and_store_and_a_restart_adds_nothing(
 ) -> None:
     seed_cursor_at_log_end(tmp_path / "state")
     daemon = start_daemon()
+    _, started = daemon.wait_line(lambda e: e.get("event") == "started")
+    assert (started["cgroup_hierarchies"], started["cgroup_versions"]) == (["/sys/fs/cgroup"], [2])
     memcg, uid, cid = container(scratch_v2)
     wait_rate_limit_window()
     hog = spawn_hog(memcg, mode="anon", mb=128, comm="v2-kill")

@@ -11,6 +11,7 @@ import psutil
 import pytest
 
 from oomwatch.cgroup_identity import identify
+from oomwatch.cgroups.discovery import describe_memory_hierarchies
 from oomwatch.lab import (
     ScratchMemcg,
     kubelet_layout,
@@ -26,6 +27,9 @@ MIB = 1 << 20
 def test_the_lab_picks_v2_and_says_why_not_v1(memcg_v2: None) -> None:
     assert lab_cgroup_version() == 2
     assert memcg_v1_unavailable_reason() is not None
+    # what `./dev.sh run` prints before it starts the agent
+    assert describe_memory_hierarchies("/sys/fs/cgroup") == (
+        "cgroup v2 (memory controller at /sys/fs/cgroup)")
     with ScratchMemcg() as scratch:
         assert scratch.version == 2 and scratch.mount == Path("/sys/fs/cgroup")
 

@@ -97,10 +97,10 @@ def run_pytest_in_vm(
     guest_env = {FIXTURES_ENV: f"{GUEST_SHARE}/fixtures", **(env or {})}
     vm = run_in_vm(series, argv, cwd=REPO, env=guest_env, timeout_s=timeout_s, echo=echo,
                    share=share)
-    return _read_junit(vm)
+    return read_junit(vm)
 
 
-def _read_junit(vm: VmResult) -> PytestInVm:
+def read_junit(vm: VmResult) -> PytestInVm:
     path = vm.share / "junit.xml"
     if not path.is_file():
         return PytestInVm(vm, failures=["no JUnit report: pytest never finished in the guest"])

@@ -183,7 +183,7 @@ def _extract(deb: Path, dest: Path) -> tuple[str, list[str]]:
                     )
     if proc.returncode != 0 or not release:
         raise ImageError(f"{deb.name}: no kernel image in the package")
-    order = _load_order(available, builtin)
+    order = load_order(available, builtin)
     for name in order:
         (dest / "modules").mkdir(exist_ok=True)
         (dest / "modules" / f"{name}.ko").write_bytes(available[name])
@@ -213,7 +213,7 @@ def module_depends(ko: bytes) -> list[str]:
     return [name.decode().replace("-", "_") for name in match[1].split(b",")]
 
 
-def _load_order(available: dict[str, bytes], builtin: set[str]) -> list[str]:
+def load_order(available: dict[str, bytes], builtin: set[str]) -> list[str]:
     """The modules to insmod, each after what it depends on; built-in ones are skipped."""
     order: list[str] = []
 
