@@ -11,8 +11,7 @@ import uuid
 import pytest
 
 from oomwatch.cgroup_identity import annotate
-from oomwatch.incident import Incident
-from oomwatch.lab import KillCapture, ScratchMemcg, kubelet_layout, provoke_kill, spawn_hog
+from oomwatch.lab import ScratchMemcg, kubelet_layout, provoke_kill, spawn_hog
 
 from .conftest import record, snapshot
 
@@ -23,20 +22,11 @@ CONTAINER_ID = "c0ffee00" * 8
 pytestmark = pytest.mark.kernel
 
 
-def _one_full_incident(capture: KillCapture) -> Incident:
-    incidents = capture.incidents()
-    assert len(incidents) == 1, (incidents, capture.records)
-    [incident] = incidents
-    if incident.header_suppressed:
-        pytest.fail("the kernel rate-limited the report twice")
-    return incident
-
-
 def test_single_kill(scratch_v2: ScratchMemcg) -> None:
     memcg = scratch_v2.create_child("plain", 64 * MIB)
     before = snapshot(scratch_v2)
     capture = provoke_kill(memcg, mode="anon", mb=200, comm="v2-plain")
-    incident = _one_full_incident(capture)
+    incident = capture.full_incident()
     record("single-kill", capture.records, scratch_v2, before, victim_pid=capture.hog.pid,
            memcg=memcg.relpath)
 
@@ -72,7 +62,7 @@ def test_kubelet_hierarchy(scratch_v2: ScratchMemcg, driver: str, scope: str) ->
     pod_relpath = container.relpath.rsplit("/", 1)[0]
     before = snapshot(scratch_v2)
     capture = provoke_kill(container, mode="anon", mb=300, comm="app")
-    incident = annotate(_one_full_incident(capture))
+    incident = annotate(capture.full_incident())
     record(f"kubelet-{driver}-{scope}-limit", capture.records, scratch_v2, before,
            victim_pid=capture.hog.pid, pod_uid=pod_uid, container=container.relpath,
            pod=pod_relpath)
@@ -97,7 +87,7 @@ def test_child_worker_killed_while_its_parent_lives(scratch_v2: ScratchMemcg) ->
     memcg = scratch_v2.create_child("worker", 64 * MIB)
     capture = provoke_kill(memcg, mode="child-worker", mb=200, comm="dl-worker",
                            parent_comm="trainer-main", linger_s=30)
-    incident = _one_full_incident(capture)
+    incident = capture.full_incident()
     [child] = capture.victim_pids
     parent = capture.hog
     record("child-worker", capture.records, scratch_v2, victim_pid=child, parent_pid=parent.pid,
@@ -129,7 +119,7 @@ def test_group_kill_is_one_incident_with_every_member(scratch_v2: ScratchMemcg) 
     record("group-kill", capture.records, scratch_v2, before, victim_pid=capture.hog.pid,
            members=sorted(members), pod_uid=pod_uid, container=container.relpath)
 
-    incident = annotate(_one_full_incident(capture))
+    incident = annotate(capture.full_incident())
     assert incident.group_kill and incident.group_cgroup == container.relpath
     assert {v.pid for v in incident.victims} == members
     assert len(incident.victims) == len(members)  # the primary's second line is no new victim
