@@ -19,7 +19,13 @@ from pathlib import Path
 
 import pytest
 from daemon.conftest import REPO, DaemonProcess, seed_cursor_at_log_end
-from daemon.test_run_kernel import incidents_for, metric_value, stored, wait_for
+from daemon.test_run_kernel import (
+    incidents_for,
+    kill_9_mid_burst_and_restart,
+    metric_value,
+    stored,
+    wait_for,
+)
 
 from oomwatch.incident import Incident
 from oomwatch.lab import Memcg, ScratchMemcg, kubelet_layout, spawn_hog, wait_rate_limit_window
@@ -132,40 +138,10 @@ def test_pod_limit_and_a_child_worker_killed_while_the_main_process_lives(
 def test_kill_9_mid_burst_and_restart_loses_and_doubles_nothing(
     scratch_v2: ScratchMemcg, start_daemon: Start, tmp_path: Path
 ) -> None:
-    seed_cursor_at_log_end(tmp_path / "state")
-    daemon = start_daemon()
-    made = [container(scratch_v2) for _ in range(3)]
-    uid_of = {m.relpath: uid for m, uid, _ in made}
-    wait_rate_limit_window()
-    hogs = [spawn_hog(m, mode="child-worker", mb=96, comm=f"v2-r{i}", children=4, linger_s=0.5)
-            for i, (m, _, _) in enumerate(made)]
-    hogs[0].wait_for_count("child-exit", 2, timeout_s=60)
-    daemon.signal(signal.SIGKILL)
-    daemon.proc.wait(10)
-    pids: list[int] = []
-    for hog in hogs:
-        hog.wait_for_count("child-exit", 4, timeout_s=120)
-        pids += hog.child_pids
-        hog.wait(30)
-    restarted = start_daemon()
-    mine: list[Incident] = []
-
-    def all_in() -> bool:
-        mine[:] = incidents_for(restarted.state_dir, set(pids), scratch_v2)
-        return len(mine) >= 12
-
-    assert wait_for(all_in, 30.0), f"{len(mine)} of 12 incidents"
-    time.sleep(4.0)
-    mine = incidents_for(restarted.state_dir, set(pids), scratch_v2)
-    victims = [i.victim.pid for i in mine if i.victim]
-    assert len(mine) == 12 and sorted(victims) == sorted(set(victims))
-    assert sorted(i.task_memcg or "" for i in mine) == sorted(
-        m.relpath for m, _, _ in made for _ in range(4)), [
-        (i.victim.pid if i.victim else None, i.task_memcg, i.header_suppressed, i.kmsg_missing,
-         i.notes) for i in mine]
-    assert all(i.task_memcg and i.pod_uid == uid_of[i.task_memcg] for i in mine)
-    print(f"kill -9: {sum(i.header_suppressed for i in mine)} header-less, "
-          f"{sum(i.kmsg_missing for i in mine)} counter-only")
+    """A container made after the agent's last checkpoint once lost its kills to the QoS
+    slice here (6.1): the kills while the agent was down must land in their pods."""
+    kill_9_mid_burst_and_restart(scratch_v2, start_daemon, tmp_path / "state", container,
+                                 memcgs=3, children=4, comm="v2-r", settle_s=30.0)
 
 
 def test_oomwatch_demo_records_and_prints_a_real_kill_on_v2(memcg_v2: None) -> None:
