@@ -11,11 +11,13 @@ killed when the session ends, whatever happened.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import fcntl
 import os
 import platform
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -146,7 +148,7 @@ def _boot(argv: list[str], console: Path, timeout_s: float, echo: TextIO | None)
     """Run QEMU until the guest powers off; True when it had to be killed at the timeout."""
     with open(console, "w") as log:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT)
+                                stderr=subprocess.STDOUT, preexec_fn=_die_with_parent)
         copier = threading.Thread(target=_copy_console, args=(proc, log, echo), daemon=True)
         copier.start()
         try:
@@ -161,6 +163,12 @@ def _boot(argv: list[str], console: Path, timeout_s: float, echo: TextIO | None)
                 proc.wait()
             copier.join(10)
     return timed_out
+
+
+def _die_with_parent() -> None:
+    """QEMU gets SIGKILL when the test run that started it dies (PR_SET_PDEATHSIG): a
+    killed pytest must not leave a CPU-heavy guest running on a shared machine."""
+    ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)
 
 
 def _copy_console(proc: subprocess.Popen[bytes], log: TextIO, echo: TextIO | None) -> None:
