@@ -4,15 +4,17 @@ Prints MB/s and reports/s for `decode_text` on a dmesg-style log (about one OOM 
 per thousand lines), MB/s on chatter alone, and the time to decode a 16 MiB /dev/kmsg
 backlog record by record (`parse_kmsg_record` + `ReportAssembler`, the daemon's path).
 `--report` instead times the whole command, `oomwatch report --json FILE` in a fresh
-process (read, decode, diagnose, JSON), on the same kind of log written to a file.
+process (read, decode, diagnose, JSON), on the same kind of log written to a file; `--form`
+writes that log gzip-compressed or as `journalctl -o json`, `--text` times the text report.
 
-    .venv/bin/python bench/decode.py [--mib 128] [--repeat 3] [--report]
+    .venv/bin/python bench/decode.py [--mib 128] [--repeat 3] [--report [--form F] [--text]]
 """
 
 from __future__ import annotations
 
 import argparse
-import os
+import gzip
+import json
 import random
 import subprocess
 import sys
@@ -113,6 +115,28 @@ def _best(repeat: int, run: Callable[[], object]) -> float:
     return best
 
 
+def as_journal_json(text: str) -> str:
+    """The dmesg log as `journalctl -o json` writes it: one kernel entry per line."""
+    out = []
+    for n, line in enumerate(text.splitlines()):
+        stamp, _, message = line.partition("] ")
+        micros = int(float(stamp.lstrip("[ ")) * 1e6)
+        entry = {
+            "__CURSOR": f"s=0;i={n:x}",
+            "__REALTIME_TIMESTAMP": str(1_700_000_000_000_000 + micros),
+            "__MONOTONIC_TIMESTAMP": str(micros + 40),
+            "_BOOT_ID": "0" * 32,
+            "_TRANSPORT": "kernel",
+            "SYSLOG_IDENTIFIER": "kernel",
+            "PRIORITY": "6",
+            "_HOSTNAME": "node-1",
+            "_SOURCE_MONOTONIC_TIMESTAMP": str(micros),
+            "MESSAGE": message,
+        }
+        out.append(json.dumps(entry, separators=(",", ":")))
+    return "\n".join(out) + "\n"
+
+
 # Runs the command in a fresh interpreter and prints its peak RSS (VmHWM belongs to the new
 # process image; getrusage would count the benchmark's own memory, inherited through fork).
 _REPORT = (
@@ -122,31 +146,36 @@ _REPORT = (
     "        if line.startswith('VmHWM:'):\n"
     "            sys.stderr.write(line.split()[1] + '\\n')\n"
     "atexit.register(hwm)\n"
-    "sys.argv = ['oomwatch', 'report', '--json', sys.argv[1]]\n"
+    "sys.argv = ['oomwatch', 'report', *sys.argv[2:], sys.argv[1]]\n"
     "runpy.run_module('oomwatch.cli', run_name='__main__')\n"
 )
 
 
-def bench_report(mib: int, repeat: int) -> None:
+def bench_report(mib: int, repeat: int, form: str = "plain", as_text: bool = False) -> None:
     """Wall time and peak RSS of `oomwatch report --json FILE`, the best of `repeat` runs."""
     text, _, reports = build_dmesg_log(mib << 20)
-    with tempfile.NamedTemporaryFile("w", suffix=".log", encoding="utf-8") as log:
-        log.write(text)
+    data = (as_journal_json(text) if form == "journal" else text).encode()
+    del text
+    with tempfile.NamedTemporaryFile("wb", suffix=".log") as log:
+        log.write(gzip.compress(data, 6) if form == "gzip" else data)
         log.flush()
-        del text
-        size_mb = os.path.getsize(log.name) / 1e6
+        text_mb = len(data) / 1e6
+        del data
         runs, peaks_kib = [], []
+        args = [] if as_text else ["--json"]
         for _ in range(repeat):
             started = time.perf_counter()
             done = subprocess.run(
-                [sys.executable, "-c", _REPORT, log.name], capture_output=True, check=True
+                [sys.executable, "-c", _REPORT, log.name, *args], capture_output=True, check=True
             )
             runs.append(time.perf_counter() - started)
             peaks_kib.append(int(done.stderr.split()[-1]))
-        incidents = done.stdout.count(b'"verdict"')
+        incidents = done.stdout.split(b" OOM incident")[0] if as_text else None
+        count = incidents.decode() if incidents else done.stdout.count(b'"verdict"')
     best = min(runs)
-    print(f"oomwatch report --json FILE: {size_mb:.1f} MB, {reports} reports -> {incidents}"
-          f" incidents, best of {repeat}: {best:.2f} s  {size_mb / best:6.1f} MB/s"
+    what = f"oomwatch report {'' if as_text else '--json '}FILE ({form})"
+    print(f"{what}: {text_mb:.1f} MB of log text, {reports} reports -> {count}"
+          f" incidents, best of {repeat}: {best:.2f} s  {text_mb / best:6.1f} MB/s"
           f" (runs: {', '.join(f'{r:.2f}' for r in runs)} s), peak RSS"
           f" {max(peaks_kib) / 1024:.1f} MiB")
 
@@ -158,9 +187,14 @@ def main() -> None:
     parser.add_argument(
         "--report", action="store_true", help="time the whole `oomwatch report --json FILE`"
     )
+    parser.add_argument(
+        "--form", choices=("plain", "gzip", "journal"), default="plain",
+        help="--report: the log as written, gzip-compressed, or as journalctl -o json",
+    )
+    parser.add_argument("--text", action="store_true", help="--report: the text report")
     args = parser.parse_args()
     if args.report:
-        bench_report(args.mib, args.repeat)
+        bench_report(args.mib, args.repeat, args.form, args.text)
         return
 
     text, oom_lines, reports = build_dmesg_log(args.mib << 20)

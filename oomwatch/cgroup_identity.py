@@ -132,6 +132,11 @@ def annotate(incident: Incident) -> Incident:
     """
     path = incident.task_memcg or incident.group_cgroup or incident.oom_memcg
     ident = identify(path) if path else NOT_KUBERNETES
+    if incident.attribution is not None:
+        for candidate in incident.attribution.candidates:
+            found = identify(candidate.cgroup)
+            candidate.pod_uid = candidate.pod_uid or found.pod_uid
+            candidate.container_id = candidate.container_id or found.container_id
     return replace(
         incident,
         pod_uid=ident.pod_uid or incident.pod_uid,

@@ -19,6 +19,9 @@ IncidentKind = Literal[
     "memcg", "global", "cpuset", "mempolicy", "unknown", "framework", "eviction", "false_oomkilled"
 ]
 LimitScope = Literal["container", "pod", "qos", "node", "cgroup", "global"]
+# How the victim's cgroup was established (see `Attribution`).
+AttributionMethod = Literal["report", "group", "oom_signal", "pid_seen", "counter", "none"]
+AttributionConfidence = Literal["certain", "ambiguous", "unknown"]
 QosClass = Literal["guaranteed", "burstable", "besteffort"]
 CgroupDriver = Literal["cgroupfs", "systemd"]
 Runtime = Literal["containerd", "cri-o", "docker"]
@@ -152,6 +155,51 @@ class Finding:
 
 
 @dataclass(slots=True)
+class AttributionCandidate:
+    """A cgroup the evidence leaves possible for a kill, with the identity its path gives
+    (and the pod's name once Kubernetes enrichment knows the UID)."""
+
+    cgroup: str
+    pod_uid: str | None = None
+    container_id: str | None = None
+    namespace: str | None = None
+    pod: str | None = None
+
+    def name(self) -> str:
+        if self.pod:
+            return f"{self.namespace}/{self.pod}" if self.namespace else self.pod
+        return f"uid {self.pod_uid}" if self.pod_uid else self.cgroup
+
+
+@dataclass(slots=True)
+class Attribution:
+    """How sure oomwatch is of the victim's cgroup, and why.
+
+    `certain`: one cgroup fits all the kernel's evidence (its report names it, or for a
+    report whose header the kernel rate-limited: the only counter that rose at that time,
+    the pid seen in that cgroup, the only one whose OOM notification came before the kill).
+    `ambiguous`: two or more fit and nothing the kernel gives separates them; `candidates`
+    names them and no pod is charged.  `unknown`: none fits (an unwatched cgroup).
+    """
+
+    method: AttributionMethod
+    confidence: AttributionConfidence
+    candidates: list[AttributionCandidate] = field(default_factory=list)
+    reason: str | None = None  # in words: what decided it, or what could not be separated
+
+    @property
+    def ambiguous(self) -> bool:
+        return self.confidence == "ambiguous"
+
+    def describe(self) -> str:
+        """`one of pods ns/a, ns/b` (names where Kubernetes knew them, else pod UIDs, else
+        cgroup paths): how every output names the pods of an ambiguous kill."""
+        names = [c.name() for c in self.candidates]
+        noun = "pods" if all(c.pod_uid for c in self.candidates) else "cgroups"
+        return f"one of {noun} " + ", ".join(names)
+
+
+@dataclass(slots=True)
 class Incident:
     """Everything known about one OOM kill (or one group kill, or one framework OOM)."""
 
@@ -179,6 +227,18 @@ class Incident:
     # text log stamped to the second shows the repeat as a duplicate line, counted once.)
     kills_counted: int | None = None
     header_suppressed: bool = False
+    # How `task_memcg` was established; None for incidents that did not need attributing
+    # (framework OOMs, evictions) and for records from before attribution existed.
+    attribution: Attribution | None = None
+    # The size of the task table's pages as the report shows it (4096 on x86, 8192 on
+    # sparc64, often 65536 on arm64/ppc64); None: the report does not say.
+    page_size_bytes: int | None = None
+    # `wall_time`'s year was not printed: "journal banner", "earlier log stamp" or
+    # "reference time" (e.g. the file's mtime) gave it; None when the stamp had its year.
+    year_inferred_from: str | None = None
+    # Pre-5.1 `Kill process N (comm) score S or sacrifice child`: the process the kernel
+    # selected; the victim may be a child of it.
+    selected_pid: int | None = None
     # --- from the cgroup path (pure identity mapping) ---
     pod_uid: str | None = None
     container_id: str | None = None
@@ -242,6 +302,10 @@ class Incident:
         kwargs["memcg"] = _opt(MemcgUsage, data.get("memcg"))
         kwargs["breakdown_bytes"] = _opt(Breakdown, data.get("breakdown_bytes"))
         kwargs["k8s"] = _opt(PodContext, data.get("k8s"))
+        attribution = data.get("attribution")
+        if attribution is not None:
+            candidates = [AttributionCandidate(**c) for c in attribution.get("candidates") or []]
+            kwargs["attribution"] = Attribution(**{**attribution, "candidates": candidates})
         kwargs["tasks"] = [TaskRow(**row) for row in data.get("tasks") or []]
         kwargs["victims"] = [Victim(**v) for v in data.get("victims") or []]
         kwargs["findings"] = [Finding(**f) for f in data.get("findings") or []]

@@ -77,7 +77,9 @@ class CounterDelta:
 
     `vanished=True` says the cgroup is gone (its counters with it); kills it had that were not
     read in time show up as a delta of its nearest watched ancestor.
-    `observed_at_s` is CLOCK_MONOTONIC seconds, the clock of the kernel log's timestamps.
+    `observed_at_s` is CLOCK_MONOTONIC seconds, the clock of the kernel log's timestamps;
+    `since_s` is when the counters were last known at their old values (None: unknown), so
+    the kills happened between the two.
     """
 
     cgroup: WatchedCgroup
@@ -86,6 +88,7 @@ class CounterDelta:
     oom_group_kill: int
     observed_at_s: float
     vanished: bool = False
+    since_s: float | None = None
 
 
 def parse_memory_events(data: bytes) -> OomCounters:

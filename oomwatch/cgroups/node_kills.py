@@ -21,6 +21,9 @@ class NodeOomKills:
         self._file = None if vmstat_path is None else CgroupFile(vmstat_path, size_bytes=8192)
         self._last: int | None = None  # the count at the last poll
         self._moved_last_poll = True  # so the first two polls read every counter
+        # The count stood still since the previous poll: no memcg counter moved meanwhile
+        # (the node's is bumped first, so a memcg's cannot have moved without it).
+        self.quiet = False
 
     def count(self) -> int | None:
         """The node's kills since boot; None when unknown (no file, a kernel before 4.13)."""
@@ -37,6 +40,7 @@ class NodeOomKills:
         first may read the memcg a moment too early), or it cannot be read at all."""
         count = self.count()
         moved = count is None or count != self._last
+        self.quiet = not moved and self._last is not None
         recent, self._moved_last_poll = self._moved_last_poll, moved
         self._last = count
         return moved or recent

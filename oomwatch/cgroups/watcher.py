@@ -9,6 +9,13 @@ pod cgroups (both versions), so only the new subtree is walked; a full rescan on
 is the safety net (a missed or overflowed notification, a new `kubepods` tree deep below the
 root), and the daemon may call `rescan()` when the kernel log names a cgroup it does not know.
 The arithmetic lives in `counters.CounterBook`.
+
+Each delta says when its kills happened (`since_s` .. `observed_at_s`): a v1 counter is
+known unchanged whenever the node's count stood still, a v2 one whenever inotify was drained
+with nothing for it (less the kernel's notification delay).  OOM notifications (v1 eventfds,
+v2 `oom` rises) put their cgroup under close watch: its counter is read every
+`HOT_POLL_INTERVAL_S` for `HOT_WINDOW_S`, so the kill that follows is dated to milliseconds,
+and its pids are read at once, while the victim is still there.
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ import contextlib
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 
 from inotify_simple import INotify, flags
 
@@ -31,14 +39,20 @@ from oomwatch.cgroups.discovery import (
     MAX_CGROUPS,
     Hierarchy,
     WatchedCgroup,
+    counter_file,
     discover,
     find_hierarchies,
+    read_between_rescans,
 )
 from oomwatch.cgroups.files import CgroupFile, CgroupGone, read_once
 from oomwatch.cgroups.node_kills import NODE_VMSTAT, NodeOomKills
+from oomwatch.cgroups.oom_events import HOT_POLL_INTERVAL_S, OomWitness
 
 _MAX_WARNINGS = 100
 _DIR_EVENTS = flags.CREATE | flags.DELETE | flags.ONLYDIR
+# cgroupfs delays a file's notification up to 10 ms after the previous one
+# (`CGROUP_FILE_NOTIFY_MIN_INTV` in kernel/cgroup/cgroup.c) and delivers it from a work item.
+V2_NOTIFY_DELAY_S = 0.05
 
 
 class CgroupWatcher:
@@ -59,6 +73,7 @@ class CgroupWatcher:
         clock: Callable[[], float] = time.monotonic,
         prior_counters: Mapping[str, OomCounters] | None = None,
         node_vmstat: str | None = NODE_VMSTAT,
+        oom_events: bool = True,
     ) -> None:
         self.hierarchies: list[Hierarchy] = [h for root in roots for h in find_hierarchies(root)]
         self.warnings: list[str] = []
@@ -84,6 +99,11 @@ class CgroupWatcher:
         self._next_poll_s = 0.0
         self._next_rescan_s = 0.0
         self._read_all = False
+        self.witness = OomWitness(self._fs_path, eventfds=oom_events)
+        self._read_at: dict[str, float] = {}  # relpath -> its counter was last read then
+        self._last_read: dict[str, float | None] = {}  # ... the read before that
+        self._v1_quiet_at: float | None = None  # no v1 counter moved before then
+        self._v2_quiet_at: float | None = None  # ... no inotify-watched v2 counter
         for hierarchy in self.hierarchies:
             self._watch_dir(hierarchy, "")
         self.rescan()
@@ -94,13 +114,20 @@ class CgroupWatcher:
         """The inotify descriptor to poll for readability (None: polling only)."""
         return None if self._inotify is None else self._inotify.fileno()
 
+
     def cgroups(self) -> list[WatchedCgroup]:
         return list(self._cgroups.values())
 
-    def poll_changes(self) -> list[CounterDelta]:
-        """Counter increases since the last call (and cgroups that vanished)."""
+    def poll_changes(self, *, force: bool = False) -> list[CounterDelta]:
+        """Counter increases since the last call (and cgroups that vanished); OOM
+        notifications and pids seen go to `signals` and `sightings`.  `force` reads the
+        polled counters now (a kill line arrived), whatever the poll timer says."""
         now = self._clock()
+        v2_quiet_before = self._v2_quiet_at
         dirty = self._drain_inotify()
+        if self._inotify is not None:
+            self._v2_quiet_at = now - V2_NOTIFY_DELAY_S
+        dirty.update(self.witness.hot_cgroups(now))
         if now >= self._next_rescan_s:
             self.rescan()
             self._read_all = True  # the periodic safety net: every counter, node/QoS too
@@ -108,9 +135,15 @@ class CgroupWatcher:
             walks, self._walk_under = self._walk_under, set()
             for hierarchy, under in walks:
                 self._scan(hierarchy, under)
-        if now >= self._next_poll_s:
+        v1_quiet_before = self._v1_quiet_at
+        if force or now >= self._next_poll_s:
             # v1 counters only after the node's kills moved; v2 ones every poll.
-            dirty.update(self._polled if self._node_kills.moved() else self._polled_v2)
+            moved = self._node_kills.moved()
+            dirty.update(self._polled if moved else self._polled_v2)
+            if force and moved:  # a kill line came: its counter moved, notified or not yet
+                dirty.update(self._rel_to_wd)
+            if self._node_kills.quiet:
+                self._v1_quiet_at = now
             self._next_poll_s = now + self._poll_interval_s
         if self._read_all:
             dirty.update(self._cgroups)
@@ -118,7 +151,13 @@ class CgroupWatcher:
         dirty.update(self._gone)
         deltas, self._pending = self._pending, []
         if dirty:
-            deltas.extend(self._pass(dirty, now))
+            quiet = {1: v1_quiet_before, 2: v2_quiet_before}
+            deltas.extend(self._dated(d, quiet) for d in self._pass(dirty, now))
+        self.witness.note_v2(
+            ((d.cgroup.relpath, d.since_s, d.observed_at_s) for d in deltas
+             if d.oom > 0 and not d.vanished and d.cgroup.version == 2),
+            now,
+        )
         return deltas
 
     def next_due_s(self) -> float:
@@ -127,6 +166,8 @@ class CgroupWatcher:
         if self._pending or self._walk_under or self._gone or self._read_all:
             return self._clock()
         due = self._next_rescan_s
+        if self.witness.hot:
+            due = min(due, self._clock() + HOT_POLL_INTERVAL_S)
         if self._polled:
             due = min(due, self._next_poll_s)
         return due
@@ -183,16 +224,18 @@ class CgroupWatcher:
                 self._warn(f"watching at most {self._max_cgroups} cgroups")
                 break
             self._cgroups[cg.relpath] = cg
-            self._files[cg.relpath] = CgroupFile(_counter_file(cg), size_bytes=256)
+            self._files[cg.relpath] = CgroupFile(counter_file(cg), size_bytes=256)
             reading = self._read(cg.relpath)
             if reading is None:
                 self._untrack(cg.relpath)
                 continue
             readings[cg.relpath] = reading
-            if _read_between_rescans(cg) and not self._watch_counters(cg):
+            if read_between_rescans(cg) and not self._watch_counters(cg):
                 self._polled.add(cg.relpath)
                 if cg.version == 2:
                     self._polled_v2.add(cg.relpath)
+            if cg.version == 1 and read_between_rescans(cg):
+                self.witness.watch(cg.relpath, cg.fs_path, self._clock())
             if cg.identity.level != "container":
                 self._watch_dir(hierarchy, cg.relpath)
         added = [cg for cg in new if cg.relpath in readings]
@@ -226,6 +269,7 @@ class CgroupWatcher:
             cgroup_file.close()
         self._files.clear()
         self._node_kills.close()
+        self.witness.close()
         if self._inotify is not None:
             self._inotify.close()
             self._inotify = None
@@ -236,6 +280,7 @@ class CgroupWatcher:
         """Read the dirty cgroups (parents first); only changed bytes are parsed."""
         files, raw, gone = self._files, self._raw, self._gone
         readings: dict[str, OomCounters | None] = {}
+        read_at = self._read_at
         for rel in self._book.with_descendants(dirty):
             if rel in gone:
                 readings[rel] = None
@@ -245,6 +290,8 @@ class CgroupWatcher:
             except CgroupGone:
                 readings[rel] = None
                 continue
+            self._last_read[rel] = read_at.get(rel)
+            read_at[rel] = now
             if raw.get(rel) != data:
                 raw[rel] = data
                 readings[rel] = self._parse(rel, data)
@@ -255,12 +302,24 @@ class CgroupWatcher:
                 self._untrack(delta.cgroup.relpath)
         return deltas
 
+    def _dated(self, delta: CounterDelta, quiet: Mapping[int, float | None]) -> CounterDelta:
+        """The delta with the last time its counters were known unchanged: the read before
+        this one, or a node-wide quiet moment (v1: the node's count stood still; v2: inotify
+        was drained with nothing for it), whichever is later."""
+        rel = delta.cgroup.relpath
+        known = [self._last_read.get(rel)]
+        if delta.cgroup.version == 1 or rel in self._rel_to_wd:
+            known.append(quiet.get(delta.cgroup.version))
+        times = [t for t in known if t is not None]
+        return replace(delta, since_s=max(times) if times else None)
+
     def _read(self, relpath: str) -> OomCounters | None:
         """Counters now, or None if the cgroup is gone."""
         try:
             data = self._files[relpath].read()
         except CgroupGone:
             return None
+        self._read_at[relpath] = self._clock()
         self._raw[relpath] = data
         return self._parse(relpath, data)
 
@@ -303,7 +362,7 @@ class CgroupWatcher:
         if self._inotify is None or cg.version != 2:
             return False
         try:
-            wd = self._inotify.add_watch(_counter_file(cg), flags.MODIFY)
+            wd = self._inotify.add_watch(counter_file(cg), flags.MODIFY)
         except OSError as exc:  # ENOSPC (watch limit) or the cgroup just went away
             self._warn(f"inotify watch on {cg.relpath!r} failed ({exc.strerror}); polling it")
             return False
@@ -346,6 +405,13 @@ class CgroupWatcher:
         self._polled_v2.discard(relpath)
         self._cgroups.pop(relpath, None)
         self._raw.pop(relpath, None)
+        self._read_at.pop(relpath, None)
+        self._last_read.pop(relpath, None)
+        self.witness.forget(relpath)
+
+    def _fs_path(self, relpath: str) -> str | None:
+        watched = self._cgroups.get(relpath)
+        return None if watched is None else watched.fs_path
 
     def _locate(self, relpath: str) -> tuple[str, int] | None:
         watched = self._cgroups.get(relpath)
@@ -360,22 +426,3 @@ class CgroupWatcher:
     def _warn(self, message: str) -> None:
         if message not in self.warnings and len(self.warnings) < _MAX_WARNINGS:
             self.warnings.append(message)
-
-
-def _read_between_rescans(cg: WatchedCgroup) -> bool:
-    """Whether the counters are read on change (or every poll), not only at full rescans.
-
-    v1 counters are local and Kubernetes puts no process in the node, QoS or pod cgroups
-    themselves, so those read 0 forever.  On v2 the node and QoS levels would wake us for
-    every `max`/`high` event of every container on the node (and reading a parent means
-    reading all below it); they matter only when a whole pod cgroup vanished before we read
-    it, which the rescans' full reads still catch.
-    """
-    if cg.identity.level in ("container", "cgroup"):
-        return True
-    return cg.version == 2 and cg.identity.level == "pod"
-
-
-def _counter_file(cg: WatchedCgroup) -> str:
-    name = "memory.events" if cg.version == 2 else "memory.oom_control"
-    return os.path.join(cg.fs_path, name)

@@ -29,7 +29,7 @@ from oomwatch.daemon.config import DaemonConfig
 from oomwatch.daemon.host import dying, live_pids
 from oomwatch.daemon.kernel_log import KernelLog
 from oomwatch.daemon.pipeline import Pipeline
-from oomwatch.daemon.reconcile import CounterKills, is_kernel_kill
+from oomwatch.daemon.reconcile import CgroupFacts, is_kernel_kill
 from oomwatch.incident import Incident, TimelineSample
 from oomwatch.sinks.log import LogSink, get_logger
 from oomwatch.sinks.metrics import Metrics, SeriesLabels
@@ -104,11 +104,14 @@ class Agent:
             survived=self._survived,
             oom_group=self._oom_group,
             enrich_wait_s=config.enrich_wait_s,
+            cgroup_facts=self._cgroup_facts,
+            kernel_offset_s=self.kmsg.clock.offset_s,
         )
         if checkpoint is not None:
             self.pipeline.state = self.checkpoints.restored_state(checkpoint, time.monotonic())
+            if self.pipeline.state.kernel_offset_s is not None:
+                self.kmsg.clock.seed(self.pipeline.state.kernel_offset_s)
         self.metrics_address: tuple[str, int] | None = None
-        self._batches_taken = 0
         self._next_prune_mono = time.monotonic() + PRUNE_INTERVAL_S
         self._next_forced_rescan = 0.0
         self._rescanned_for: OrderedDict[str, None] = OrderedDict()
@@ -171,6 +174,9 @@ class Agent:
                 return None if pids is None else any(not dying(p) for p in pids - victims)
         return None
 
+    def _cgroup_facts(self) -> CgroupFacts:
+        return CgroupFacts(self.cgroups.limits_bytes)
+
     def _oom_group(self, relpath: str) -> bool | None:
         """`memory.oom.group` of a container cgroup (the watcher only looks it up)."""
         try:
@@ -215,6 +221,7 @@ class Agent:
             return 1
         if self.kube is not None:
             self.kube.start()
+        self.cgroups.request_pass()  # kills a restored checkpoint waits on take part after it
         self.log.info(
             "started",
             node=self.config.node_name,
@@ -223,6 +230,7 @@ class Agent:
             cgroup_hierarchies=[h.mount_path for h in self.watcher.hierarchies],
             cgroup_versions=[h.version for h in self.watcher.hierarchies],
             cgroups_watched=len(self.cgroups.watched),
+            oom_notifications=self.watcher.witness.failure or "watched",
             standalone=self.kube is None,
             boot_id=self.boot_id,
         )
@@ -271,20 +279,9 @@ class Agent:
             incidents.append(self._submitted.get_nowait())
         self.pipeline.process(incidents)
         self._rescan_for(incidents)
-        kills = self._counter_kills()
-        if kills:
-            self.pipeline.process((), kills)
-
-    def _counter_kills(self) -> list[CounterKills]:
-        kills: list[CounterKills] = []
-        while not self.cgroups.deltas.empty():
-            batch = self.cgroups.deltas.get_nowait()
-            self._batches_taken += 1
-            for d in batch:
-                if not d.vanished and d.oom_kill > 0:
-                    rel = d.cgroup.relpath
-                    kills.append(CounterKills(rel, d.oom_kill, d.observed_at_s, d.oom_group_kill))
-        return kills
+        news = self.cgroups.take_news()
+        if news is not None:
+            self.pipeline.process((), news)
 
     def _rescan_for(self, incidents: list[Incident]) -> None:
         """Ask for a rescan now when a kill names a cgroup we do not watch yet, or a bare
@@ -296,6 +293,7 @@ class Agent:
         for incident in incidents:
             if not is_kernel_kill(incident):
                 continue
+            self.cgroups.request_pass()  # its counter moved before the line was printed
             cgroup = incident.task_memcg or incident.oom_memcg
             if cgroup is None:
                 wanted = True
@@ -364,10 +362,10 @@ class Agent:
         levels = None
         if self.checkpoints.levels_due(self.cgroups.batches):
             levels = self.cgroups.counter_levels()
-            kills = self._counter_kills()
-            if kills:
-                self.pipeline.process((), kills)
-            if levels[1] != self._batches_taken or self.pipeline.holding:
+            news = self.cgroups.take_news()
+            if news is not None:
+                self.pipeline.process((), news)
+            if levels[1] != self.cgroups.batches_taken or self.pipeline.holding:
                 return  # more came in meanwhile (or a bare kill waits): next time
         self.checkpoints.save(self.kmsg.cursor, self.pipeline.state, levels)
 
@@ -376,7 +374,7 @@ class Agent:
         try:
             if self.kmsg.open:
                 self.pipeline.process(self.kmsg.flush())
-            self.pipeline.process((), self._counter_kills())
+            self.pipeline.process((), self.cgroups.take_news() or ())
             holding = self.pipeline.holding
             self.pipeline.drain()
             if not holding:  # else the last checkpoint stays: the restart replays from it

@@ -17,10 +17,13 @@ import select
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from oomwatch.cgroups import CgroupWatcher, CounterDelta, TimelineSampler, WatchedCgroup
 from oomwatch.cgroups.counters import OomCounters
+from oomwatch.cgroups.oom_events import HOT_POLL_INTERVAL_S, OomSignal, Sighting, pids_in
+from oomwatch.daemon.reconcile import CgroupNews, CounterKills
 from oomwatch.incident import Timeline, TimelineSample
 
 # A sample due this soon after a counter poll is taken in the same wake-up: the two 1 s
@@ -30,7 +33,23 @@ SAMPLE_EARLY_S = 0.05
 # spin the thread (inotify and pokes still wake it at once).
 MIN_PASS_GAP_S = 0.1
 
+# Containers this close to their limit have their pids looked at every sample: a kill whose
+# report the kernel rate-limits can then be placed by its pid.
+NEAR_LIMIT_FRACTION = 0.9
+MAX_NEAR_LIMIT_CGROUPS = 64
+
 OnSamples = Callable[[list[tuple[WatchedCgroup, TimelineSample]], float], None]
+
+
+@dataclass(frozen=True, slots=True)
+class CgroupBatch:
+    """What one counter pass (or sample) found, for the loop; `started_at_s` (monotonic)
+    is when the pass began reading: every kill printed before it shows in `deltas`."""
+
+    deltas: list[CounterDelta]
+    signals: list[OomSignal]
+    sightings: list[Sighting]
+    started_at_s: float | None
 
 
 class CgroupWorker:
@@ -47,16 +66,20 @@ class CgroupWorker:
     ) -> None:
         self.watcher = watcher
         self.sampler = sampler
-        self.deltas: queue.SimpleQueue[list[CounterDelta]] = queue.SimpleQueue()
+        self.deltas: queue.SimpleQueue[CgroupBatch] = queue.SimpleQueue()
+        # Snapshots the loop reads (replaced whole, never changed in place).
+        self.limits_bytes: dict[str, int] = {}
         self.watched: frozenset[str] = frozenset(cg.relpath for cg in watcher.cgroups())
         self._on_samples = on_samples
         self._wake = wake
         self._log = log
         self._lock = threading.Lock()  # sampling vs. freezing a timeline
         self._counter_lock = threading.Lock()  # a counter pass vs. `counter_levels()`
-        self.batches = 0  # delta batches queued so far
+        self.batches = 0  # batches queued so far
+        self.batches_taken = 0  # ... and taken by the loop
         self._stop = threading.Event()
         self._rescan = threading.Event()
+        self._force = threading.Event()
         self._pipe_r, self._pipe_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self._thread = threading.Thread(target=self._run, name="oomwatch-cgroups", daemon=True)
 
@@ -69,6 +92,35 @@ class CgroupWorker:
     def request_rescan(self) -> None:
         """Look for new cgroups now (a kill named one we do not watch yet)."""
         self._rescan.set()
+        self._poke()
+
+    def take_news(self) -> CgroupNews | None:
+        """(Loop thread) everything queued since the last look, as one piece of news."""
+        kills: list[CounterKills] = []
+        signals: list[OomSignal] = []
+        sightings: list[Sighting] = []
+        counted_at_s: float | None = None
+        taken = False
+        while not self.deltas.empty():
+            batch = self.deltas.get_nowait()
+            self.batches_taken += 1
+            taken = True
+            signals += batch.signals
+            sightings += batch.sightings
+            if batch.started_at_s is not None:
+                counted_at_s = max(counted_at_s or batch.started_at_s, batch.started_at_s)
+            kills += [
+                CounterKills(d.cgroup.relpath, d.oom_kill, d.observed_at_s, d.oom_group_kill,
+                             d.since_s)
+                for d in batch.deltas
+                if not d.vanished and d.oom_kill > 0
+            ]
+        return CgroupNews(kills, signals, sightings, counted_at_s) if taken else None
+
+    def request_pass(self) -> None:
+        """Read the counters now (a kill line with no cgroup arrived: its counter has moved);
+        the batch that follows says when the pass began, even if it found nothing."""
+        self._force.set()
         self._poke()
 
     def freeze(self, relpath: str, at_s: float) -> Timeline | None:
@@ -100,12 +152,13 @@ class CgroupWorker:
         """
         poller = select.poll()
         poller.register(self._pipe_r, select.POLLIN)
-        inotify_fd = self.watcher.fileno()
-        if inotify_fd is not None:
-            poller.register(inotify_fd, select.POLLIN)
+        for fd in (self.watcher.fileno(), self.watcher.witness.fileno()):
+            if fd is not None:
+                poller.register(fd, select.POLLIN)
         next_sample = last_pass = time.monotonic()
         while not self._stop.is_set():
-            wake_at = max(min(next_sample, self.watcher.next_due_s()), last_pass + MIN_PASS_GAP_S)
+            gap_s = HOT_POLL_INTERVAL_S if self.watcher.witness.hot else MIN_PASS_GAP_S
+            wake_at = max(min(next_sample, self.watcher.next_due_s()), last_pass + gap_s)
             timeout_ms = max(0.0, wake_at - time.monotonic()) * 1000.0
             if self._pipe_r in {fd for fd, _ in poller.poll(math.ceil(timeout_ms))}:
                 with contextlib.suppress(BlockingIOError):
@@ -120,24 +173,34 @@ class CgroupWorker:
 
     def _counters(self) -> None:
         with self._counter_lock:
-            deltas = self._poll_counters()
-        if deltas:
+            queued = self._poll_counters()
+        if queued:
             self._wake()
 
-    def _poll_counters(self) -> list[CounterDelta]:
+    def _poll_counters(self) -> bool:
+        forced = self._force.is_set()
+        self._force.clear()
+        started_at_s = time.monotonic()
         try:
             if self._rescan.is_set():
                 self._rescan.clear()
                 self.watcher.rescan()
                 self.watched = frozenset(cg.relpath for cg in self.watcher.cgroups())
-            deltas = self.watcher.poll_changes()
+            deltas = self.watcher.poll_changes(force=forced)
         except Exception:
             self._log.exception("cgroup_counters_failed")
-            return []
-        if deltas:
-            self.batches += 1
-            self.deltas.put(deltas)
-        return deltas
+            return False
+        witness = self.watcher.witness
+        signals, witness.signals = witness.signals, []
+        sightings, witness.sightings = witness.sightings, []
+        if not (deltas or signals or sightings or forced):
+            return False
+        self._queue(CgroupBatch(deltas, signals, sightings, started_at_s if forced else None))
+        return True
+
+    def _queue(self, batch: CgroupBatch) -> None:
+        self.batches += 1
+        self.deltas.put(batch)
 
     def _sample(self) -> None:
         now_wall = time.time()
@@ -146,6 +209,25 @@ class CgroupWorker:
                 cgroups = self.watcher.cgroups()
                 samples = self.sampler.sample(cgroups, now_wall)
             self.watched = frozenset(cg.relpath for cg in cgroups)
+            self._note_limits(samples)
             self._on_samples(samples, now_wall)
         except Exception:
             self._log.exception("memory_sampling_failed")
+
+    def _note_limits(self, samples: list[tuple[WatchedCgroup, TimelineSample]]) -> None:
+        """Keep the limits, and look at the pids of containers near theirs."""
+        self.limits_bytes = {
+            cg.relpath: s.limit_bytes for cg, s in samples if s.limit_bytes is not None
+        }
+        near = [
+            cg for cg, s in samples
+            if s.limit_bytes and s.usage_bytes >= NEAR_LIMIT_FRACTION * s.limit_bytes
+        ][:MAX_NEAR_LIMIT_CGROUPS]
+        if not near:
+            return
+        now_s = time.monotonic()
+        seen = [Sighting(pid, cg.relpath, now_s) for cg in near for pid in pids_in(cg.fs_path)]
+        if seen:
+            with self._counter_lock:
+                self._queue(CgroupBatch([], [], seen, None))
+            self._wake()

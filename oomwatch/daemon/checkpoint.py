@@ -16,20 +16,19 @@ from dataclasses import replace
 from typing import Any
 
 from oomwatch.cgroups.counters import OomCounters
-from oomwatch.daemon.reconcile import GRACE_S, LogKill, OwedKills, ReconcileState
+from oomwatch.daemon.reconcile import GRACE_S, Claim, ReconcileState, Rise, Sighting
 from oomwatch.sources.kmsg import KmsgCursor
 from oomwatch.store import Checkpoint, IncidentStore
 
 
 def pending_reconcile(state: ReconcileState) -> dict[str, Any]:
-    """The JSON-ready part of the state a restart needs (bare kills excluded)."""
+    """The JSON-ready part of the state a restart needs (bare kills and OOM notifications
+    excluded: bare kills replay, and notifications are watched anew from the restart)."""
     return {
-        "unmatched": [[k.cgroup, k.kernel_time_s, k.expires_at_s] for k in state.unmatched],
-        "owed": [
-            [d.cgroup, d.count, d.group_kills, d.observed_at_s, d.due_at_s] for d in state.owed
-        ],
-        "known_pids": [[pid, memcg] for pid, memcg in dict(state.known_pids).items()],
-        "known_names": [list(pair) for pair in state.known_names],
+        "claims": [[list(c.cgroups), c.kernel_time_s, c.expires_at_s] for c in state.claims],
+        "rises": [[r.cgroup, r.after_s, r.by_s, r.due_s, r.group] for r in state.rises],
+        "sightings": [[s.pid, s.cgroup, s.at_s] for s in state.sightings],
+        "kernel_offset_s": state.kernel_offset_s,
     }
 
 
@@ -37,28 +36,48 @@ def restore_reconcile(data: Mapping[str, Any], now_s: float) -> ReconcileState:
     """The saved state, with deadlines moved to at least one grace period from now so the
     replayed kernel log and the first counter reads can explain what was pending.
 
-    Raises ValueError naming the part that is malformed.
+    Checkpoints of earlier versions (`unmatched` report kills, `owed` counts, `known_pids`)
+    are read too.  Raises ValueError naming the part that is malformed.
     """
+    soon = now_s + GRACE_S
     try:
-        unmatched = tuple(
-            LogKill(str(cgroup), _opt_float(at), max(float(expires), now_s + GRACE_S))
+        # restored claims arrive now: they take part once the restarted agent read counters
+        claims = [
+            Claim(
+                tuple(str(c) for c in cgroups), _opt_float(at), max(float(expires), soon), now_s
+            )
+            for cgroups, at, expires in data.get("claims", ())
+        ]
+        claims += [  # before attribution: one report kill per row
+            Claim((str(cgroup),), _opt_float(at), max(float(expires), soon), now_s)
             for cgroup, at, expires in data.get("unmatched", ())
+        ]
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"checkpoint 'claims' is malformed: {exc}") from exc
+    try:
+        rises = [
+            Rise(str(c), _opt_float(after), float(by), max(float(due), soon), bool(group))
+            for c, after, by, due, group in data.get("rises", ())
+        ]
+        for c, count, group_kills, seen, due in data.get("owed", ()):  # before attribution
+            rises += [
+                Rise(str(c), None, float(seen), max(float(due), soon), i < int(group_kills))
+                for i in range(int(count))
+            ]
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"checkpoint 'rises' is malformed: {exc}") from exc
+    try:
+        sightings = tuple(
+            Sighting(int(pid), str(cgroup), float(at))
+            for pid, cgroup, at in data.get("sightings", ())
         )
     except (TypeError, ValueError) as exc:
-        raise ValueError(f"checkpoint 'unmatched' is malformed: {exc}") from exc
+        raise ValueError(f"checkpoint 'sightings' is malformed: {exc}") from exc
     try:
-        owed = tuple(
-            OwedKills(str(c), int(n), int(group), float(seen), max(float(due), now_s + GRACE_S))
-            for c, n, group, seen, due in data.get("owed", ())
-        )
+        offset = _opt_float(data.get("kernel_offset_s"))
     except (TypeError, ValueError) as exc:
-        raise ValueError(f"checkpoint 'owed' is malformed: {exc}") from exc
-    try:
-        pids = tuple((int(pid), str(memcg)) for pid, memcg in data.get("known_pids", ()))
-        names = tuple((str(name), str(memcg)) for name, memcg in data.get("known_names", ()))
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"checkpoint 'known_pids'/'known_names' is malformed: {exc}") from exc
-    return ReconcileState(unmatched, owed, (), pids, names)
+        raise ValueError(f"checkpoint 'kernel_offset_s' is malformed: {exc}") from exc
+    return ReconcileState(tuple(claims), tuple(rises), sightings=sightings, kernel_offset_s=offset)
 
 
 def _opt_float(value: Any) -> float | None:
@@ -94,8 +113,8 @@ class Checkpointer:
         self._log.info(
             "checkpoint_resumed",
             cgroups=len(checkpoint.counters),
-            owed=sum(d.count for d in state.owed),
-            unmatched=len(state.unmatched),
+            owed=len(state.rises),
+            claims=len(state.claims),
         )
         return state
 
@@ -111,7 +130,8 @@ class Checkpointer:
     ) -> None:
         """Save what changed; `levels` are the counters and the batch count they explain,
         which every batch up to it must have gone through the pipeline into `state`."""
-        state = replace(state, bare=())
+        # only what `pending_reconcile` keeps: the rest changes without needing a save
+        state = replace(state, bare=(), signals=(), counted_at_s=None)
         if levels is None and cursor == self._saved_cursor and state == self._saved_state:
             return
         try:

@@ -9,13 +9,14 @@ complete are kept, because the cursor has already moved past all of them.
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
 from oomwatch.decode import ReportAssembler, parse_kmsg_record
 from oomwatch.decode.lines import parse_killed
 from oomwatch.incident import Incident
-from oomwatch.sources.kmsg import KmsgCursor, KmsgFollower
+from oomwatch.sources.kmsg import MAX_RECORDS_PER_READ, KmsgCursor, KmsgFollower
 
 FLUSH_IDLE_S = 0.02  # a report is complete once the kernel log is quiet this long
 # ... or this long after a `Killed process` line: the kernel prints the whole report in one
@@ -23,6 +24,46 @@ FLUSH_IDLE_S = 0.02  # a report is complete once the kernel log is quiet this lo
 # oom_reaper line comes later or never, and the decoder ignores it once the report is closed.
 KILL_LINE_IDLE_S = 0.005
 RECORD_EXCERPT_BYTES = 512
+CLOCK_WINDOW_S = 600.0
+MIN_LIVE_READS = 3
+
+
+class KernelClock:
+    """The kernel log's clock minus CLOCK_MONOTONIC, from the records as they arrive.
+
+    kmsg stamps come from `local_clock()` (sched_clock), which NTP does not slew; the
+    monotonic clock is slewed, so the two drift apart slowly (tens of ppm: seconds after
+    weeks of uptime).  A record is read after it was stamped, so `stamp - arrival` is at most
+    the offset, and the promptest record comes closest: the estimate is the largest such
+    difference over the last `CLOCK_WINDOW_S` (a sliding maximum) of records read live
+    (backlog replayed at startup is old and says nothing).  Unknown (None) until records of
+    `MIN_LIVE_READS` reads came in (one late read alone could be off by its delay), unless
+    an earlier run of this boot left its estimate (`seed`).
+    """
+
+    def __init__(self, window_s: float = CLOCK_WINDOW_S) -> None:
+        self._window_s = window_s
+        self._best: deque[tuple[float, float]] = deque()  # (arrival, difference), decreasing
+        self._seed: float | None = None
+        self._reads: set[float] = set()  # arrival times of the first live reads
+
+    def seed(self, offset_s: float) -> None:
+        self._seed = offset_s
+
+    def note(self, kernel_time_s: float, arrival_mono_s: float) -> None:
+        if len(self._reads) < MIN_LIVE_READS:
+            self._reads.add(arrival_mono_s)
+        difference = kernel_time_s - arrival_mono_s
+        while self._best and self._best[-1][1] <= difference:
+            self._best.pop()
+        self._best.append((arrival_mono_s, difference))
+        while self._best[0][0] < arrival_mono_s - self._window_s:
+            self._best.popleft()
+
+    def offset_s(self) -> float | None:
+        if len(self._reads) < MIN_LIVE_READS or not self._best:
+            return self._seed
+        return self._best[0][1]
 
 
 class KernelLog:
@@ -38,6 +79,8 @@ class KernelLog:
     ) -> None:
         self.log = log
         self.assembler = ReportAssembler()
+        self.clock = KernelClock()
+        self._caught_up = False  # the last read emptied the log: what comes next is live
         self.undecodable = 0
         self._on_lost = on_lost
         self._last_record_mono = 0.0
@@ -81,8 +124,10 @@ class KernelLog:
         """Decode what the log has now; count records the kernel overwrote before we read."""
         if self.follower is None:
             return []
+        live = self._caught_up
         records = self.follower.read_available()
-        out = self.decode(records)
+        self._caught_up = len(records) < MAX_RECORDS_PER_READ
+        out = self.decode(records, live=live)
         if records:
             self._last_record_mono = time.monotonic()
         lost = self.follower.take_lost()
@@ -96,14 +141,18 @@ class KernelLog:
             )
         return out
 
-    def decode(self, records: list[tuple[int, bytes]]) -> list[Incident]:
-        """Feed (seq, raw) records one by one; a failing one is logged and skipped."""
+    def decode(self, records: list[tuple[int, bytes]], *, live: bool = False) -> list[Incident]:
+        """Feed (seq, raw) records one by one; a failing one is logged and skipped.  Records
+        read `live` (not replayed backlog) also tell the clock offset."""
         out: list[Incident] = []
+        arrival_s = time.monotonic()
         for seq, raw in records:
             try:
                 record = parse_kmsg_record(raw)
                 if record is None:
                     continue  # userspace-written (facility != 0) or garbage
+                if live and record.kernel_time_s is not None:
+                    self.clock.note(record.kernel_time_s, arrival_s)
                 out += self.assembler.feed(record)
                 killed = parse_killed(record.message)
                 self._flush_idle_s = KILL_LINE_IDLE_S if killed else FLUSH_IDLE_S

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field, replace
 from oomwatch.cgroup_identity import annotate, identify
 from oomwatch.daemon.observe import SurvivalRecheck, fill_sampled_usage
 from oomwatch.daemon.reconcile import (
+    CgroupFacts,
+    CgroupNews,
     CounterKills,
     ReconcileState,
     is_kernel_kill,
@@ -53,6 +55,7 @@ class PipelineStats:
     duplicates: int = 0
     deferred: int = 0
     attributed: int = 0
+    ambiguous: int = 0
     kmsg_missing: int = 0
     errors: int = 0
 
@@ -81,6 +84,8 @@ class Pipeline:
         enrich_wait_s: float = 5.0,
         wall_clock: Callable[[], float] = time.time,
         mono_clock: Callable[[], float] = time.monotonic,
+        cgroup_facts: Callable[[], CgroupFacts] = CgroupFacts,
+        kernel_offset_s: Callable[[], float | None] = lambda: 0.0,
     ) -> None:
         self.store = store
         self.sinks = list(sinks)
@@ -93,6 +98,8 @@ class Pipeline:
         self._enrich_wait_s = enrich_wait_s
         self._wall = wall_clock
         self._mono = mono_clock
+        self._cgroup_facts = cgroup_facts
+        self._kernel_offset_s = kernel_offset_s
         self.state = ReconcileState()
         self._deferred: list[_Deferred] = []
         self.stats = PipelineStats()
@@ -109,9 +116,12 @@ class Pipeline:
         return bool(self._deferred) or not self.state.quiet
 
     def process(
-        self, incidents: Sequence[Incident] = (), deltas: Sequence[CounterKills] = ()
+        self,
+        incidents: Sequence[Incident] = (),
+        news: CgroupNews | Sequence[CounterKills] = (),
     ) -> None:
-        """Take new incidents and counter increases; store and publish what is ready.
+        """Take new incidents and cgroup news (counter rises, OOM notifications, pids seen);
+        store and publish what is ready.
 
         Call it on every turn of the loop, even with nothing new: deadlines advance here.
         """
@@ -122,7 +132,13 @@ class Pipeline:
             self._stamp(incident, now_wall, now_mono)
         try:
             result = reconcile(
-                self.state, incidents, deltas, now_mono, wall_offset_s=now_wall - now_mono
+                self.state,
+                incidents,
+                news,
+                now_mono,
+                facts=self._cgroup_facts(),
+                kernel_offset_s=self._kernel_offset_s(),
+                wall_offset_s=now_wall - now_mono,
             )
         except Exception:  # a bug here must not lose the incidents: pass them on unmatched
             log.exception("reconciliation failed; passing incidents on unmatched")
@@ -131,6 +147,7 @@ class Pipeline:
         else:
             self.state = result.state
             self.stats.attributed += result.attributed
+            self.stats.ambiguous += result.ambiguous
             self.stats.kmsg_missing += result.missing
             ready = result.ready
         for incident in ready:

@@ -6,7 +6,8 @@ No I/O here: sources read the bytes, this package turns them into incidents.
   `feed_kmsg(raw)` skips chatter before parsing it);
 - `decode_kmsg_records(raws)`: a /dev/kmsg backlog -> `DecodeResult`;
 - `decode_text(text)` / `decode_lines(lines)`: a whole log -> `DecodeResult`;
-- `TextScanner`: `decode_text` for a log that comes in pieces (a file read in chunks).
+- `TextScanner`: `decode_text` for a log that comes in pieces (a file read in chunks);
+- `Reference`: what the caller knows of when a log was written (dates yearless stamps).
 """
 
 from oomwatch.decode.assembler import ReportAssembler
@@ -19,11 +20,13 @@ from oomwatch.decode.scan import (
     decode_lines,
     decode_text,
 )
+from oomwatch.decode.stamps import Reference
 
 __all__ = [
     "SOURCE_FORMATS",
     "DecodeResult",
     "LogRecord",
+    "Reference",
     "ReportAssembler",
     "TextScanner",
     "decode_kmsg_records",

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 
 from oomwatch.decode import lines as L
+from oomwatch.decode.context import OrphanRows, SuppressionWitness
 from oomwatch.decode.records import LogRecord, parse_kmsg_record
 from oomwatch.decode.report import (
     GROUP,
@@ -23,53 +24,43 @@ from oomwatch.decode.report import (
     TASK_IN,
     TASKS,
     ReportState,
+    add_reaped,
+    add_stats,
+    add_summary,
+    add_usage,
     finish,
+    meminfo_line,
+    table_elsewhere,
 )
+from oomwatch.decode.stamps import YearClock
 from oomwatch.decode.tasks import infer_layout, parse_header, parse_row
-from oomwatch.incident import Incident, MemcgUsage, TaskRow, Victim
+from oomwatch.incident import Incident, MemcgUsage, Victim
 from oomwatch.sanitize import escape_control
 
 # A gap in kernel time this long ends a report: no report's lines are that far apart.
 REPORT_GAP_S = 10.0
-# Task rows seen without their header and outside a report (a grep-filtered fragment) are
-# held, at most this many, for the report line that follows them directly.
-ORPHAN_ROWS_MAX = 4
-
-def _line_parts(message: str) -> list[str]:
-    """Split a multi-line record, but only the kinds the kernel prints as several lines.
-
-    A newline anywhere else comes from a name (an escaped `\\x0a` in a comm) and must not
-    cut a kill line in two.
-    """
-    if "\n" not in message:
-        return [message]
-    first = message.split("\n", 1)[0].strip()
-    if (
-        L.parse_stat_line(first) is not None
-        or first.startswith(("active_anon:", "Memory cgroup stats for", "Mem-Info"))
-    ):
-        return [part.strip() for part in message.split("\n") if part.strip()]
-    return [message]
+# Lines that open, place or close a report: a gap in kernel time before one of them ends
+# the open report; any other line that far away is another report's, pasted in (ignored).
+_REPORT_LINES = (
+    " invoked oom-killer", "Killed process ", "ill process ", "oom-kill:", "memory.oom.group",
+    "Task in ", "Memory limit reached", "memory: usage", "Memory cgroup stats for ",
+    "callbacks suppressed",
+)
 
 
 # Every line kind that opens a report or comes after its memory info (task table, summary,
 # kill, group and reaper lines) holds one of these; before the task table a report also
 # needs the stack's pid line and the global meminfo lines.
 _KEYS = ("oom", " process ", "emory", "Task")
-_PRE_TABLE_KEYS = (*_KEYS, "swap: ", "kmem: ", "PID: ", "Pid: ", "Mem-Info", "Node ")
+_PRE_TABLE_KEYS = (
+    *_KEYS, "swap: ", "kmem: ", "PID: ", "Pid: ", "Mem-Info", "Node ", "_anon:", "_file:", "kB ",
+)
 _KEY_RE = re.compile("|".join(map(re.escape, _KEYS)))
+_KILLED_PID = re.compile(r"Killed process \d")
 _PRE_TABLE_KEY_RE = re.compile("|".join(map(re.escape, _PRE_TABLE_KEYS)))
 # The same in a raw /dev/kmsg record (a task row starts right after the `;`).
 _RAW_KEY_RE = re.compile("|".join(map(re.escape, (*_KEYS, ";["))).encode())
 _RAW_PRE_TABLE_KEY_RE = re.compile("|".join(map(re.escape, (*_PRE_TABLE_KEYS, ";["))).encode())
-
-
-# How an OOM ends when nothing can be killed (noted on the incident).
-_OOM_END_LINES = (
-    "Out of memory and no killable processes",
-    "Kernel panic - not syncing: System is deadlocked on memory",
-    "Kernel panic - not syncing: Out of memory",
-)
 
 
 def _has_key(message: str, keys: re.Pattern[str]) -> bool:
@@ -84,11 +75,17 @@ class ReportAssembler:
     the open one (end of input, or the daemon saw ~20 ms without records).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, complete_log: bool = True, clock: YearClock | None = None) -> None:
+        """`complete_log`: every line the kernel printed reaches `feed` (the live /dev/kmsg
+        stream or its ring), so a kill without its header was rate-limited; False for a log
+        someone saved, cut or filtered.  `clock` dates stamps that print no year."""
         self.warnings: list[str] = []
+        self.complete_log = complete_log
+        self.clock = clock
         self._report: ReportState | None = None
-        self._orphans: list[TaskRow] = []
+        self._orphans = OrphanRows()
         self._orphan_added = False
+        self._witness = SuppressionWitness()
 
     @property
     def open(self) -> bool:
@@ -101,12 +98,14 @@ class ReportAssembler:
         report = self._report
         if report is not None and record.source_format == "journal" and not report.incident.victims:
             report.journal = True  # a continuation line: only journalctl writes those
-        for message in _line_parts(record.message):
+        for message in L.message_lines(record.message):
             self._orphan_added = False
             keys = self._keys()
             if keys is None or _has_key(message, keys):
                 self._line(record, message, done)
-            if not self._orphan_added:
+            if self._orphans.rows and not self._orphan_added and not self._orphans.bridged_by(
+                record, _KEY_RE.search(message) is not None
+            ):
                 self._orphans.clear()
         return done
 
@@ -120,8 +119,8 @@ class ReportAssembler:
         if keys is not None:
             raw_keys = _RAW_KEY_RE if keys is _KEY_RE else _RAW_PRE_TABLE_KEY_RE
             if raw_keys.search(raw) is None:
-                if self._orphans:
-                    self._orphans = []
+                if self._orphans.rows:
+                    self._orphans.clear()
                 return []
         record = parse_kmsg_record(raw)
         return self.feed(record) if record is not None else []
@@ -144,19 +143,25 @@ class ReportAssembler:
     def _close(self, done: list[Incident]) -> None:
         report, self._report = self._report, None
         if report is not None:
-            done.append(finish(report))
+            incident = finish(report)
+            done.append(incident)
+            if not self.complete_log:
+                self._witness.note(incident, report.header_evidence)
 
     def _start(self, record: LogRecord, stage: int, done: list[Incident]) -> ReportState:
         self._close(done)
-        report = ReportState(first=record, stage=stage, last_time_s=record.kernel_time_s)
+        report = ReportState(
+            first=record, stage=stage, last_time_s=record.kernel_time_s,
+            complete_log=self.complete_log, clock=self.clock,
+        )
         report.seen.add(_dedupe_key(record, record.message))
-        if self._orphans:
-            report.incident.tasks.extend(self._orphans)
+        rows = self._orphans.take(record.line_no)
+        if rows:
+            report.incident.tasks.extend(rows)
             report.header_evidence = True
             report.incident.notes.append(
                 "task rows without their header: columns inferred from the row width"
             )
-            self._orphans = []
         self._report = report
         return report
 
@@ -172,25 +177,40 @@ class ReportAssembler:
         report = self._report
         if report is not None:
             key = _dedupe_key(record, message)
-            if key in report.seen:
+            if key in report.seen and not (report.stage > TASKS and parse_header(message)):
                 return  # a repeated line (terminal paste): count it once
             report.seen.add(key)
-            now = record.kernel_time_s
-            if now is not None and report.last_time_s is not None and (
-                now - report.last_time_s > REPORT_GAP_S or now < report.last_time_s - 1.0
-            ):
+            if self._far(report, record, message):
+                if not any(k in message for k in _REPORT_LINES):
+                    return  # another report's line pasted into this one
                 self._close(done)
                 report = None
-            elif now is not None:
+        if not self._report_line(record, message, done):
+            self._detail_line(record, message, done)
+
+    def _far(self, report: ReportState, record: LogRecord, message: str) -> bool:
+        """Whether the line's kernel time is too far from the report's (else it moves on)."""
+        now = record.kernel_time_s
+        if now is None or report.last_time_s is None:
+            if now is not None:
                 report.last_time_s = now
+            return False
+        if now - report.last_time_s > REPORT_GAP_S or now < report.last_time_s - 1.0:
+            return True
+        report.last_time_s = now
+        return False
+
+    def _report_line(self, record: LogRecord, message: str, done: list[Incident]) -> bool:
+        """Lines that open, place or close a report; True if the line was one."""
+        report = self._report
         # Kill lines first: their strict end-anchored pattern cannot be forged by a name,
         # while the header begins with the (hostile) name of the invoking task.
         if "Killed process " in message:
             killed = L.parse_killed(message)
             if killed is not None:
                 self._killed(record, killed, done)
-                return
-        if " invoked oom-killer: " in message:
+                return True
+        if " invoked oom-killer" in message:
             invoked = L.parse_invoked(message)
             if invoked is not None:
                 report = self._start(record, HEADER, done)
@@ -198,21 +218,21 @@ class ReportAssembler:
                 report.header_evidence = True
                 if note:
                     report.incident.notes.append(note)
-                return
+                return True
         if message.startswith("oom-kill:"):
             self._summary(record, message, done)
-            return
-        if "Killed process " in message and report is not None:
+            return True
+        if report is not None and _KILLED_PID.search(message):
             self.warnings.append(
                 f"line {record.line_no}: a 'Killed process' line not understood: "
                 f"{escape_control(message[:200])}"
             )
-            return
+            return True
         if "ill process " in message:
             selected = L.parse_kill_select(message)
             if selected is not None:
                 self._select(record, selected, done)
-                return
+                return True
         if "memory.oom.group" in message:
             group = L.parse_group(message)
             if group is not None:
@@ -221,10 +241,20 @@ class ReportAssembler:
                 report.stage = GROUP
                 report.incident.group_kill = True
                 report.incident.group_cgroup = group
-                return
+                return True
         if message.startswith("oom_reaper: "):
             self._reaped(message)
-            return
+            return True
+        if message.startswith("oom_kill_process: "):
+            count = L.parse_suppressed(message)
+            if count is not None:
+                self._suppressed(record, count, done)
+                return True
+        return False
+
+    def _detail_line(self, record: LogRecord, message: str, done: list[Incident]) -> None:
+        """The lines inside a report: memcg, stats, task table, Mem-Info, stack."""
+        report = self._report
         if report is not None and "is already exiting" in message:
             exiting = L.parse_already_exiting(message)
             if exiting is not None:
@@ -233,7 +263,7 @@ class ReportAssembler:
                     "the kernel skipped killing it"
                 )
                 return
-        if report is not None and message.startswith(_OOM_END_LINES):
+        if report is not None and message.startswith(L.OOM_END_LINES):
             report.incident.notes.append(escape_control(message))
             return
         if message.startswith(("Task in ", "Memory limit reached")):
@@ -257,27 +287,27 @@ class ReportAssembler:
                 report.line_stats[stat[0]] = stat[1]
                 return
             report.in_stats = False
-        if message.startswith("Tasks state ("):
-            report = self._continue(record, TASKS, done)
-            report.header_evidence = True
-            return
         if message.startswith("["):
             self._task_line(record, message, done)
             return
-        if report is None or report.incident.victims or report.stage > MEMINFO:
-            return
-        if message.startswith("Mem-Info"):
-            report.stage = MEMINFO
-            report.mem_info = True
+        if report is not None:
+            report.foreign_table = False
+        if message.startswith("Tasks state ("):
+            if (self._report is not None and table_elsewhere(self._report)):
+                return
+            report = self._continue(record, TASKS, done)
             report.header_evidence = True
-        elif message.startswith("Node "):
-            node = L.parse_node_meminfo(message)
-            if node is not None:
-                report.nodes.append(node)
-        elif report.stage == HEADER and report.incident.invoker is not None:
-            pid = L.parse_cpu_pid(message)
-            if pid is not None and report.incident.invoker.pid is None:
-                report.incident.invoker.pid = pid
+            return
+        if report is not None and not report.incident.victims and report.stage <= MEMINFO:
+            meminfo_line(report, message)
+
+    def _suppressed(self, record: LogRecord, count: int, done: list[Incident]) -> None:
+        """`oom_kill_process: N callbacks suppressed` begins the next report; in a saved log
+        it is the evidence that earlier kills' reports were withheld (`context`)."""
+        if self._report is not None and self._report.incident.victims:
+            self._close(done)
+        if not self.complete_log:
+            self._witness.withheld(count, record.message)
 
     def _summary(self, record: LogRecord, message: str, done: list[Incident]) -> None:
         summary = L.parse_oom_kill(message)
@@ -288,15 +318,7 @@ class ReportAssembler:
             report.incident.victims
         ):
             report = self._start(record, SUMMARY, done)
-        report.stage = SUMMARY
-        report.summary = summary
-        report.header_evidence = True
-        incident = report.incident
-        incident.constraint = summary.constraint if summary.constraint is not None else ""
-        if summary.oom_memcg is not None:
-            incident.oom_memcg = summary.oom_memcg
-        if summary.task_memcg is not None:
-            incident.task_memcg = summary.task_memcg
+        add_summary(report, summary)
 
     def _killed(
         self, record: LogRecord, killed: tuple[str | None, Victim], done: list[Incident]
@@ -322,6 +344,7 @@ class ReportAssembler:
         kill_message, pid, comm, score = selected
         report = self._continue(record, SELECT, done)
         report.kill_message = kill_message
+        report.incident.selected_pid = pid
         report.incident.notes.append(
             f"the kernel selected pid {pid} ({escape_control(comm)}) with score {score}; "
             "it may kill a child instead (pre-5.1 'or sacrifice child')"
@@ -329,19 +352,8 @@ class ReportAssembler:
 
     def _reaped(self, message: str) -> None:
         reaped = L.parse_reaped(message)
-        report = self._report
-        if reaped is None or report is None:
-            return
-        pid, comm, anon_kb = reaped
-        for victim in report.incident.victims:
-            if victim.pid == pid:
-                victim.reaped_anon_rss_kb = anon_kb
-                return
-        if not report.incident.victims and report.header_evidence:
-            report.incident.victims.append(Victim(pid=pid, comm=comm, reaped_anon_rss_kb=anon_kb))
-            report.incident.notes.append(
-                f"victim pid {pid} known only from its oom_reaper line (no kill line seen)"
-            )
+        if reaped is not None and self._report is not None:
+            add_reaped(self._report, *reaped)
 
     def _usage(
         self, record: LogRecord, usage: tuple[str, int, int, int], done: list[Incident]
@@ -357,57 +369,38 @@ class ReportAssembler:
             report.incident.memcg = MemcgUsage(usage_kb, limit_kb, failcnt)
             report.header_evidence = True
             return
-        if report is None or report.stage > MEMINFO or report.incident.victims:
-            return
-        memcg = report.incident.memcg or MemcgUsage()
-        report.incident.memcg = memcg
-        if which == "swap":
-            memcg.swap_usage_kb, memcg.swap_limit_kb = usage_kb, limit_kb
-        elif which == "kmem":
-            memcg.kmem_usage_kb = usage_kb
-        else:
-            report.memsw = (usage_kb, limit_kb)
+        if report is not None and report.stage <= MEMINFO and not report.incident.victims:
+            add_usage(report, which, usage_kb, limit_kb)
 
     def _stats_header(self, record: LogRecord, message: str, done: list[Incident]) -> None:
         parsed = L.parse_stats_header(message)
         if parsed is None:
             return
         path, inline = parsed
-        report = self._continue(record, MEMINFO, done)
-        report.header_evidence = True
-        incident = report.incident
-        if inline is None:
-            report.in_stats = True
-            if incident.oom_memcg is None:
-                incident.oom_memcg = path
-            return
-        if report.inline_first is None:
-            report.inline_first = inline
-            if incident.oom_memcg is None:
-                if incident.memcg is not None:
-                    incident.oom_memcg = path
-                else:
-                    incident.notes.append(
-                        f"memory stats printed for {escape_control(path)} (report fragment: "
-                        "the limit-hitting memcg is not named)"
-                    )
-        for name, value in inline.items():
-            report.inline_sum[name] = report.inline_sum.get(name, 0) + value
+        add_stats(self._continue(record, MEMINFO, done), path, inline)
 
     def _task_line(self, record: LogRecord, message: str, done: list[Incident]) -> None:
         columns = parse_header(message)
+        if self._report is not None and self._report.foreign_table:
+            return  # a row of another report's table
         if columns is not None:
+            if (self._report is not None and table_elsewhere(self._report)):
+                return
             opened = self._continue(record, TASKS, done)
             opened.header_evidence = True
             opened.columns = columns
             return
         current = self._report
+        layout = infer_layout(message)
         if current is not None and current.columns is not None and not current.incident.victims:
+            # A row that does not fit the header (a header of another kernel pasted above
+            # it) is read by its own width rather than dropped.
             row = parse_row(message, current.columns)
+            if row is None and layout is not None:
+                row = parse_row(message, layout)
             if row is not None:
                 current.incident.tasks.append(row)
             return
-        layout = infer_layout(message)
         row = parse_row(message, layout) if layout is not None else None
         if row is None:
             return
@@ -419,7 +412,7 @@ class ReportAssembler:
                 "task rows without their header: columns inferred from the row width"
             )
             return
-        self._orphans = [*self._orphans, row][-ORPHAN_ROWS_MAX:]
+        self._orphans.add(row, record.line_no)
         self._orphan_added = True
 
 

@@ -26,6 +26,12 @@ _INVOKED = re.compile(
     r"(?P<rest>(?:,\s*(?:oomkilladj|oom_adj|oom_score_adj)=-?\d{1,20})*)\s*$",
     _S,
 )
+# A header someone abridged (`java invoked oom-killer: ...`, fields left out or elided):
+# whatever of the kernel's fields remain, read where they are.  The name must fit a comm
+# (TASK_COMM_LEN 16, so 15 bytes) for prose that mentions the killer not to become a header.
+_INVOKED_LOOSE = re.compile(r"(?P<comm>\S.{0,15}?) invoked oom-killer:(?P<rest>.*)$", _S)
+_GFP = re.compile(r"\bgfp_mask=(0x[0-9a-fA-F]{1,20}(?:\([^)]{0,400}\))?)")
+_ORDER = re.compile(r"\border=(-?\d{1,20})\b")
 _ADJ = re.compile(r"\boom_score_adj=(-?\d{1,20})")
 _OLD_ADJ = re.compile(r"\b(oomkilladj|oom_adj)=(-?\d{1,20})")
 _CPU_PID = re.compile(
@@ -40,9 +46,12 @@ _USAGE = re.compile(
 _STATS_HEADER = re.compile(r"Memory cgroup stats for (?P<path>.*?):(?P<rest>(?:\s.*)?)$", _S)
 _INLINE_STAT = re.compile(r"(\w+):(-?\d{1,20})KB")
 _STAT_LINE = re.compile(r"([a-z][a-z0-9_]*) (\d{1,20})\s*$")
+# 2.6.32 (RHEL 6) prints `Killed process N, UID U, (comm) ...`, RHEL 7's 3.10 `Killed process
+# N (comm), UID U, total-vm:...`; upstream `... (comm) total-vm:... UID:U pgtables:...`.
 _KILLED = re.compile(
     rf"(?:(?P<msg>{_OOM_MESSAGE}): )?Killed process"
     r" (?P<pid>\d{1,20})(?:, UID (?P<uid_old>\d{1,20}),)? \((?P<comm>.*)\)"
+    r"(?:, UID (?P<uid_rh7>\d{1,20}),)?"
     r"(?: (?:total-vm|vsz):(?P<vm>\d{1,20})kB)?(?:,\s*anon-rss:(?P<anon>\d{1,20})kB)?"
     r"(?:,\s*file-rss:(?P<file>\d{1,20})kB)?(?:,\s*shmem-rss:(?P<shmem>\d{1,20})kB)?"
     r"(?:,\s*UID:(?P<uid>\d{1,20}))?(?:\s*pgtables:(?P<pgt>\d{1,20})kB)?"
@@ -71,6 +80,15 @@ _EXITING = re.compile(
     _S,
 )
 _NODE_MEMINFO = re.compile(r"Node \d{1,20} active_anon:")
+# show_mem's page-count lines after `Mem-Info:` (`active_anon:239 inactive_anon:6955 ...`).
+_PAGE_COUNTS = re.compile(r"(?:[a-z_]{1,40}:\d{1,20}\s*){1,12}")
+_PAGE_COUNT = re.compile(r"([a-z_]{1,40}):(\d{1,20})")
+# The buddy allocator's free lists (`Node 0 Normal: 12*8kB (UME) 3*16kB ...`): order 0
+# first, and an order-0 block is one page.
+_BUDDY = re.compile(r"(?:Node \d{1,4} )?\w{1,16}: \d{1,20}\*(\d{1,7})kB\b")
+# lib/ratelimit.c prints `<function>: N callbacks suppressed` when a rate-limited call is
+# let through again; mm/oom_kill.c rate-limits the report header in oom_kill_process().
+_SUPPRESSED = re.compile(r"oom_kill_process: (\d{1,20}) callbacks suppressed\s*$")
 _NODE_FIELD = re.compile(r"(\w+):\s?(\d{1,20})kB")
 _OOM_KILL_HEAD = re.compile(
     r"(?:constraint=(?P<constraint>[^,]*))?(?:,?nodemask=(?P<nodemask>\(null\)|[\d,\-]*?))?"
@@ -87,11 +105,12 @@ def _int(value: str | None) -> int | None:
 def parse_invoked(message: str) -> tuple[Invoker, str | None] | None:
     """`<comm> invoked oom-killer: gfp_mask=..., order=N, oom_score_adj=N` (all versions).
 
-    Returns the invoker and a note for pre-2.6.36 `oomkilladj=` (not an oom_score_adj).
+    Returns the invoker and a note: pre-2.6.36 `oomkilladj=` (not an oom_score_adj), or that
+    the line was abridged (only the fields it still has are read).
     """
     match = _INVOKED.match(message)
     if match is None:
-        return None
+        return _parse_invoked_abridged(message)
     rest = match.group("rest")
     adj = _ADJ.search(rest)
     old = _OLD_ADJ.search(rest)
@@ -103,6 +122,21 @@ def parse_invoked(message: str) -> tuple[Invoker, str | None] | None:
         oom_score_adj=int(adj.group(1)) if adj else None,
     )
     return invoker, note
+
+
+def _parse_invoked_abridged(message: str) -> tuple[Invoker, str | None] | None:
+    match = _INVOKED_LOOSE.match(message)
+    if match is None:
+        return None
+    rest = match.group("rest")
+    gfp, order, adj = _GFP.search(rest), _ORDER.search(rest), _ADJ.search(rest)
+    invoker = Invoker(
+        comm=match.group("comm"),
+        gfp_mask=gfp.group(1) if gfp else None,
+        order=int(order.group(1)) if order else None,
+        oom_score_adj=int(adj.group(1)) if adj else None,
+    )
+    return invoker, "the `invoked oom-killer` line is abridged: fields it lacks are unknown"
 
 
 def parse_cpu_pid(message: str) -> int | None:
@@ -214,8 +248,8 @@ def parse_oom_kill(message: str) -> OomKillLine | None:
 def parse_killed(message: str) -> tuple[str | None, Victim] | None:
     """`[<message>: ]Killed process N (comm) total-vm:...` in every version: (message, victim).
 
-    2.6.18 prints just `Killed process N (comm).`; 2.6.32 (RHEL 6) `Killed process N, UID U,
-    (comm) total-vm:...`.
+    2.6.18 prints just `Killed process N (comm).`; RHEL 6 and RHEL 7 put the uid elsewhere
+    (see `_KILLED`).
     """
     if "Killed process " not in message:
         return None
@@ -229,7 +263,7 @@ def parse_killed(message: str) -> tuple[str | None, Victim] | None:
         anon_rss_kb=_int(match.group("anon")),
         file_rss_kb=_int(match.group("file")),
         shmem_rss_kb=_int(match.group("shmem")),
-        uid=_int(match.group("uid") or match.group("uid_old")),
+        uid=_int(match.group("uid") or match.group("uid_old") or match.group("uid_rh7")),
         pgtables_kb=_int(match.group("pgt")),
         oom_score_adj=_int(match.group("adj")),
     )
@@ -275,3 +309,62 @@ def parse_node_meminfo(message: str) -> dict[str, int] | None:
     if not _NODE_MEMINFO.match(message):
         return None
     return {k: int(v) for k, v in _NODE_FIELD.findall(message)}
+
+
+def parse_page_counts(message: str) -> dict[str, int] | None:
+    """A show_mem page-count line (`active_file:23 inactive_file:30 ...`) -> {field: pages}."""
+    if not _PAGE_COUNTS.fullmatch(message):
+        return None
+    return {k: int(v) for k, v in _PAGE_COUNT.findall(message)}
+
+
+def parse_buddy_page_kb(message: str) -> int | None:
+    """The order-0 block size (the page size, in kB) of a buddy free-list line."""
+    match = _BUDDY.match(message)
+    return int(match.group(1)) if match else None
+
+
+def parse_suppressed(message: str) -> int | None:
+    """`oom_kill_process: N callbacks suppressed` -> N (the kernel withheld N reports)."""
+    match = _SUPPRESSED.match(message)
+    return int(match.group(1)) if match else None
+
+
+# How an OOM ends when nothing can be killed (noted on the incident).
+OOM_END_LINES = (
+    "Out of memory and no killable processes",
+    "Kernel panic - not syncing: System is deadlocked on memory",
+    "Kernel panic - not syncing: Out of memory",
+)
+
+
+# node-problem-detector relays the kernel's kill lines as a Kubernetes Event with reason
+# `OOMKilling` (`kubectl get events`: columns, then the lines joined by a newline or a
+# space).  Only there are kernel lines read inside another program's line: an application
+# quoting one is not one.
+_RELAYED = re.compile(r"\bOOMKilling[\s:]+(?=(?:" + _OOM_MESSAGE + r"): Kill)")
+_RELAYED_SPLIT = re.compile(
+    r"(?<!:)\s+(?=Killed process \d)|(?<!cgroup)\s+(?=(?:" + _OOM_MESSAGE + r"): Kill)"
+)
+
+
+def message_lines(message: str) -> list[str]:
+    """Split a multi-line record, but only the kinds the kernel prints as several lines,
+    and the kernel lines of an `OOMKilling` Event.
+
+    A newline anywhere else comes from a name (an escaped `\\x0a` in a comm) and must not
+    cut a kill line in two.
+    """
+    if "OOMKilling" in message:
+        relayed = _RELAYED.search(message)
+        if relayed is not None:
+            return _RELAYED_SPLIT.split(message[relayed.end() :])
+    if "\n" not in message:
+        return [message]
+    first = message.split("\n", 1)[0].strip()
+    if (
+        parse_stat_line(first) is not None
+        or first.startswith(("active_anon:", "Memory cgroup stats for", "Mem-Info"))
+    ):
+        return [part.strip() for part in message.split("\n") if part.strip()]
+    return [message]

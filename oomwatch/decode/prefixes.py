@@ -11,9 +11,10 @@ Syslog or journal: the short formats look alike; a line is `journal` when its st
 sub-second digits, a `+hhmm` offset (short-iso), or it is an indented continuation line
 (only journalctl writes those); the assembler extends that to the whole report.
 
-Wall-clock rule: a stamp becomes ISO-8601 only when it carries a year (dmesg -T, RFC 3339,
-short-iso).  Syslog/journal stamps without a year leave `wall_time` null and keep the
-stamp as printed in `time_text`.
+Wall-clock rule (`stamps`): a stamp becomes ISO-8601 only when it carries a year (dmesg -T,
+RFC 3339, short-iso, short-full, short-unix).  Syslog/journal stamps without a year keep
+the stamp as printed in `time_text`; the assembler dates them from evidence (`YearClock`).
+Month names may be in any locale and any case (journalctl prints `%b` of its locale).
 """
 
 from __future__ import annotations
@@ -21,8 +22,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import replace
+from datetime import UTC, datetime
 
 from oomwatch.decode.records import MAX_MESSAGE_CHARS, LogRecord, kmsg_record_from_text
+from oomwatch.decode.stamps import YearClock, banner_time, iso_offset, month_number
 
 _QUOTE = re.compile(r"[ \t]*(?:>[ \t]?)+")
 _TMUX_MARKER = re.compile(r"  \[\d{1,9}/\d{1,9}\]$")
@@ -36,10 +39,21 @@ _DMESG_T = re.compile(
     r"(?:<(\d)>)?\[(\S{1,12})[ \t]+(\S{1,12})[ \t]+(\d{1,2})[ \t]+(\d{1,2}:\d{2}:\d{2})[ \t]+"
     r"(\d{4})\](?:\[\s*[TC]\d{1,10}\])?[ \t]?"
 )
+# BSD syslog and journalctl short/short-precise: the month as the locale spells it (`Jun`,
+# `juil.`, `мар`, `3月`), then day, time, optional host and the tag.
+_TAG = r"(?:(\S{1,255})[ \t]+)?([^\s:\[]{1,128})(?:\[\d{1,10}\])?:[ \t]?"
 _BSD_SYSLOG = re.compile(
-    r"([A-Z][a-z]{2})[ \t]+(\d{1,2})[ \t]+(\d{2}:\d{2}:\d{2})(\.\d{1,9})?[ \t]+"
-    r"(?:(\S{1,255})[ \t]+)?([^\s:\[]{1,128})(?:\[\d{1,10}\])?:[ \t]?"
+    r"([^\s\d\[\]<>(){}:;,=\"'*#|/\\]{2,12}|\d{1,2}[\u6708\uc6d4])[ \t]+(\d{1,2})[ \t]+"
+    r"(\d{2}:\d{2}:\d{2})(\.\d{1,9})?[ \t]+" + _TAG
 )
+# journalctl -o short-full (`Sun 2021-05-30 12:29:02 CST host kernel:`) and short-unix.
+_FULL_JOURNAL = re.compile(
+    r"\S{2,12}[ \t]+(\d{4}-\d{2}-\d{2})[ \t]+(\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?)[ \t]+"
+    r"([A-Za-z][\w+-]{0,9})[ \t]+" + _TAG
+)
+_UNIX_JOURNAL = re.compile(r"(\d{9,11}(?:\.\d{1,9})?)[ \t]+" + _TAG)
+# A journal or syslog line whose stamp (and host) was cut off: `kernel: <message>`.
+_BARE_KERNEL = re.compile(r"kernel:[ \t]?")
 _ISO_SYSLOG = re.compile(
     r"(\d{4}-\d{2}-\d{2})[T ](\d{2}:\d{2}:\d{2}(?:[.,]\d{1,9})?)(Z|[+-]\d{2}:?\d{2})?[ \t]+"
     r"(?:(\S{1,255})[ \t]+)?([^\s:\[]{1,128})(?:\[\d{1,10}\])?:[ \t]?"
@@ -49,62 +63,64 @@ _DMESG_ISO = re.compile(
     r"(?:<(\d)>)?(\d{4}-\d{2}-\d{2})T(\d{2}:\d{2}:\d{2})[,.](\d{1,9})([+-]\d{2}:?\d{2}|Z)[ \t]"
 )
 # `journalctl -o short-monotonic`: [ 1234.567890] host kernel: <message>
-_MONOTONIC_KERNEL = re.compile(r"\S{1,255} kernel: ")
+_MONOTONIC_KERNEL = re.compile(r"(?:\S{1,255} )?kernel: ")
 _LEVEL = re.compile(r"<(\d)>")
 _JOURNAL_BANNER = re.compile(r"-- (?:Logs begin|Journal begins|Boot |No entries|Reboot)")
 _DICT_LINE = re.compile(r" [A-Z_]+=")
 
-# Month names as `dmesg -T` prints them in common locales (strftime %b).
-_MONTHS: dict[str, int] = {}
-for _names in (
-    "jan feb mar apr may jun jul aug sep oct nov dec",
-    "jan feb mär apr mai jun jul aug sep okt nov dez",
-    "janv. févr. mars avr. mai juin juil. août sept. oct. nov. déc.",
-    "ene feb mar abr may jun jul ago sep oct nov dic",
-    "янв фев мар апр мая июн июл авг сен окт ноя дек",
-):
-    for _i, _name in enumerate(_names.split(), 1):
-        _MONTHS.setdefault(_name, _i)
-_CJK_MONTH = re.compile(r"(\d{1,2})[月월]")
 # Messages that long wrapped onto the next line in a terminal paste.
 _WRAP_MIN_CHARS = 80
-
-
-def month_number(text: str) -> int | None:
-    """Month of a `dmesg -T` stamp in any locale we know, else None."""
-    key = text.lower()
-    if key in _MONTHS:
-        return _MONTHS[key]
-    key = key.rstrip(".")
-    if key in _MONTHS:
-        return _MONTHS[key]
-    cjk = _CJK_MONTH.fullmatch(text)
-    if cjk:
-        number = int(cjk.group(1))
-        return number if 1 <= number <= 12 else None
-    if text.isdigit() and 1 <= int(text) <= 12:
-        return int(text)
-    return None
-
-
-def _iso_offset(offset: str | None) -> str:
-    if not offset:
-        return ""
-    if offset == "Z" or ":" in offset:
-        return offset
-    return f"{offset[:3]}:{offset[3:]}"
+# Lines that stand alone in a paste and never continue a wrapped line: grep's group
+# separator `--` and other rules, code fences, elisions (`...`, `[...]`, `(...snipped...)`,
+# `<snip>`) and shell prompts (`[root@host ~]# dmesg`, `/srv $ dmesg`, `$ dmesg`).
+_NOISE = re.compile(
+    r"""
+      [-=_~*]{2,}                                   # --, ----, ====, ~~~~
+    | `{3}.* | ~{3}.*                               # code fences
+    | [.\u2026]{2,} | \u2026                          # ..., ......, an ellipsis
+    | [\[(<]\s*[.\u2026]*\s*(?:snip(?:ped)?)?\s*[.\u2026]*\s*[\])>]   # [...] (...snipped...) <snip>
+    | -+\s*snip(?:ped)?\s*-+
+    | (?:\[[^\]]{1,80}\]\w{0,20} | \S{0,80}[@:~/]\S{0,80})?\s?[#$%]\s.*   # prompts
+    """,
+    re.I | re.X,
+)
+# A message that already ends the way a whole kill, select or header line ends is not cut:
+# the next line is not its wrap.  Nor is a line that starts with a syslog stamp.
+_COMPLETE = re.compile(
+    r"(?:or sacrifice child|or a child|oom_score_adj[=:]-?\d{1,6}|,uid=\d{1,10}|-rss:\d{1,20}kB)$"
+)
+_STAMP_START = re.compile(r"\S{2,12}[ \t]+\d{1,2}[ \t]+\d{2}:\d{2}:\d{2}\b")
+# The serial/netconsole's note glued before the next record when printk dropped some.
+_DROPPED = re.compile(r"\*\* \d{1,12} printk messages dropped \*\*\s*")
 
 
 class LineParser:
-    """Stateful line-to-record reduction (continuation lines and wraps need the previous line)."""
+    """Stateful line-to-record reduction (continuation lines and wraps need the previous line).
 
-    def __init__(self) -> None:
+    `clock` (optional) receives what the log says about its own year: journalctl's banner
+    on the first line.
+    """
+
+    def __init__(self, clock: YearClock | None = None) -> None:
         self.warnings: list[str] = []
+        self._clock = clock
         self._pending: LogRecord | None = None
         self._pending_raw_chars = 0
+        # Column where the held record's message starts: journalctl and dmesg indent a
+        # record's continuation lines to about there; a terminal wrap starts at column 0.
+        self._message_col = 0
         self._skipped = False  # this line was another program's (dropped)
         # The last stamped line was another program's: its continuation lines are its own.
         self._foreign = False
+
+    def banner(self, line: str) -> None:
+        """Read the year from journalctl's first line (`-- Logs begin at <date> ...`)."""
+        if self._clock is None:
+            return
+        quote = _QUOTE.match(line)
+        when = banner_time(line[quote.end() :] if quote else line)
+        if when is not None:
+            self._clock.observe(when, "journal banner")
 
     def feed(self, line: str, line_no: int | None = None) -> Iterator[LogRecord]:
         """Records completed by this line (a record is held back one line to join wraps)."""
@@ -115,6 +131,8 @@ class LineParser:
             )
             line = line[:MAX_MESSAGE_CHARS]
         line = line.rstrip("\r\n")
+        if line_no == 1:
+            self.banner(line)
         if line[:1] in (" ", "\t", ">"):
             quote = _QUOTE.match(line)
             if quote and ">" in quote.group(0):
@@ -123,9 +141,14 @@ class LineParser:
             marker = _TMUX_MARKER.search(line, max(0, len(line) - 24))
             if marker:
                 line = line[: marker.start()].rstrip()
+        if line[:2] == "**":
+            dropped = _DROPPED.match(line)
+            if dropped:
+                line = line[dropped.end() :]
         stripped = line.strip()
         previous = self._pending
-        if self._foreign and line[:1] in (" ", "\t") and stripped:
+        indent = len(line) - len(line.lstrip())
+        if self._foreign and indent and stripped:
             return  # a continuation line of another program's entry
         if not stripped:
             self._foreign = False
@@ -137,39 +160,60 @@ class LineParser:
             yield from self._release()
             if record.message or record.source_format == "kmsg":
                 self._hold(record, len(line))
+                at = stripped.find(record.message) if record.message else -1
+                self._message_col = indent + at if at >= 0 else 0
             return
         if self._skipped or self._foreign:
             self._foreign = True
             yield from self._release()
             return
+        if _NOISE.fullmatch(stripped):
+            yield from self._release()  # a separator, elision or prompt: never part of a record
+            return
         if previous is not None and previous.source_format != "plain":
-            if line[:1] in (" ", "\t"):
-                if previous.source_format == "kmsg" and _DICT_LINE.match(line):
-                    return  # a /dev/kmsg dictionary line: metadata, not text
-                yield from self._release()
-                # Only journalctl indents continuation lines under the stamp (rsyslog never).
-                source = "journal" if previous.source_format == "syslog" else None
-                continued = replace(
-                    previous,
-                    message=stripped,
-                    line_no=line_no,
-                    source_format=source or previous.source_format,
-                )
-                self._hold(continued, len(line))
-                return
-            if self._pending_raw_chars >= _WRAP_MIN_CHARS:
-                self._pending = replace(previous, message=previous.message + stripped)
-                self._pending_raw_chars = len(line)
+            continued = self._continued(previous, line, stripped, indent, line_no)
+            if continued is not None:
+                yield from continued
                 return
         yield from self._release()
         level_match = _LEVEL.match(stripped)
         level = int(level_match.group(1)) if level_match else None
         message = stripped[level_match.end() :].strip() if level_match else stripped
         self._hold(LogRecord(message, "plain", level=level, line_no=line_no), len(line))
+        self._message_col = 0
 
     def finish(self) -> Iterator[LogRecord]:
         """The record still held back at end of input."""
         yield from self._release()
+
+    def _continued(
+        self, previous: LogRecord, line: str, stripped: str, indent: int, line_no: int | None
+    ) -> Iterator[LogRecord] | None:
+        """A continuation line or a terminal wrap of the held record; None if it is neither."""
+        if indent and indent >= max(4, self._message_col // 2):
+            if previous.source_format == "kmsg" and _DICT_LINE.match(line):
+                return iter(())  # a /dev/kmsg dictionary line: metadata, not text
+            released = list(self._release())
+            # Only journalctl indents continuation lines under the stamp (rsyslog never).
+            source = "journal" if previous.source_format == "syslog" else None
+            continued = replace(
+                previous,
+                message=stripped,
+                line_no=line_no,
+                source_format=source or previous.source_format,
+            )
+            self._hold(continued, len(line))
+            return iter(released)
+        if (
+            self._pending_raw_chars >= _WRAP_MIN_CHARS
+            and not _COMPLETE.search(previous.message)
+            and not _STAMP_START.match(stripped)
+        ):
+            joint = " " if indent else ""
+            self._pending = replace(previous, message=previous.message + joint + stripped)
+            self._pending_raw_chars = len(line)
+            return iter(())
+        return None
 
     def _hold(self, record: LogRecord, raw_chars: int) -> None:
         self._pending = record
@@ -198,6 +242,9 @@ class LineParser:
             dmesg_iso = _DMESG_ISO.match(s)
             if dmesg_iso and not _DMESG_ANYWHERE.search(s, 0, 200):
                 return self._from_dmesg_iso(dmesg_iso, s, line_no)
+            unix = _UNIX_JOURNAL.match(s)
+            if unix:
+                return self._from_unix(unix, s, line_no)
         elif first == "[" or first == "<":
             dmesg = _DMESG.match(s)
             if dmesg:
@@ -216,9 +263,16 @@ class LineParser:
         elif first == "-" and _JOURNAL_BANNER.match(s):
             self._skipped = True
             return None
+        elif first == "k" and s.startswith("kernel:"):
+            bare = _BARE_KERNEL.match(s)
+            if bare:
+                return self._kernel_body(s[bare.end() :], "plain", None, None, line_no)
         bsd = _BSD_SYSLOG.match(s)
         if bsd:
             return self._from_bsd(bsd, s, line_no)
+        full = _FULL_JOURNAL.match(s)
+        if full:
+            return self._from_full(full, s, line_no)
         anywhere = _DMESG_ANYWHERE.search(s, 0, 200)
         if anywhere:
             return LogRecord(
@@ -255,27 +309,39 @@ class LineParser:
             time_text=time_text,
         )
 
-    def _from_bsd(self, m: re.Match[str], s: str, line_no: int | None) -> LogRecord | None:
-        if m.group(6) != "kernel":
+    def _tagged(
+        self, tag: str, body: str, source_format: str, wall: str | None, text: str | None,
+        line_no: int | None,
+    ) -> LogRecord | None:
+        """A kernel line of a syslog/journal, or None (and `_skipped`) for other programs'."""
+        if tag != "kernel":
             self._skipped = True
             return None
+        return self._kernel_body(body, source_format, wall, text, line_no)
+
+    def _from_bsd(self, m: re.Match[str], s: str, line_no: int | None) -> LogRecord | None:
         stamp = f"{m.group(1)} {int(m.group(2)):2d} {m.group(3)}{m.group(4) or ''}"
         source_format = "journal" if m.group(4) else "syslog"
-        return self._kernel_body(s[m.end() :], source_format, None, stamp, line_no)
+        return self._tagged(m.group(6), s[m.end() :], source_format, None, stamp, line_no)
 
     def _from_iso(self, m: re.Match[str], s: str, line_no: int | None) -> LogRecord | None:
-        if m.group(5) != "kernel":
-            self._skipped = True
-            return None
         offset = m.group(3)
-        wall = f"{m.group(1)}T{m.group(2).replace(',', '.')}{_iso_offset(offset)}"
+        wall = f"{m.group(1)}T{m.group(2).replace(',', '.')}{iso_offset(offset)}"
         journal = offset is not None and offset != "Z" and ":" not in offset
-        return self._kernel_body(
-            s[m.end() :], "journal" if journal else "syslog", wall, None, line_no
-        )
+        source = "journal" if journal else "syslog"
+        return self._tagged(m.group(5), s[m.end() :], source, wall, None, line_no)
+
+    def _from_full(self, m: re.Match[str], s: str, line_no: int | None) -> LogRecord | None:
+        zone = "+00:00" if m.group(3) in ("UTC", "GMT") else ""
+        wall = f"{m.group(1)}T{m.group(2)}{zone}"
+        return self._tagged(m.group(5), s[m.end() :], "journal", wall, None, line_no)
+
+    def _from_unix(self, m: re.Match[str], s: str, line_no: int | None) -> LogRecord | None:
+        wall = datetime.fromtimestamp(float(m.group(1)), UTC).isoformat()
+        return self._tagged(m.group(3), s[m.end() :], "journal", wall, None, line_no)
 
     def _from_dmesg_iso(self, m: re.Match[str], s: str, line_no: int | None) -> LogRecord:
-        wall = f"{m.group(2)}T{m.group(3)}.{m.group(4)}{_iso_offset(m.group(5))}"
+        wall = f"{m.group(2)}T{m.group(3)}.{m.group(4)}{iso_offset(m.group(5))}"
         return LogRecord(
             s[m.end() :].strip(),
             "dmesg-T",
@@ -301,9 +367,9 @@ class LineParser:
         )
 
 
-def parse_lines(lines: Iterable[str]) -> Iterator[LogRecord]:
+def parse_lines(lines: Iterable[str], clock: YearClock | None = None) -> Iterator[LogRecord]:
     """Log lines in any supported format -> kernel `LogRecord`s (other programs' lines dropped)."""
-    parser = LineParser()
+    parser = LineParser(clock)
     for line_no, line in enumerate(lines, 1):
         yield from parser.feed(line, line_no)
     yield from parser.finish()

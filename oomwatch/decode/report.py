@@ -1,8 +1,9 @@
 """An OOM report being assembled, and how it becomes the final `Incident`.
 
 The assembler fills a `ReportState` line by line; `finish` then settles what needs the
-whole report: the kind, the time stamp, the breakdown, a victim known only from the
-summary line, and the cross-checks between kill lines, task table and summary.
+whole report: the kind, the time stamp (and its year, from the log's `YearClock`), the
+breakdown, the page size, a victim known only from the summary line, and the cross-checks
+between kill lines, task table and summary.
 
 Time of an incident: `kernel_time_s`, `wall_time` and `kmsg_seq` are those of the primary
 `Killed process` line (never rate limited, so a kill decoded from a full report and from a
@@ -13,10 +14,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from oomwatch.decode import lines as L
 from oomwatch.decode.lines import OomKillLine
 from oomwatch.decode.records import LogRecord
+from oomwatch.decode.stamps import YearClock
 from oomwatch.decode.stats import is_byte_stat, memcg_breakdown, node_breakdown
-from oomwatch.incident import Incident, IncidentKind, TaskRow, Victim
+from oomwatch.decode.tasks import PAGE_SIZES_BYTES, page_bytes_from, row_for, row_pages
+from oomwatch.incident import Incident, IncidentKind, MemcgUsage, Victim
 from oomwatch.sanitize import escape_control
 
 # Report stages in the order the kernel prints them.
@@ -52,35 +56,163 @@ class ReportState:
     memsw: tuple[int, int] | None = None
     mem_info: bool = False
     journal: bool = False  # some line of the report was journalctl-only (continuation)
+    page_counts: dict[str, int] = field(default_factory=dict)  # show_mem, in pages
+    buddy_page_kb: int | None = None  # order-0 block size of the buddy free lists
+    # A task table header after the summary line (pasted from another report): its rows
+    # are not this report's.
+    foreign_table: bool = False
+    # Every line the kernel printed reaches the decoder (the live /dev/kmsg stream, the
+    # ring): a kill line without its header then proves the kernel rate-limited it.
+    complete_log: bool = True
+    clock: YearClock | None = None
+
+
+# Kernels 5.0-5.2 print CONSTRAINT_NONE for every OOM: dump_oom_summary() reads
+# oc->constraint, which out_of_memory() computed into a local variable until 5.3 ("mm/
+# oom_kill.c: fix uninitialized oc->constraint"; compare mm/oom_kill.c of 5.0.1 and 5.3.1).
+# A memcg context (oom_memcg=, the memcg kill message, memcg usage or stats) is the stronger
+# evidence, as on vendor kernels that backported the summary line without the fix.
+_CONSTRAINT_NOTE = (
+    "the summary line says CONSTRAINT_NONE but {why} show a memcg OOM: kernels 5.0-5.2 (and"
+    " backports) print CONSTRAINT_NONE for every OOM (oc->constraint not set until 5.3)"
+)
+
+
+def add_summary(report: ReportState, summary: OomKillLine) -> None:
+    """The `oom-kill:` summary line: constraint and cgroup paths (as printed; `_kind`
+    weighs the constraint against the rest of the report)."""
+    report.stage = SUMMARY
+    report.summary = summary
+    report.header_evidence = True
+    incident = report.incident
+    incident.constraint = summary.constraint if summary.constraint is not None else ""
+    if summary.oom_memcg is not None:
+        incident.oom_memcg = summary.oom_memcg
+    if summary.task_memcg is not None:
+        incident.task_memcg = summary.task_memcg
+
+
+def add_usage(report: ReportState, which: str, usage_kb: int, limit_kb: int) -> None:
+    """A `swap:`, `kmem:` or `memory+swap:` line after the memcg's `memory:` line."""
+    memcg = report.incident.memcg or MemcgUsage()
+    report.incident.memcg = memcg
+    if which == "swap":
+        memcg.swap_usage_kb, memcg.swap_limit_kb = usage_kb, limit_kb
+    elif which == "kmem":
+        memcg.kmem_usage_kb = usage_kb
+    else:
+        report.memsw = (usage_kb, limit_kb)
+
+
+def add_reaped(report: ReportState, pid: int, comm: str, anon_kb: int) -> None:
+    """`oom_reaper: reaped process N`: what the reaper left of a victim (or, after a header
+    whose kill line is missing, the only sign of the victim)."""
+    incident = report.incident
+    for victim in incident.victims:
+        if victim.pid == pid:
+            victim.reaped_anon_rss_kb = anon_kb
+            return
+    if not incident.victims and report.header_evidence:
+        incident.victims.append(Victim(pid=pid, comm=comm, reaped_anon_rss_kb=anon_kb))
+        incident.notes.append(
+            f"victim pid {pid} known only from its oom_reaper line (no kill line seen)"
+        )
+
+
+def add_stats(report: ReportState, path: str, inline: dict[str, int] | None) -> None:
+    """`Memory cgroup stats for <path>:` (5.3+: the stat lines follow; ≤5.2: inline, one
+    line per memcg of the subtree, the OOMing one first)."""
+    report.header_evidence = True
+    incident = report.incident
+    if inline is None:
+        report.in_stats = True
+        if incident.oom_memcg is None:
+            incident.oom_memcg = path
+        return
+    if report.inline_first is None:
+        report.inline_first = inline
+        if incident.oom_memcg is None:
+            if incident.memcg is not None:
+                incident.oom_memcg = path
+            else:
+                incident.notes.append(
+                    f"memory stats printed for {escape_control(path)} (report fragment: "
+                    "the limit-hitting memcg is not named)"
+                )
+    for name, value in inline.items():
+        report.inline_sum[name] = report.inline_sum.get(name, 0) + value
+
+
+def table_elsewhere(report: ReportState) -> bool:
+    """A task table that starts after this report's summary line belongs to another report
+    (pasted in): the kernel prints the kill line right after the summary."""
+    if report.incident.victims or report.stage <= TASKS:
+        return False
+    if not report.foreign_table:
+        report.incident.notes.append(
+            "a task table after the report's summary line was left out (another report's,"
+            " pasted in)"
+        )
+    report.foreign_table = True
+    return True
+
+
+def _memcg_evidence(report: ReportState) -> str | None:
+    """What says this report is a memcg OOM, in words; None if nothing does."""
+    incident = report.incident
+    message = (report.kill_message or "").lower()  # 2.6 kernels print "Out of Memory"
+    if report.summary is not None and report.summary.oom_memcg is not None:
+        return "oom_memcg="
+    if incident.oom_memcg is not None or incident.memcg is not None:
+        return "the memcg usage lines"
+    if report.inline_first is not None or report.line_stats:
+        return "the memcg stats"
+    if message.startswith("memory cgroup"):
+        return "the kill message"
+    return None
+
+
+def meminfo_line(report: ReportState, message: str) -> None:
+    """A line before the task table of a report without a kill yet: the stack's pid line,
+    and for a global OOM show_mem's `Mem-Info:`, page counts, `Node` and buddy lines."""
+    if message.startswith("Mem-Info"):
+        report.stage = MEMINFO
+        report.mem_info = True
+        report.header_evidence = True
+    elif message.startswith("Node ") and (node := L.parse_node_meminfo(message)) is not None:
+        report.nodes.append(node)
+    elif report.mem_info and (counts := L.parse_page_counts(message)) is not None:
+        report.page_counts.update(counts)
+    elif report.mem_info and (page_kb := L.parse_buddy_page_kb(message)) is not None:
+        report.buddy_page_kb = report.buddy_page_kb or page_kb
+    elif report.stage == HEADER and report.incident.invoker is not None:
+        pid = L.parse_cpu_pid(message)
+        if pid is not None and report.incident.invoker.pid is None:
+            report.incident.invoker.pid = pid
 
 
 def _kind(report: ReportState) -> IncidentKind:
     incident = report.incident
+    memcg_why = _memcg_evidence(report)
+    global_oom = report.summary is not None and report.summary.global_oom
     if incident.constraint in _KINDS:
-        return _KINDS[incident.constraint]
-    message = (report.kill_message or "").lower()  # 2.6 kernels print "Out of Memory"
-    if (
-        incident.oom_memcg is not None
-        or incident.memcg is not None
-        or report.inline_first is not None
-        or report.line_stats
-        or message.startswith("memory cgroup")
-    ):
+        kind = _KINDS[incident.constraint]
+        if kind == "global" and memcg_why is not None and not global_oom:
+            incident.notes.append(_CONSTRAINT_NOTE.format(why=memcg_why))
+            return "memcg"
+        return kind
+    if memcg_why is not None:
         return "memcg"
-    if (
-        (report.summary is not None and report.summary.global_oom)
-        or message.startswith("out of memory")
-        or report.mem_info
-    ):
+    message = (report.kill_message or "").lower()
+    if global_oom or message.startswith("out of memory") or report.mem_info:
         return "global"
     return "unknown"
 
 
 def _cross_check(incident: Incident, summary: OomKillLine | None) -> None:
     """Compare the kill lines with the task table and the summary line; fill uid/adj gaps."""
-    rows: dict[int, TaskRow] = {row.pid: row for row in incident.tasks}
     for victim in incident.victims:
-        row = rows.get(victim.pid)
+        row = row_for(incident.tasks, victim.pid)
         if row is None:
             continue
         if row.name != victim.comm:
@@ -121,12 +253,15 @@ def finish(report: ReportState) -> Incident:
     incident.source_format = report.first.source_format
     if report.journal and incident.source_format == "syslog":
         incident.source_format = "journal"
-    if anchor.wall_time is None and anchor.time_text is not None:
-        incident.notes.append(
-            f"log time {escape_control(anchor.time_text)!r} has no year; wall_time left null"
-        )
+    _date(report, anchor)
     incident.kind = _kind(report)
-    incident.header_suppressed = bool(incident.victims) and not report.header_evidence
+    headerless = bool(incident.victims) and not report.header_evidence
+    incident.header_suppressed = headerless and report.complete_log
+    if headerless and not report.complete_log:
+        incident.notes.append(
+            "this log has no report header for the kill (cut, filtered, or rate-limited: the"
+            " log alone does not say which)"
+        )
     kmem_kb = incident.memcg.kmem_usage_kb if incident.memcg is not None else None
     if report.line_stats:
         incident.memcg_stats = {k: v for k, v in report.line_stats.items() if is_byte_stat(k)}
@@ -147,9 +282,57 @@ def finish(report: ReportState) -> Incident:
             f"memory+swap: usage {memsw_usage_kb}kB, limit {memsw_limit_kb}kB"
         )
     _cross_check(incident, summary)
+    _page_size(report)
     if not incident.victims:
         incident.notes.append(
             "no kill line: the report ends without a kill (no killable process, or the log "
             "is cut)"
         )
     return incident
+
+
+def _date(report: ReportState, anchor: LogRecord) -> None:
+    """The incident's year from the log's evidence when its stamp has none (`stamps`)."""
+    incident, clock = report.incident, report.clock
+    if anchor.wall_time is not None:
+        if clock is not None:
+            clock.observe_iso(anchor.wall_time)
+        return
+    if anchor.time_text is None:
+        return
+    dated = clock.date(anchor.time_text) if clock is not None else None
+    if dated is None:
+        incident.notes.append(
+            f"log time {escape_control(anchor.time_text)!r} has no year and nothing in or about"
+            " the log dates it; wall_time left null"
+        )
+        return
+    incident.wall_time = dated.wall_time
+    incident.year_inferred_from = dated.source
+    incident.notes.append(escape_control(dated.note))
+
+
+def _page_size(report: ReportState) -> None:
+    """`page_size_bytes` from what the report itself says (see `tasks`), else None."""
+    incident = report.incident
+    size, how = None, ""
+    if report.buddy_page_kb is not None and report.buddy_page_kb * 1024 in PAGE_SIZES_BYTES:
+        size, how = report.buddy_page_kb * 1024, "the buddy allocator's order-0 blocks"
+    if size is None and report.page_counts and report.nodes:
+        for key in ("active_anon", "inactive_anon", "active_file", "inactive_file", "shmem"):
+            pages = report.page_counts.get(key)
+            kb = [node[key] for node in report.nodes if key in node]
+            if pages is not None and kb and (size := page_bytes_from(sum(kb), pages)):
+                how = f"show_mem's {key} in pages and in kB"
+                break
+    victim = incident.victim
+    row = row_for(incident.tasks, victim.pid) if victim is not None else None
+    if size is None and victim is not None and row is not None:
+        parts = [victim.anon_rss_kb, victim.file_rss_kb, victim.shmem_rss_kb]
+        pages = row_pages(row)
+        if pages is not None and any(p is not None for p in parts):
+            size = page_bytes_from(sum(p or 0 for p in parts), pages)
+            how = f"pid {victim.pid}'s kill line in kB against its task row in pages"
+    incident.page_size_bytes = size
+    if size is not None and size != 4096:
+        incident.notes.append(f"pages are {size // 1024} KiB here (from {how})")

@@ -16,14 +16,16 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from oomwatch.decode.assembler import ORPHAN_ROWS_MAX, ReportAssembler
+from oomwatch.decode.assembler import ReportAssembler
+from oomwatch.decode.context import ORPHAN_LEAD_LINES
 from oomwatch.decode.prefixes import LineParser
+from oomwatch.decode.stamps import Reference, YearClock
 from oomwatch.incident import Incident
 
 # Lines that can open a report or sit before its kill: the text between one of these and
 # the next anchor is part of the report (stack trace, meminfo, stats), up to a limit.
 _OPENING = (
-    " invoked oom-killer: ",
+    " invoked oom-killer",
     "killed as a result of limit of",
     "Memory limit reached of cgroup",
     "memory: usage ",
@@ -42,17 +44,19 @@ _CLOSING = (
     "memory and no killable processes",
     "not syncing: System is deadlocked on memory",
     "not syncing: Out of memory",
+    "oom_kill_process: ",
 )
 # A few short needles that every anchor contains: searching the whole text costs one pass
 # per needle, so each hit's line is then checked for the anchors themselves.
-_NEEDLES = ("oom-k", "emory", "process ", "killed as a result", "uid  tgid", "already exiting")
+_NEEDLES = ("oom-k", "emory", "process", "killed as a result", "uid  tgid", "already exiting")
 # The most a report may run from an opening line to the next anchor: a stack trace and
 # meminfo (even per-CPU lines of a large machine) or a task table of ~40k processes.  A
 # report cut short (no kill line) thus costs at most this much line-by-line parsing.
 MAX_FILL_CHARS = 256 << 10
 MAX_TABLE_FILL_CHARS = 4 << 20
-# Lines taken before a window's first anchor: task rows of a grep-filtered fragment.
-_LEAD_LINES = ORPHAN_ROWS_MAX
+# Lines taken before a window's first anchor: task rows of a grep-filtered fragment (and
+# the prose a paste may have between them and their report).
+_LEAD_LINES = ORPHAN_LEAD_LINES
 
 
 @dataclass
@@ -63,10 +67,15 @@ class DecodeResult:
     warnings: list[str] = field(default_factory=list)
 
 
-def decode_lines(lines: Iterable[str]) -> DecodeResult:
-    """Decode log lines in any supported format, every line through the line parsers."""
-    parser = LineParser()
-    assembler = ReportAssembler()
+def decode_lines(lines: Iterable[str], reference: Reference | None = None) -> DecodeResult:
+    """Decode log lines in any supported format, every line through the line parsers.
+
+    `reference`: a time the log was written no later than (its file's modification time,
+    the time of reading), which dates stamps that print no year (`stamps.YearClock`).
+    """
+    clock = YearClock(reference)
+    parser = LineParser(clock)
+    assembler = ReportAssembler(complete_log=False, clock=clock)
     incidents: list[Incident] = []
     for line_no, line in enumerate(lines, 1):
         for record in parser.feed(line, line_no):
@@ -171,9 +180,12 @@ class TextScanner:
     stays bounded by the piece size: only the last few lines are carried to the next piece.
     """
 
-    def __init__(self) -> None:
-        self._parser = LineParser()
-        self._assembler = ReportAssembler()
+    def __init__(self, reference: Reference | None = None) -> None:
+        """`reference`: as for `decode_lines`."""
+        clock = YearClock(reference)
+        self._parser = LineParser(clock)
+        self._assembler = ReportAssembler(complete_log=False, clock=clock)
+        self._first_piece = True
         self._incidents: list[Incident] = []
         self._tail = ""  # the lines not settled yet (see `_settled_end`)
         self._tail_line_no = 1  # line number of the tail's first line
@@ -198,6 +210,10 @@ class TextScanner:
         if settled == 0:
             self._tail = text
             return
+        if self._first_piece:  # journalctl's banner line dates the log (see `stamps`)
+            self._first_piece = False
+            newline = text.find("\n")
+            self._parser.banner(text[: newline if newline >= 0 else len(text)])
         hits = _anchor_hits(text)
         if self._reach is not None and (not hits or hits[0][0] > 0):
             hits.insert(0, (0, self._reach))  # the fill of an anchor in an earlier piece
@@ -234,14 +250,14 @@ class TextScanner:
             self._window_open = False
 
 
-def decode_text(data: str | bytes) -> DecodeResult:
+def decode_text(data: str | bytes, reference: Reference | None = None) -> DecodeResult:
     """Decode a whole log (any supported format, or a mix) into incidents.
 
     Same result as `decode_lines(text.splitlines())`, but only the lines around OOM report
     anchors are parsed, which is what makes a large log fast to scan.
     """
     text, warning = (data, None) if isinstance(data, str) else utf8_text(data)
-    result = TextScanner().close(text)
+    result = TextScanner(reference).close(text)
     if warning is not None:
         result.warnings.insert(0, warning)
     return result

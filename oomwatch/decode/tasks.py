@@ -1,10 +1,17 @@
-"""The kernel's task table (`dump_tasks`), columns read from its header in every layout.
+"""The kernel's task table (`dump_tasks`), columns read from its header in every layout,
+and the page size its page counts are in.
 
 Layouts: 3.10 (`nr_ptes`), 4.4-4.14 (`nr_ptes nr_pmds`), 4.19-6.6 (`pgtables_bytes`),
-6.8+ (`rss_anon rss_file rss_shmem`).  A row is split into exactly as many numbers as the
-header has columns, so the name (last column) keeps its inner spaces.  A grep-filtered
-fragment may carry rows without their header; the layout is then inferred from the count
-of leading numbers.
+6.8+ (`rss_anon rss_file rss_shmem`), RHEL 6's 2.6.32 (`cpu oom_adj`).  A row is split into
+exactly as many numbers as the header has columns, so the name (last column) keeps its inner
+spaces.  A grep-filtered fragment may carry rows without their header; the layout is then
+inferred from the count of leading numbers.
+
+Page size: the table counts pages, which are 4 KiB on x86 but 8 KiB on sparc64 and often
+64 KiB on arm64 and ppc64.  The size is read from the report itself, never assumed
+(`page_size_bytes`): the buddy allocator's order-0 block (`Normal: 12*8kB`), show_mem's page
+counts against the same fields in kB (`active_file:23` / `Node 0 active_file:184kB`), or the
+victim's kill line in kB against its own row in pages.
 """
 
 from __future__ import annotations
@@ -71,6 +78,42 @@ def infer_layout(message: str) -> list[str] | None:
     return None
 
 
+# grep -A/-B prints `--` between groups; a paste may have glued it to the row before.
+_GREP_SEPARATOR = re.compile(r"\s*--$")
+PAGE_SIZES_BYTES = (4096, 8192, 16384, 65536)
+# A row this small cannot tell 4 KiB from 8 KiB pages against a kB figure (rounding, and
+# the few pages a process may map between the table and the kill line).
+_MIN_PAGES = 16
+_RATIO_TOLERANCE = 0.03
+
+
+def row_for(tasks: list[TaskRow], pid: int) -> TaskRow | None:
+    """A process's row: by pid, else by tgid (the kill line names the process, while a row
+    may be that process's thread: dump_tasks prints the thread find_lock_task_mm chose)."""
+    rows = [t for t in tasks if t.pid == pid] or [t for t in tasks if t.tgid == pid]
+    return rows[0] if rows else None
+
+
+def page_bytes_from(kb: int, pages: int) -> int | None:
+    """The page size that makes `pages` pages `kb` kB, if one does (within rounding)."""
+    if pages < _MIN_PAGES or kb <= 0:
+        return None
+    ratio = kb * 1024 / pages
+    for size in PAGE_SIZES_BYTES:
+        if abs(ratio - size) <= _RATIO_TOLERANCE * size:
+            return size
+    return None
+
+
+def row_pages(row: TaskRow) -> int | None:
+    """The row's resident pages (`rss`, or 6.8+'s anon+file+shmem)."""
+    if row.rss_pages is not None:
+        return row.rss_pages
+    parts = [row.rss_anon_pages, row.rss_file_pages, row.rss_shmem_pages]
+    known = [p for p in parts if p is not None]
+    return sum(known) if known else None
+
+
 def parse_row(message: str, columns: list[str]) -> TaskRow | None:
     """One `[pid] uid tgid ... name` row under `columns`; None if it does not fit them."""
     match = _ROW.match(message)
@@ -80,7 +123,8 @@ def parse_row(message: str, columns: list[str]) -> TaskRow | None:
     tokens = match.group("rest").split(None, width)
     if len(tokens) != width + 1 or not all(_is_int(t) for t in tokens[:width]):
         return None
-    row = TaskRow(pid=int(match.group("pid")), name=tokens[width])
+    name = _GREP_SEPARATOR.sub("", tokens[width]) if tokens[width].endswith("--") else tokens[width]
+    row = TaskRow(pid=int(match.group("pid")), name=name or tokens[width])
     for column, token in zip(columns[:width], tokens[:width], strict=True):
         field = _FIELD.get(column)
         if field is not None:

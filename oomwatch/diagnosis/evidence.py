@@ -6,6 +6,7 @@ fire; the kernel's own units are converted here once (kB, pages) so findings spe
 
 from __future__ import annotations
 
+from oomwatch.decode.tasks import row_for
 from oomwatch.incident import Incident, TaskRow, Victim
 from oomwatch.sanitize import escape_control
 
@@ -82,24 +83,13 @@ def victim_rss_bytes(victim: Victim) -> int | None:
 def victim_row(incident: Incident) -> TaskRow | None:
     """The victim's row in the task table (matched by pid, then by tgid)."""
     victim = incident.victim
-    if victim is None:
-        return None
-    rows = [t for t in incident.tasks if t.pid == victim.pid]
-    rows = rows or [t for t in incident.tasks if t.tgid == victim.pid]
-    return rows[0] if rows else None
+    return row_for(incident.tasks, victim.pid) if victim is not None else None
 
 
 def page_bytes(incident: Incident) -> int:
-    """Page size, inferred from the victim's kB line against its pages row (arm64 may use 64K)."""
-    victim, row = incident.victim, victim_row(incident)
-    if victim is not None and row is not None and row.rss_pages:
-        rss = victim_rss_bytes(victim)
-        if rss:
-            ratio = rss / row.rss_pages
-            for size in (4096, 16384, 65536):
-                if 0.8 * size <= ratio <= 1.25 * size:
-                    return size
-    return DEFAULT_PAGE_BYTES
+    """The task table's page size as the report showed it (`page_size_bytes`, read by the
+    decoder); x86's 4 KiB only where the report does not say."""
+    return incident.page_size_bytes or DEFAULT_PAGE_BYTES
 
 
 def task_rss_bytes(task: TaskRow, page: int) -> int | None:

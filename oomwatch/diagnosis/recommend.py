@@ -3,6 +3,11 @@ peak) + a stated buffer, rounded up to Mi — or, when memory grows without boun
 larger limit only postpones the next kill.  When the node (or all pods together) ran out, no
 limit of the victim was hit, so the advice is requests, placement or capacity: never a limit
 as large as what ran out.
+
+No advice without its evidence: none for a kill of unknown kind or a report where nothing
+was killed; no limit for a cpuset or NUMA-policy kill (other nodes had memory); a memcg limit
+is sized only from the cgroup's usage or charge (report or samples), never from the killed
+process's RSS, which may be one small child of many.
 """
 
 from __future__ import annotations
@@ -62,6 +67,8 @@ def recommend(
         }
     if incident.kind not in (*KERNEL_KILL_KINDS, "eviction"):
         return None
+    if incident.kind == "unknown" or _nothing_killed(incident):
+        return None
     growth = [f for f in findings if f.code in GROWTH_CODES]
     if growth:
         return {
@@ -73,6 +80,8 @@ def recommend(
                 " find the leak or bound the growth (caches, queues, buffers)."
             ),
         }
+    if incident.kind in ("cpuset", "mempolicy"):
+        return _numa_bound(incident)
     if incident.limit_scope in NODE_SCOPES or incident.kind == "global":
         return _node_ran_out(incident, buffer_percent)
     sizes = _sizes(incident)
@@ -112,6 +121,46 @@ def recommend(
         **basis,
         "message": message + ".",
     }
+
+
+def _nothing_killed(incident: Incident) -> bool:
+    """The report shows an OOM but no kill (nothing killable, a task already exiting, or a
+    cut log); a header-suppressed or counter-only kill did kill something."""
+    kernel = incident.kind in KERNEL_KILL_KINDS
+    return kernel and incident.victim is None and not (
+        incident.header_suppressed or incident.kmsg_missing
+    )
+
+
+def _numa_bound(incident: Incident) -> dict[str, Any]:
+    """A cpuset or memory-policy kill: the allowed NUMA nodes were full, not a limit."""
+    if incident.kind == "cpuset":
+        bound = "its cpuset's memory nodes (cpuset.mems)"
+        fix = "allow more memory nodes in the cpuset (or the pod's CPU/topology-manager placement)"
+    else:
+        bound = "the NUMA nodes its memory policy allows (mbind/set_mempolicy, numactl)"
+        fix = "widen the memory policy (e.g. numactl --interleave=all, or no --membind)"
+    return {
+        "action": "widen-numa-nodes",
+        "limit_will_not_help": True,
+        "memory_limit_bytes": None,
+        "memory_limit": None,
+        "message": (
+            f"{who(incident)} was killed because {bound} were full while other nodes may have"
+            f" had memory: a memory limit does not change that; {fix}, or use less memory on"
+            " those nodes."
+        ),
+    }
+
+
+def _rss_sizes_the_workload(incident: Incident) -> bool:
+    """The killed processes' RSS stands for their workload only where no cgroup usage can:
+    a global or node/QoS-level kill (the pod's share), and only if the kernel killed the
+    process it selected (pre-5.1 kernels may sacrifice a small child instead)."""
+    if incident.kind == "memcg" and incident.limit_scope not in NODE_SCOPES:
+        return False
+    victim = incident.victim
+    return victim is not None and incident.selected_pid in (None, victim.pid)
 
 
 def _node_ran_out(incident: Incident, buffer_percent: int) -> dict[str, Any]:
@@ -219,12 +268,10 @@ def _sizes(incident: Incident) -> tuple[int, int | None, dict[str, Any]] | None:
         at_kill = usage_bytes(incident)
         if at_kill is None and (charged := charged_bytes(incident)):  # no `memory: usage` line
             at_kill, source = charged, _charged_source(incident, charged)
-    if at_kill is None and scope not in ("container", "pod", "cgroup"):
+    if at_kill is None and _rss_sizes_the_workload(incident):
         # The memcg line (if any) is the node's or QoS level's total, not this container's.
         rss = [b for v in incident.victims if (b := victim_rss_bytes(v))]
         at_kill, source = (sum(rss) if rss else None), "the killed processes' RSS"
-        if own_memcg:
-            source += ", a lower bound: the report does not show the cgroup's usage"
     peak = (timeline.peak_bytes if timeline else None) or (
         max(s.usage_bytes for s in samples) if samples else None
     )

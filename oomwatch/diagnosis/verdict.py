@@ -1,23 +1,34 @@
-"""The one line a reader needs first (who, what limit, why, what to do), and the list of
-what the evidence does not say, so silence is never mistaken for "nothing wrong".
+"""The one sentence a reader needs first, short enough to read aloud (who, where, which
+limit, why, the gist of what to do), its code for tables, and the list of what the evidence
+does not say, so silence is never mistaken for "nothing wrong".
+
+The reasoning (findings) and the full advice (the recommendation) follow the verdict in
+every report; the verdict only names them, so it stays under `VERDICT_MAX_CHARS` however long
+the names in it are: each draft drops detail until one fits.
 """
 
 from __future__ import annotations
+
+import re
+from collections.abc import Iterator
 
 from oomwatch.diagnosis.evidence import charged_bytes, fmt_bytes, limit_bytes, pct, where, who
 from oomwatch.incident import Finding, Incident
 from oomwatch.sanitize import escape_control
 
-_LIMIT_WORDS = {
-    "limit-container": "its container memory limit",
-    "limit-pod": "the pod-level memory limit",
-    "limit-qos": "the QoS cgroup's memory limit",
-    "limit-node-allocatable": "node allocatable (all pods together)",
-    "limit-cgroup": "its cgroup's memory limit",
-    "limit-node": "node memory (global OOM)",
-    "limit-cpuset": "its cpuset's memory nodes",
-    "limit-mempolicy": "its NUMA memory policy",
+VERDICT_MAX_CHARS = 200
+_LIMIT_WORDS = {  # `{of}`: " of <size>", `{size}`: "<size>, " where the size is known
+    "limit-container": "at its container memory limit{of}",
+    "limit-pod": "at the pod-level memory limit{of}",
+    "limit-qos": "at the QoS cgroup's memory limit{of}",
+    "limit-node-allocatable": "when node allocatable ({size}all pods together) ran out",
+    "limit-cgroup": "at its cgroup's memory limit{of}",
+    "limit-node": "when the node ran out of memory (global OOM)",
+    "limit-cpuset": "when its cpuset's memory nodes ran out",
+    "limit-mempolicy": "when its NUMA memory policy's nodes ran out",
 }
+# Verdicts that are no kernel kill; their finding speaks for the incident.
+_ELSEWHERE = ("framework-oom", "eviction", "false-oomkilled")
 _CAUSE_ORDER = (
     "leak-trend",
     "spike",
@@ -28,6 +39,78 @@ _CAUSE_ORDER = (
     "many-processes",
     "score-adj-victim",
 )
+_PARTS = {  # finding code -> (evidence key, short name)
+    "thp-hidden": ("thp_bytes", "thp"),
+    "tmpfs-shmem": ("shmem_bytes", "shmem"),
+    "page-cache": ("file_bytes", "cache"),
+    "kernel-memory": ("kernel_bytes", "kernel"),
+}
+PART_WORDS = {
+    "heap": "heap",
+    "thp": "transparent hugepages",
+    "shmem": "tmpfs/shared memory",
+    "cache": "page cache",
+    "kernel": "kernel memory",
+}
+_PARENTHESES = re.compile(r"\s*\([^()]*\)")
+_LONG_HEX = re.compile(r"[0-9a-f]{16,}")
+
+
+def short_cgroup(path: str) -> str:
+    """A cgroup path by its last component (two when the last is a bare id), long hex ids cut
+    to the 12 characters `docker ps` shows: `…/cri-containerd-9192cb33411f.scope`."""
+    parts = [p for p in path.split("/") if p]
+    if not parts:
+        return "/"
+    keep = parts[-2:] if _LONG_HEX.fullmatch(parts[-1]) else parts[-1:]
+    text = ("…/" if len(parts) > len(keep) else "/") + "/".join(keep)
+    return _LONG_HEX.sub(lambda m: m.group(0)[:12], text)
+
+
+def short_where(incident: Incident) -> str:
+    """`where` in few characters: `pod ns/name`, `pod 5931aa75` (the UID's first 8),
+    `cgroup …/x.scope`, or for a kill the evidence cannot place `one of pods A, B`."""
+    ctx = incident.k8s
+    attribution = incident.attribution
+    if attribution is not None and attribution.ambiguous and not incident.pod_uid:
+        names = [
+            f"{c.namespace}/{c.pod}" if c.pod and c.namespace else c.pod or (c.pod_uid or "")[:8]
+            or short_cgroup(c.cgroup)
+            for c in attribution.candidates
+        ]
+        text = "one of pods " if all(c.pod_uid for c in attribution.candidates) else "one of "
+        text += ", ".join(names[:3]) + (f" (+{len(names) - 3})" if len(names) > 3 else "")
+    elif ctx is not None and ctx.pod:
+        text = f"pod {ctx.namespace}/{ctx.pod}" if ctx.namespace else f"pod {ctx.pod}"
+    elif incident.pod_uid:
+        text = f"pod {incident.pod_uid[:8]}"
+    else:
+        path = incident.task_memcg or incident.group_cgroup or incident.oom_memcg
+        text = f"cgroup {short_cgroup(path)}" if path else "an unknown cgroup"
+    return escape_control(text)
+
+
+def dominant_part(incident: Incident) -> tuple[str, int, int] | None:
+    """(short name, bytes, bytes charged) of what held most of the memory: the part a
+    consumer finding named (THP, shmem, page cache, kernel), else the largest of the heap
+    (all anonymous memory), page cache, shmem and kernel memory; None without a breakdown."""
+    by_code = {f.code: f for f in incident.findings}
+    for code, (key, name) in _PARTS.items():  # in _CAUSE_ORDER
+        if (finding := by_code.get(code)) is not None:
+            ev = finding.evidence
+            part = ev[key] - (ev.get("shmem_bytes") or 0 if name == "cache" else 0)
+            return name, part, ev["charged_bytes"]
+    parts, whole = incident.breakdown_bytes, charged_bytes(incident)
+    if parts is None or not whole:
+        return None
+    sizes = {
+        "heap": parts.anon or 0,
+        "cache": max((parts.file or 0) - (parts.shmem or 0), 0),
+        "shmem": parts.shmem or 0,
+        "kernel": parts.kernel or 0,
+    }
+    name = max(sizes, key=lambda k: sizes[k])
+    return (name, sizes[name], whole) if sizes[name] else None
 
 
 def _cause(incident: Incident, by_code: dict[str, Finding]) -> str:
@@ -35,6 +118,8 @@ def _cause(incident: Incident, by_code: dict[str, Finding]) -> str:
         finding = by_code.get(code)
         if finding is None:
             continue
+        if code in _PARTS:
+            break
         ev = finding.evidence
         if code == "leak-trend":
             return f"steady growth of {fmt_bytes(ev['slope_bytes_per_second'])}/s"
@@ -44,46 +129,96 @@ def _cause(incident: Incident, by_code: dict[str, Finding]) -> str:
             return f"memory spread over {ev['task_count']} processes"
         if code == "score-adj-victim":
             return f"oom_score_adj {ev['victim_oom_score_adj']} picked it over a larger process"
-        part_key = {
-            "thp-hidden": ("thp_bytes", "transparent hugepages"),
-            "tmpfs-shmem": ("shmem_bytes", "tmpfs/shared memory"),
-            "page-cache": ("file_bytes", "page cache"),
-            "kernel-memory": ("kernel_bytes", "kernel memory"),
-        }[code]
-        part = ev[part_key[0]] - (ev.get("shmem_bytes") or 0 if code == "page-cache" else 0)
-        return f"mostly {part_key[1]} ({pct(part, ev['charged_bytes'])})"
-    parts, whole = incident.breakdown_bytes, charged_bytes(incident)
-    if parts is not None and parts.anon is not None and whole:
-        return f"anonymous memory (heap) {fmt_bytes(parts.anon)} ({pct(parts.anon, whole)})"
-    return "what filled it is unknown (no memory breakdown in the report)"
+    part = dominant_part(incident)
+    if part is None:
+        return "what filled it is unknown"
+    name, size, whole = part
+    return f"mostly {PART_WORDS[name]} ({pct(size, whole)})"
 
 
-def verdict(incident: Incident) -> str:
-    """`<who> in <where> was killed at <limit>: <why>; <what to do>`."""
-    by_code = {f.code: f for f in incident.findings}
+def _first_clause(text: str) -> str:
+    """The leading clause of a message, without its parentheses: the gist to read aloud."""
+    text = _PARENTHESES.sub("", text)
+    text = re.split(r"[;:]\s|\.\s|\.$", text, maxsplit=1)[0].strip()
+    return text[:1].lower() + text[1:] if text[1:2].islower() else text
+
+
+def action(incident: Incident) -> str | None:
+    """The gist of the recommendation, as a clause; None when there is none."""
     rec = incident.recommendation or {}
-    todo = str(rec.get("message") or "no recommendation: too little evidence").rstrip(".")
-    for code in ("framework-oom", "eviction", "false-oomkilled"):
-        if code in by_code:
-            head = by_code[code].message.rstrip(".")
-            return f"{head} — {todo}." if rec.get("message") else f"{head}."
+    if not rec.get("message"):
+        return None
+    kind = rec.get("action")
+    if kind == "relieve-node":
+        if rec.get("fits_node") is False:
+            return "it does not fit this node"
+        if rec.get("memory_request"):
+            return f"set its memory request to about {rec['memory_request']}"
+        return "raising its limit cannot help"
+    if kind == "fix-growth":
+        return "a larger limit only delays the next kill"
+    if kind == "reduce-device-memory":
+        return "a memory limit will not help"
+    return _first_clause(str(rec["message"]))
+
+
+def _drafts(incident: Incident, by_code: dict[str, Finding]) -> Iterator[str]:
+    """Verdicts from the fullest to the shortest; the first that fits is used."""
+    todo = action(incident)
+    then = f"; {todo}." if todo else "; too little evidence to advise."
+    code = next((c for c in _ELSEWHERE if c in by_code), None)
+    if code is not None:
+        head = _first_clause(by_code[code].message)
+        head = head[:1].upper() + head[1:]
+        yield head + (f"; {todo}." if todo else ".")
+        yield head + "."
+        return
     if incident.victim is None and not incident.header_suppressed:
         invoker = incident.invoker.comm if incident.invoker else None
         by = f" by {escape_control(invoker)}" if invoker else ""
-        return (
-            f"The OOM killer was invoked{by} but this log shows no kill (nothing was killable,"
-            " another task was already exiting, or the log is cut)."
-        )
+        head = f"The OOM killer was invoked{by}, but this log shows no kill"
+        yield f"{head} (nothing was killable, another task was exiting, or the log is cut)."
+        yield f"{head}."
+        return
     limit_code = next((c for c in _LIMIT_WORDS if c in by_code), None)
-    if limit_code is None:
-        what = "an unknown limit (the report does not say which)"
-    else:
-        what = _LIMIT_WORDS[limit_code]
-        limit = limit_bytes(incident)
-        if limit is not None:
-            what += f" of {fmt_bytes(limit)}"
+    limit = limit_bytes(incident)
+    what = _LIMIT_WORDS[limit_code] if limit_code else "at an unknown limit"
+    what = what.format(
+        of=f" of {fmt_bytes(limit)}" if limit else "", size=f"{fmt_bytes(limit)}, " if limit else ""
+    )
     cause = _cause(incident, by_code)
-    return f"{who(incident)} in {where(incident)} was killed at {what}: {cause} — {todo}."
+    more = len(incident.victims) - 1
+    many = f"{who(incident)} and {more} more processes" if more > 0 else None
+    for place in (where(incident), short_where(incident)):
+        if many:
+            yield f"{many} in {place} were killed {what}: {cause}{then}"
+        yield f"{who(incident)} in {place} was killed {what}: {cause}{then}"
+    yield f"{who(incident)} in {short_where(incident)} was killed {what}{then}"
+    yield f"{who(incident)} was killed {what}{then}"
+    yield f"{who(incident)} was killed {what}."
+
+
+def verdict(incident: Incident) -> str:
+    """One sentence of at most VERDICT_MAX_CHARS: `<who> in <where> was killed <at which
+    limit>: <why>; <the gist of what to do>.`"""
+    by_code = {f.code: f for f in incident.findings}
+    text = ""
+    for text in _drafts(incident, by_code):
+        if len(text) <= VERDICT_MAX_CHARS:
+            return text
+    return text[: VERDICT_MAX_CHARS - 1].rstrip() + "…"
+
+
+def verdict_code(incident: Incident) -> str:
+    """The verdict as a code for tables: the finding it leads with (`limit-pod`,
+    `framework-oom`, ...), `no-kill` when nothing was killed, `limit-unknown` else."""
+    codes = [f.code for f in incident.findings]
+    for code in (*_ELSEWHERE, *_LIMIT_WORDS):
+        if code in codes:
+            return code
+    if incident.victim is None and not incident.header_suppressed:
+        return "no-kill"
+    return "limit-unknown"
 
 
 def unknowns(incident: Incident) -> list[str]:

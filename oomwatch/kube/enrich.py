@@ -40,6 +40,7 @@ class PodEnricher:
 
     def enrich(self, incident: Incident) -> bool:
         if incident.pod_uid is None:
+            self._name_candidates(incident)
             return True  # not a pod's cgroup (global OOM, system service): nothing to add
         pod = self._cache.get(incident.pod_uid)
         if pod is None:
@@ -47,3 +48,12 @@ class PodEnricher:
         container = pod.container_by_id(incident.container_id) if incident.container_id else None
         incident.k8s = pod_context(pod, container)
         return incident.container_id is None or container is not None
+
+    def _name_candidates(self, incident: Incident) -> None:
+        """An ambiguous kill charges no pod, but its report names the pods it may be in."""
+        if incident.attribution is None:
+            return
+        for candidate in incident.attribution.candidates:
+            pod = self._cache.get(candidate.pod_uid) if candidate.pod_uid else None
+            if pod is not None:
+                candidate.namespace, candidate.pod = pod.namespace, pod.name

@@ -70,7 +70,7 @@ def _join(cgroup_procs: str) -> None:
         handle.write(str(os.getpid()))
 
 
-def _touch_in_steps(region: mmap.mmap, step_bytes: int, interval_s: float) -> None:
+def _touch_in_steps(region: mmap.mmap | memoryview, step_bytes: int, interval_s: float) -> None:
     """Fault in every page of `region`, `step_bytes` at a time, pausing between steps."""
     view = memoryview(region)
     for start in range(0, len(region), step_bytes):
@@ -80,7 +80,10 @@ def _touch_in_steps(region: mmap.mmap, step_bytes: int, interval_s: float) -> No
             time.sleep(interval_s)
 
 
-def _allocate_anon(mib: int, step_mib: int, interval_s: float, huge: bool) -> mmap.mmap | None:
+def _allocate_anon(
+    mib: int, step_mib: int, interval_s: float, huge: bool, gate: Gate | None = None
+) -> mmap.mmap | None:
+    """Touch `mib` MiB; with a gate, the first `gate.prefill_mib` before waiting on it."""
     if mib <= 0:
         return None
     size = mib * MIB
@@ -89,8 +92,30 @@ def _allocate_anon(mib: int, step_mib: int, interval_s: float, huge: bool) -> mm
     region = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
     if huge:
         region.madvise(mmap.MADV_HUGEPAGE)
-    _touch_in_steps(region, max(step_mib, 1) * MIB, interval_s)
+    step_bytes = max(step_mib, 1) * MIB
+    if gate is None:
+        _touch_in_steps(region, step_bytes, interval_s)
+        return region
+    prefill = min(gate.prefill_mib * MIB, size)
+    view = memoryview(region)
+    _touch_in_steps(view[:prefill], step_bytes, interval_s)
+    gate.wait()
+    _touch_in_steps(view[prefill:], step_bytes, interval_s)
     return region
+
+
+class Gate:
+    """Hold at a barrier: many hogs prefill, say `ready`, then go on together when the test
+    creates the gate file (their OOMs then fall within milliseconds of each other)."""
+
+    def __init__(self, path: Path, prefill_mib: int) -> None:
+        self.path = path
+        self.prefill_mib = prefill_mib
+
+    def wait(self) -> None:
+        _say("ready")
+        while not self.path.exists():
+            time.sleep(0.0005)
 
 
 def _fill_tmpfs(directory: Path, mib: int, step_mib: int, interval_s: float) -> None:
@@ -171,6 +196,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--reserve-mb", type=int, default=0, help="untouched mapping size")
     parser.add_argument("--children", type=int, default=1, help="child-worker: how many")
     parser.add_argument("--linger-s", type=float, default=2.0, help="child-worker parent")
+    parser.add_argument("--start-gate", type=Path, default=None,
+                        help="anon: after --prefill-mb, wait until this file exists")
+    parser.add_argument("--prefill-mb", type=int, default=0, help="anon: MiB before the gate")
     return parser
 
 
@@ -194,8 +222,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         _remove_on_sigterm(args.tmpfs_dir)
         _fill_tmpfs(args.tmpfs_dir, args.mb, args.step_mb, args.step_interval_s)
     else:
+        gate = None if args.start_gate is None else Gate(args.start_gate, args.prefill_mb)
         keep.append(_allocate_anon(args.mb, args.step_mb, args.step_interval_s,
-                                   huge=args.mode == "thp"))
+                                   huge=args.mode == "thp", gate=gate))
     _say(f"allocated {args.mb}")
     _hold()
     return 0

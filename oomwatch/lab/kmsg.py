@@ -120,6 +120,13 @@ def count_recent_headers(records: list[bytes], now_us: float, window_s: float) -
     return count
 
 
+def recent_headers(window_s: float, path: str = KMSG_PATH) -> int:
+    """OOM report headers the kernel printed in the last `window_s` (any process's)."""
+    # kmsg timestamps are local_clock(), which tracks CLOCK_MONOTONIC.
+    now_us = time.clock_gettime(time.CLOCK_MONOTONIC) * 1e6
+    return count_recent_headers(_backlog(path), now_us, window_s)
+
+
 def wait_rate_limit_window(
     needed: int = 1, max_wait_s: float = 6.0, path: str = KMSG_PATH
 ) -> float:
@@ -133,9 +140,7 @@ def wait_rate_limit_window(
     started = time.monotonic()
     free_needed = min(needed + 2, RATE_LIMIT_BURST)
     while time.monotonic() - started < max_wait_s:
-        # kmsg timestamps are local_clock(), which tracks CLOCK_MONOTONIC.
-        now_us = time.clock_gettime(time.CLOCK_MONOTONIC) * 1e6
-        used = count_recent_headers(_backlog(path), now_us, RATE_LIMIT_INTERVAL_S + 0.5)
+        used = recent_headers(RATE_LIMIT_INTERVAL_S + 0.5, path)
         if RATE_LIMIT_BURST - used >= free_needed:
             break
         time.sleep(0.25)

@@ -94,6 +94,8 @@ def spawn_hog(
     linger_s: float = 2.0,
     children: int = 1,
     join_timeout_s: float = 10.0,
+    start_gate: Path | None = None,
+    prefill_mb: int = 0,
 ) -> HogProcess:
     """Start a hog in `memcg`; returns once it has joined the memcg (before it allocates).
 
@@ -114,6 +116,8 @@ def spawn_hog(
     ]
     if oom_score_adj is not None:
         argv += ["--oom-score-adj", str(oom_score_adj)]
+    if start_gate is not None:  # the caller waits for "ready", then creates the file
+        argv += ["--start-gate", str(start_gate), "--prefill-mb", str(prefill_mb)]
     if mode == "tmpfs":
         tmpfs_dir = TMPFS_ROOT / f"{scratch.relpath.strip('/')}-{next(_tmpfs_serial)}"
         scratch.track_tmp_path(tmpfs_dir)

@@ -1,4 +1,5 @@
-"""`--since`, `--pod` and `--last` for inputs other than the store (which filters in SQL)."""
+"""`--since`, `--pod` and `--last` for inputs other than the store (which filters in SQL),
+and what to say when `--pod` matches nothing: a bare kernel log names pods only by UID."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ from oomwatch.diagnosis.trends import incident_time_s
 from oomwatch.incident import Incident
 
 _RELATIVE = re.compile(r"(\d+(?:\.\d+)?)\s*(s|sec|m|min|h|d|w)", re.IGNORECASE)
+UID_PREFIX_CHARS = 8  # the summary table shows pod UIDs by their first 8 characters
+MAX_PODS_LISTED = 20
 _UNIT_SECONDS = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "d": 86400, "w": 604800}
 
 
@@ -29,14 +32,21 @@ def parse_since(text: str, now: datetime | None = None) -> datetime:
 
 
 def pod_matches(incident: Incident, pod: str) -> bool:
-    """A pod name, `namespace/name`, or the pod UID (the only one a bare kernel log carries)."""
-    if incident.pod_uid and incident.pod_uid == pod:
-        return True
-    ctx = incident.k8s
-    if ctx is None or not ctx.pod:
-        return False
+    """A pod name, `namespace/name`, or the pod UID (the only one a bare kernel log carries):
+    whole, with `_` for `-` as systemd cgroup names write it, or its first 8+ characters.
+    An ambiguous kill matches each pod it may have been in (it says it is ambiguous)."""
+    wanted = pod.strip().lower().replace("_", "-")
     namespace, _, name = pod.rpartition("/")
-    return ctx.pod == name and (not namespace or ctx.namespace == namespace)
+    ctx = incident.k8s
+    known = [(incident.pod_uid, ctx.namespace if ctx else None, ctx.pod if ctx else None)]
+    if incident.attribution is not None and incident.attribution.ambiguous:
+        known += [(c.pod_uid, c.namespace, c.pod) for c in incident.attribution.candidates]
+    for uid, ns, pod_name in known:
+        if uid and (uid == wanted or (len(wanted) >= UID_PREFIX_CHARS and uid.startswith(wanted))):
+            return True
+        if pod_name and pod_name == name and (not namespace or ns == namespace):
+            return True
+    return False
 
 
 def apply(
@@ -60,3 +70,55 @@ def apply(
     if last is not None:
         out = out[-last:] if last > 0 else []
     return out, warnings
+
+
+def _pods(incidents: Sequence[Incident]) -> dict[str, list[Incident]]:
+    """Incidents by pod: `namespace/name` where known, else `uid <UID>`."""
+    pods: dict[str, list[Incident]] = {}
+    for incident in incidents:
+        ctx = incident.k8s
+        if ctx is not None and ctx.pod:
+            key = f"{ctx.namespace}/{ctx.pod}" if ctx.namespace else ctx.pod
+        elif incident.pod_uid:
+            key = f"uid {incident.pod_uid}"
+        else:
+            continue
+        pods.setdefault(key, []).append(incident)
+    return pods
+
+
+def no_pod_notice(incidents: Sequence[Incident], pod: str) -> list[str]:
+    """Lines for a `--pod` that matched none of `incidents`: the pods the input does have,
+    by name or, for a bare kernel log, by the only names it carries (UID, container id)."""
+    pods = _pods(incidents)
+    if not pods:
+        return [
+            f"No OOM kill in this input matches --pod {pod}: no kill in it"
+            f" ({len(incidents)} incident{'s' if len(incidents) > 1 else ''}) is in a"
+            " Kubernetes pod's cgroup."
+        ]
+    named = any(not key.startswith("uid ") for key in pods)
+    head = f"No OOM kill in this input matches --pod {pod}"
+    if named:
+        lines = [f"{head}; the pods it has:"]
+    else:
+        lines = [
+            f"{head}: this log names pods only by UID (and container id), never by name;"
+            " the pods it has:"
+        ]
+    for key, group in list(pods.items())[:MAX_PODS_LISTED]:
+        containers = sorted({i.container_id[:12] for i in group if i.container_id})
+        victims = sorted({i.victim.comm for i in group if i.victim is not None})
+        text = f"  pod {key}: {len(group)} kill{'s' if len(group) > 1 else ''}"
+        text += f", container {', '.join(containers)}" if containers else ""
+        text += f" ({', '.join(victims[:3])}{', …' if len(victims) > 3 else ''})" if victims else ""
+        lines.append(text)
+    if len(pods) > MAX_PODS_LISTED:
+        lines.append(f"  … {len(pods) - MAX_PODS_LISTED} more pods")
+    if not named:
+        lines.append(
+            f"Give --pod a UID (its first {UID_PREFIX_CHARS} characters are enough). While the"
+            " pod exists, `kubectl get pods -A -o custom-columns=UID:.metadata.uid,"
+            "NAMESPACE:.metadata.namespace,NAME:.metadata.name` maps UIDs to names."
+        )
+    return lines

@@ -1,6 +1,7 @@
 """Where a report's incidents come from: a log file, stdin, the daemon's store, or the live
-kernel ring.  Files are streamed in pieces (a multi-gigabyte kern.log is never read whole)
-and an input that cannot be read is an `InputError` naming it, never a traceback.
+kernel ring.  Files are streamed in pieces (a multi-gigabyte kern.log is never read whole),
+whatever they came as (gzip, UTF-16, a journal dump: see `sniff`), and an input that cannot
+be read is an `InputError` naming it, never a traceback.
 """
 
 from __future__ import annotations
@@ -9,14 +10,17 @@ import contextlib
 import os
 import stat
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import BinaryIO
 
-from oomwatch.decode.scan import utf8_text
+from oomwatch.decode.stamps import Reference
 from oomwatch.incident import Incident
+from oomwatch.report import journal, sniff
+from oomwatch.report.sniff import InputError, decode_bytes
+from oomwatch.report.unread import Signs
 
 MAX_LINE_BYTES = 64 * 1024  # far above any kernel record (8 KiB); longer lines are cut
 READ_BLOCK_BYTES = 1 << 20
@@ -26,22 +30,23 @@ CHUNK_BYTES = 4 << 20
 KMSG_PATH = "/dev/kmsg"
 
 
-class InputError(Exception):
-    """The input cannot be read; the message names it and says why."""
-
-
 @dataclass(slots=True)
 class Loaded:
     """Incidents in input order (oldest first) and what went wrong on the way."""
 
     incidents: list[Incident]
     warnings: list[str] = field(default_factory=list)
+    # What the input turned out to be, when not plain log text ("gzip", "journal JSON").
+    forms: list[str] = field(default_factory=list)
+    # Lines that look like an OOM kill that no incident accounts for: (line number, text).
+    unread: list[tuple[int, str]] = field(default_factory=list)
 
 
 @dataclass(slots=True)
 class _ReadStats:
     cut: int = 0  # lines cut at MAX_LINE_BYTES
-    bad_utf8: str | None = None  # the warning for the first invalid UTF-8, if any
+    not_utf8: str | None = None  # the warning for the first byte that is not UTF-8, if any
+    clean: bool = False  # remove colour escapes and odd spaces from each piece
 
 
 def _cut_line(line: bytes) -> bytes:
@@ -53,76 +58,125 @@ def _cut_line(line: bytes) -> bytes:
 
 
 def _text(blocks: list[bytes], offset: int, stats: _ReadStats) -> str:
-    """The blocks as one text (emptying the list first, so at most two copies coexist)."""
+    """The blocks as one text (emptying the list first, so at most two copies coexist),
+    cleaned (`sniff.clean`) when `stats.clean`."""
     data = b"".join(blocks)
     blocks.clear()
-    text, warning = utf8_text(data, offset)
-    stats.bad_utf8 = stats.bad_utf8 or warning
-    return text
+    try:
+        text = data.decode()
+    except UnicodeDecodeError as error:
+        stats.not_utf8 = stats.not_utf8 or (
+            f"input is not all UTF-8 (first at byte {offset + error.start}): single stray bytes"
+            " were read as Windows-1252, cut characters replaced"
+        )
+        text = decode_bytes(data)
+        return sniff.clean(text) if stats.clean else text
+    return sniff.clean(text, data) if stats.clean else text
 
 
-def _pieces(stream: BinaryIO, name: str, stats: _ReadStats) -> Iterator[str]:
+def _blocks(stream: BinaryIO, name: str) -> Iterator[bytes]:
+    try:
+        while block := stream.read(READ_BLOCK_BYTES):
+            yield block
+    except OSError as exc:
+        raise InputError(f"cannot read {name}: {exc.strerror or exc}") from exc
+
+
+def _pieces(blocks: Iterable[bytes], stats: _ReadStats) -> Iterator[str]:
     """The input as text in pieces of about CHUNK_BYTES that end at a newline.
 
-    Read in READ_BLOCK_BYTES blocks; a line still unfinished after MAX_LINE_BYTES is cut
-    there (counted) and the rest of it skipped, so memory stays bounded whatever the input.
-    Invalid UTF-8 becomes U+FFFD (the first occurrence noted with its input offset); `\n`
-    never occurs inside a UTF-8 sequence, so cutting at newlines cannot split a character.
+    A line still unfinished after MAX_LINE_BYTES is cut there (counted) and the rest of it
+    skipped, so memory stays bounded whatever the input.  Bytes that are not UTF-8 are read
+    as `decode_bytes` says (the first noted with its offset); `\n` never occurs inside a
+    UTF-8 sequence, so cutting at newlines cannot split a character.
     """
-    blocks: list[bytes] = []  # whole lines of the next piece
-    size = 0  # bytes in `blocks`
+    pieces: list[bytes] = []  # whole lines of the next piece
+    size = 0  # bytes in `pieces`
     start = 0  # input offset of the next piece
     read = 0  # input bytes read so far
     pending = b""  # the start of a line not yet finished
     skipping = False  # inside the rest of a line that was already cut
-    try:
-        while block := stream.read(READ_BLOCK_BYTES):
-            at, read = read, read + len(block)
-            if skipping:
-                newline = block.find(b"\n")
-                if newline < 0:
-                    continue
-                block, skipping, start = block[newline + 1 :], False, at + newline + 1
-            data = pending + block
-            last = data.rfind(b"\n") + 1
-            blocks.append(data[:last])
-            size += last
-            pending = data[last:]
-            if len(pending) > MAX_LINE_BYTES:  # the piece ends with the cut line
-                stats.cut += 1
-                blocks.append(_cut_line(pending))
-                yield _text(blocks, start, stats)
-                size, pending, skipping = 0, b"", True
-            elif size >= CHUNK_BYTES:
-                yield _text(blocks, start, stats)
-                size, start = 0, start + size
-    except OSError as exc:
-        raise InputError(f"cannot read {name}: {exc.strerror or exc}") from exc
-    blocks.append(pending)
-    yield _text(blocks, start, stats)
+    for block in blocks:
+        at, read = read, read + len(block)
+        if skipping:
+            newline = block.find(b"\n")
+            if newline < 0:
+                continue
+            block, skipping, start = block[newline + 1 :], False, at + newline + 1
+        data = pending + block
+        last = data.rfind(b"\n") + 1
+        pieces.append(data[:last])
+        size += last
+        pending = data[last:]
+        if len(pending) > MAX_LINE_BYTES:  # the piece ends with the cut line
+            stats.cut += 1
+            pieces.append(_cut_line(pending))
+            yield _text(pieces, start, stats)
+            size, pending, skipping = 0, b"", True
+        elif size >= CHUNK_BYTES:
+            yield _text(pieces, start, stats)
+            size, start = 0, start + size
+    pieces.append(pending)
+    yield _text(pieces, start, stats)
 
 
-def _decode_stream(stream: BinaryIO, name: str) -> Loaded:
+def _unwrap(blocks: Iterator[bytes], name: str, loaded: Loaded) -> tuple[Iterator[bytes], str]:
+    """The input as UTF-8 log bytes, whatever it came as (see `sniff`), and its journal form."""
+    head, blocks = sniff.peek(blocks)
+    if head.startswith(sniff.GZIP_MAGIC):
+        loaded.forms.append("gzip")
+        head, blocks = sniff.peek(sniff.gunzip(blocks, name, loaded.warnings))
+    if (error := sniff.foreign(head, name)) is not None:
+        raise error
+    if (encoding := sniff.utf16_encoding(head)) is not None:
+        loaded.forms.append("UTF-16")
+        head, blocks = sniff.peek(sniff.to_utf8(blocks, encoding))
+    blocks = sniff.drop_bom(blocks)
+    form = sniff.journal_form(head)
+    if form == "export":
+        loaded.forms.append("journal export")
+        blocks = journal.export_lines(blocks, loaded.warnings, name)
+    elif form == "json":
+        loaded.forms.append("journal JSON")
+    return blocks, form or "text"
+
+
+def _decode_stream(stream: BinaryIO, name: str, reference: Reference | None) -> Loaded:
     from oomwatch.decode import TextScanner
 
-    stats = _ReadStats()
-    scanner = TextScanner()
-    for piece in _pieces(stream, name, stats):
+    loaded = Loaded([])
+    blocks, form = _unwrap(_blocks(stream, name), name, loaded)
+    json_lines = journal.JsonLines(name) if form == "json" else None
+    stats = _ReadStats(clean=json_lines is None)  # a journal's text is cleaned once decoded
+    scanner = TextScanner(reference)
+    signs = Signs()
+    for piece in _pieces(blocks, stats):
+        if json_lines is not None:
+            piece = sniff.clean(json_lines.feed(piece))
+        signs.feed(piece)
         scanner.feed(piece)
     result = scanner.close()
-    warnings = [stats.bad_utf8] if stats.bad_utf8 else []
+    warnings = [stats.not_utf8] if stats.not_utf8 else []
+    warnings.extend(loaded.warnings)
+    if json_lines is not None:
+        warnings.extend(json_lines.warnings())
     warnings.extend(result.warnings)
     if stats.cut:
         warnings.append(f"{name}: {stats.cut} lines longer than {MAX_LINE_BYTES} bytes were cut")
-    return Loaded(list(result.incidents), warnings)
+    loaded.incidents, loaded.warnings = list(result.incidents), warnings
+    loaded.unread = signs.unread(loaded.incidents)
+    return loaded
 
 
 def load_file(path: str) -> Loaded:
-    """Decode a saved log (any supported format); `-` is stdin; a kmsg device reads its ring."""
+    """Decode a saved log (any supported format, any of the forms `sniff` knows); `-` is
+    stdin; a kmsg device reads its ring."""
     if path == "-":
         import sys
 
-        return _decode_stream(sys.stdin.buffer, "stdin")
+        # A log piped in now was written before now: dates stamps that print no year.
+        now = Reference(time.time(), "the time of reading")
+        return _decode_stream(sys.stdin.buffer, "stdin", now)
     if os.path.isdir(path):
         raise InputError(f"cannot read {path}: is a directory (give a log file)")
     with contextlib.suppress(OSError):
@@ -133,7 +187,8 @@ def load_file(path: str) -> Loaded:
     except OSError as exc:
         raise InputError(f"cannot read {path}: {exc.strerror or exc}") from exc
     with stream:
-        return _decode_stream(stream, path)
+        reference = Reference(os.fstat(stream.fileno()).st_mtime, "the file's modification time")
+        return _decode_stream(stream, path, reference)
 
 
 def load_store(state_dir: str, since: datetime | None, pod: str | None, last: int | None) -> Loaded:

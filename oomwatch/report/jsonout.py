@@ -1,7 +1,8 @@
 """`--json`: exactly `{"incidents": [...], "warnings": [...]}` with the contract keys.
 
-Every Incident field is present (null when unknown); `verdict` and `unknown` are added so a
-machine reader gets the same one-line answer and the same list of gaps as a person.
+Every Incident field is present (null when unknown); `verdict`, `verdict_code` and `unknown`
+are added so a machine reader gets the same one-line answer, the code the text summary shows,
+and the same list of gaps as a person.
 """
 
 from __future__ import annotations
@@ -11,12 +12,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from oomwatch.diagnosis import unknowns, verdict
+from oomwatch.diagnosis.verdict import verdict_code
 from oomwatch.incident import Incident
 
 
 def incident_json(incident: Incident) -> dict[str, Any]:
     data = incident.to_dict()
     data["verdict"] = verdict(incident)
+    data["verdict_code"] = verdict_code(incident)
     data["unknown"] = unknowns(incident)
     return data
 

@@ -9,6 +9,7 @@ out instead of adding them on top (which would double-count).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +26,40 @@ LAYERS = (  # (name, colour); drawn bottom-up
     ("page cache", "#76b7b2"),
     ("kernel", "#b07aa1"),
 )
+
+
+_BYTE_UNITS = (("B", 1), ("KiB", 1 << 10), ("MiB", 1 << 20), ("GiB", 1 << 30), ("TiB", 1 << 40))
+_TIME_UNITS = (("s", 1.0, 180.0), ("min", 60.0, 3 * 3600.0), ("h", 3600.0, math.inf))
+
+
+def nice_step(span: float, ticks: int) -> float:
+    """The 1, 2 or 5 × 10^n step that cuts `span` into at most about `ticks` parts."""
+    raw = max(span, 1e-9) / ticks
+    magnitude = 10.0 ** math.floor(math.log10(raw))
+    return next(m * magnitude for m in (1, 2, 5, 10) if raw <= m * magnitude * (1 + 1e-9))
+
+
+def _number(value: float) -> str:
+    return f"{value:.10g}"
+
+
+def byte_ticks(top_bytes: float, ticks: int = 4) -> tuple[float, list[tuple[float, str]]]:
+    """(axis top, [(bytes, label)]): round steps in the largest binary unit below the top."""
+    unit, size = next((u, s) for u, s in reversed(_BYTE_UNITS) if top_bytes >= s or s == 1)
+    step = nice_step(top_bytes / size, ticks)
+    step = max(step, 1.0) if unit == "B" else step
+    count = max(math.ceil(top_bytes / size / step - 1e-9), 1)
+    marks = [(i * step * size, f"{_number(i * step)} {unit}") for i in range(count + 1)]
+    return count * step * size, [(0.0, "0"), *marks[1:]]
+
+
+def time_ticks(span_s: float, ticks: int = 5) -> tuple[float, list[tuple[float, str]]]:
+    """(axis start ≤ 0, [(seconds, label)]) before the kill, in s, min or h by the span."""
+    unit, size = next((u, s) for u, s, upto in _TIME_UNITS if span_s <= upto)
+    step = nice_step(span_s / size, ticks)
+    count = max(math.ceil(span_s / size / step - 1e-9), 1)
+    marks = [(-i * step * size, f"-{_number(i * step)} {unit}") for i in range(count, 0, -1)]
+    return -count * step * size, [*marks, (0.0, "0")]
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,9 +140,11 @@ def _end_s(incident: Incident) -> float | None:
 
 
 class _Scale:
+    """Pixels for seconds and bytes; both axes end on a round tick."""
+
     def __init__(self, t0: float, top_bytes: float) -> None:
-        self.t0 = min(t0, -1.0)
-        self.top = max(top_bytes, 1.0)
+        self.t0, self.x_ticks = time_ticks(max(-t0, 1.0))
+        self.top, self.y_ticks = byte_ticks(max(top_bytes, 1.0))
 
     def x(self, t_s: float) -> float:
         return LEFT + (t_s - self.t0) / (0 - self.t0) * (WIDTH - LEFT - RIGHT)
@@ -230,25 +267,23 @@ def _axes(scale: _Scale, *, timed: bool = True) -> list[str]:
         ' stroke="#888"/>',
         f'<line x1="{LEFT}" y1="{TOP}" x2="{LEFT}" y2="{HEIGHT - BOTTOM}" stroke="#888"/>',
     ]
-    for i in range(5):
-        value = scale.top * i / 4
+    for value, label in scale.y_ticks:
         y = scale.y(value)
         out.append(
-            f'<text x="{LEFT - 6}" y="{y + 4:.1f}" text-anchor="end" font-size="11">'
-            f"{fmt_bytes(value)}</text>"
+            f'<text class="tick tick-y" x="{LEFT - 6}" y="{y + 4:.1f}" text-anchor="end"'
+            f' font-size="11">{label}</text>'
             f'<line x1="{LEFT}" y1="{y:.1f}" x2="{WIDTH - RIGHT}" y2="{y:.1f}" stroke="#eee"/>'
         )
     if not timed:
         return out
-    for i in range(5):
-        t = scale.t0 * (1 - i / 4)
+    for t, label in scale.x_ticks:
         out.append(
-            f'<text x="{scale.x(t):.1f}" y="{HEIGHT - BOTTOM + 16}" text-anchor="middle"'
-            f' font-size="11">{abs(t) if abs(t) < 0.5 else t:.0f} s</text>'
+            f'<text class="tick tick-x" x="{scale.x(t):.1f}" y="{HEIGHT - BOTTOM + 16}"'
+            f' text-anchor="middle" font-size="11">{label}</text>'
         )
     out.append(
         f'<text x="{(LEFT + WIDTH - RIGHT) / 2:.0f}" y="{HEIGHT - 6}" text-anchor="middle"'
-        ' font-size="11">seconds before the kill</text>'
+        ' font-size="11">time before the kill</text>'
     )
     return out
 

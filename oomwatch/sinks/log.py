@@ -109,6 +109,16 @@ def incident_fields(incident: Incident) -> dict[str, Any]:
         "wall_time": incident.wall_time,
         "detected_at": incident.detected_at,
     }
+    attribution = incident.attribution
+    if attribution is not None:
+        fields["attribution"] = attribution.confidence
+        fields["attribution_method"] = attribution.method
+        if attribution.confidence != "certain":
+            fields["attribution_reason"] = attribution.reason
+            fields["candidates"] = [
+                {k: v for k, v in vars_of(c).items() if v is not None}
+                for c in attribution.candidates
+            ]
     if incident.timeline is not None:
         fields["peak_bytes"] = incident.timeline.peak_bytes
         fields["growth_bytes_per_second"] = incident.timeline.growth_bytes_per_second
@@ -122,7 +132,12 @@ def incident_fields(incident: Incident) -> dict[str, Any]:
 def _present(obj: Any) -> dict[str, Any] | None:
     if obj is None:
         return None
-    return {name: getattr(obj, name) for name in obj.__slots__ if getattr(obj, name) is not None}
+    return {name: value for name, value in vars_of(obj).items() if value is not None}
+
+
+def vars_of(obj: Any) -> dict[str, Any]:
+    """The fields of a slotted dataclass instance."""
+    return {name: getattr(obj, name) for name in obj.__slots__}
 
 
 class LogSink:

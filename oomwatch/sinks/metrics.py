@@ -50,6 +50,13 @@ class SeriesLabels(NamedTuple):
         )
 
 
+def attribution_label(incident: Incident) -> str:
+    """`certain` when the victim's cgroup is known, `ambiguous` when the kernel's evidence
+    left several (the series then carries no pod: none is charged), `unknown` when none."""
+    attribution = incident.attribution
+    return "certain" if attribution is None else attribution.confidence
+
+
 class _GaugePair:
     """A container's cached gauge children and the values they hold (skip unchanged sets)."""
 
@@ -82,13 +89,13 @@ class Metrics:
         self.oom_kills = Counter(
             "oomwatch_oom_kills",
             "Kernel OOM kills, one per victim process.",
-            [*ids, "kind", "scope"],
+            [*ids, "kind", "scope", "attribution"],
             registry=r,
         )
         self.oom_incidents = Counter(
             "oomwatch_oom_incidents",
             "Kernel OOM kill incidents, one per kill of the container (a group kill counts once).",
-            [*ids, "kind", "scope"],
+            [*ids, "kind", "scope", "attribution"],
             registry=r,
         )
         self.group_oom_kills = Counter(
@@ -161,8 +168,9 @@ class Metrics:
                 return  # evictions and false OOMKilled reports are not kernel kills
             kills = max(1, len(incident.victims))
             scope = incident.limit_scope if incident.limit_scope in LIMIT_SCOPES else ""
-            self._inc(self.oom_kills, labels, (incident.kind, scope or ""), kills)
-            self._inc(self.oom_incidents, labels, (incident.kind, scope or ""), 1)
+            how = (incident.kind, scope or "", attribution_label(incident))
+            self._inc(self.oom_kills, labels, how, kills)
+            self._inc(self.oom_incidents, labels, how, 1)
             if incident.group_kill:
                 self._inc(self.group_oom_kills, labels, (), 1)
             if incident.container_survived:

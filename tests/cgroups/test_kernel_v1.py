@@ -6,6 +6,7 @@ scratch tree are looked at.  Counters do not depend on the kernel's report rate 
 
 from __future__ import annotations
 
+import select
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -144,4 +145,42 @@ def test_sampler_sees_a_slow_leak_grow(scratch: lab.ScratchMemcg) -> None:
         assert last.anon_bytes is not None and last.anon_bytes >= 0.8 * last.usage_bytes - 8 * MiB
     finally:
         sampler.close()
+        watcher.close()
+
+
+def test_the_oom_notification_comes_before_the_kill_and_dates_it_to_milliseconds(
+    scratch: lab.ScratchMemcg,
+) -> None:
+    """The eventfd on memory.oom_control fires when the OOM begins, before the kill line;
+    the watcher then reads the counter every 2 ms, so the rise it reports brackets the
+    kill's own kernel timestamp tightly; the hog's pid was seen in the cgroup meanwhile."""
+    _, container = _container(scratch, 32 * MiB)
+    watcher = CgroupWatcher([CGROUP_ROOT], poll_interval_s=1.0, include_limited=False)
+    try:
+        assert watcher.witness.failure is None, watcher.witness.failure
+        assert container.relpath in watcher.witness.watched_since()
+        poll = _ours(watcher, scratch.relpath)
+        poll()
+        with lab.KmsgTail() as tail:
+            hog = lab.spawn_hog(container, mode="anon", mb=200, comm="h5-notify", step_mb=1)
+            deltas: list[CounterDelta] = []
+            deadline = time.monotonic() + 10
+            while not deltas and time.monotonic() < deadline:
+                due = max(0.0, watcher.next_due_s() - time.monotonic())
+                select.select([watcher.witness.fileno()], [], [], min(due, 0.05))  # as the worker
+                deltas = poll()
+            assert hog.wait(timeout=30) == -9
+            records = tail.collect(lambda r: f"Killed process {hog.pid} ".encode() in r, 5.0)
+        [delta] = deltas
+        [killed] = [r for r in records if f"Killed process {hog.pid} ".encode() in r]
+        kill_s = int(killed.split(b";", 1)[0].split(b",")[2]) / 1e6  # kmsg µs, local_clock
+        signals = [s for s in watcher.witness.signals if s.cgroup == container.relpath]
+        assert signals and signals[0].by_s <= kill_s + 0.005  # notified before the kill
+        assert delta.since_s is not None
+        assert delta.since_s - 0.005 <= kill_s <= delta.observed_at_s + 0.005
+        width_ms = (delta.observed_at_s - delta.since_s) * 1000
+        print(f"kill dated within {width_ms:.1f} ms")
+        assert width_ms < 50
+        assert hog.pid in {s.pid for s in watcher.witness.sightings}
+    finally:
         watcher.close()

@@ -6,8 +6,9 @@ import json
 
 import pytest
 
+from oomwatch.cgroups.oom_events import OomSignal, Sighting
 from oomwatch.daemon.checkpoint import pending_reconcile, restore_reconcile
-from oomwatch.daemon.reconcile import GRACE_S, BareKill, LogKill, OwedKills, ReconcileState
+from oomwatch.daemon.reconcile import GRACE_S, BareKill, Claim, ReconcileState, Rise
 from oomwatch.incident import Incident
 
 CTR = "/kubepods/burstable/pod1234/aaaa"
@@ -15,28 +16,45 @@ CTR = "/kubepods/burstable/pod1234/aaaa"
 
 def test_pending_state_round_trips_through_json_with_deadlines_re_armed() -> None:
     state = ReconcileState(
-        unmatched=(LogKill(CTR, 10.0, 40.0), LogKill(CTR, None, 99.0)),
-        owed=(OwedKills(CTR, 2, 1, 11.0, 13.5),),
-        bare=(BareKill(Incident(kind="memcg", header_suppressed=True), 12.0),),
-        known_pids=((7, CTR),),
-        known_names=(("java", CTR),),
+        claims=(Claim((CTR,), 10.0, 40.0), Claim((CTR, CTR + "x"), None, 99.0)),
+        rises=(Rise(CTR, 10.5, 11.0, 13.5, True), Rise(CTR, None, 11.0, 60.0)),
+        bare=(BareKill(Incident(kind="memcg", header_suppressed=True), 12.0, 14.5),),
+        sightings=(Sighting(7, CTR, 9.0),),
+        signals=(OomSignal(CTR, 9.0, 9.1),),
+        counted_at_s=12.0,
     )
     saved = json.loads(json.dumps(pending_reconcile(state)))
     restored = restore_reconcile(saved, now_s=50.0)
-    # a waiting bare kill is never saved: the cursor was not saved past it, it replays
-    assert restored.bare == ()
-    assert restored.known_pids == state.known_pids and restored.known_names == state.known_names
+    # a waiting bare kill is never saved: the cursor was not saved past it, it replays;
+    # notifications are watched anew by the restarted agent
+    assert restored.bare == () and restored.signals == ()
+    assert restored.sightings == state.sightings
     # deadlines already past get one grace period: the replay may still explain them
-    assert restored.unmatched == (LogKill(CTR, 10.0, 50.0 + GRACE_S), LogKill(CTR, None, 99.0))
-    assert restored.owed == (OwedKills(CTR, 2, 1, 11.0, 50.0 + GRACE_S),)
+    assert restored.claims == (
+        Claim((CTR,), 10.0, 50.0 + GRACE_S, 50.0), Claim((CTR, CTR + "x"), None, 99.0, 50.0)
+    )
+    assert restored.rises == (Rise(CTR, 10.5, 11.0, 50.0 + GRACE_S, True),
+                              Rise(CTR, None, 11.0, 60.0))
+
+
+def test_a_checkpoint_from_before_attribution_is_read() -> None:
+    """Earlier agents saved owed counts and known pids/names: the owed kills come back as
+    rises whose start is unknown, the rest is dropped."""
+    old = {"unmatched": [[CTR, 10.0, 40.0]], "owed": [[CTR, 2, 1, 11.0, 13.5]],
+           "known_pids": [[7, CTR]], "known_names": [["java", CTR]]}
+    restored = restore_reconcile(old, now_s=12.0)
+    assert restored.claims == (Claim((CTR,), 10.0, 40.0, 12.0),)
+    assert restored.rises == (Rise(CTR, None, 11.0, 14.5, True), Rise(CTR, None, 11.0, 14.5))
 
 
 @pytest.mark.parametrize(
     ("data", "part"),
     [
-        ({"owed": [[CTR, "two", 0, 1.0, 2.0]]}, "owed"),
-        ({"unmatched": [[CTR]]}, "unmatched"),
-        ({"known_pids": [["x", CTR]]}, "known_pids"),
+        ({"owed": [[CTR, "two", 0, 1.0, 2.0]]}, "rises"),
+        ({"rises": [[CTR, None]]}, "rises"),
+        ({"unmatched": [[CTR]]}, "claims"),
+        ({"claims": [[[CTR], "x", 1.0]]}, "claims"),
+        ({"sightings": [["x", CTR, 1.0]]}, "sightings"),
     ],
 )
 def test_malformed_checkpoint_is_a_clear_error_naming_the_part(

@@ -10,7 +10,7 @@ import pytest
 
 from oomwatch.daemon.observe import SURVIVAL_RECHECK_S
 from oomwatch.daemon.pipeline import Pipeline, container_cgroup
-from oomwatch.daemon.reconcile import CounterKills
+from oomwatch.daemon.reconcile import SETTLE_S, CgroupNews, CounterKills
 from oomwatch.incident import (
     Incident,
     MemcgUsage,
@@ -236,7 +236,8 @@ def test_header_suppressed_kill_gets_sampled_usage_at_its_kernel_time(
     pipe, sink = make(tmp_path, clock, timeline_for=timeline_for)
     bare = Incident(kind="memcg", kernel_time_s=clock.mono - 1.0, header_suppressed=True,
                     victims=[Victim(pid=5, comm="w")])
-    pipe.process([bare], [CounterKills(CTR, 1, clock.mono)])
+    # a counter pass that began after the line arrived shows its counter's rise
+    pipe.process([bare], CgroupNews([CounterKills(CTR, 1, clock.mono)], counted_at_s=clock.mono))
     [got] = sink.got
     assert got.task_memcg == CTR and got.pod_uid == UID and frozen_at == [clock.wall - 1.0]
     assert got.memcg_sampled and got.memcg == MemcgUsage(usage_kb=31 * 1024, limit_kb=32 * 1024)
@@ -287,8 +288,12 @@ def test_waiting_says_when_deadlines_need_the_loop(tmp_path: Path, clock: Clock)
     pipe.process([memcg_kill(7, 99.9)])  # deferred for the pod, and expecting its counter
     assert pipe.waiting
     clock.advance(0.5)
-    pipe.process([], [CounterKills(CTR, 1, clock.mono)])  # the counter matches the report
-    assert len(sink.got) == 1 and not pipe.waiting
+    # the counter matches the report (in the pass the agent asks for after each kill line)
+    pipe.process([], CgroupNews([CounterKills(CTR, 1, clock.mono)], counted_at_s=clock.mono))
+    assert len(sink.got) == 1 and pipe.waiting  # ... and settles once no later line needs it
+    clock.advance(SETTLE_S)
+    pipe.process()
+    assert not pipe.waiting
     pipe.process([], [CounterKills(CTR, 1, clock.mono)])  # a kill owed a report: grace runs
     assert pipe.waiting
     clock.advance(3.0)

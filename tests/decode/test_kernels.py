@@ -6,7 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from oomwatch.decode import ReportAssembler, decode_lines, parse_kmsg_record
+from oomwatch.decode import (
+    ReportAssembler,
+    decode_kmsg_records,
+    decode_lines,
+    decode_text,
+    parse_kmsg_record,
+)
 from oomwatch.decode import lines as L
 from oomwatch.decode.tasks import parse_header, parse_row
 from oomwatch.incident import Incident
@@ -223,15 +229,53 @@ def _full_report(n: int) -> list[str]:
 
 
 def test_rate_limited_burst_bare_kill_lines_are_their_own_incidents() -> None:
+    """In the live kernel log (kmsg records) a kill without its header was rate-limited."""
     lines = [line for n in range(10) for line in _full_report(n)]
     for n in range(10, 16):
         lines.append(_full_report(n)[-1])  # the header of these was rate limited
-    incidents = decode_lines(lines).incidents
+    raws = [f"6,{i},{i},-;{line.split('] ', 1)[1]}".encode() for i, line in enumerate(lines)]
+    incidents = decode_kmsg_records(raws).incidents
     assert len(incidents) == 16
     assert [i.header_suppressed for i in incidents] == [False] * 10 + [True] * 6
     assert [i.victims[0].pid for i in incidents] == list(range(1000, 1016))
     assert incidents[3].oom_memcg == "/burst/c3" and incidents[12].oom_memcg is None
     assert all(i.kind == "memcg" for i in incidents)
+
+
+def test_saved_log_says_rate_limited_only_where_the_kernel_did() -> None:
+    """A saved or pasted log may be cut or filtered: a bare kill line proves nothing until the
+    kernel's own `oom_kill_process: N callbacks suppressed` line (lib/ratelimit.c) says so,
+    and then only for the kills of that ratelimit interval since the last full report."""
+    lines = [line for n in range(10) for line in _full_report(n)]
+    lines += [_full_report(n)[-1] for n in range(10, 16)]
+    without = decode_lines(lines).incidents
+    assert [i.header_suppressed for i in without] == [False] * 16
+    assert "the log alone does not say which" in without[12].notes[-1]
+    lines.append("[107.5] oom_kill_process: 6 callbacks suppressed")
+    lines += _full_report(75)  # the next report the ratelimit lets through
+    said = decode_lines(lines).incidents
+    assert [i.header_suppressed for i in said] == [False] * 10 + [True] * 6 + [False]
+    assert "oom_kill_process: 6 callbacks suppressed" in said[12].notes[-1]
+    assert [i.to_dict() for i in decode_text("\n".join(lines)).incidents] == [
+        i.to_dict() for i in said
+    ]
+
+
+def test_callbacks_suppressed_counts_only_its_own_interval() -> None:
+    """Only kills since the last full report and within one ratelimit interval (5 s) of the
+    last bare kill are counted; other functions' suppressed callbacks say nothing."""
+    bare = [_full_report(n)[-1] for n in range(4)]
+    lines = [
+        bare[0].replace("[100.000010]", "[80.0]"),  # 20 s earlier: another interval
+        bare[1],
+        "[100.3] __alloc_pages_slowpath: 27287 callbacks suppressed",
+        "[101.0] oom_kill_process: 9 callbacks suppressed",
+    ]
+    incidents = decode_lines(lines).incidents
+    assert [i.header_suppressed for i in incidents] == [False, True]
+    lines = [*_full_report(0), bare[1], bare[2], "[101.0] oom_kill_process: 1 callbacks suppressed"]
+    incidents = decode_lines(lines).incidents
+    assert [i.header_suppressed for i in incidents] == [False, False, True]
 
 
 def test_group_kill_is_one_incident_and_reaper_fills_member() -> None:
@@ -322,4 +366,4 @@ def test_report_gap_splits_unrelated_lines() -> None:
     ]
     incidents = decode_lines(lines).incidents
     assert len(incidents) == 2
-    assert incidents[0].victims == [] and incidents[1].header_suppressed
+    assert incidents[0].victims == [] and not incidents[1].header_suppressed

@@ -12,7 +12,13 @@ import pytest
 
 from oomwatch.cgroup_identity import annotate
 from oomwatch.cgroups.files import keyed_value
-from oomwatch.daemon.reconcile import CounterKills, ReconcileState, reconcile
+from oomwatch.daemon.reconcile import (
+    SETTLE_S,
+    CgroupNews,
+    CounterKills,
+    ReconcileState,
+    reconcile,
+)
 from oomwatch.decode import ReportAssembler, parse_kmsg_record
 from oomwatch.incident import Incident
 
@@ -97,10 +103,13 @@ def test_group_kill_is_one_incident_counting_the_primary_twice(kernel: str) -> N
     assert {events(doc, rel, "oom_group_kill") for rel in doc["after"]} == {1}
     # and the agent's reconciliation takes the report as explaining the whole counter
     t = incident.kernel_time_s or 0.0
-    kills = CounterKills(facts["container"], gained, t + 0.2, oom_group_kill=1)
-    matched = reconcile(ReconcileState(), [incident], [kills], now_s=t + 0.2)
-    assert matched.ready == [incident] and matched.state.quiet
-    assert reconcile(matched.state, [], [], now_s=t + 60.0).missing == 0
+    logged = reconcile(ReconcileState(), [incident], [], now_s=t + 0.1, kernel_offset_s=0.0)
+    assert logged.ready == [incident]
+    rise = CounterKills(facts["container"], gained, t + 0.2, oom_group_kill=1)
+    matched = reconcile(logged.state, [], CgroupNews(kills=(rise,), counted_at_s=t + 0.15),
+                        now_s=t + 0.2, kernel_offset_s=0.0)
+    later = reconcile(matched.state, [], [], now_s=t + 0.2 + SETTLE_S, kernel_offset_s=0.0)
+    assert matched.ready == later.ready == [] and later.state.quiet  # nothing counter-only
 
 
 @pytest.mark.parametrize("kernel", KERNELS)

@@ -77,7 +77,7 @@ def test_plain_container_limit_gives_only_the_limit_finding() -> None:
     assert rec is not None and rec["memory_limit"] == "308Mi"  # 256 MiB + 20 %, rounded up
     assert rec["limit_will_not_help"] is False and rec["memory_request"] is None
     line = verdict(out)
-    assert line.startswith("python (pid 4242) in pod uid 28fcb1a0-")
+    assert line.startswith("python (pid 4242) in pod 28fcb1a0")  # UID cut: ≤ 200 chars
     assert "container memory limit of 256 MiB" in line and "308Mi" in line
 
 

@@ -27,6 +27,8 @@ from kube_scenario import (
 )
 
 from oomwatch.incident import (
+    Attribution,
+    AttributionCandidate,
     Finding,
     Incident,
     PodContext,
@@ -248,3 +250,31 @@ def test_no_annotation_without_the_option(
     kube.sink.emit(enriched(kube, kill()))
     event_for(fake_api)
     assert ("patch", "", "pods") not in fake_api.seen()
+
+
+def test_an_ambiguous_kill_sends_no_event_and_no_annotation_to_any_candidate(
+    fake_api: FakeApiServer, make_kube: Callable[..., KubeIntegration]
+) -> None:
+    """The kernel's evidence left two pods, one of them this one: an Event would charge a pod
+    that may be innocent, so none goes out (the kill is logged, counted and stored)."""
+    fake_api.put_pod(app_pod())
+    kube = make_kube(annotate=True)
+    wait(lambda: kube.cache.synced)
+    other = f"/kubepods/burstable/pod{uuid.uuid4()}/{'c' * 64}"
+    candidates = [AttributionCandidate(f"/kubepods/burstable/pod{UID}/{CID}", UID, CID),
+                  AttributionCandidate(other)]
+    unsure = kill(task_memcg=None, oom_memcg=None, pod_uid=None, container_id=None,
+                  limit_scope=None, header_suppressed=True, tasks=[],
+                  attribution=Attribution("counter", "ambiguous", candidates, "two rose"))
+    kube.enricher.enrich(unsure)
+    assert unsure.attribution is not None
+    assert unsure.attribution.candidates[0].pod == "web-7d4b9c8f6d-x2x9z"  # named, not charged
+    kube.sink.emit(unsure)
+    kube.sink.emit(enriched(kube, kill(t=2000.0)))  # a sure kill after it still gets its Event
+    (body,) = event_for(fake_api)
+    assert body["regarding"]["name"] == "web-7d4b9c8f6d-x2x9z"
+    annotated = fake_api.wait_for(
+        lambda api: api.pods[("shop", "web-7d4b9c8f6d-x2x9z")]["metadata"].get("annotations"))
+    assert json.loads(annotated["oomwatch.io/last-oom-kill"])["time"].startswith("20")
+    time.sleep(0.3)
+    assert len(fake_api.events) == 1  # the sure kill's; none for the ambiguous one

@@ -11,7 +11,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from oomwatch import __version__
-from oomwatch.incident import Incident, PodContext, Victim
+from oomwatch.incident import Attribution, AttributionCandidate, Incident, PodContext, Victim
 from oomwatch.sinks.metrics import Metrics, SeriesLabels
 
 UID = "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0"
@@ -81,19 +81,37 @@ def test_kill_counters_over_http(served: tuple[Metrics, str, list[bool]]) -> Non
     metrics.add_kmsg_lost(7)
     metrics.add_reports_suppressed(2)
     scraped = _scrape(base)
-    assert (dict(IDS, kind="memcg", scope="container"), 6.0) in scraped["oomwatch_oom_kills_total"]
+    sure = {"attribution": "certain"}
+    kills = scraped["oomwatch_oom_kills_total"]
+    assert (dict(IDS, kind="memcg", scope="container", **sure), 6.0) in kills
     empty = {"namespace": "", "pod": "", "container": "", "pod_uid": ""}
-    assert (dict(empty, kind="global", scope="global"), 1.0) in scraped["oomwatch_oom_kills_total"]
+    assert (dict(empty, kind="global", scope="global", **sure), 1.0) in kills
     # one incident per kill of the container: the 3-process group kill counts once
     incidents = scraped["oomwatch_oom_incidents_total"]
-    assert (dict(IDS, kind="memcg", scope="container"), 4.0) in incidents
-    assert (dict(empty, kind="global", scope="global"), 1.0) in incidents
+    assert (dict(IDS, kind="memcg", scope="container", **sure), 4.0) in incidents
+    assert (dict(empty, kind="global", scope="global", **sure), 1.0) in incidents
     assert scraped["oomwatch_group_oom_kills_total"] == [(IDS, 1.0)]
     assert scraped["oomwatch_child_process_oom_kills_total"] == [(IDS, 1.0)]
     assert scraped["oomwatch_kmsg_records_lost_total"] == [({}, 7.0)]
     assert scraped["oomwatch_oom_reports_suppressed_total"] == [({}, 3.0)]
     assert scraped["oomwatch_last_oom_kill_timestamp_seconds"] == [({}, 1_795_334_400.0)]
     assert scraped["oomwatch_build_info"] == [({"version": __version__}, 1.0)]
+
+
+def test_an_ambiguous_kill_is_counted_on_no_pod(served: tuple[Metrics, str, list[bool]]) -> None:
+    """Two candidates: the kill is counted, with empty identity labels and `ambiguous`, so
+    no alert names a pod that may be innocent (and one series for all such kills)."""
+    metrics, base, _ = served
+    candidates = [AttributionCandidate("/kubepods/pod1/a", "1"),
+                  AttributionCandidate("/kubepods/pod2/b", "2")]
+    for _ in range(2):
+        metrics.emit(_kill(pod_uid=None, k8s=None, limit_scope=None, attribution=Attribution(
+            "counter", "ambiguous", candidates, "two counters rose")))
+    scraped = _scrape(base)
+    empty = {"namespace": "", "pod": "", "container": "", "pod_uid": ""}
+    assert scraped["oomwatch_oom_kills_total"] == [
+        (dict(empty, kind="memcg", scope="", attribution="ambiguous"), 2.0)
+    ]
 
 
 def test_framework_ooms_and_non_kernel_kinds(served: tuple[Metrics, str, list[bool]]) -> None:

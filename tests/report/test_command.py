@@ -163,6 +163,9 @@ def test_node_level_kills_never_recommend_a_limit_at_what_ran_out(  # type: igno
 ) -> None:
     inc = report(corpus_file(corpus, prefix), "--json").json()["incidents"][index]
     rec = inc["recommendation"]
+    if not inc["victims"]:  # 10[1]: nothing was killable, so there is nothing to advise
+        assert rec is None
+        return
     assert rec["action"] == "relieve-node" and rec["memory_limit"] is None
     assert not rec["message"].startswith("Set"), rec["message"]
 

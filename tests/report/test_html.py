@@ -4,9 +4,7 @@ the verdict is visible (checked in the DOM and in the pixels of a screenshot).""
 from __future__ import annotations
 
 import re
-import shutil
 import struct
-import subprocess
 import zlib
 from pathlib import Path
 
@@ -22,6 +20,9 @@ from oomwatch.incident import (
     Victim,
 )
 from oomwatch.store import IncidentStore
+
+from .browser import browse as _browser
+from .browser import chromium as _chromium
 
 MIB = 1 << 20
 POD = "/kubepods/burstable/pod28fcb1a0-a45c-44e7-b9bf-e3b9360bedba"
@@ -75,34 +76,6 @@ def _incident() -> Incident:
                 "cuda": {"allocated_bytes": 150 * MIB, "reserved_bytes": 200 * MIB},
             },
         },
-    )
-
-
-def _chromium() -> str:
-    for name in ("chromium", "chromium-browser"):
-        path = shutil.which(name)
-        if path:
-            return path
-    pytest.skip("headless Chromium not installed (apt-get install chromium)")
-
-
-def _browser(binary: str, profile: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run(
-        [
-            binary,
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--no-first-run",
-            f"--user-data-dir={profile}",
-            *args,
-        ],
-        capture_output=True,
-        timeout=120,
-        check=False,
     )
 
 
@@ -177,6 +150,11 @@ def test_html_page_renders_offline_with_plot_and_verdict(report, tmp_path: Path)
     )
     assert "container memory limit of 256 MiB" in verdict.group(1)
     assert '<svg id="timeline-1"' in text
+    # 179 s sampled: round ticks every 50 s, and 0 to 300 MiB in 100 MiB steps
+    ticks = re.findall(r'class="tick tick-x"[^>]*>([^<]*)<', text)
+    assert ticks == ["-200 s", "-150 s", "-100 s", "-50 s", "0"]
+    ticks = re.findall(r'class="tick tick-y"[^>]*>([^<]*)<', text)
+    assert ticks == ["0", "100 MiB", "200 MiB", "300 MiB"]
     for part in (
         'class="layer layer-anon"',
         'class="layer layer-thp"',

@@ -44,8 +44,8 @@ POD = PodContext(namespace="shop", pod="cart-0", container="api")
 # The label sets the rules and their templates rely on (the agreed metric contract).
 IDENTITY = {"namespace", "pod", "container", "pod_uid"}
 CONTRACT_LABELS = {
-    "oomwatch_oom_kills_total": IDENTITY | {"kind", "scope"},
-    "oomwatch_oom_incidents_total": IDENTITY | {"kind", "scope"},
+    "oomwatch_oom_kills_total": IDENTITY | {"kind", "scope", "attribution"},
+    "oomwatch_oom_incidents_total": IDENTITY | {"kind", "scope", "attribution"},
     "oomwatch_group_oom_kills_total": IDENTITY,
     "oomwatch_child_process_oom_kills_total": IDENTITY,
     "oomwatch_framework_oom_total": IDENTITY | {"framework"},

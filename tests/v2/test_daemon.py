@@ -18,14 +18,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from daemon.conftest import REPO, DaemonProcess, seed_cursor_at_log_end
-from daemon.test_run_kernel import (
-    incidents_for,
-    kill_9_mid_burst_and_restart,
-    metric_value,
-    stored,
-    wait_for,
-)
+from daemon.conftest import REPO, DaemonProcess, seed_cursor_at_log_end, stored, wait_for
+from daemon.test_run_kernel import incidents_for, kill_9_mid_burst_and_restart, metric_value
 
 from oomwatch.incident import Incident
 from oomwatch.lab import Memcg, ScratchMemcg, kubelet_layout, spawn_hog, wait_rate_limit_window

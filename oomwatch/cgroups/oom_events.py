@@ -1,0 +1,208 @@
+"""OOM notifications of cgroup v1 memcgs, and the witnesses they let the agent take.
+
+A v1 memcg notifies an eventfd registered on its `memory.oom_control` through
+`cgroup.event_control` when an OOM begins in it or in an ancestor
+(`Documentation/admin-guide/cgroup-v1/memory.rst` section 10; `memcg1_oom_prepare` calls
+`mem_cgroup_oom_notify`, which walks the subtree, before `mem_cgroup_out_of_memory` picks and
+kills the victim).  So the notification comes before the kill and before its `Killed
+process` line: stamped on arrival, it says when the OOM began, and the victim is still in the
+cgroup (`cgroup.procs`) for a moment.  v2 has no eventfd: its `memory.events` `oom` count,
+read on inotify, says the same (`CounterDelta.oom`).
+
+Registering needs write access to `cgroup.event_control` (mode 0200, root): an agent without
+it (the DaemonSet's non-root agent on a read-only cgroup mount) goes on without
+notifications, and attribution leans on the counters alone.  Closing the eventfd unregisters
+it; removing the cgroup signals it once more (`memcg_event_remove`), which is no OOM.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import select
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+HOT_WINDOW_S = 0.5  # after an OOM notification, its cgroup's counter is read this long ...
+HOT_POLL_INTERVAL_S = 0.002  # ... this often
+MAX_SIGHTINGS_PER_PASS = 4096
+
+
+@dataclass(frozen=True, slots=True)
+class OomSignal:
+    """An OOM notification of a cgroup, fired between `after_s` (None: unknown) and `by_s`
+    (CLOCK_MONOTONIC seconds)."""
+
+    cgroup: str
+    after_s: float | None
+    by_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class Sighting:
+    """A pid the kernel showed in a cgroup (task table or `cgroup.procs`) at `at_s`."""
+
+    pid: int
+    cgroup: str
+    at_s: float
+
+
+class OomEventfds:
+    """One eventfd per registered memcg, all in one epoll the owner polls (`fileno()`).
+
+    Not thread-safe: the cgroup worker thread owns it.
+    """
+
+    def __init__(self) -> None:
+        self._epoll = select.epoll()
+        self._fd_to_rel: dict[int, str] = {}
+        self._rel_to_fd: dict[str, int] = {}
+        self.since_s: dict[str, float] = {}  # relpath -> when its notifications began
+        self.failure: str | None = None  # why registration failed (it is not tried again)
+        self._drained_at_s: float | None = None
+
+    def fileno(self) -> int:
+        return self._epoll.fileno()
+
+    def __contains__(self, relpath: str) -> bool:
+        return relpath in self._rel_to_fd
+
+    def register(self, relpath: str, fs_path: str, now_s: float) -> bool:
+        """Ask the kernel to notify this memcg's OOMs; False where it cannot (and why in
+        `failure`, after which nothing more is tried)."""
+        if self.failure is not None or relpath in self._rel_to_fd:
+            return relpath in self._rel_to_fd
+        efd = os.eventfd(0, os.EFD_CLOEXEC | os.EFD_NONBLOCK)
+        try:
+            control = os.open(os.path.join(fs_path, "memory.oom_control"), os.O_RDONLY)
+            try:
+                fd = os.open(os.path.join(fs_path, "cgroup.event_control"), os.O_WRONLY)
+                try:
+                    os.write(fd, f"{efd} {control}".encode())
+                finally:
+                    os.close(fd)
+            finally:
+                os.close(control)
+        except OSError as exc:
+            os.close(efd)
+            if exc.errno not in (2, 19):  # ENOENT, ENODEV: this cgroup just went away
+                self.failure = f"{fs_path}/cgroup.event_control: {exc.strerror}"
+            return False
+        self._epoll.register(efd, select.EPOLLIN)
+        self._fd_to_rel[efd] = relpath
+        self._rel_to_fd[relpath] = efd
+        self.since_s[relpath] = now_s
+        return True
+
+    def unregister(self, relpath: str) -> None:
+        efd = self._rel_to_fd.pop(relpath, None)
+        self.since_s.pop(relpath, None)
+        if efd is None:
+            return
+        self._fd_to_rel.pop(efd, None)
+        with contextlib.suppress(OSError):
+            self._epoll.unregister(efd)
+        os.close(efd)  # the kernel drops the registration with the last reference
+
+    def drain(self, now_s: float) -> list[OomSignal]:
+        """Notifications since the last drain, each dated between that drain and now."""
+        after_s, self._drained_at_s = self._drained_at_s, now_s
+        signals: list[OomSignal] = []
+        for efd, _ in self._epoll.poll(0):
+            with contextlib.suppress(BlockingIOError, OSError):
+                os.eventfd_read(efd)
+            relpath = self._fd_to_rel.get(efd)
+            if relpath is not None:
+                signals.append(OomSignal(relpath, after_s, now_s))
+        return signals
+
+    def close(self) -> None:
+        for relpath in list(self._rel_to_fd):
+            self.unregister(relpath)
+        self._epoll.close()
+
+
+class OomWitness:
+    """What the watcher learns of OOMs besides the counters: notifications (v1 eventfds, v2
+    `oom` rises), the pids in a cgroup when its OOM began, and which cgroups to read often.
+
+    `path_of` gives a watched cgroup's directory (None: not watched).  Not thread-safe: the
+    watcher's thread owns it; the owner takes `signals` and `sightings` after each pass.
+    """
+
+    def __init__(self, path_of: Callable[[str], str | None], *, eventfds: bool = True) -> None:
+        self._path_of = path_of
+        self._events = OomEventfds() if eventfds else None
+        self._hot: dict[str, float] = {}  # relpath -> read its counter often until then
+        self.signals: list[OomSignal] = []
+        self.sightings: list[Sighting] = []
+
+    def fileno(self) -> int | None:
+        return None if self._events is None else self._events.fileno()
+
+    @property
+    def failure(self) -> str | None:
+        return None if self._events is None else self._events.failure
+
+    def watched_since(self) -> dict[str, float]:
+        return {} if self._events is None else dict(self._events.since_s)
+
+    @property
+    def hot(self) -> bool:
+        return bool(self._hot)
+
+    def watch(self, relpath: str, fs_path: str, now_s: float) -> None:
+        """Register a v1 memcg's OOM notifications."""
+        if self._events is not None:
+            self._events.register(relpath, fs_path, now_s)
+
+    def forget(self, relpath: str) -> None:
+        self._hot.pop(relpath, None)
+        if self._events is not None:
+            self._events.unregister(relpath)
+
+    def hot_cgroups(self, now_s: float) -> set[str]:
+        """Notifications since the last pass (each noted, its pids read, its cgroup put under
+        close watch) and the cgroups still under close watch: all to read now."""
+        if self._events is not None:
+            for signal in self._events.drain(now_s):
+                self.note(signal, now_s)
+        self._hot = {rel: until for rel, until in self._hot.items() if until > now_s}
+        return set(self._hot)
+
+    def note_v2(self, rises: Iterable[tuple[str, float | None, float]], now_s: float) -> None:
+        """v2 notifies by counting: (cgroup, since, observed) of each `oom` rise."""
+        for relpath, since_s, observed_s in rises:
+            self.note(OomSignal(relpath, since_s, observed_s), now_s)
+
+    def note(self, signal: OomSignal, now_s: float) -> None:
+        path = self._path_of(signal.cgroup)
+        if path is None or not os.path.isdir(path):
+            return  # a removed cgroup's eventfd fires once more: no OOM
+        self.signals.append(signal)
+        self._hot[signal.cgroup] = now_s + HOT_WINDOW_S
+        if len(self.sightings) < MAX_SIGHTINGS_PER_PASS:
+            self.sightings.extend(Sighting(pid, signal.cgroup, now_s) for pid in pids_in(path))
+
+    def close(self) -> None:
+        if self._events is not None:
+            self._events.close()
+            self._events = None
+
+
+def pids_in(fs_path: str) -> list[int]:
+    """The pids of a cgroup (and of its direct children, e.g. crun's `container`) as this
+    pid namespace sees them; 0s (processes of other namespaces) are left out."""
+    pids: list[int] = []
+    for directory in _with_children(fs_path):
+        procs = os.path.join(directory, "cgroup.procs")
+        with contextlib.suppress(OSError), open(procs, "rb") as fh:
+            pids.extend(int(tok) for tok in fh.read().split() if tok.isdigit() and tok != b"0")
+    return pids
+
+
+def _with_children(fs_path: str) -> list[str]:
+    out = [fs_path]
+    with contextlib.suppress(OSError), os.scandir(fs_path) as entries:
+        out += [e.path for e in entries if e.is_dir(follow_symlinks=False)]
+    return out

@@ -1,0 +1,100 @@
+"""Lines that speak for reports other than their own: task rows printed before the report
+line they belong to (a grep-filtered fragment), and the kernel's `callbacks suppressed`
+line, which says after the fact that earlier reports were withheld.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+from oomwatch.decode.records import LogRecord
+from oomwatch.incident import Incident, TaskRow
+from oomwatch.sanitize import escape_control
+
+# Task rows seen without their header and outside a report (a grep-filtered fragment) are
+# held, at most this many, for a report line that follows them within ORPHAN_GAP_LINES
+# lines with nothing but blank lines and prose (a paste's commentary) between.
+ORPHAN_ROWS_MAX = 4
+ORPHAN_GAP_LINES = 6
+# How far before its report line a held row may be: the text scan feeds this many lines
+# before each window's first anchor (scan.py), so both decode paths see the same rows.
+ORPHAN_LEAD_LINES = ORPHAN_GAP_LINES + ORPHAN_ROWS_MAX
+# The kernel's oom_rs ratelimit in oom_kill_process(): DEFAULT_RATELIMIT_INTERVAL (5 s).
+RATELIMIT_INTERVAL_S = 5.0
+_RECENT_MAX = 64
+
+
+class OrphanRows:
+    """Task rows outside any report, held for the report line right after them."""
+
+    def __init__(self) -> None:
+        # With their line numbers; a plain list, tested on the daemon's hot path.
+        self.rows: list[tuple[TaskRow, int | None]] = []
+
+    def add(self, row: TaskRow, line_no: int | None) -> None:
+        self.rows = [*self.rows, (row, line_no)][-ORPHAN_ROWS_MAX:]
+
+    def clear(self) -> None:
+        self.rows.clear()
+
+    def bridged_by(self, record: LogRecord, has_key: bool) -> bool:
+        """Prose close after the rows (a paste's commentary) keeps them for their report."""
+        return (
+            record.source_format == "plain"
+            and not has_key
+            and _near(self.rows[-1][1], record.line_no)
+        )
+
+    def take(self, line_no: int | None) -> list[TaskRow]:
+        """The held rows that belong to a report starting at `line_no` (and forget all)."""
+        rows: list[TaskRow] = []
+        if self.rows and _near(self.rows[-1][1], line_no):
+            rows = [
+                row for row, n in self.rows
+                if n is None or line_no is None or line_no - n <= ORPHAN_LEAD_LINES
+            ]
+        self.rows.clear()
+        return rows
+
+
+def _near(orphan_line: int | None, line_no: int | None) -> bool:
+    """A line close enough after an orphan row for the row to belong to its report.
+
+    Without line numbers (/dev/kmsg records) only the very next record is; `feed` clears
+    the rows on any other record in between.
+    """
+    if orphan_line is None or line_no is None:
+        return orphan_line is None and line_no is None
+    return 0 < line_no - orphan_line <= ORPHAN_GAP_LINES
+
+
+class SuppressionWitness:
+    """Recent incidents of a saved log, for a later `oom_kill_process: N callbacks
+    suppressed` line: lib/ratelimit.c prints it when the next report is let through, so the
+    last header-less kills (since the last report printed in full, within one interval of
+    the last of them) were the ones withheld."""
+
+    def __init__(self) -> None:
+        self._recent: deque[tuple[Incident, bool]] = deque(maxlen=_RECENT_MAX)
+
+    def note(self, incident: Incident, had_header: bool) -> None:
+        self._recent.append((incident, had_header))
+
+    def withheld(self, count: int, line: str) -> None:
+        """Mark up to `count` of the kills before `line` as rate-limited (their header)."""
+        latest: float | None = None
+        for incident, had_header in reversed(self._recent):
+            if had_header or count <= 0:
+                break
+            if not incident.victims:
+                continue
+            when = incident.kernel_time_s
+            latest = when if latest is None else latest
+            if when is not None and latest is not None and latest - when > RATELIMIT_INTERVAL_S:
+                break
+            if not incident.header_suppressed:
+                incident.header_suppressed = True
+                said = escape_control(line)
+                incident.notes.append(f"the kernel withheld this report (a later line: {said!r})")
+            count -= 1
+        self._recent.clear()

@@ -1,0 +1,216 @@
+"""What one incident's report says, as labelled rows and tables that both the text and the
+HTML report render, so the page shows exactly what the terminal shows.
+
+Values are the raw strings (names as the workload chose them); each renderer escapes them
+its own way (`escape_control` for the terminal, HTML escaping on top for the page).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from oomwatch.diagnosis.evidence import (
+    KIB,
+    UNLIMITED_BYTES,
+    charged_bytes,
+    fmt_bytes,
+    limit_bytes,
+    page_bytes,
+    pct,
+    task_rss_bytes,
+    usage_bytes,
+    victim_rss_bytes,
+)
+from oomwatch.incident import Incident, Victim
+
+LARGEST_TASKS = 8
+MAX_NOTES = 5
+_KIND_WORDS = {
+    "memcg": "cgroup limit kill",
+    "global": "node-wide (global) kill",
+    "framework": "framework (device memory) OOM",
+    "eviction": "kubelet memory-pressure eviction",
+    "false_oomkilled": "OOMKilled without a kernel kill",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Table:
+    """A small table: its title, column names, and rows of cells (all text)."""
+
+    title: str
+    columns: tuple[str, ...]
+    rows: Sequence[tuple[str, ...]]
+
+
+def kind_words(kind: str) -> str:
+    return _KIND_WORDS.get(kind, f"{kind} kill")
+
+
+def _kb(value: int | None) -> str:
+    return fmt_bytes(value * KIB) if value is not None else "?"
+
+
+def when(incident: Incident) -> str:
+    parts = []
+    if incident.wall_time:
+        parts.append(incident.wall_time)
+    if incident.kernel_time_s is not None:
+        parts.append(f"{incident.kernel_time_s:.6f} s after boot")
+    if incident.kmsg_seq is not None:
+        parts.append(f"kmsg seq {incident.kmsg_seq}")
+    return ", ".join(parts) or "unknown"
+
+
+def _where(incident: Incident) -> list[tuple[str, str]]:
+    rows = []
+    ctx = incident.k8s
+    if ctx is not None and ctx.pod:
+        name = f"{ctx.namespace}/{ctx.pod}" if ctx.namespace else ctx.pod
+        rows.append(("pod", name + (f" container {ctx.container}" if ctx.container else "")))
+    attribution = incident.attribution
+    if attribution is not None and attribution.confidence != "certain":
+        what = attribution.describe() if attribution.candidates else "unknown"
+        rows.append(("pod", f"{what} ({attribution.confidence}: {attribution.reason})"))
+    if incident.pod_uid or incident.container_id:
+        facts = [
+            f"pod uid {incident.pod_uid}" if incident.pod_uid else None,
+            f"container {incident.container_id}" if incident.container_id else None,
+            incident.qos_class,
+            incident.cgroup_driver,
+            incident.runtime,
+        ]
+        rows.append(("identity", ", ".join(f for f in facts if f)))
+    if incident.task_memcg:
+        rows.append(("cgroup", incident.task_memcg))
+    if incident.oom_memcg and incident.oom_memcg != incident.task_memcg:
+        rows.append(("oom memcg", incident.oom_memcg))
+    return rows
+
+
+def victim_text(victim: Victim) -> str:
+    text = f"{victim.comm} (pid {victim.pid}"
+    text += f", uid {victim.uid})" if victim.uid is not None else ")"
+    text += f" anon-rss {_kb(victim.anon_rss_kb)} file-rss {_kb(victim.file_rss_kb)}"
+    text += f" shmem-rss {_kb(victim.shmem_rss_kb)} total-vm {_kb(victim.total_vm_kb)}"
+    if victim.oom_score_adj is not None:
+        text += f" oom_score_adj {victim.oom_score_adj}"
+    return text
+
+
+def limit_text(incident: Incident) -> str | None:
+    """The limit line: which limit, usage against it, failcnt, swap and kmem."""
+    memcg = incident.memcg
+    scope = incident.limit_scope or "unknown"
+    if incident.kind == "global":
+        constraint = f", {incident.constraint}" if incident.constraint else ""
+        return f"node memory (global OOM{constraint})"
+    if incident.kind in ("cpuset", "mempolicy"):
+        return f"{incident.kind} constraint ({incident.constraint or '?'})"
+    if memcg is None:
+        return f"{scope} limit (numbers not in the report)" if incident.limit_scope else None
+    usage, limit = usage_bytes(incident), limit_bytes(incident)
+    words = {"node": "node allocatable", "cgroup": "cgroup"}.get(scope, scope)
+    text = f"{words} limit {fmt_bytes(limit) if limit else 'none'}, usage {fmt_bytes(usage)}"
+    if usage and limit:
+        text += f" ({pct(usage, limit)})"
+    if memcg.failcnt is not None:
+        text += f", failcnt {memcg.failcnt}"
+    if memcg.swap_usage_kb is not None:
+        swap_limit = memcg.swap_limit_kb
+        unlimited = swap_limit is not None and swap_limit * KIB >= UNLIMITED_BYTES
+        text += f"; swap {_kb(memcg.swap_usage_kb)}"
+        if swap_limit is not None:
+            text += " of unlimited" if unlimited else f" of {_kb(swap_limit)}"
+    if memcg.kmem_usage_kb is not None:
+        text += f"; kmem {_kb(memcg.kmem_usage_kb)}"
+    return text
+
+
+def breakdown(incident: Incident) -> str | None:
+    parts = incident.breakdown_bytes
+    if parts is None:
+        return None
+    whole = charged_bytes(incident)
+    shown = []
+    for name in ("anon", "file", "shmem", "thp", "kernel"):
+        value = getattr(parts, name)
+        share = f" ({pct(value, whole)})" if value is not None and whole else ""
+        shown.append(f"{name} {fmt_bytes(value)}{share}")
+    return " · ".join(shown) + "   (shmem is part of file, thp part of anon)"
+
+
+def tasks(incident: Incident) -> Table | None:
+    """The largest tasks of the report's task table, by RSS."""
+    if not incident.tasks:
+        return None
+    page = page_bytes(incident)
+    ranked = sorted(incident.tasks, key=lambda t: -(task_rss_bytes(t, page) or 0))
+    rows = []
+    for task in ranked[:LARGEST_TASKS]:
+        vm = task.total_vm_pages * page if task.total_vm_pages is not None else None
+        adj = "?" if task.oom_score_adj is None else str(task.oom_score_adj)
+        rows.append(
+            (str(task.pid), fmt_bytes(task_rss_bytes(task, page)), fmt_bytes(vm), adj, task.name)
+        )
+    title = f"largest tasks ({len(rows)} of {len(ranked)})"
+    return Table(title, ("pid", "rss", "total-vm", "adj", "name"), rows)
+
+
+def members(incident: Incident) -> Table | None:
+    """Every process killed with the first (a memory.oom.group kill, or several kills)."""
+    if len(incident.victims) < 2:
+        return None
+    rows = []
+    for victim in incident.victims[1:]:
+        rss = victim_rss_bytes(victim)
+        rows.append((str(victim.pid), fmt_bytes(rss) if rss else "?", victim.comm))
+    return Table(f"also killed ({len(rows)})", ("pid", "rss", "name"), rows)
+
+
+def timeline(incident: Incident) -> str | None:
+    samples = incident.timeline.samples if incident.timeline else []
+    if incident.timeline is None or not samples:
+        return None
+    span = samples[-1].t_seconds - samples[0].t_seconds
+    usages = [s.usage_bytes for s in samples]
+    peak = incident.timeline.peak_bytes or max(usages)
+    text = f"{len(samples)} samples over {span:.0f} s: min {fmt_bytes(min(usages))},"
+    text += f" last {fmt_bytes(usages[-1])}, peak {fmt_bytes(peak)}"
+    if (growth := incident.timeline.growth_bytes_per_second) is not None:
+        text += f", growth {fmt_bytes(growth)}/s"
+    return text
+
+
+def advice(incident: Incident) -> list[tuple[str, str]]:
+    """The recommendation in full, and what it rests on."""
+    rec = incident.recommendation or {}
+    rows = []
+    if rec.get("message"):
+        rows.append(("advice", str(rec["message"])))
+    if isinstance(rec.get("based_on"), str):
+        rows.append(("based on", rec["based_on"]))
+    return rows
+
+
+def facts(incident: Incident) -> list[tuple[str, str]]:
+    """Where, who, which limit and who asked: the rows the verdict is built on."""
+    rows = _where(incident)
+    if incident.victims:
+        rows.append(("victim", victim_text(incident.victims[0])))
+    if incident.group_kill:
+        rows.append(("group", f"memory.oom.group kill of {incident.group_cgroup or '?'}"))
+    if (limit := limit_text(incident)) is not None:
+        rows.append(("limit", limit))
+    inv = incident.invoker
+    if inv is not None:
+        fields = (
+            ("gfp_mask", inv.gfp_mask),
+            ("order", inv.order),
+            ("oom_score_adj", inv.oom_score_adj),
+        )
+        pid = f" (pid {inv.pid})" if inv.pid is not None else ""
+        shown = " ".join(f"{k}={v}" for k, v in fields if v is not None)
+        rows.append(("invoker", f"{inv.comm or '?'}{pid} {shown}"))
+    return rows
