@@ -143,11 +143,16 @@ class CounterBook:
         cgroups: list[WatchedCgroup],
         readings: dict[str, OomCounters],
         observed_at_s: float,
+        ancestors: Mapping[str, OomCounters] | None = None,
     ) -> list[CounterDelta]:
         """Start watching cgroups (parents first) from their first readings.
 
         The first call is the startup scan: everything read becomes a baseline.  Later calls
-        return the kills that cgroups starting from zero already counted.
+        return the kills that cgroups starting from zero already counted.  `ancestors` are
+        fresh readings of watched v2 ancestors of the new cgroups: a new cgroup whose counts
+        the ancestor's growth since it was last accounted covers was killed in after that
+        (it was made and killed between two reads): it starts from zero, so its kills are
+        its own, not its ancestor's.
         """
         from_zero: dict[str, bool] = {}
         for cg in cgroups:
@@ -165,8 +170,13 @@ class CounterBook:
                     zero = True
                 elif not self._started and from_zero.get(parent) is False:
                     zero = _within(reading, self._unreported(self._entries[parent]))
-                else:  # under a cgroup added in this same call: inherit its decision
-                    zero = from_zero.get(parent, False)
+                elif parent in from_zero:  # under a cgroup added in this same call
+                    zero = from_zero[parent]
+                elif ancestors is not None and parent in ancestors:
+                    grown = self._unreported(self._entries[parent], ancestors[parent])
+                    zero = reading.any() and _within(reading, grown)
+                else:
+                    zero = False
                 baseline = ZERO if zero else reading
             from_zero[cg.relpath] = zero
             entry = _Entry(cg, parent, baseline, reading)
@@ -251,8 +261,12 @@ class CounterBook:
                 vanished.extend(self._drop(rel, observed_at_s))
         return sorted(vanished, key=lambda d: _DEPTH(d.cgroup.relpath), reverse=True) + fresh_deltas
 
-    def _unreported(self, entry: _Entry) -> OomCounters:
-        own = entry.cumulative()
+    def ancestor_of(self, relpath: str) -> str | None:
+        """The nearest watched ancestor of a cgroup."""
+        return self._nearest_ancestor(relpath)
+
+    def _unreported(self, entry: _Entry, now: OomCounters | None = None) -> OomCounters:
+        own = entry.cumulative() if now is None else now.minus(entry.baseline)
         if entry.cgroup.version == 2:
             own = own.minus(entry.offset)
             for child in entry.children:

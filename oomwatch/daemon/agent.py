@@ -107,6 +107,7 @@ class Agent:
             enrich_wait_s=config.enrich_wait_s,
             cgroup_facts=self._cgroup_facts,
             kernel_offset_s=self.kmsg.clock.offset_s,
+            log_read_at_s=lambda: self.kmsg.read_through_s,
         )
         if checkpoint is not None:
             self.pipeline.state = self.checkpoints.restored_state(checkpoint, time.monotonic())
@@ -278,7 +279,10 @@ class Agent:
             flush_at = self.kmsg.flush_at()
             if flush_at is not None:
                 timeout_s = min(timeout_s, max(0.0, flush_at - now))
+            polled_s = time.monotonic()
             ready = {fd for fd, _ in poller.poll(timeout_s * 1000.0)}
+            if kmsg_fd is not None and kmsg_fd not in ready:
+                self.kmsg.note_quiet(polled_s)  # nothing was unread then (or since)
             if self._wake_r in ready:
                 with contextlib.suppress(BlockingIOError):
                     os.read(self._wake_r, 4096)
@@ -290,10 +294,13 @@ class Agent:
             self._heartbeat_mono = now
 
     def _turn(self, ready: set[int]) -> None:
-        """One loop turn: the kernel log first (latency), then counter news."""
+        """One loop turn: the kernel log first (latency), then counter news.  With news the
+        log is read too: a kill the counters show has printed its line by then, and a kill
+        is placed only once the lines of every kill its counters show are in."""
         incidents: list[Incident] = []
+        news = self.cgroups.take_news()
         try:
-            if self.kmsg.fileno() in ready:
+            if self.kmsg.fileno() in ready or news is not None:
                 incidents += self.kmsg.read()
             incidents += self.kmsg.flush_if_idle(time.monotonic())
         except Exception:
@@ -302,7 +309,6 @@ class Agent:
             incidents.append(self._submitted.get_nowait())
         self.pipeline.process(incidents)
         self._rescan_for(incidents)
-        news = self.cgroups.take_news()
         if news is not None:
             self.pipeline.process((), news)
 

@@ -86,6 +86,7 @@ class Pipeline:
         mono_clock: Callable[[], float] = time.monotonic,
         cgroup_facts: Callable[[], CgroupFacts] = CgroupFacts,
         kernel_offset_s: Callable[[], float | None] = lambda: 0.0,
+        log_read_at_s: Callable[[], float | None] = lambda: None,
     ) -> None:
         self.store = store
         self.sinks = list(sinks)
@@ -100,6 +101,7 @@ class Pipeline:
         self._mono = mono_clock
         self._cgroup_facts = cgroup_facts
         self._kernel_offset_s = kernel_offset_s
+        self._log_read_at_s = log_read_at_s
         self.state = ReconcileState()
         self._deferred: list[_Deferred] = []
         self.stats = PipelineStats()
@@ -139,6 +141,7 @@ class Pipeline:
                 facts=self._cgroup_facts(),
                 kernel_offset_s=self._kernel_offset_s(),
                 wall_offset_s=now_wall - now_mono,
+                log_read_at_s=self._log_read_at_s(),
             )
         except Exception:  # a bug here must not lose the incidents: pass them on unmatched
             log.exception("reconciliation failed; passing incidents on unmatched")

@@ -219,6 +219,7 @@ class ScratchMemcg(Memcg):
         version: Version | None = None,
         mount: Path | None = None,
         prefix: str = SCRATCH_PREFIX,
+        exclusive: bool = True,
     ) -> None:
         if not 0 < limit_bytes <= MAX_SCRATCH_LIMIT_BYTES:
             raise ValueError(f"scratch memcg limit {limit_bytes} not in (0, 256 MiB]")
@@ -235,6 +236,9 @@ class ScratchMemcg(Memcg):
         self._added_pids: set[int] = set()
         self._tmp_paths: list[Path] = []
         self._created = False
+        # False for a long run that provokes no kill and minds none of others' (a soak):
+        # it must not hold every real-kill test on the machine back for its whole length
+        self._exclusive = exclusive
 
     def __enter__(self) -> ScratchMemcg:
         try:
@@ -263,12 +267,14 @@ class ScratchMemcg(Memcg):
             reason = memcg_v2_unavailable_reason(self.mount)
         if reason is not None:
             raise RuntimeError(f"cannot make a scratch memcg: {reason}")
-        _LAB_LOCK.acquire()
+        if self._exclusive:
+            _LAB_LOCK.acquire()
         try:
             remove_stale_scratch(self.mount)
             self._mkdir(self.fs_path)
         except BaseException:
-            _LAB_LOCK.release()
+            if self._exclusive:
+                _LAB_LOCK.release()
             raise
         self._created = True
         self.set_limit(self._limit_bytes)
@@ -307,7 +313,8 @@ class ScratchMemcg(Memcg):
         finally:
             if self._created:
                 self._created = False
-                _LAB_LOCK.release()
+                if self._exclusive:
+                    _LAB_LOCK.release()
 
     def _cleanup(self) -> None:
         self._kill_started()

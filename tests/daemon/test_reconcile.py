@@ -360,3 +360,35 @@ def test_the_kernel_clock_offset_maps_kill_times_onto_the_counters_clock() -> No
                  at=10.02)
     r = reconcile(r.state, [], rises, now_s=10.05, kernel_offset_s=100.0)
     assert kill.task_memcg == CTR_B
+
+
+def test_a_kill_read_from_the_backlog_never_takes_a_later_kills_rise() -> None:
+    """Issue 12's finding on 6.12: an agent starting with no cursor reads old header-less
+    kills from the ring, and while they wait a new kill's counter rises.  The old lines were
+    read before that counter was last seen unchanged: the rise is not theirs, whatever
+    their kernel time says (the clock offset is not known yet)."""
+    old = [bare(64.0 + i, 100 + i) for i in range(3)]
+    r = reconcile(ReconcileState(), old, news(at=200.0), now_s=200.0, kernel_offset_s=None)
+    new = bare(215.0, 555)
+    r = reconcile(r.state, [new], [], now_s=215.01, kernel_offset_s=None)
+    rise = news(counted(CTR_A, 1, 215.02, since=214.5), at=215.015)
+    r = reconcile(r.state, [], rise, now_s=215.02, kernel_offset_s=None)
+    assert new.task_memcg == CTR_A
+    assert new.attribution is not None and new.attribution.confidence == "certain"
+    r = reconcile(r.state, [], [], now_s=203.0 + 60, kernel_offset_s=None)
+    assert all(k.task_memcg is None and k.attribution is not None
+               and k.attribution.confidence == "unknown" for k in old)
+
+
+def test_two_kills_for_one_rise_are_not_both_certain() -> None:
+    """Two kill lines fit, one counter rose: one of them is not in this cgroup (or not a
+    counted kill at all), and the evidence cannot tell which."""
+    one, two = bare(10.0, 1), bare(10.01, 2)
+    r = reconcile(ReconcileState(), [one, two], [], now_s=10.02)
+    r = reconcile(r.state, [], news(counted(CTR_A, 1, 10.03, since=9.0), at=10.025), 10.03)
+    assert r.ready == []
+    r = reconcile(r.state, [], [], now_s=10.02 + AMBIGUOUS_WAIT_S)
+    for kill in (one, two):
+        assert kill.task_memcg is None and kill.attribution is not None
+        assert kill.attribution.confidence == "ambiguous"
+        assert [c.cgroup for c in kill.attribution.candidates] == [CTR_A]
