@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from daemon.conftest import seed_cursor_at_log_end
 
 from oomwatch.lab import ScratchMemcg, kubelet_layout, spawn_hog, wait_rate_limit_window
 
@@ -27,10 +26,10 @@ MIB = 1 << 20
 
 @pytest.fixture
 def cluster(tmp_path: Path, memcg_v2: None) -> Iterator[tuple[FakeApiServer, Daemon]]:
-    # From the log's end: under emulation the agent decodes a full ring (earlier tests' bursts)
-    # for tens of seconds, and a header-less kill of that backlog still waiting for a counter
-    # when ours moves is placed in our pod (reconcile cannot tell a counter moved after it).
-    seed_cursor_at_log_end(tmp_path / "state")
+    # No cursor: the agent first decodes the whole ring (earlier tests' bursts, for tens of
+    # seconds under emulation).  Header-less kills of that backlog still waiting when ours
+    # is counted must not be placed in our pod: they were read before our counter was last
+    # seen unchanged, so our rise is not theirs.
     api = FakeApiServer().start()
     agent = Daemon(tmp_path, api.url, [])
     try:
