@@ -218,7 +218,7 @@ def test_simultaneous_burst_of_eight_puts_no_kill_in_the_wrong_pod(
     seen at the notification separate them; where they cannot (kills a few milliseconds
     apart while the agent is starved of CPU), the kill is ambiguous.  On a loaded machine
     the hogs may not all be released together: such a round still must not be wrong, and
-    is repeated (at most three times) until the kills fall within 100 ms."""
+    is repeated (at most four rounds) until the kills fall within 100 ms, most header-less."""
     seed_cursor_at_log_end(tmp_path / "state")
     daemon = start_daemon()
     burst(scratch, daemon, tmp_path, pods=8)
@@ -228,16 +228,24 @@ def burst(
     scratch: ScratchMemcg, daemon: DaemonProcess, tmp_path: Path, pods: int,
     driver: Driver = "cgroupfs", within_ms: float = 100.0,
 ) -> None:
-    """Barrier-released bursts of `pods` kills until one falls within `within_ms` (three
-    rounds at most); no round may put a kill in a wrong pod."""
+    """Barrier-released bursts of `pods` kills until one falls within `within_ms` with
+    most reports suppressed (four rounds at most); no round may put a kill in a wrong pod.
+
+    A round may miss either condition on a starved or emulated CPU: the hogs are not
+    released together, or spending the budget took so long that the kernel's 5 s window
+    (lib/ratelimit.c) had begun again before the burst.  Such a round proves less, and is
+    repeated; it still must not be wrong."""
     spender = scratch.create_child("spender", 16 * MIB)
-    for attempt in range(3):
+    rounds: list[tuple[float, int]] = []
+    for attempt in range(4):
         spread_ms, bare = burst_round(
             scratch, spender, daemon, tmp_path / f"gate{attempt}", pods, driver)
-        if spread_ms < within_ms:
-            break
-    assert spread_ms < within_ms, f"three rounds, the kills never fell within {within_ms} ms"
-    assert bare >= pods // 2, "the kernel printed most reports: the rate limit was not spent"
+        rounds.append((round(spread_ms, 1), bare))
+        if spread_ms < within_ms and bare >= pods // 2:
+            return
+    raise AssertionError(
+        f"no round of {pods} kills fell within {within_ms} ms with at least {pods // 2} "
+        f"header-less (spread ms, header-less per round: {rounds})")
 
 
 def burst_round(
