@@ -1,0 +1,127 @@
+"""The prefixes util-linux `dmesg` prints before a kernel message, in every output mode.
+
+    [ 5175.978300] msg                                default
+    <4>[ 5175.978300] msg                             -r (priority: facility << 3 | level)
+    [ 5175.978300 <    0.000004>] msg                 -d
+    [<    0.000004>] msg                              --time-format=delta
+    [Mon Nov 23 21:06:04 2026] msg                    -T (layout and names per locale)
+    [Mon Nov 23 21:06:04 2026 <    0.000004>] msg     -T -d
+    [Nov23 21:06] msg, then [  +0.000004] msg        -H, --time-format=reltime
+    2026-11-23T21:06:04,978300+00:00 msg              --time-format=iso
+    msg                                               -t, --time-format=notime
+    kern  :warn  : <any of the above>                 -x (facility and level by name)
+    [ 5175.978300] [  T1234] msg                      caller id (util-linux >= 2.39)
+    [ 5175.978300][ T1234] msg                        ... as the syslog(2) buffer prints it
+
+(sys-utils/dmesg.c, print_record()).  journalctl's `short-monotonic` and `short-delta`
+lines start the same way, followed by `host kernel: `.  Only a record of the kernel's
+facility is a kernel message: `-r` and `-x` also show what programs wrote to /dev/kmsg
+(systemd's `daemon:info`, `<30>`), which is dropped like another program's syslog line.
+A `-x` or ISO line's message may start with `word:` (`memory: usage ...`): nothing after a
+dmesg prefix is a syslog tag.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from oomwatch.decode.stamps import ctime_stamp, iso_offset
+
+# util-linux's facility and level names, printed `%-6s:%-6s: ` by -x.
+_FACILITY_LEVEL = re.compile(
+    r"(kern|user|mail|daemon|auth|syslog|lpr|news|uucp|cron|authpriv|ftp|res[0-3]|local[0-7])"
+    r" {0,6}:(emerg|alert|crit|err|warn|notice|info|debug) {0,6}: ?"
+)
+_LEVELS = {
+    name: number
+    for number, name in enumerate(
+        ("emerg", "alert", "crit", "err", "warn", "notice", "info", "debug")
+    )
+}
+_PRIORITY = re.compile(r"<(\d{1,3})>")
+_DELTA = r"<\s*-?\d{1,12}[.,]\d{1,9}>"
+_NUMERIC = re.compile(rf"\[\s*(\d{{1,12}}\.\d{{1,9}})(?:\s+{_DELTA})?\]")
+# --time-format=delta, and reltime's lines after the first of a minute.
+_RELATIVE = re.compile(rf"\[(?:{_DELTA}|\s*[+-]\d{{1,12}}[.,]\d{{1,9}})\]")
+# ctime (`-T`, with `-d` its delta) and reltime's first line of a minute (`[Nov23 21:06]`,
+# `[23. Nov 21:06]`, `[11月23日 21:06]`): a clock inside, no pid-like column.
+_BRACKETED = re.compile(rf"\[([^\[\]<>]{{5,64}}?)(?:\s+{_DELTA})?\]")
+_MINUTE = re.compile(r".{0,30}\D.{0,30}\s\d{2}[:.]\d{2}\s*")
+# `--time-format=iso`: always a comma before the microseconds (ISO_TIMESTAMP_COMMA_T), which
+# no syslog daemon or journalctl prints, so it is never taken for an RFC 3339 syslog stamp.
+_ISO = re.compile(r"(\d{4}-\d{2}-\d{2})T(\d{2}:\d{2}:\d{2}),(\d{1,9})([+-]\d{2}:?\d{2}|Z)?")
+_CALLER = re.compile(r" ?\[\s*[TC]\d{1,10}\]")
+
+
+@dataclass(frozen=True, slots=True)
+class Stamp:
+    """What a dmesg prefix said: where the message starts and the times it carried."""
+
+    end: int
+    kernel_time_s: float | None = None
+    wall_time: str | None = None
+    time_text: str | None = None  # a stamp kept as printed (no year, unknown month)
+    level: int | None = None
+    foreign: bool = False  # a program's record, not the kernel's
+
+
+def dmesg_stamp(s: str) -> Stamp | None:
+    """The dmesg prefix at the start of `s`; None when `s` has none.
+
+    A bare `<N>` with nothing after it is left to the caller (a plain line's level).
+    """
+    pos, level = 0, None
+    first = s[:1]
+    if "a" <= first <= "u":
+        decoded = _FACILITY_LEVEL.match(s)
+        if decoded is None:
+            return None
+        if decoded.group(1) != "kern":
+            return Stamp(decoded.end(), foreign=True)
+        pos, level = decoded.end(), _LEVELS[decoded.group(2)]
+    elif first == "<":
+        raw = _PRIORITY.match(s)
+        if raw is None:
+            return None
+        priority = int(raw.group(1))
+        if priority > 7:
+            return Stamp(raw.end(), foreign=True)
+        pos, level = raw.end(), priority
+    stamp = _time(s, pos, level)
+    if stamp is None:
+        return Stamp(pos, level=level) if first != "<" and pos else None
+    caller = _CALLER.match(s, stamp.end)
+    if caller is not None:
+        return Stamp(
+            caller.end(), stamp.kernel_time_s, stamp.wall_time, stamp.time_text, level
+        )
+    return stamp
+
+
+def _time(s: str, pos: int, level: int | None) -> Stamp | None:
+    """The time field at `pos` in any of dmesg's --time-format layouts."""
+    lead = s[pos : pos + 1]
+    if lead.isdigit():
+        iso = _ISO.match(s, pos)
+        if iso is None:
+            return None
+        wall = f"{iso.group(1)}T{iso.group(2)}.{iso.group(3)}{iso_offset(iso.group(4))}"
+        return Stamp(iso.end(), wall_time=wall, level=level)
+    if lead != "[":
+        return None
+    numeric = _NUMERIC.match(s, pos)
+    if numeric is not None:
+        return Stamp(numeric.end(), float(numeric.group(1)), level=level)
+    relative = _RELATIVE.match(s, pos)
+    if relative is not None:
+        return Stamp(relative.end(), level=level)
+    bracketed = _BRACKETED.match(s, pos)
+    if bracketed is None:
+        return None
+    when = ctime_stamp(bracketed.group(1))
+    if when is not None:
+        return Stamp(bracketed.end(), None, when[0], when[1], level)
+    if _MINUTE.fullmatch(bracketed.group(1)):
+        return Stamp(bracketed.end(), level=level)
+    return None
