@@ -40,8 +40,9 @@ _LEVELS = {
     )
 }
 _PRIORITY = re.compile(r"<(\d{1,3})>")
-_DELTA = r"<\s*-?\d{1,12}[.,]\d{1,9}>"
-_NUMERIC = re.compile(rf"\[\s*(\d{{1,12}}\.\d{{1,9}})(?:\s+{_DELTA})?\]")
+_DELTA = r"<\s*-?\d{1,12}[.,]\d{1,9}\s*>"
+# (journalctl -o short-delta pads the first entry's empty delta with blanks.)
+_NUMERIC = re.compile(rf"\[\s*(\d{{1,12}}\.\d{{1,9}})(?:\s+{_DELTA})?\s*\]")
 # --time-format=delta, and reltime's lines after the first of a minute.
 _RELATIVE = re.compile(rf"\[(?:{_DELTA}|\s*[+-]\d{{1,12}}[.,]\d{{1,9}})\]")
 # ctime (`-T`, with `-d` its delta) and reltime's first line of a minute (`[Nov23 21:06]`,

@@ -40,7 +40,9 @@ _DMESG_ANYWHERE = re.compile(
 )
 # BSD syslog and journalctl short/short-precise: the month as the locale spells it (`Jun`,
 # `juil.`, `мар`, `3月`), then day, time, optional host and the tag.
-_TAG = r"(?:(\S{1,255})[ \t]+)?([^\s:\[]{1,128})(?:\[\d{1,10}\])?:[ \t]?"
+# A host never ends with `:`, so `kernel: memory: usage ...` (journalctl --no-hostname, a
+# host-less syslog) is the kernel's `memory:` line, not program `memory` on host `kernel:`.
+_TAG = r"(?:(\S{0,254}[^\s:])[ \t]+)?([^\s:\[]{1,128})(?:\[\d{1,10}\])?:[ \t]?"
 _BSD_SYSLOG = re.compile(
     r"([^\s\d\[\]<>(){}:;,=\"'*#|/\\]{2,12}|\d{1,2}[\u6708\uc6d4])[ \t]+(\d{1,2})[ \t]+"
     r"(\d{2}:\d{2}:\d{2})(\.\d{1,9})?[ \t]+" + _TAG
