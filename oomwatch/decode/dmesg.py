@@ -53,6 +53,16 @@ _MINUTE = re.compile(r".{0,30}\D.{0,30}\s\d{2}[:.]\d{2}\s*")
 # no syslog daemon or journalctl prints, so it is never taken for an RFC 3339 syslog stamp.
 _ISO = re.compile(r"(\d{4}-\d{2}-\d{2})T(\d{2}:\d{2}:\d{2}),(\d{1,9})([+-]\d{2}:?\d{2}|Z)?")
 _CALLER = re.compile(r" ?\[\s*[TC]\d{1,10}\]")
+# Talos Linux has no dmesg: `talosctl dmesg` prints machined's `%s: %7s: [%s]: %s` (facility,
+# priority right-aligned, RFC 3339 nanoseconds, message) after the node's name
+# (internal/app/machined/internal/server/v1alpha1/v1alpha1_server.go, Dmesg).
+_TALOS = re.compile(
+    r"(?:[^\s:]{1,255}: )?(kern|user|mail|daemon|auth|syslog|lpr|news|uucp|cron|authpriv|ftp"
+    r"|local[0-7]): {1,7}(emerg|alert|crit|err|warning|warn|notice|info|debug): "
+    r"\[(\d{4}-\d{2}-\d{2})T(\d{2}:\d{2}:\d{2})(?:\.(\d{1,9}))?(Z|[+-]\d{2}:\d{2})\]: ?"
+)
+# A paste that begins inside the first line's stamp (`41066.536886] msg`): its time is cut.
+_CUT_NUMERIC = re.compile(r"\d{0,12}\.\d{1,9}\](?: ?\[\s*[TC]\d{1,10}\])? ")
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +84,10 @@ def dmesg_stamp(s: str) -> Stamp | None:
     """
     pos, level = 0, None
     first = s[:1]
+    if "]: " in s[:320]:
+        talos = _TALOS.match(s)
+        if talos is not None:
+            return _talos(talos)
     if "a" <= first <= "u":
         decoded = _FACILITY_LEVEL.match(s)
         if decoded is None:
@@ -89,6 +103,10 @@ def dmesg_stamp(s: str) -> Stamp | None:
         if priority > 7:
             return Stamp(raw.end(), foreign=True)
         pos, level = raw.end(), priority
+    if first.isdigit():
+        cut = _CUT_NUMERIC.match(s)
+        if cut is not None:
+            return Stamp(cut.end())
     stamp = _time(s, pos, level)
     if stamp is None:
         return Stamp(pos, level=level) if first != "<" and pos else None
@@ -126,3 +144,12 @@ def _time(s: str, pos: int, level: int | None) -> Stamp | None:
     if _MINUTE.fullmatch(bracketed.group(1)):
         return Stamp(bracketed.end(), level=level)
     return None
+
+
+def _talos(m: re.Match[str]) -> Stamp:
+    if m.group(1) != "kern":
+        return Stamp(m.end(), foreign=True)
+    fraction = f".{m.group(5)}" if m.group(5) else ""
+    wall = f"{m.group(3)}T{m.group(4)}{fraction}{'+00:00' if m.group(6) == 'Z' else m.group(6)}"
+    level = 4 if m.group(2) == "warning" else _LEVELS[m.group(2)]
+    return Stamp(m.end(), wall_time=wall, level=level)

@@ -242,6 +242,10 @@ class LineParser:
                 record = self._from_iso(s, line_no)
                 if record is not None or self._skipped:
                     return record
+            elif "] " in s[:24]:
+                stamp = dmesg_stamp(s)  # a paste that begins inside the first stamp
+                if stamp is not None:
+                    return self._from_dmesg(stamp, s, line_no)
             unix = _UNIX_JOURNAL.match(s)
             if unix:
                 return self._from_unix(unix, s, line_no)
@@ -258,6 +262,10 @@ class LineParser:
                 return self._kernel_body(s[bare.end() :], "plain", None, None, line_no)
         elif "a" <= first <= "u":
             stamp = dmesg_stamp(s)  # dmesg -x: `kern  :warn  : ...`
+            if stamp is not None:
+                return self._from_dmesg(stamp, s, line_no)
+        if "]: " in s[:320]:
+            stamp = dmesg_stamp(s)  # `talosctl dmesg`
             if stamp is not None:
                 return self._from_dmesg(stamp, s, line_no)
         bsd = _BSD_SYSLOG.match(s)
@@ -323,7 +331,10 @@ class LineParser:
 
     def _from_bsd(self, m: re.Match[str], s: str, line_no: int | None) -> LogRecord | None:
         stamp = f"{m.group(1)} {int(m.group(2)):2d} {m.group(3)}{m.group(4) or ''}"
-        source_format = "journal" if m.group(4) else "syslog"
+        # journalctl prints the day zero-padded (`May 07`, strftime %d); syslog daemons pad
+        # it with a blank (RFC 3164).
+        journal = m.group(4) or m.group(2)[:1] == "0"
+        source_format = "journal" if journal else "syslog"
         return self._tagged(m, 6, s, source_format, None, stamp, line_no)
 
     def _from_iso(self, s: str, line_no: int | None) -> LogRecord | None:

@@ -127,3 +127,30 @@ def test_caller_id_after_a_space_and_a_collectors_stamp() -> None:
 )
 def test_ctime_stamp_layouts(stamp: str, expected: tuple[str | None, str | None] | None) -> None:
     assert ctime_stamp(stamp) == expected
+
+
+def test_talosctl_dmesg_lines() -> None:
+    """Talos has no dmesg: `talosctl dmesg` prints `<node>: <facility>: <level>: [<time>]: `."""
+    cases = {
+        f"10.200.70.91: kern:    info: [2025-06-04T04:51:57.572293906Z]: {KILLED}":
+            "2025-06-04T04:51:57.572293906+00:00",
+        f"mc-pt1-pkp-srv-1a: kern:     err: [2025-09-13T20:46:45.2Z]: {KILLED}":
+            "2025-09-13T20:46:45.2+00:00",
+        f" kern: warning: [2025-05-18T15:40:20.653515542Z]: {KILLED}" + " " * 40:
+            "2025-05-18T15:40:20.653515542+00:00",
+    }
+    for line, wall in cases.items():
+        (record,) = parse_lines([line])
+        assert (record.message, record.wall_time) == (KILLED, wall)
+        assert record.source_format == "dmesg-T"
+    talos_oom_controller = (
+        "user: warning: [2026-01-12T20:27:31.913975631Z]: [talos] Sending SIGKILL to cgroup "
+        '{"component": "controller-runtime", "cgroup": "/sys/fs/cgroup/kubepods/burstable/x"}'
+    )
+    user = f"user: notice: [2026-01-12T20:27:31Z]: {KILLED}"
+    assert list(parse_lines([talos_oom_controller, user])) == []
+
+
+def test_paste_that_begins_inside_the_first_stamp() -> None:
+    (record,) = parse_lines([f"41066.536886] {KILLED}"])
+    assert (record.message, record.kernel_time_s, record.source_format) == (KILLED, None, "dmesg")
