@@ -26,6 +26,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from oomwatch.decode.records import LogRecord
 from oomwatch.decode.stamps import ctime_stamp, iso_offset
 
 # util-linux's facility and level names, printed `%-6s:%-6s: ` by -x.
@@ -61,6 +62,8 @@ _TALOS = re.compile(
     r"|local[0-7]): {1,7}(emerg|alert|crit|err|warning|warn|notice|info|debug): "
     r"\[(\d{4}-\d{2}-\d{2})T(\d{2}:\d{2}:\d{2})(?:\.(\d{1,9}))?(Z|[+-]\d{2}:\d{2})\]: ?"
 )
+# `journalctl -o short-monotonic` (and short-delta): [ 1234.567890] host kernel: <message>
+_MONOTONIC_KERNEL = re.compile(r"(?:\S{1,255} )?kernel: ")
 # A paste that begins inside the first line's stamp (`41066.536886] msg`): its time is cut.
 _CUT_NUMERIC = re.compile(r"\d{0,12}\.\d{1,9}\](?: ?\[\s*[TC]\d{1,10}\])? ")
 
@@ -153,3 +156,27 @@ def _talos(m: re.Match[str]) -> Stamp:
     wall = f"{m.group(3)}T{m.group(4)}{fraction}{'+00:00' if m.group(6) == 'Z' else m.group(6)}"
     level = 4 if m.group(2) == "warning" else _LEVELS[m.group(2)]
     return Stamp(m.end(), wall_time=wall, level=level)
+
+
+def dmesg_record(
+    stamp: Stamp, s: str, line_no: int | None, outer_wall: str | None = None
+) -> LogRecord:
+    """The kernel record of line `s` after its (not foreign) `stamp`; `outer_wall`: the
+    stamp of a log that carried the dmesg line (a collector's, a CRI log's)."""
+    body = s[stamp.end :].strip()
+    monotonic = _MONOTONIC_KERNEL.match(body) if stamp.kernel_time_s is not None else None
+    if monotonic:
+        source_format, body = "journal", body[monotonic.end() :]
+    elif stamp.wall_time or stamp.time_text:
+        source_format = "dmesg-T"
+    else:
+        source_format = "dmesg"
+    return LogRecord(
+        body,
+        source_format,
+        kernel_time_s=stamp.kernel_time_s,
+        wall_time=stamp.wall_time or (None if stamp.time_text else outer_wall),
+        level=stamp.level,
+        line_no=line_no,
+        time_text=stamp.time_text,
+    )

@@ -25,7 +25,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 
 from oomwatch.decode import lines as L
-from oomwatch.decode.dmesg import Stamp, dmesg_stamp
+from oomwatch.decode.dmesg import Stamp, dmesg_record, dmesg_stamp
 from oomwatch.decode.records import MAX_MESSAGE_CHARS, LogRecord, kmsg_record_from_text
 from oomwatch.decode.stamps import YearClock, banner_time, iso_offset
 
@@ -64,8 +64,6 @@ _HOST_TAG = re.compile(_TAG)
 # A container runtime's log line (CRI: `<stamp> stdout F <line>`) of a pod that prints the
 # kernel log.
 _CRI_STREAM = re.compile(r"(?:stdout|stderr) [FP] ")
-# `journalctl -o short-monotonic`: [ 1234.567890] host kernel: <message>
-_MONOTONIC_KERNEL = re.compile(r"(?:\S{1,255} )?kernel: ")
 _LEVEL = re.compile(r"<(\d)>")
 _JOURNAL_BANNER = re.compile(r"-- (?:Logs begin|Journal begins|Boot |No entries|Reboot)")
 _DICT_LINE = re.compile(r" [A-Z_]+=")
@@ -379,23 +377,7 @@ class LineParser:
         if stamp.foreign:
             self._skipped = True  # a program's record in the kernel log (dmesg -r/-x)
             return None
-        body = s[stamp.end :].strip()
-        monotonic = _MONOTONIC_KERNEL.match(body) if stamp.kernel_time_s is not None else None
-        if monotonic:
-            source_format, body = "journal", body[monotonic.end() :]
-        elif stamp.wall_time or stamp.time_text:
-            source_format = "dmesg-T"
-        else:
-            source_format = "dmesg"
-        return LogRecord(
-            body,
-            source_format,
-            kernel_time_s=stamp.kernel_time_s,
-            wall_time=stamp.wall_time or (None if stamp.time_text else outer_wall),
-            level=stamp.level,
-            line_no=line_no,
-            time_text=stamp.time_text,
-        )
+        return dmesg_record(stamp, s, line_no, outer_wall)
 
 
 def _is_report_line(message: str) -> bool:
