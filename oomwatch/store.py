@@ -6,7 +6,9 @@ the kmsg cursor, so a restarted daemon neither repeats nor skips kernel log reco
 (for the same boot) the cgroup OOM counters every recorded kill explains plus what the
 reconciliation still waited on, so kills counted while the daemon was down are recorded.
 WAL lets `oomwatch report --store` read while the daemon writes.  Retention is bounded by
-count and age so a node that OOMs all day cannot fill its disk.
+count and age, separately for kernel kills and for what pods can cause (framework OOMs,
+evictions), so a pod cannot push a kernel kill out; each incident and the whole file are
+size-capped (oomwatch.store_limits), and a database that cannot be used is moved aside.
 """
 
 from __future__ import annotations
@@ -14,11 +16,12 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import logging
 import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -27,9 +30,13 @@ from typing import Any, TypeVar, cast
 from oomwatch.cgroups.counters import OomCounters
 from oomwatch.incident import Incident
 from oomwatch.sources.kmsg import KmsgCursor
+from oomwatch.store_limits import MAX_DB_BYTES, bounded, move_aside
+
+log = logging.getLogger("oomwatch.store")
 
 DB_NAME = "oomwatch.db"
-DEFAULT_MAX_INCIDENTS = 10_000
+DEFAULT_MAX_INCIDENTS = 10_000  # kernel kills
+DEFAULT_MAX_OTHER_INCIDENTS = 2_000  # framework OOMs, evictions, false OOMKilled reports
 DEFAULT_MAX_AGE_SECONDS = 30 * 24 * 3600.0
 _PRUNE_EVERY_ADDS = 100
 KERNEL_KILL_KINDS = ("memcg", "global", "cpuset", "mempolicy", "unknown")
@@ -84,6 +91,26 @@ class StoreError(Exception):
     """The state dir or its database cannot be used (names the path)."""
 
 
+class _Unusable(StoreError):
+    """A database the agent moves aside: `reason` is corrupt or newer (its schema)."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(detail)
+        self.reason = reason
+
+
+_CORRUPT_CODES = frozenset({11, 26})  # SQLITE_CORRUPT, SQLITE_NOTADB
+
+
+def _unusable_reason(exc: BaseException) -> str | None:
+    """`corrupt`/`newer` for a database to move aside; None for other failures (a read-only
+    or full disk, permissions), where moving the file would not help."""
+    if isinstance(exc, _Unusable):
+        return exc.reason
+    code = getattr(exc, "sqlite_errorcode", None)
+    return "corrupt" if isinstance(code, int) and code & 0xFF in _CORRUPT_CODES else None
+
+
 @dataclass(frozen=True, slots=True)
 class Checkpoint:
     """What an earlier run of this boot had explained: per cgroup the OOM counters that
@@ -122,18 +149,26 @@ def store_key(incident: Incident) -> str:
       cgroup would share a key; each is observed once (never replayed): a fresh key.
     - A header-suppressed kill gets its cgroup from the counters, which a replay after a
       restart may not repeat, so its key leaves the cgroup out (time + pid stay unique).
+    - A framework OOM is one event of one probe file: the file and its owner go in the key.
     - An incident from the pod status (eviction, false OOMKilled) has neither kernel time
       nor victim: pod, container and its time tell two of them apart.
     """
     if incident.kmsg_missing:
         return f"{incident.identity_key()}-{uuid.uuid4().hex[:12]}"
+    if incident.kind == "framework":  # one event of one file: its time alone could be forged
+        alloc = incident.allocator or {}
+        return _digest(incident.identity_key(), str(alloc.get("file")), str(alloc.get("owner_uid")))
     if incident.header_suppressed:
         return replace(incident, task_memcg=None, oom_memcg=None).identity_key()
     if incident.kernel_time_s is None and not incident.victims:
-        parts = (incident.identity_key(), incident.pod_uid or "", incident.container_id or "",
-                 incident.wall_time or incident.detected_at or "")
-        return hashlib.sha256("\x1f".join(parts).encode("utf-8", "surrogatepass")).hexdigest()[:32]
+        return _digest(incident.identity_key(), incident.pod_uid or "",
+                       incident.container_id or "",
+                       incident.wall_time or incident.detected_at or "")  # fmt: skip
     return incident.identity_key()
+
+
+def _digest(*parts: str) -> str:
+    return hashlib.sha256("\x1f".join(parts).encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -156,37 +191,82 @@ class IncidentStore:
         state_dir: Path,
         *,
         max_incidents: int = DEFAULT_MAX_INCIDENTS,
+        max_other_incidents: int = DEFAULT_MAX_OTHER_INCIDENTS,
         max_age_s: float = DEFAULT_MAX_AGE_SECONDS,
+        max_db_bytes: int = MAX_DB_BYTES,
         _readonly: bool = False,
     ) -> None:
         self.path = Path(state_dir) / DB_NAME
         self.readonly = _readonly
         self._max_incidents = max_incidents
+        self._max_other = max_other_incidents
         self._max_age_s = max_age_s
+        self._max_db_bytes = max_db_bytes
         self._adds = 0
         # One connection, used from whichever thread runs the pipeline; calls are serialized.
         self._lock = threading.RLock()
-        try:
-            if _readonly:
-                if not self.path.is_file():
-                    raise StoreError(f"no incident store at {self.path}")
-                uri = f"file:{self.path}?mode=ro"
+        if _readonly:
+            if not self.path.is_file():
+                raise StoreError(f"no incident store at {self.path}")
+            try:
                 self._db = sqlite3.connect(
-                    uri, uri=True, timeout=5.0, isolation_level=None, check_same_thread=False
+                    f"file:{self.path}?mode=ro",
+                    uri=True,
+                    timeout=5.0,
+                    isolation_level=None,
+                    check_same_thread=False,
                 )
-            else:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                self._db = sqlite3.connect(
-                    self.path, timeout=5.0, isolation_level=None, check_same_thread=False
-                )
-                self._db.execute("PRAGMA journal_mode=WAL")
-                self._db.execute("PRAGMA synchronous=NORMAL")
-                self._migrate()
-            self._check_version()
-        except sqlite3.Error as exc:
-            raise StoreError(f"cannot open incident store {self.path}: {exc}") from exc
-        if not _readonly:
+                self._check_version()
+            except sqlite3.Error as exc:
+                raise StoreError(f"cannot open incident store {self.path}: {exc}") from exc
+        else:
+            self._db = self._open_writable()
             self.prune()
+
+    def _connect(self, target: Path | str) -> sqlite3.Connection:
+        """A writable connection, size-capped, checked, migrated (closed again on failure)."""
+        if isinstance(target, Path):
+            target.parent.mkdir(parents=True, exist_ok=True)
+        db = sqlite3.connect(target, timeout=5.0, isolation_level=None, check_same_thread=False)
+        self._db = db
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
+            db.execute(f"PRAGMA journal_size_limit={16 << 20}")
+            page_bytes = int(db.execute("PRAGMA page_size").fetchone()[0])
+            db.execute(f"PRAGMA max_page_count={max(64, self._max_db_bytes // page_bytes)}")
+            check = str(db.execute("PRAGMA quick_check(1)").fetchone()[0])
+            if check != "ok":
+                raise _Unusable("corrupt", f"quick_check: {check}")
+            self._migrate()
+            self._check_version()
+        except BaseException:
+            db.close()
+            raise
+        return db
+
+    def _open_writable(self) -> sqlite3.Connection:
+        """The database, or a fresh one after moving an unusable one aside; at worst one in
+        memory.  Never raises: an agent that exits on its store crash-loops on the node."""
+        try:
+            return self._connect(self.path)
+        except (sqlite3.Error, _Unusable, OSError) as exc:
+            reason = _unusable_reason(exc)
+            if reason is not None and self.path.exists():
+                try:
+                    aside = move_aside(self.path, reason)
+                    log.error(
+                        "incident store %s cannot be used (%s): moved aside to %s, starting a"
+                        " fresh one", self.path, exc, aside.name,
+                    )  # fmt: skip
+                    return self._connect(self.path)
+                except (sqlite3.Error, _Unusable, OSError) as again:
+                    exc = again
+            log.error(
+                "incident store %s cannot be used (%s): incidents are kept in memory only"
+                " until the agent restarts", self.path, exc,
+            )  # fmt: skip
+            return self._connect(":memory:")
 
     @classmethod
     def open_readonly(cls, state_dir: Path) -> IncidentStore:
@@ -217,36 +297,51 @@ class IncidentStore:
     def _check_version(self) -> None:
         row = self._db.execute("SELECT COALESCE(MAX(version), 0) FROM schema_migrations").fetchone()
         if int(row[0]) > SCHEMA_VERSION:
-            raise StoreError(
-                f"incident store {self.path} has schema {row[0]}, newer than this oomwatch"
-                f" ({SCHEMA_VERSION})"
+            raise _Unusable(
+                "newer",
+                f"schema {row[0]}, newer than this oomwatch's ({SCHEMA_VERSION})",
             )
 
     # --- incidents ---
 
     @_locked
     def add(self, incident: Incident) -> bool:
-        """Store one incident; False if the same kill is already stored."""
+        """Store one incident (size-capped); False if the same kill is already stored.
+
+        A full database (`max_db_bytes`) drops its oldest incidents and tries again; a
+        database found corrupt now is moved aside and the incident goes in a fresh one."""
+        stored, data = bounded(incident)
         now_s = time.time()
-        ctx = incident.k8s
-        cur = self._db.execute(
+        ctx = stored.k8s
+        row = (
+            store_key(stored),
+            stored.kind,
+            stored.boot_id,
+            stored.kmsg_seq,
+            killed_at_s(stored, now_s),
+            iso_to_epoch_s(stored.detected_at) or now_s,
+            stored.pod_uid,
+            stored.container_id,
+            ctx.namespace if ctx else None,
+            ctx.pod if ctx else None,
+            data,
+        )
+        sql = (
             "INSERT OR IGNORE INTO incidents (identity_key, kind, boot_id, kmsg_seq, killed_at_s,"
             " detected_at_s, pod_uid, container_id, namespace, pod, data)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                store_key(incident),
-                incident.kind,
-                incident.boot_id,
-                incident.kmsg_seq,
-                killed_at_s(incident, now_s),
-                iso_to_epoch_s(incident.detected_at) or now_s,
-                incident.pod_uid,
-                incident.container_id,
-                ctx.namespace if ctx else None,
-                ctx.pod if ctx else None,
-                json.dumps(incident.to_dict(), ensure_ascii=False, separators=(",", ":")),
-            ),
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
         )
+        try:
+            cur = self._db.execute(sql, row)
+        except sqlite3.DatabaseError as exc:
+            if getattr(exc, "sqlite_errorcode", 0) & 0xFF == 13:  # SQLITE_FULL
+                self._make_room()
+            elif _unusable_reason(exc) is not None and not self.readonly:
+                self._db.close()
+                self._db = self._open_writable()
+            else:
+                raise
+            cur = self._db.execute(sql, row)
         added = cur.rowcount == 1
         if added:
             self._adds += 1
@@ -254,17 +349,26 @@ class IncidentStore:
                 self.prune()
         return added
 
-    @_locked
-    def query(
+    def _make_room(self) -> None:
+        """The file reached `max_db_bytes`: drop the oldest tenth of what pods can cause,
+        and of kernel kills only when that freed nothing."""
+        kernel = ",".join(f"'{k}'" for k in KERNEL_KILL_KINDS)
+        for where in (f"kind NOT IN ({kernel})", f"kind IN ({kernel})"):
+            removed = self._db.execute(
+                f"DELETE FROM incidents WHERE id IN (SELECT id FROM incidents WHERE {where}"
+                " ORDER BY id LIMIT MAX(1, (SELECT COUNT(*) FROM incidents) / 10))"
+            ).rowcount
+            if removed:
+                log.warning("incident store %s is full: dropped its %d oldest", self.path, removed)
+                return
+
+    def iter_query(
         self,
         since: datetime | None = None,
         pod: str | None = None,
         last: int | None = None,
-    ) -> list[Incident]:
-        """Incidents oldest first; `pod` matches the pod name, `namespace/pod` or the pod UID.
-
-        `last` keeps only the newest N of the matches.
-        """
+    ) -> Iterator[Incident]:
+        """`query()` one incident at a time (for readers: holds no lock while iterating)."""
         where: list[str] = []
         params: list[object] = []
         if since is not None:
@@ -280,15 +384,28 @@ class IncidentStore:
             else:
                 where.append("(pod = ? OR pod_uid = ?)")
                 params += [pod, pod]
-        sql = "SELECT data FROM incidents"
+        sql = "SELECT id, killed_at_s, data FROM incidents"
         if where:
             sql += " WHERE " + " AND ".join(where)
-        sql += " ORDER BY killed_at_s DESC, id DESC"
         if last is not None:
-            sql += " LIMIT ?"
+            sql = f"SELECT * FROM ({sql} ORDER BY killed_at_s DESC, id DESC LIMIT ?)"
             params.append(max(0, last))
-        rows = self._db.execute(sql, params).fetchall()
-        return [Incident.from_dict(json.loads(row[0])) for row in reversed(rows)]
+        sql += " ORDER BY killed_at_s, id"
+        for row in self._db.execute(sql, params):
+            yield Incident.from_dict(json.loads(row[2]))
+
+    @_locked
+    def query(
+        self,
+        since: datetime | None = None,
+        pod: str | None = None,
+        last: int | None = None,
+    ) -> list[Incident]:
+        """Incidents oldest first; `pod` matches the pod name, `namespace/pod` or the pod UID.
+
+        `last` keeps only the newest N of the matches.
+        """
+        return list(self.iter_query(since, pod, last))
 
     @_locked
     def count(self) -> int:
@@ -311,18 +428,22 @@ class IncidentStore:
 
     @_locked
     def prune(self, now_s: float | None = None) -> int:
-        """Drop incidents beyond the retention bounds; returns how many were removed."""
+        """Drop incidents beyond the retention bounds (age; count per class: kernel kills,
+        and the rest); returns how many were removed."""
         if self.readonly:
             return 0
         now_s = time.time() if now_s is None else now_s
         before = self.count()
         cutoff_s = now_s - self._max_age_s
         self._db.execute("DELETE FROM incidents WHERE detected_at_s < ?", (cutoff_s,))
-        self._db.execute(
-            "DELETE FROM incidents WHERE id NOT IN"
-            " (SELECT id FROM incidents ORDER BY id DESC LIMIT ?)",
-            (self._max_incidents,),
-        )
+        kernel = ",".join(f"'{k}'" for k in KERNEL_KILL_KINDS)
+        for where, keep in ((f"kind IN ({kernel})", self._max_incidents),
+                            (f"kind NOT IN ({kernel})", self._max_other)):  # fmt: skip
+            self._db.execute(
+                f"DELETE FROM incidents WHERE id IN (SELECT id FROM incidents WHERE {where}"
+                " ORDER BY id DESC LIMIT -1 OFFSET ?)",
+                (keep,),
+            )
         return before - self.count()
 
     # --- kmsg cursor ---

@@ -180,3 +180,22 @@ def _has_limit(hierarchy: Hierarchy, path: str) -> bool:
         return parse_limit_bytes(read_once(os.path.join(path, name))) is not None
     except (CgroupGone, OSError):
         return False
+
+
+def read_between_rescans(cg: WatchedCgroup) -> bool:
+    """Whether the counters are read on change (or every poll), not only at full rescans.
+
+    v1 counters are local and Kubernetes puts no process in the node, QoS or pod cgroups
+    themselves, so those read 0 forever.  On v2 the node and QoS levels would wake us for
+    every `max`/`high` event of every container on the node (and reading a parent means
+    reading all below it); they matter only when a whole pod cgroup vanished before we read
+    it, which the rescans' full reads still catch.
+    """
+    if cg.identity.level in ("container", "cgroup"):
+        return True
+    return cg.version == 2 and cg.identity.level == "pod"
+
+
+def counter_file(cg: WatchedCgroup) -> str:
+    name = "memory.events" if cg.version == 2 else "memory.oom_control"
+    return os.path.join(cg.fs_path, name)

@@ -39,8 +39,10 @@ from oomwatch.cgroups.discovery import (
     MAX_CGROUPS,
     Hierarchy,
     WatchedCgroup,
+    counter_file,
     discover,
     find_hierarchies,
+    read_between_rescans,
 )
 from oomwatch.cgroups.files import CgroupFile, CgroupGone, read_once
 from oomwatch.cgroups.node_kills import NODE_VMSTAT, NodeOomKills
@@ -222,17 +224,17 @@ class CgroupWatcher:
                 self._warn(f"watching at most {self._max_cgroups} cgroups")
                 break
             self._cgroups[cg.relpath] = cg
-            self._files[cg.relpath] = CgroupFile(_counter_file(cg), size_bytes=256)
+            self._files[cg.relpath] = CgroupFile(counter_file(cg), size_bytes=256)
             reading = self._read(cg.relpath)
             if reading is None:
                 self._untrack(cg.relpath)
                 continue
             readings[cg.relpath] = reading
-            if _read_between_rescans(cg) and not self._watch_counters(cg):
+            if read_between_rescans(cg) and not self._watch_counters(cg):
                 self._polled.add(cg.relpath)
                 if cg.version == 2:
                     self._polled_v2.add(cg.relpath)
-            if cg.version == 1 and _read_between_rescans(cg):
+            if cg.version == 1 and read_between_rescans(cg):
                 self.witness.watch(cg.relpath, cg.fs_path, self._clock())
             if cg.identity.level != "container":
                 self._watch_dir(hierarchy, cg.relpath)
@@ -360,7 +362,7 @@ class CgroupWatcher:
         if self._inotify is None or cg.version != 2:
             return False
         try:
-            wd = self._inotify.add_watch(_counter_file(cg), flags.MODIFY)
+            wd = self._inotify.add_watch(counter_file(cg), flags.MODIFY)
         except OSError as exc:  # ENOSPC (watch limit) or the cgroup just went away
             self._warn(f"inotify watch on {cg.relpath!r} failed ({exc.strerror}); polling it")
             return False
@@ -424,22 +426,3 @@ class CgroupWatcher:
     def _warn(self, message: str) -> None:
         if message not in self.warnings and len(self.warnings) < _MAX_WARNINGS:
             self.warnings.append(message)
-
-
-def _read_between_rescans(cg: WatchedCgroup) -> bool:
-    """Whether the counters are read on change (or every poll), not only at full rescans.
-
-    v1 counters are local and Kubernetes puts no process in the node, QoS or pod cgroups
-    themselves, so those read 0 forever.  On v2 the node and QoS levels would wake us for
-    every `max`/`high` event of every container on the node (and reading a parent means
-    reading all below it); they matter only when a whole pod cgroup vanished before we read
-    it, which the rescans' full reads still catch.
-    """
-    if cg.identity.level in ("container", "cgroup"):
-        return True
-    return cg.version == 2 and cg.identity.level == "pod"
-
-
-def _counter_file(cg: WatchedCgroup) -> str:
-    name = "memory.events" if cg.version == 2 else "memory.oom_control"
-    return os.path.join(cg.fs_path, name)

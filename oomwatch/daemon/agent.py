@@ -23,15 +23,15 @@ from collections import OrderedDict
 from typing import Any
 
 from oomwatch.cgroups import CgroupWatcher, TimelineSampler, WatchedCgroup
-from oomwatch.cgroups.oom_events import OomSignal, Sighting
 from oomwatch.daemon.cgroup_worker import CgroupWorker
 from oomwatch.daemon.checkpoint import Checkpointer
 from oomwatch.daemon.config import DaemonConfig
 from oomwatch.daemon.host import dying, live_pids
 from oomwatch.daemon.kernel_log import KernelLog
 from oomwatch.daemon.pipeline import Pipeline
-from oomwatch.daemon.reconcile import CgroupFacts, CgroupNews, CounterKills, is_kernel_kill
+from oomwatch.daemon.reconcile import CgroupFacts, is_kernel_kill
 from oomwatch.incident import Incident, TimelineSample
+from oomwatch.sinks import http
 from oomwatch.sinks.log import LogSink, get_logger
 from oomwatch.sinks.metrics import Metrics, SeriesLabels
 from oomwatch.sources.kmsg import read_boot_id
@@ -113,7 +113,7 @@ class Agent:
             if self.pipeline.state.kernel_offset_s is not None:
                 self.kmsg.clock.seed(self.pipeline.state.kernel_offset_s)
         self.metrics_address: tuple[str, int] | None = None
-        self._batches_taken = 0
+        self._health_server: http.LoopServer | None = None
         self._next_prune_mono = time.monotonic() + PRUNE_INTERVAL_S
         self._next_forced_rescan = 0.0
         self._rescanned_for: OrderedDict[str, None] = OrderedDict()
@@ -152,14 +152,19 @@ class Agent:
             self.log.warning("probe_dir_missing", path=str(probe_dir))
             return None
         try:
-            from oomwatch.probe.join import FrameworkOomSource, ProbeEnricher
-            from oomwatch.probe.reader import ReaderLimits
+            from oomwatch.probe.framework import FrameworkOomSource
+            from oomwatch.probe.join import ProbeEnricher
+            from oomwatch.probe.reader import ProbeDirReader, ReaderLimits
         except ImportError as exc:
             self.log.warning("probe_unavailable", error=str(exc))
             return None
+        # One reader for both: one parse cache and one byte budget for every file.
         limits = ReaderLimits(allowed_uids=self.config.probe_allowed_uids)
-        self.framework_source = FrameworkOomSource(probe_dir, limits=limits)
-        enricher: Enricher = ProbeEnricher(probe_dir, limits=limits)
+        reader = ProbeDirReader(probe_dir, limits)
+        self.framework_source = FrameworkOomSource(
+            probe_dir, reader=reader, pod_dirs=self.config.probe_pod_dirs
+        )
+        enricher: Enricher = ProbeEnricher(probe_dir, reader=reader)
         return enricher
 
     def _kernel_kills_for(self, container_id: str, since_s: float, until_s: float) -> int:
@@ -210,17 +215,14 @@ class Agent:
     # --- the loop ---
 
     def run(self) -> int:
-        """Run until stopped; returns the process exit code (1: the metrics port is taken)."""
+        """Run until stopped; returns the process exit code (1: a port is taken)."""
         self.cgroups.start()
-        try:
-            self.metrics_address = self.metrics.serve(
-                self.config.metrics_host, self.config.metrics_port, self.healthy
-            )
-        except OSError as exc:
-            address = _host_port(self.config.metrics_host, self.config.metrics_port)
-            self.log.error("startup_failed", error=f"cannot serve metrics on {address}: {exc}")
+        failed = self._serve()
+        if failed is not None:
+            self.log.error("startup_failed", error=failed)
             self._shutdown()
             return 1
+        assert self.metrics_address is not None
         if self.kube is not None:
             self.kube.start()
         self.cgroups.request_pass()  # kills a restored checkpoint waits on take part after it
@@ -228,6 +230,9 @@ class Agent:
             "started",
             node=self.config.node_name,
             metrics_address=_host_port(*self.metrics_address),
+            health_address=_host_port(*self.config.health_address)
+            if self.config.health_address
+            else None,
             state_dir=str(self.config.state_dir),
             cgroup_hierarchies=[h.mount_path for h in self.watcher.hierarchies],
             cgroups_watched=len(self.cgroups.watched),
@@ -240,6 +245,22 @@ class Agent:
         finally:
             self._shutdown()
         return 0
+
+    def _serve(self) -> str | None:
+        """Start `/metrics` (+ `/healthz`) and the health-only port; None, or what failed."""
+        config = self.config
+        address = _host_port(config.metrics_host, config.metrics_port)
+        try:
+            self.metrics_address = self.metrics.serve(
+                config.metrics_host, config.metrics_port, self.healthy
+            )
+            if config.health_address is not None:
+                address = _host_port(*config.health_address)
+                routes = {"/healthz": http.health_route(self.healthy)}
+                self._health_server = http.serve(*config.health_address, routes, "oomwatch-health")
+        except OSError as exc:
+            return f"cannot serve on {address}: {exc}"
+        return None
 
     def _loop(self) -> None:
         poller = select.poll()
@@ -280,34 +301,9 @@ class Agent:
             incidents.append(self._submitted.get_nowait())
         self.pipeline.process(incidents)
         self._rescan_for(incidents)
-        news = self._cgroup_news()
+        news = self.cgroups.take_news()
         if news is not None:
             self.pipeline.process((), news)
-
-    def _cgroup_news(self) -> CgroupNews | None:
-        """Everything the cgroup worker queued since the last look, as one piece of news."""
-        kills: list[CounterKills] = []
-        signals: list[OomSignal] = []
-        sightings: list[Sighting] = []
-        counted_at_s: float | None = None
-        taken = False
-        while not self.cgroups.deltas.empty():
-            batch = self.cgroups.deltas.get_nowait()
-            self._batches_taken += 1
-            taken = True
-            signals += batch.signals
-            sightings += batch.sightings
-            if batch.started_at_s is not None:
-                counted_at_s = max(counted_at_s or batch.started_at_s, batch.started_at_s)
-            for d in batch.deltas:
-                if not d.vanished and d.oom_kill > 0:
-                    kills.append(
-                        CounterKills(
-                            d.cgroup.relpath, d.oom_kill, d.observed_at_s, d.oom_group_kill,
-                            d.since_s,
-                        )
-                    )
-        return CgroupNews(kills, signals, sightings, counted_at_s) if taken else None
 
     def _rescan_for(self, incidents: list[Incident]) -> None:
         """Ask for a rescan now when a kill names a cgroup we do not watch yet, or a bare
@@ -388,10 +384,10 @@ class Agent:
         levels = None
         if self.checkpoints.levels_due(self.cgroups.batches):
             levels = self.cgroups.counter_levels()
-            news = self._cgroup_news()
+            news = self.cgroups.take_news()
             if news is not None:
                 self.pipeline.process((), news)
-            if levels[1] != self._batches_taken or self.pipeline.holding:
+            if levels[1] != self.cgroups.batches_taken or self.pipeline.holding:
                 return  # more came in meanwhile (or a bare kill waits): next time
         self.checkpoints.save(self.kmsg.cursor, self.pipeline.state, levels)
 
@@ -400,7 +396,7 @@ class Agent:
         try:
             if self.kmsg.open:
                 self.pipeline.process(self.kmsg.flush())
-            self.pipeline.process((), self._cgroup_news() or ())
+            self.pipeline.process((), self.cgroups.take_news() or ())
             holding = self.pipeline.holding
             self.pipeline.drain()
             if not holding:  # else the last checkpoint stays: the restart replays from it
@@ -410,6 +406,8 @@ class Agent:
         if self.kube is not None and self.metrics_address is not None:
             self.kube.stop()
         closers = [self.metrics.close, self.watcher.close, self.cgroups.sampler.close]
+        if self._health_server is not None:
+            closers.append(self._health_server.stop_serving)
         closers.append(self.store.close)
         closers += [p.close for p in (self.probe_enricher, self.framework_source) if p is not None]
         for closer in closers:

@@ -23,6 +23,7 @@ from typing import Any
 from oomwatch.cgroups import CgroupWatcher, CounterDelta, TimelineSampler, WatchedCgroup
 from oomwatch.cgroups.counters import OomCounters
 from oomwatch.cgroups.oom_events import HOT_POLL_INTERVAL_S, OomSignal, Sighting, pids_in
+from oomwatch.daemon.reconcile import CgroupNews, CounterKills
 from oomwatch.incident import Timeline, TimelineSample
 
 # A sample due this soon after a counter poll is taken in the same wake-up: the two 1 s
@@ -75,6 +76,7 @@ class CgroupWorker:
         self._lock = threading.Lock()  # sampling vs. freezing a timeline
         self._counter_lock = threading.Lock()  # a counter pass vs. `counter_levels()`
         self.batches = 0  # batches queued so far
+        self.batches_taken = 0  # ... and taken by the loop
         self._stop = threading.Event()
         self._rescan = threading.Event()
         self._force = threading.Event()
@@ -91,6 +93,29 @@ class CgroupWorker:
         """Look for new cgroups now (a kill named one we do not watch yet)."""
         self._rescan.set()
         self._poke()
+
+    def take_news(self) -> CgroupNews | None:
+        """(Loop thread) everything queued since the last look, as one piece of news."""
+        kills: list[CounterKills] = []
+        signals: list[OomSignal] = []
+        sightings: list[Sighting] = []
+        counted_at_s: float | None = None
+        taken = False
+        while not self.deltas.empty():
+            batch = self.deltas.get_nowait()
+            self.batches_taken += 1
+            taken = True
+            signals += batch.signals
+            sightings += batch.sightings
+            if batch.started_at_s is not None:
+                counted_at_s = max(counted_at_s or batch.started_at_s, batch.started_at_s)
+            kills += [
+                CounterKills(d.cgroup.relpath, d.oom_kill, d.observed_at_s, d.oom_group_kill,
+                             d.since_s)
+                for d in batch.deltas
+                if not d.vanished and d.oom_kill > 0
+            ]
+        return CgroupNews(kills, signals, sightings, counted_at_s) if taken else None
 
     def request_pass(self) -> None:
         """Read the counters now (a kill line with no cgroup arrived: its counter has moved);

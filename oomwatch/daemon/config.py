@@ -19,7 +19,8 @@ from typing import Any
 import yaml
 
 ENV_PREFIX = "OOMWATCH_"
-DEFAULT_METRICS_ADDRESS = "0.0.0.0:9717"
+# Loopback: in the DaemonSet kube-rbac-proxy serves it to authorized scrapers (issue 14).
+DEFAULT_METRICS_ADDRESS = "127.0.0.1:9717"
 DEFAULT_STATE_DIR = "/var/lib/oomwatch"
 DEFAULT_CGROUP_ROOT = "/sys/fs/cgroup"
 DEFAULT_KMSG = "/dev/kmsg"
@@ -48,6 +49,8 @@ class DaemonConfig:
     max_incidents: int
     max_age_days: float
     probe_allowed_uids: tuple[range, ...] | None = None  # None: any owner
+    probe_pod_dirs: bool = False  # per-pod probe directories are enforced (admission policy)
+    health_address: tuple[str, int] | None = None  # a /healthz-only port (the kubelet's probes)
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,7 +137,19 @@ def parse_address(text: str) -> tuple[str, int]:
 
 SETTINGS: tuple[_Setting, ...] = (
     _Setting("node_name", str, None, "node name for Events and logs (default: hostname)"),
-    _Setting("metrics_address", parse_address, DEFAULT_METRICS_ADDRESS, "HOST:PORT of /metrics"),
+    _Setting(
+        "metrics_address",
+        parse_address,
+        DEFAULT_METRICS_ADDRESS,
+        "HOST:PORT of /metrics and /healthz (loopback by default: put an authenticating"
+        " proxy in front, as the DaemonSet does)",
+    ),
+    _Setting(
+        "health_address",
+        parse_address,
+        None,
+        "HOST:PORT of a port serving only /healthz, for the kubelet's probes (default: none)",
+    ),
     _Setting("state_dir", Path, DEFAULT_STATE_DIR, "where the SQLite incident store lives"),
     _Setting(
         "cgroup_root",
@@ -154,6 +169,14 @@ SETTINGS: tuple[_Setting, ...] = (
         "owners whose probe files are read: any (default), or uids and ranges like "
         "1000,2000-2999 (files of others are refused); a kill is joined only to files "
         "owned by the uid the kernel printed for its victim either way",
+    ),
+    _Setting(
+        "probe_pod_dirs",
+        _bool,
+        False,
+        "trust a probe file's pod UID when it lies in <probe-dir>/<that UID>/: only where an"
+        " admission policy makes each pod mount only its own (daemonset/README.md)",
+        is_flag=True,
     ),
     _Setting("annotate_pods", _bool, False, "annotate pods with their last OOM", is_flag=True),
     _Setting("sample_interval_s", _positive_float, 1.0, "memory sampling interval"),
@@ -252,4 +275,6 @@ def resolve(args: argparse.Namespace, environ: Mapping[str, str] | None = None) 
         max_incidents=values["max_incidents"],
         max_age_days=values["max_age_days"],
         probe_allowed_uids=values["probe_allowed_uids"],
+        probe_pod_dirs=values["probe_pod_dirs"],
+        health_address=values["health_address"],
     )

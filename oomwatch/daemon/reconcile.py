@@ -31,122 +31,38 @@ Pure: state in, state out, no clock or I/O; all times are CLOCK_MONOTONIC second
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Sequence
 
 from oomwatch.cgroups.oom_events import OomSignal, Sighting
-from oomwatch.daemon.attribution import Options, Rise, WaitingKill, Witnesses, covers, options
+from oomwatch.daemon.attribution import Rise, covers
+from oomwatch.daemon.placement import attribute, mono, place
+from oomwatch.daemon.reconcile_state import (
+    AMBIGUOUS_WAIT_S,
+    GRACE_S,
+    MAX_SIGHTINGS,
+    MAX_SIGNALS,
+    MISSING_NOTE,
+    SETTLE_S,
+    SIGNAL_KEEP_S,
+    UNMATCHED_KEEP_S,
+    BareKill,
+    CgroupFacts,
+    CgroupNews,
+    Claim,
+    CounterKills,
+    Reconciled,
+    ReconcileState,
+    Work,
+)
 from oomwatch.incident import (
     Attribution,
     AttributionCandidate,
-    AttributionConfidence,
     AttributionMethod,
     Incident,
     iso_time,
 )
 
 KERNEL_KILL_KINDS = frozenset({"memcg", "global", "cpuset", "mempolicy", "unknown"})
-GRACE_S = 2.5  # longer than one counter poll (1 s) plus the assembler's flush delay
-# A log kill's counter may never come (cgroup not watched, or gone); a cgroup made just
-# before its kill is found by the watcher's next rescan (every 10 s), which reads its
-# counter from zero: keep the log kill longer than that so it is matched, not doubled.
-UNMATCHED_KEEP_S = 30.0
-# An ambiguous header-less kill waits this long after it arrived: reports of other kills
-# that use up competing rises are printed within milliseconds of their counter bump.
-AMBIGUOUS_WAIT_S = 0.25
-# A rise this old can no longer be a kill whose line has not arrived yet (the kernel prints
-# the line right after the counter bump): claims may settle on it.
-SETTLE_S = 1.0
-SIGNAL_KEEP_S = 30.0
-MAX_SIGNALS = 4096
-MAX_SIGHTINGS = 4096
-MISSING_NOTE = (
-    "kill counted by the cgroup's oom_kill counter; its kernel report never arrived"
-    " (wall_time is when the counter showed it)"
-)
-
-
-@dataclass(frozen=True, slots=True)
-class CounterKills:
-    """Kills one counter read showed (from a `CounterDelta`), and when they could have
-    happened: after `since_s` (the counter still read its old value; None: unknown), by
-    `observed_at_s`."""
-
-    cgroup: str
-    oom_kill: int
-    observed_at_s: float
-    oom_group_kill: int = 0
-    since_s: float | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class CgroupNews:
-    """What the cgroup side saw since the last call."""
-
-    kills: Sequence[CounterKills] = ()
-    signals: Sequence[OomSignal] = ()
-    sightings: Sequence[Sighting] = ()
-    # a counter pass began at this time: every kill printed before it shows in the counters
-    counted_at_s: float | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class CgroupFacts:
-    """Slowly changing facts of the watched cgroups."""
-
-    limits_bytes: Mapping[str, int] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True)
-class Claim:
-    """A kill already passed on, waiting to settle on a counter rise of one of `cgroups`
-    (a report's or a placed kill's one cgroup; an ambiguous kill's candidates)."""
-
-    cgroups: tuple[str, ...]
-    kernel_time_s: float | None
-    expires_at_s: float
-    arrived_s: float = float("-inf")  # when its line came (it waits for a pass after)
-
-
-@dataclass(frozen=True, slots=True)
-class BareKill:
-    """A header-suppressed kill (no cgroup in the log), waiting to be placed."""
-
-    incident: Incident
-    arrived_s: float
-    due_at_s: float
-
-
-@dataclass(frozen=True, slots=True)
-class ReconcileState:
-    claims: tuple[Claim, ...] = ()
-    rises: tuple[Rise, ...] = ()
-    bare: tuple[BareKill, ...] = ()
-    sightings: tuple[Sighting, ...] = ()  # newest last, bounded
-    signals: tuple[OomSignal, ...] = ()  # newest last, bounded
-    counted_at_s: float | None = None
-    # the kernel log's clock minus CLOCK_MONOTONIC (ms), kept so a restart on this boot
-    # knows it before the first live record
-    kernel_offset_s: float | None = None
-
-    @property
-    def quiet(self) -> bool:
-        """Nothing is waiting: every kill seen so far is matched or given up on."""
-        return not (self.claims or self.rises or self.bare)
-
-    @property
-    def waiting_incidents(self) -> list[Incident]:
-        """Incidents held back (bare kills not yet placed)."""
-        return [b.incident for b in self.bare]
-
-
-@dataclass(slots=True)
-class Reconciled:
-    state: ReconcileState
-    ready: list[Incident] = field(default_factory=list)  # pass on down the pipeline now
-    attributed: int = 0  # bare kills placed in one cgroup
-    ambiguous: int = 0  # bare kills passed on with several candidates
-    missing: int = 0  # kills known only from counters
 
 
 def is_kernel_kill(incident: Incident) -> bool:
@@ -155,46 +71,6 @@ def is_kernel_kill(incident: Incident) -> bool:
 
 def _log_cgroup(incident: Incident) -> str | None:
     return incident.task_memcg or incident.oom_memcg or incident.group_cgroup
-
-
-@dataclass(slots=True)
-class _Work:
-    """The state being folded, as mutable lists."""
-
-    claims: list[Claim]
-    rises: list[Rise]
-    bare: list[BareKill]
-    sightings: dict[int, Sighting]
-    signals: list[OomSignal]
-    counted_at_s: float | None
-    out: Reconciled
-    keep_s: float = UNMATCHED_KEEP_S
-    held: set[int] = field(default_factory=set)  # rises some claim or waiting kill may take
-    taken: set[int] = field(default_factory=set)  # rises settled claims took
-
-    def counted(self, arrived_s: float) -> bool:
-        """Whether a counter pass began after a kill arrived (its rise is then seen)."""
-        return self.counted_at_s is not None and self.counted_at_s >= arrived_s
-
-    def hold(self, opts: Options) -> None:
-        self.held.update(j for js in opts.rises.values() for j in js)
-
-    def drop_taken(self) -> None:
-        """Remove the taken rises, renumbering the held ones."""
-        kept = [j for j in range(len(self.rises)) if j not in self.taken]
-        self.held = {n for n, j in enumerate(kept) if j in self.held}
-        self.rises = [self.rises[j] for j in kept]
-        self.taken = set()
-
-    def witnesses(self, facts: CgroupFacts) -> Witnesses:
-        by_cgroup: dict[str, list[OomSignal]] = {}
-        for signal in self.signals:
-            by_cgroup.setdefault(signal.cgroup, []).append(signal)
-        return Witnesses(
-            signals={c: tuple(s) for c, s in by_cgroup.items()},
-            sightings=self.sightings,
-            limits_bytes=facts.limits_bytes,
-        )
 
 
 def reconcile(
@@ -218,7 +94,7 @@ def reconcile(
     """
     if not isinstance(news, CgroupNews):
         news = CgroupNews(kills=tuple(news))
-    work = _Work(
+    work = Work(
         list(state.claims),
         list(state.rises),
         list(state.bare),
@@ -230,7 +106,7 @@ def reconcile(
     )
     _take_incidents(work, incidents, now_s, kernel_offset_s, grace_s)
     _take_news(work, news, now_s, grace_s)
-    _place(work, facts or CgroupFacts(), now_s, kernel_offset_s)
+    place(work, facts or CgroupFacts(), now_s, kernel_offset_s)
     _expire(work, now_s, wall_offset_s)
     work.out.state = ReconcileState(
         tuple(work.claims),
@@ -245,7 +121,7 @@ def reconcile(
 
 
 def _take_incidents(
-    work: _Work,
+    work: Work,
     incidents: Sequence[Incident],
     now_s: float,
     kernel_offset_s: float | None,
@@ -256,7 +132,7 @@ def _take_incidents(
         if not is_kernel_kill(incident):
             work.out.ready.append(incident)
             continue
-        t_s = _mono(incident, kernel_offset_s)
+        t_s = mono(incident, kernel_offset_s)
         memcg = incident.oom_memcg or incident.task_memcg
         if memcg and t_s is not None:
             for row in incident.tasks:  # the kernel listed these pids in that memcg
@@ -269,7 +145,7 @@ def _take_incidents(
         method: AttributionMethod = (
             "report" if incident.task_memcg or incident.oom_memcg else "group"
         )
-        _attribute(incident, method, "certain", [cgroup], "named by the kernel's report")
+        attribute(incident, method, "certain", [cgroup], "named by the kernel's report")
         work.out.ready.append(incident)
         for _ in range(max(1, len(incident.victims))):
             work.claims.append(
@@ -277,7 +153,7 @@ def _take_incidents(
             )
 
 
-def _take_news(work: _Work, news: CgroupNews, now_s: float, grace_s: float) -> None:
+def _take_news(work: Work, news: CgroupNews, now_s: float, grace_s: float) -> None:
     for delta in news.kills:
         for i in range(max(0, delta.oom_kill)):
             due = max(delta.observed_at_s, now_s) + grace_s
@@ -291,108 +167,7 @@ def _take_news(work: _Work, news: CgroupNews, now_s: float, grace_s: float) -> N
         work.counted_at_s = max(work.counted_at_s or news.counted_at_s, news.counted_at_s)
 
 
-def _place(
-    work: _Work, facts: CgroupFacts, now_s: float, kernel_offset_s: float | None
-) -> None:
-    """Decide the bare kills the evidence now decides (each becomes a claim), settle the
-    claims whose rises no later kill can need, and note which rises are still wanted.
-
-    Only kills with a counter pass since they arrived take part: their own rise is then
-    among the rises (the kernel bumps the counter before it prints the line).  A kill whose
-    rise may still be on its way would take another's and make a third look certain."""
-    arrivals = [c.arrived_s for c in work.claims] + [b.arrived_s for b in work.bare]
-    uncounted = any(not work.counted(arrived) for arrived in arrivals)
-    work.held = set(range(len(work.rises))) if uncounted else set()  # it may take any
-    if work.rises and (work.claims or work.bare):
-        found = _options(work, facts, kernel_offset_s)
-        still: list[BareKill] = []
-        for bare in work.bare:
-            opts = found.get(id(bare))
-            if opts is None or not _decide(work, bare, opts, now_s):
-                still.append(bare)
-        if len(still) < len(work.bare):  # the new claims take part in the matching now
-            work.bare = still
-            found = _options(work, facts, kernel_offset_s)
-        _settle(work, found, now_s)
-        for bare in work.bare:
-            opts = found.get(id(bare))
-            if opts is not None:
-                work.hold(opts)
-        work.drop_taken()
-    for waiting_kill in [b for b in work.bare if b.due_at_s <= now_s]:
-        work.bare.remove(waiting_kill)
-        _attribute(
-            waiting_kill.incident, "none", "unknown", [],
-            "no watched cgroup's oom_kill counter rose at the time of this kill",
-        )
-        work.out.ready.append(waiting_kill.incident)
-
-
-def _options(
-    work: _Work, facts: CgroupFacts, kernel_offset_s: float | None
-) -> dict[int, Options]:
-    """Options of every counted claim and waiting bare kill, from one joint matching;
-    keyed by the `id()` of the claim or bare kill."""
-    keys: list[int] = []
-    kills: list[WaitingKill] = []
-    for claim in work.claims:
-        if work.counted(claim.arrived_s):
-            keys.append(id(claim))
-            t_s = _mono_time(claim.kernel_time_s, kernel_offset_s)
-            kills.append(WaitingKill(_CLAIMED, t_s, claim.cgroups))
-    for bare in work.bare:
-        if work.counted(bare.arrived_s):
-            keys.append(id(bare))
-            kills.append(WaitingKill(bare.incident, _mono(bare.incident, kernel_offset_s)))
-    return dict(zip(keys, options(kills, work.rises, work.witnesses(facts)), strict=True))
-
-
-_CLAIMED = Incident()  # stands in for a claimed kill: its cgroups alone decide
-
-
-def _settle(work: _Work, found: dict[int, Options], now_s: float) -> None:
-    """Claims take their matched rise once it is `SETTLE_S` old and no bare kill waits
-    (settling one of several equal choices must not narrow what a waiting kill may be)."""
-    kept: list[Claim] = []
-    for claim in work.claims:
-        opts = found.get(id(claim))
-        rise = None if opts is None else opts.assigned
-        if (
-            rise is not None
-            and not work.bare
-            and not work.held
-            and work.rises[rise].by_s <= now_s - SETTLE_S
-        ):
-            work.taken.add(rise)
-            continue
-        kept.append(claim)
-        if opts is not None:
-            work.hold(opts)
-    work.claims = kept
-
-
-def _decide(work: _Work, waiting: BareKill, opts: Options, now_s: float) -> bool:
-    """Pass on a bare kill whose place is decided, leaving its claim; False if not yet."""
-    cgroups = opts.cgroups
-    if not cgroups or opts.assigned is None:
-        return False
-    if len(cgroups) > 1 and now_s < waiting.arrived_s + AMBIGUOUS_WAIT_S:
-        return False
-    incident = waiting.incident
-    if len(cgroups) == 1:
-        _attribute(incident, opts.method, "certain", cgroups, _why(opts.method))
-        incident.task_memcg = cgroups[0]
-        work.out.attributed += 1
-    else:
-        _attribute(incident, opts.method, "ambiguous", cgroups, _why_ambiguous(cgroups))
-        work.out.ambiguous += 1
-    work.out.ready.append(incident)
-    expires = now_s + work.keep_s
-    work.claims.append(Claim(tuple(cgroups), incident.kernel_time_s, expires, waiting.arrived_s))
-    return True
-
-
-def _expire(work: _Work, now_s: float, wall_offset_s: float | None) -> None:
+def _expire(work: Work, now_s: float, wall_offset_s: float | None) -> None:
     """Rises no claim or waiting kill may take, unexplained in time, become counter-only
     incidents; claims whose counter never came stop waiting."""
     kept: list[Rise] = []
@@ -407,43 +182,6 @@ def _expire(work: _Work, now_s: float, wall_offset_s: float | None) -> None:
         work.out.missing += 1
     work.rises = kept
     work.claims = [c for c in work.claims if c.expires_at_s > now_s]
-
-
-def _mono(incident: Incident, kernel_offset_s: float | None) -> float | None:
-    return _mono_time(incident.kernel_time_s, kernel_offset_s)
-
-
-def _mono_time(kernel_time_s: float | None, kernel_offset_s: float | None) -> float | None:
-    if kernel_time_s is None or kernel_offset_s is None:
-        return None
-    return kernel_time_s - kernel_offset_s
-
-
-def _attribute(
-    incident: Incident,
-    method: AttributionMethod,
-    confidence: AttributionConfidence,
-    cgroups: Sequence[str],
-    reason: str,
-) -> None:
-    candidates = [AttributionCandidate(c) for c in cgroups]
-    incident.attribution = Attribution(method, confidence, candidates, reason)
-
-
-def _why(method: str) -> str:
-    return {
-        "pid_seen": "the victim's pid was seen in this cgroup before the kill",
-        "oom_signal": "the only cgroup whose oom_kill counter rose at the kill's time (dated to"
-        " milliseconds after its OOM notification)",
-        "counter": "the only cgroup whose oom_kill counter rose at the kill's time",
-    }.get(method, method)
-
-
-def _why_ambiguous(cgroups: Sequence[str]) -> str:
-    return (
-        f"the kernel rate-limited this kill's report; {len(cgroups)} cgroups' oom_kill counters"
-        " rose at its time and nothing the kernel printed tells them apart"
-    )
 
 
 def missing_incident(cgroup: str, *, group_kill: bool = False) -> Incident:
@@ -463,7 +201,10 @@ def missing_incident(cgroup: str, *, group_kill: bool = False) -> Incident:
 
 
 __all__ = [
+    "AMBIGUOUS_WAIT_S",
     "GRACE_S",
+    "SETTLE_S",
+    "UNMATCHED_KEEP_S",
     "BareKill",
     "CgroupFacts",
     "CgroupNews",

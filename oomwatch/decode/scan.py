@@ -198,12 +198,20 @@ class TextScanner:
         self._scan(self._tail + text, final=False)
 
     def close(self, text: str = "") -> DecodeResult:
-        """Add the last piece and return everything decoded."""
+        """Add the last piece and return everything decoded (and not taken yet)."""
         self._scan(self._tail + text, final=True)
         self._end_window()
         self._incidents.extend(self._assembler.flush())
-        warnings = self._parser.warnings + self._assembler.warnings
-        return DecodeResult(self._incidents, warnings)
+        return self.take()
+
+    def take(self) -> DecodeResult:
+        """The incidents and warnings decoded since the last `take()`, handed over: a caller
+        that takes after each piece holds one piece's worth, however long the log."""
+        result = DecodeResult(self._incidents, self._parser.warnings + self._assembler.warnings)
+        self._incidents = []
+        self._parser.warnings = []
+        self._assembler.warnings = []
+        return result
 
     def _scan(self, text: str, final: bool) -> None:
         settled = len(text) if final else _settled_end(text)

@@ -2,8 +2,8 @@
 
 `ProbeEnricher` gives a kernel OOM kill of a probed process an `allocator` section: the last
 sample before the kill and its age, the phase/step the trainer was in, the peak over the
-recorded window.  `FrameworkOomSource` turns each CUDA/TensorFlow OOM the probe recorded
-into one incident of kind `framework`.
+recorded window.  `framework_incident` turns one CUDA/TensorFlow OOM the probe recorded into
+an incident of kind `framework` (oomwatch.probe.framework polls for them).
 
 Everything in a probe file is written by the pod, so a file only speaks for the process
 that the kernel named: it matches by container id or exact memcg path of the kill, or by the
@@ -16,13 +16,13 @@ taken from it are escaped before they enter an incident.
 from __future__ import annotations
 
 import logging
-import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from oomwatch.cgroup_identity import annotate, identify
-from oomwatch.incident import Incident, Invoker, PodContext
+from oomwatch.cgroup_identity import identify
+from oomwatch.incident import Incident, Invoker
+from oomwatch.probe.identity import BY_POD_DIR, UNVERIFIED, claimed, dir_vouched_uid
 from oomwatch.probe.reader import FlightRecord, ProbeDirReader, ReaderLimits
 from oomwatch.probe.schema import FrameworkOomEvent, ProbeSample, to_payload
 from oomwatch.sanitize import escape_control
@@ -207,7 +207,7 @@ def _peaks(samples: list[ProbeSample]) -> dict[str, int]:
     return peaks
 
 
-class _WarnOnce:
+class WarnOnce:
     """Logs a refusal once per file name (bounded), not once per poll."""
 
     def __init__(self) -> None:
@@ -230,11 +230,17 @@ class ProbeEnricher:
     """
 
     def __init__(
-        self, probe_dir: Path, *, limits: ReaderLimits | None = None, window_s: float = 120.0
+        self,
+        probe_dir: Path,
+        *,
+        limits: ReaderLimits | None = None,
+        window_s: float = 120.0,
+        reader: ProbeDirReader | None = None,
     ) -> None:
-        self._reader = ProbeDirReader(probe_dir, limits)
+        # The agent hands the framework source's reader: one cache and one budget for both.
+        self._reader = reader or ProbeDirReader(probe_dir, limits)
         self.window_s = window_s
-        self._warn = _WarnOnce()
+        self._warn = WarnOnce()
 
     def enrich(self, incident: Incident) -> bool:
         if incident.kind == "framework" or incident.allocator is not None:
@@ -265,12 +271,16 @@ class ProbeEnricher:
 
 
 def framework_incident(
-    record: FlightRecord, event: FrameworkOomEvent, now_wall_s: float
+    record: FlightRecord, event: FrameworkOomEvent, now_wall_s: float, pod_dirs: bool = False
 ) -> Incident:
-    """One framework OOM as an incident (kind `framework`), identity from the file's metadata."""
+    """One framework OOM as an incident (kind `framework`).
+
+    Its pod identity is only what `identity` vouches for: the file's claims stay text in
+    `allocator.claimed` until the API backs them (oomwatch.kube.enrich)."""
     meta = record.meta
     window = [s for s in record.samples if s.mono_s <= event.mono_s + CLOCK_SLACK_S]
     last = window[-1] if window else None
+    pod_uid = dir_vouched_uid(record.pod_dir, meta, pod_dirs)
     allocator: dict[str, Any] = {
         "source": "probe",
         "file": escape_control(record.name),
@@ -288,24 +298,20 @@ def framework_incident(
         "message": escape_control(event.message),
         "last_sample": _sample_dict(last) if last else None,
         "peak": _peaks(window[-120:]),
+        "claimed": claimed(meta),
+        "owner_uid": record.owner_uid,
+        "identity": BY_POD_DIR if pod_uid else UNVERIFIED,
     }
-    incident = Incident(
+    return Incident(
         kind="framework",
         kernel_time_s=round(event.mono_s, 6),
         wall_time=_iso(event.wall_s),
         boot_id=meta.boot_id,
         detected_at=_iso(now_wall_s),
         invoker=Invoker(comm=escape_control(meta.comm), pid=meta.pid),
-        task_memcg=meta.cgroup,
-        pod_uid=meta.pod_uid,
-        k8s=PodContext(
-            namespace=_text(meta.namespace),
-            pod=_text(meta.pod_name),
-            container=_text(meta.container),
-        ),
+        pod_uid=pod_uid,
         allocator=allocator,
     )
-    return annotate(incident)
 
 
 CONTRADICTED = "pod UID contradicts its memcg path"
@@ -317,37 +323,3 @@ def claims_consistent(record: FlightRecord) -> bool:
         return True
     path_uid = identify(record.meta.cgroup).pod_uid
     return path_uid is None or path_uid == record.meta.pod_uid
-
-
-class FrameworkOomSource:
-    """Reports each framework OOM recorded in the probe directory once (per daemon run).
-
-    After a daemon restart the same events come again; the store drops them, since the
-    incident's identity (boot, kind, monotonic time, memcg) is the same.
-    """
-
-    def __init__(self, probe_dir: Path, *, limits: ReaderLimits | None = None) -> None:
-        self._reader = ProbeDirReader(probe_dir, limits)
-        self._seen: set[tuple[str, int, float, int]] = set()
-        self._warn = _WarnOnce()
-
-    def poll(self, now_wall_s: float | None = None) -> list[Incident]:
-        now = time.time() if now_wall_s is None else now_wall_s
-        out: list[Incident] = []
-        present: set[tuple[str, int, float, int]] = set()
-        for record in self._reader.read_all(now):
-            if not record.events:
-                continue
-            if not claims_consistent(record):
-                self._warn(record, CONTRADICTED)
-                continue
-            for event in record.events:
-                key = (record.name, record.meta.pid, record.meta.started_wall_s, event.seq)
-                present.add(key)
-                if key not in self._seen:
-                    out.append(framework_incident(record, event, now))
-        self._seen = present  # files gone or refused are forgotten: the set stays bounded
-        return out
-
-    def close(self) -> None:
-        self._reader.close()

@@ -1,37 +1,45 @@
 """The daemon's reader of flight-recorder files: every file is hostile input.
 
 Any pod that mounts the probe directory can put anything there: a symlink to a host file, a
-FIFO, a 10 GiB sparse file, garbage, a file of another user.  The directory is opened once
-and each entry with `O_NOFOLLOW|O_NONBLOCK` relative to it; only small, recent, single-link
-regular files of an allowed owner are read, and then only through the strict schema.  A bad
-file is logged (once per version of it) and skipped; reading never raises.  A walk stops at
-`max_files` entries and at `max_walk_s` seconds; the next walk starts where a timed-out one
-stopped, so a directory stuffed with files delays records but cannot hide one for good.
+device node, a FIFO, a 10 GiB sparse file, garbage, a JSON nesting bomb, a file of another
+user, thousands of entries.  So:
+
+- each entry is `fstatat`-ed without following links *before* anything opens it: only
+  small, recent, single-link regular files of an allowed owner go on.  The file is then
+  opened `O_PATH|O_NOFOLLOW` (which never reaches a driver), checked to be that same inode,
+  and only then reopened for reading through `/proc/self/fd`: a name swapped for a device
+  between the checks is refused, never opened;
+- only the newest `keep_samples` samples and `keep_events` framework OOMs of a file are
+  parsed and kept, and all files together are held under one byte budget (past it, a file
+  keeps only its newest sample and event);
+- a walk looks at no more than `max_entries` directory entries and `max_files` flight
+  records, and for no longer than `max_walk_s`; the next walk goes on where it stopped, so
+  junk can delay a real file by a few walks but never hide it;
+- any failure on one file (including ones this module did not foresee) refuses that file
+  alone, logged once per version of it; reading never raises.
+
+Files sit at the top of the directory or one level down, in a directory named like a pod
+UID: that is where a pod that mounts only its own `subPathExpr: $(POD_UID)` writes.
 """
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import re
 import stat
 import time
+from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from oomwatch.probe.ring import (
-    FILE_SUFFIX,
-    HEADER_BYTES,
-    RingFormatError,
-    decode_header,
-    decode_slots,
-)
+from oomwatch.probe.ring import FILE_SUFFIX, HEADER_BYTES, decode_header, decode_slots
 from oomwatch.probe.schema import (
     FrameworkOomEvent,
     ProbeMeta,
     ProbeSample,
-    SchemaError,
     event_from_payload,
     meta_from_payload,
     sample_from_payload,
@@ -42,6 +50,13 @@ log = logging.getLogger("oomwatch.probe.reader")
 
 IDLE_S = 2.0
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,250}" + re.escape(FILE_SUFFIX))
+POD_DIR = re.compile(r"[0-9a-f][0-9a-f-]{7,63}")  # a pod UID (or a static pod's config hash)
+FILES_PER_POD_DIR = 8
+# What one kept sample / event / file costs in memory, as Python objects, at most (measured
+# in tests/probe/test_reader_bounds.py with every field at its longest).
+SAMPLE_COST_BYTES = 2560
+EVENT_COST_BYTES = 4096
+RECORD_COST_BYTES = 2048
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,17 +64,24 @@ class ReaderLimits:
     """What the daemon accepts; `allowed_uids` are uid ranges, None accepts any owner."""
 
     max_file_bytes: int = 1 << 20
-    max_files: int = 1024
+    max_files: int = 1024  # flight records read per walk, and kept at once
+    max_entries: int = 4096  # directory entries looked at per walk
     max_age_s: float = 3600.0
     # ~3.6 ms to read and check one changed 128-sample file (bench/RESULTS.md): a walk reads
     # ~70 of them at most, and never holds the agent's loop for long.
     max_walk_s: float = 0.25
+    keep_samples: int = 128  # the newest samples of a file (two minutes at 1 Hz)
+    keep_events: int = 16  # the newest framework OOMs of a file
+    budget_bytes: int = 16 << 20  # what all kept records may cost together
     allowed_uids: tuple[range, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class FlightRecord:
-    """One validated file: who wrote it, its samples (oldest first) and framework OOMs."""
+    """One validated file: who wrote it, its newest samples (oldest first) and framework OOMs.
+
+    `name` is the path below the probe directory (`<pod uid>/<file>` for a per-pod dir).
+    """
 
     name: str
     meta: ProbeMeta
@@ -67,10 +89,31 @@ class FlightRecord:
     events: tuple[FrameworkOomEvent, ...]
     mtime_s: float
     owner_uid: int | None = None  # st_uid: the one thing about the file the pod cannot claim
+    pod_dir: str | None = None  # the per-pod directory it was found in, if any
+
+
+def record_cost(record: FlightRecord) -> int:
+    """An upper bound of what holding the record costs (for the reader's byte budget)."""
+    return (
+        RECORD_COST_BYTES
+        + len(record.samples) * SAMPLE_COST_BYTES
+        + len(record.events) * EVENT_COST_BYTES
+    )
 
 
 class ProbeFileError(ValueError):
     """Why a file was refused (the message is logged with the escaped file name)."""
+
+
+class _Skip(Exception):
+    """Not refused, just not there to read (stale, or gone since the listing)."""
+
+
+@dataclass(slots=True)
+class _Kept:
+    key: tuple[int, int, int, int]  # inode, mtime ns, size, owner
+    record: FlightRecord
+    cost: int
 
 
 class ProbeDirReader:
@@ -88,43 +131,53 @@ class ProbeDirReader:
         self._dir_fd: int | None = None
         self._logged: dict[tuple[str, str], tuple[int, int]] = {}
         # Parsed records by name and file version: an idle file is parsed once, not per poll.
-        self._parsed: dict[str, tuple[tuple[int, int, int, int], FlightRecord]] = {}
-        self._resume_after = ""  # the last name a timed-out walk read
+        self._kept: dict[str, _Kept] = {}
+        self.kept_bytes = 0
+        self._pending: deque[str] = deque()  # names of the current window not read yet
+        self._offset = 0  # directory entries the next window skips
+        self._window_ends_cycle = False  # the current window reached the end of the listing
+        self._seen: set[str] = set()  # names read in the current cycle
 
     def read_all(self, now_wall_s: float | None = None) -> list[FlightRecord]:
+        """Records read now, then those kept from earlier walks of this cycle."""
         now = time.time() if now_wall_s is None else now_wall_s
         dir_fd = self._open_dir()
         if dir_fd is None:
             return []
         deadline = self._clock() + self.limits.max_walk_s
-        names = self._list(dir_fd)
-        # Names in order, starting after where the last timed-out walk stopped.
-        names = [n for n in names if n > self._resume_after] + [
-            n for n in names if n <= self._resume_after
-        ]
-        records: list[FlightRecord] = []
-        for done, name in enumerate(names):
-            if done and self._clock() > deadline:  # at least one file a walk: progress
+        if not self._pending:
+            names, self._window_ends_cycle = self._scan(dir_fd)
+            self._pending.extend(names)
+        read: list[FlightRecord] = []
+        tried = 0
+        while self._pending:
+            if tried and self._clock() > deadline:  # at least one file a walk: progress
                 limit = self.limits.max_walk_s
                 self._refuse("*", f"walk over {limit} s: the rest is read next time", (0, 0))
-                self._resume_after = names[done - 1]
-                # Files not reached this time count as they were when last read.
-                return records + [self._parsed[n][1] for n in names[done:] if n in self._parsed]
-            record = self._read_entry(name, dir_fd, now)
+                break
+            tried += 1
+            name = self._pending.popleft()
+            record = self._read_entry(name, now)
             if record is not None:
-                records.append(record)
-        self._resume_after = ""
-        for gone in set(self._parsed) - set(names):
-            del self._parsed[gone]
-        return records
+                read.append(record)
+                self._seen.add(name)
+        if not self._pending and self._window_ends_cycle:
+            for gone in set(self._kept) - self._seen:
+                self._forget(gone)
+            self._seen = set()
+            self._window_ends_cycle = False
+        fresh = {r.name for r in read}
+        return read + [k.record for name, k in self._kept.items() if name not in fresh]
 
     def read_one(self, name: str, now_wall_s: float | None = None) -> FlightRecord:
         """Read one file by name; raises ProbeFileError saying why it was refused."""
-        dir_fd = self._open_dir()
-        if dir_fd is None:
+        if self._open_dir() is None:
             raise ProbeFileError(f"probe directory {self.directory} cannot be opened")
         now = time.time() if now_wall_s is None else now_wall_s
-        return self._load(name, dir_fd, now)
+        try:
+            return self._load(name, now)
+        except _Skip as exc:
+            raise ProbeFileError(str(exc) or "stale") from None
 
     def close(self) -> None:
         if self._dir_fd is not None:
@@ -139,71 +192,140 @@ class ProbeDirReader:
                 log.debug("probe directory %s not available: %s", self.directory, exc)
         return self._dir_fd
 
-    def _list(self, dir_fd: int) -> list[str]:
-        """The flight-record names among the first `max_files` entries, sorted."""
+    def _scan(self, dir_fd: int) -> tuple[list[str], bool]:
+        """The flight-record names of the next window of the listing (sorted), and whether
+        the window reached its end.  Looks at `max_entries` entries and keeps `max_files`
+        names at most; the next window starts after the last entry looked at."""
+        limits = self.limits
         names: list[str] = []
+        start, position = self._offset, 0
         try:
             with os.scandir(dir_fd) as entries:
-                for count, entry in enumerate(entries):
-                    if count >= self.limits.max_files:
-                        self._refuse("*", f"more than {self.limits.max_files} entries", (0, 0))
-                        break
+                for position, entry in enumerate(entries):
+                    if position < start:
+                        continue
+                    if position - start >= limits.max_entries or len(names) >= limits.max_files:
+                        self._offset = position
+                        reason = (f"more than {limits.max_entries} entries or {limits.max_files}"
+                                  " flight records: read in turns")  # fmt: skip
+                        self._refuse("*", reason, (0, 0))
+                        return sorted(names), False
                     if entry.name.endswith(FILE_SUFFIX):
                         names.append(entry.name)
+                    elif POD_DIR.fullmatch(entry.name) and entry.is_dir(follow_symlinks=False):
+                        names += self._list_pod_dir(dir_fd, entry.name)
         except OSError as exc:
             log.warning("probe directory %s unreadable: %s", self.directory, exc)
-        return sorted(names)
+        self._offset = 0
+        return sorted(names), True
 
-    def _read_entry(self, name: str, dir_fd: int, now: float) -> FlightRecord | None:
+    def _list_pod_dir(self, dir_fd: int, pod_dir: str) -> list[str]:
+        """Up to FILES_PER_POD_DIR flight-record names in a per-pod directory."""
+        names: list[str] = []
         try:
-            return self._load(name, dir_fd, now)
-        except _Stale:
-            self._parsed.pop(name, None)
-            return None
+            fd = os.open(pod_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
+                         dir_fd=dir_fd)  # fmt: skip
+        except OSError:
+            return names
+        try:
+            with os.scandir(fd) as entries:
+                for entry in entries:
+                    if entry.name.endswith(FILE_SUFFIX):
+                        names.append(f"{pod_dir}/{entry.name}")
+                        if len(names) >= FILES_PER_POD_DIR:
+                            break
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+        return names
+
+    def _read_entry(self, name: str, now: float) -> FlightRecord | None:
+        try:
+            return self._load(name, now, keep=True)
+        except _Skip:
+            self._forget(name)
         except ProbeFileError as exc:
-            self._parsed.pop(name, None)
+            self._forget(name)
             version = exc.args[1] if len(exc.args) > 1 else (0, 0)
             self._refuse(name, str(exc.args[0]), version)
-            return None
+        except Exception as exc:  # unforeseen: this file is refused, the reader goes on
+            self._forget(name)
+            self._refuse(name, f"unexpected {type(exc).__name__}: {exc}"[:300], (0, 0))
+        return None
 
-    def _refuse(self, name: str, reason: str, version: tuple[int, int]) -> None:
+    def _refuse(self, name: str, reason: str, version: tuple[int, int],
+                what: str = "refused") -> None:  # fmt: skip
         key = (name, reason)
         if self._logged.get(key) == version:
             return
         if len(self._logged) > 4096:
             self._logged.clear()
         self._logged[key] = version
-        log.warning("probe file %s refused: %s", escape_control(name), escape_control(reason))
+        log.warning("probe file %s %s: %s", escape_control(name), what, escape_control(reason))
 
-    def _load(self, name: str, dir_fd: int, now: float) -> FlightRecord:
-        if not _NAME.fullmatch(name):
+    def _forget(self, name: str) -> None:
+        kept = self._kept.pop(name, None)
+        if kept is not None:
+            self.kept_bytes -= kept.cost
+
+    def _load(self, name: str, now: float, keep: bool = False) -> FlightRecord:
+        pod_dir, _, base = name.rpartition("/")
+        if not _NAME.fullmatch(base) or (pod_dir and not POD_DIR.fullmatch(pod_dir)):
             raise ProbeFileError("unexpected file name")
-        flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
+        assert self._dir_fd is not None
+        dir_fd = _open_pod_dir(self._dir_fd, pod_dir) if pod_dir else self._dir_fd
         try:
-            fd = os.open(name, flags, dir_fd=dir_fd)
-        except OSError as exc:  # ELOOP: a symlink
-            raise ProbeFileError(f"cannot open ({os.strerror(exc.errno or 0)})") from None
-        try:
-            st = os.fstat(fd)
-            version = (st.st_ino, st.st_mtime_ns)
-            problem = self._check_stat(st, now)
-            if problem == "stale":
-                raise _Stale()
-            if problem:
-                raise ProbeFileError(problem, version)
-            key = (st.st_ino, st.st_mtime_ns, st.st_size, st.st_uid)
-            cached = self._parsed.get(name)
-            # mtime ticks coarsely: only a file idle for a while is known to be unchanged.
-            if cached is not None and cached[0] == key and now - st.st_mtime > IDLE_S:
-                return cached[1]
-            data = _read_capped(fd, self.limits.max_file_bytes)
+            return self._load_in(name, base, dir_fd, now, keep)
         finally:
-            os.close(fd)
+            if dir_fd != self._dir_fd:
+                os.close(dir_fd)
+
+    def _load_in(self, name: str, base: str, dir_fd: int, now: float, keep: bool) -> FlightRecord:
+        try:  # the type, size and owner before any open
+            st = os.stat(base, dir_fd=dir_fd, follow_symlinks=False)
+        except OSError as exc:
+            if exc.errno == errno.ENOENT:
+                raise _Skip("gone") from None
+            raise ProbeFileError(f"cannot stat ({os.strerror(exc.errno or 0)})") from None
+        version = (st.st_ino, st.st_mtime_ns)
+        problem = self._check_stat(st, now)
+        if problem == "stale":
+            raise _Skip("stale")
+        if problem:
+            raise ProbeFileError(problem, version)
+        key = (st.st_ino, st.st_mtime_ns, st.st_size, st.st_uid)
+        cached = self._kept.get(name) if keep else None
+        # mtime ticks coarsely: only a file idle for a while is known to be unchanged.
+        if cached is not None and cached.key == key and now - st.st_mtime > IDLE_S:
+            return cached.record
+        data = _read_regular(base, dir_fd, st, self.limits.max_file_bytes, version)
+        limits, pod_dir = self.limits, name.rpartition("/")[0] or None
         try:
-            record = parse_flight_record(name, data, st.st_mtime, st.st_uid)
-        except (RingFormatError, SchemaError) as exc:
+            record = parse_flight_record(
+                name, data, st.st_mtime, st.st_uid, keep_samples=limits.keep_samples,
+                keep_events=limits.keep_events, pod_dir=pod_dir)  # fmt: skip
+        except ValueError as exc:  # RingFormatError, SchemaError
             raise ProbeFileError(str(exc), version) from None
-        self._parsed[name] = (key, record)
+        return self._admit(name, key, record, version) if keep else record
+
+    def _admit(self, name: str, key: tuple[int, int, int, int], record: FlightRecord,
+               version: tuple[int, int]) -> FlightRecord:  # fmt: skip
+        """Keep the record within the byte budget and the file count; returns what was kept."""
+        limits = self.limits
+        old = self._kept.get(name)
+        if old is None and len(self._kept) >= limits.max_files:
+            raise ProbeFileError(f"{limits.max_files} flight records already kept", version)
+        freed = old.cost if old is not None else 0
+        cost = record_cost(record)
+        if self.kept_bytes - freed + cost > limits.budget_bytes:
+            record = replace(record, samples=record.samples[-1:], events=record.events[-1:])
+            cost = record_cost(record)
+            reason = f"byte budget of {limits.budget_bytes} for all files spent"
+            self._refuse(name, f"{reason}: only its newest sample and OOM kept", version,
+                         what="trimmed")  # fmt: skip
+        self.kept_bytes += cost - freed
+        self._kept[name] = _Kept(key, record, cost)
         return record
 
     def _check_stat(self, st: os.stat_result, now: float) -> str | None:
@@ -223,8 +345,46 @@ class ProbeDirReader:
         return None
 
 
-class _Stale(Exception):
-    """Not refused, just old: skipped without a log line."""
+def _open_pod_dir(dir_fd: int, pod_dir: str) -> int:
+    try:
+        return os.open(pod_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
+                       dir_fd=dir_fd)  # fmt: skip
+    except OSError as exc:
+        if exc.errno == errno.ENOENT:
+            raise _Skip("gone") from None
+        raise ProbeFileError(f"cannot open its directory ({os.strerror(exc.errno or 0)})") from None
+
+
+def _read_regular(
+    name: str, dir_fd: int, st: os.stat_result, cap: int, version: tuple[int, int]
+) -> bytes:
+    """The bytes of the regular file `st` describes, without ever opening anything else.
+
+    `O_PATH` resolves the name without calling any driver's open; the inode is compared with
+    the one checked; `/proc/self/fd/N` then opens exactly that inode for reading.
+    """
+    flags = os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        path_fd = os.open(name, flags, dir_fd=dir_fd)
+    except OSError as exc:  # ELOOP: swapped for a symlink
+        raise ProbeFileError(f"cannot open ({os.strerror(exc.errno or 0)})", version) from None
+    try:
+        now_st = os.fstat(path_fd)
+        if (now_st.st_dev, now_st.st_ino) != (st.st_dev, st.st_ino) or not stat.S_ISREG(
+            now_st.st_mode
+        ):
+            raise ProbeFileError("replaced while being opened", version)
+        read_flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
+        try:
+            fd = os.open(f"/proc/self/fd/{path_fd}", read_flags)
+        except OSError as exc:
+            raise ProbeFileError(f"cannot open ({os.strerror(exc.errno or 0)})", version) from None
+    finally:
+        os.close(path_fd)
+    try:
+        return _read_capped(fd, cap)
+    finally:
+        os.close(fd)
 
 
 def _read_capped(fd: int, cap: int) -> bytes:
@@ -242,24 +402,32 @@ def _read_capped(fd: int, cap: int) -> bytes:
 
 
 def parse_flight_record(
-    name: str, data: bytes, mtime_s: float, owner_uid: int | None = None
+    name: str,
+    data: bytes,
+    mtime_s: float,
+    owner_uid: int | None = None,
+    *,
+    keep_samples: int | None = None,
+    keep_events: int | None = None,
+    pod_dir: str | None = None,
 ) -> FlightRecord:
-    """Decode and validate a whole file image (pure; raises RingFormatError/SchemaError)."""
+    """Decode and validate a whole file image (pure; raises RingFormatError/SchemaError).
+
+    Only the newest `keep_samples` samples and `keep_events` events are parsed (None: all).
+    """
     geometry, meta_payload = decode_header(data)
     meta = meta_from_payload(meta_payload)
     first_event = HEADER_BYTES + geometry.sample_slots * geometry.slot_bytes
+    slot = geometry.slot_bytes
     samples = tuple(
         sample_from_payload(payload, seq)
         for seq, payload in decode_slots(
-            data, HEADER_BYTES, geometry.sample_slots, geometry.slot_bytes
+            data, HEADER_BYTES, geometry.sample_slots, slot, keep_samples
         )
     )
     events = tuple(
         event_from_payload(payload, seq)
-        for seq, payload in decode_slots(
-            data, first_event, geometry.event_slots, geometry.slot_bytes
-        )
+        for seq, payload in decode_slots(data, first_event, geometry.event_slots, slot, keep_events)
     )
-    return FlightRecord(
-        name=name, meta=meta, samples=samples, events=events, mtime_s=mtime_s, owner_uid=owner_uid
-    )
+    return FlightRecord(name=name, meta=meta, samples=samples, events=events, mtime_s=mtime_s,
+                        owner_uid=owner_uid, pod_dir=pod_dir)  # fmt: skip

@@ -29,6 +29,7 @@ SLOT_BYTES = 2048
 SAMPLE_SLOTS = 128
 EVENT_SLOTS = 16
 FILE_SUFFIX = ".ring"
+MAX_BRACKETS = 64  # per payload; a valid one has 1-3 objects and a few [] in message text
 
 _HEADER = struct.Struct("<8sIIIIII")  # magic, version, slot_bytes, samples, events, meta len, crc
 _SLOT = struct.Struct("<QII")  # seq, payload length, crc32
@@ -112,29 +113,47 @@ def decode_header(data: bytes) -> tuple[RingGeometry, dict[str, Any]]:
 
 
 def decode_slots(
-    data: bytes, first: int, count: int, slot_bytes: int
+    data: bytes, first: int, count: int, slot_bytes: int, keep: int | None = None
 ) -> list[tuple[int, dict[str, Any]]]:
-    """Every valid slot of a region as (seq, payload) by seq; torn or empty slots are skipped."""
-    found: list[tuple[int, dict[str, Any]]] = []
+    """The `keep` newest valid slots of a region as (seq, payload), oldest first.
+
+    Torn or empty slots are skipped.  Only slot headers are read for the others: the JSON of
+    at most `keep` slots is parsed, so a file's cost in time and memory is bounded by what
+    the reader keeps, not by how many slots the file declares.
+    """
+    heads = []
     for i in range(count):
+        seq, length = _SLOT.unpack_from(data, first + i * slot_bytes)[:2]
+        if seq != 0 and length <= slot_bytes - _SLOT.size:
+            heads.append((seq, i, length))
+    heads.sort(reverse=True)
+    found: list[tuple[int, dict[str, Any]]] = []
+    for seq, i, length in heads:
+        if keep is not None and len(found) >= keep:
+            break
         off = first + i * slot_bytes
-        seq, length, crc = _SLOT.unpack_from(data, off)
-        if seq == 0 or length > slot_bytes - _SLOT.size:
-            continue
+        crc = _SLOT.unpack_from(data, off)[2]
         body = data[off + _SLOT.size : off + _SLOT.size + length]
         if zlib.crc32(_SLOT_KEY.pack(seq, length) + body) != crc:
             continue  # torn by a kill mid-write, or never completed
         if (seq - 1) % count != i:
             raise RingFormatError(f"slot {i} holds sequence {seq}, which belongs elsewhere")
         found.append((seq, _loads_object(body, f"slot {i}")))
-    found.sort(key=lambda item: item[0])
+    found.reverse()
     return found
 
 
 def _loads_object(body: bytes, what: str) -> dict[str, Any]:
+    # The schema nests objects two deep and has no arrays; json.loads recurses once per
+    # bracket, and ~1,000 of them (a 1 KB "[[[[...") raise RecursionError.  Counting the
+    # brackets bounds the depth before parsing (brackets inside strings count too: a
+    # TensorFlow message names a shape or two).
+    brackets = body.count(b"[") + body.count(b"{")
+    if brackets > MAX_BRACKETS:
+        raise RingFormatError(f"{what}: {brackets} brackets, more than {MAX_BRACKETS}")
     try:
         obj = json.loads(body.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise RingFormatError(f"{what}: not JSON ({exc})") from None
     if not isinstance(obj, dict):
         raise RingFormatError(f"{what}: not a JSON object")

@@ -5,23 +5,37 @@ Without FILE or --store it reads the live kernel ring (/dev/kmsg backlog).  Exit
 or not kills were found; exit 1 when the input has lines that plainly belong to an OOM kill
 but no kill could be decoded from them (the report lists them); exit 2 with a message naming
 the input when it cannot be read.
+
+Memory stays bounded whatever the input (a million `invoked oom-killer` lines took 5 GB:
+issue 14): incidents stream from the input through diagnosis (with a bounded crash-loop
+history) to `--json`, which writes each as it comes; a text or HTML report, and `--last`,
+hold at most MAX_HELD incidents, task tables capped, and say what they left out.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import sys
+from collections import OrderedDict, deque
+from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime, timedelta
+from typing import TextIO
 
 from oomwatch.cgroup_identity import annotate
 from oomwatch.diagnosis import diagnose
-from oomwatch.diagnosis.trends import CRASH_LOOP_WINDOW_S, incident_time_s
+from oomwatch.diagnosis.trends import CRASH_LOOP_WINDOW_S, workload_key
 from oomwatch.incident import Incident
 from oomwatch.report import filters, jsonout, text
-from oomwatch.report.inputs import KMSG_PATH, Loaded, load_file, load_kmsg, load_store
+from oomwatch.report.inputs import KMSG_PATH, Loaded, Stream, load_kmsg, open_file, open_store
 from oomwatch.report.sniff import InputError
 from oomwatch.report.unread import unread_notice, unread_warnings
+from oomwatch.store_limits import capped
+
+MAX_HELD = 1000  # incidents held for a text or HTML report, or for --last
+HISTORY_PER_WORKLOAD = 32  # earlier kills kept per container for crash-loop findings
+HISTORY_WORKLOADS = 4096
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -57,25 +71,40 @@ def main(args: argparse.Namespace) -> int:
     if args.file and args.store:
         return _fail("give either FILE or --store, not both")
     try:
-        loaded, source, history = _load(args, since)
+        stream, source = _open(args, since)
+        loaded = stream.loaded
+        seen: deque[Incident] = deque(maxlen=MAX_HELD)  # for --pod's "the pods it has"
+        diagnosed = _diagnosed(stream.incidents, seen.append)
+        shown = filters.selected(diagnosed, since, args.pod, loaded.warn)
+        if args.last is not None:  # the newest N: only they are held
+            shown = iter(_held(shown, min(args.last, MAX_HELD), loaded, "--last"))
+        if args.json and not args.html:
+            # Nothing is written before the first incident (or the end): an input that
+            # cannot be read is then an error alone, not half a document.
+            first = next(shown, None)
+            rest = shown if first is None else itertools.chain((first,), shown)
+
+            def at_end() -> list[str]:
+                return [*loaded.all_warnings(), *_json_notes(args, loaded, seen, source)]
+
+            _write(lambda out: jsonout.write(out, rest, at_end))
+            return 1 if loaded.unread else 0
+        incidents = _held(shown, MAX_HELD, loaded, "the report")
     except InputError as exc:
         return _fail(str(exc))
-    incidents = [diagnose(i, history) for i in loaded.incidents]
-    warnings = list(loaded.warnings)
+    if loaded.forms:
+        source += f" ({', '.join(loaded.forms)})"
+    warnings = loaded.all_warnings()
     # What the text and HTML say in place of "no OOM kills found", and the JSON as warnings.
     notice: list[str] = []
     also_json: list[str] = []
     if loaded.unread:  # kill lines in the input, but no kill decoded from them
         notice = unread_notice(source, loaded.unread)
         also_json = unread_warnings(source, loaded.unread)
-    if not args.store:  # the store already filtered in SQL
-        shown, extra = filters.apply(incidents, since, args.pod, args.last)
-        warnings.extend(extra)
-        if args.pod and incidents and not shown:
-            missed = filters.no_pod_notice(incidents, args.pod)
-            notice = [*notice, *missed]
-            also_json.append(" ".join(line.strip() for line in missed))
-        incidents = shown
+    if args.pod and seen and not incidents:
+        missed = filters.no_pod_notice(list(seen), args.pod)
+        notice = [*notice, *missed]
+        also_json.append(" ".join(line.strip() for line in missed))
     if args.html:
         from oomwatch.report import page
 
@@ -86,47 +115,88 @@ def main(args: argparse.Namespace) -> int:
                 )
         except OSError as exc:
             return _fail(f"cannot write {args.html}: {exc.strerror or exc}")
-    out = (
+    _write(lambda out: out.write(
         jsonout.render(incidents, [*warnings, *also_json])
         if args.json
         else text.render(incidents, warnings, source, notice=notice, details=args.details)
-    )
-    try:
-        sys.stdout.write(out)
-        sys.stdout.flush()
-    except BrokenPipeError:  # `oomwatch report | head`: the reader has what it wanted
-        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - keeps the exit-time flush quiet
+    ))  # fmt: skip
     return 1 if loaded.unread else 0
 
 
-def _load(args: argparse.Namespace, since: datetime | None) -> tuple[Loaded, str, list[Incident]]:
-    """The incidents to show (annotated), a name for the input, and the crash-loop history."""
-    if args.store:
-        loaded = load_store(args.store, since, args.pod, args.last)
-        history = _store_history(args.store, loaded.incidents)
-        return loaded, f"store {args.store}", history
-    if args.file:
-        loaded = load_file(args.file)
-        source = "stdin" if args.file == "-" else args.file
-        if loaded.forms:
-            source += f" ({', '.join(loaded.forms)})"
-    else:
-        loaded = load_kmsg(args.kmsg)
-        source = f"the kernel log ({args.kmsg})"
-    loaded.incidents = [annotate(i) for i in loaded.incidents]
-    return loaded, source, loaded.incidents
+def _json_notes(
+    args: argparse.Namespace, loaded: Loaded, seen: deque[Incident], source: str
+) -> list[str]:
+    """The notices a streamed `--json` adds as warnings once the input is read."""
+    if loaded.forms:
+        source += f" ({', '.join(loaded.forms)})"
+    notes = unread_warnings(source, loaded.unread) if loaded.unread else []
+    if args.pod and seen and not any(filters.pod_matches(i, args.pod) for i in seen):
+        notes.append(" ".join(line.strip() for line in filters.no_pod_notice(list(seen),
+                                                                             args.pod)))
+    return notes
 
 
-def _store_history(state_dir: str, shown: list[Incident]) -> list[Incident]:
-    """Earlier kills from the store that a filter hid but crash-loop detection needs."""
-    times = [t for i in shown if (t := incident_time_s(i)) is not None and i.wall_time]
-    if not times:
-        return shown
-    start = datetime.fromtimestamp(min(times)).astimezone() - timedelta(seconds=CRASH_LOOP_WINDOW_S)
+def _write(emit: Callable[[TextIO], object]) -> None:
     try:
-        return load_store(state_dir, start, None, None).incidents
-    except InputError:
-        return shown
+        emit(sys.stdout)
+        sys.stdout.flush()
+    except BrokenPipeError:  # `oomwatch report | head`: the reader has what it wanted
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - keeps the exit-time flush quiet
+
+
+def _open(args: argparse.Namespace, since: datetime | None) -> tuple[Stream, str]:
+    """The incidents to show (annotated, streamed) and a name for the input.  A store is
+    read from a crash-loop window before `since`: those kills are the history diagnosis
+    needs, and the filter hides them afterwards."""
+    if args.store:
+        start = since - timedelta(seconds=CRASH_LOOP_WINDOW_S) if since else None
+        return open_store(args.store, start), f"store {args.store}"
+    if args.file:
+        stream = open_file(args.file)
+        source = "stdin" if args.file == "-" else args.file
+    else:
+        ring = load_kmsg(args.kmsg)
+        stream = Stream(iter(ring.incidents), Loaded([], ring.warnings))
+        source = f"the kernel log ({args.kmsg})"
+    return Stream((annotate(i) for i in stream.incidents), stream.loaded), source
+
+
+def _diagnosed(
+    incidents: Iterable[Incident], seen: Callable[[Incident], object]
+) -> Iterator[Incident]:
+    """Each incident diagnosed with the earlier kills of its workload (crash-loop history):
+    the last HISTORY_PER_WORKLOAD of each of the last HISTORY_WORKLOADS workloads."""
+    history: OrderedDict[tuple[str, ...], deque[Incident]] = OrderedDict()
+    for incident in incidents:
+        key = workload_key(incident)
+        earlier = history.get(key) if key is not None else None
+        diagnosed = diagnose(incident, tuple(earlier) if earlier else ())
+        seen(diagnosed)
+        yield diagnosed
+        if key is None:
+            continue
+        if earlier is None:
+            earlier = history[key] = deque(maxlen=HISTORY_PER_WORKLOAD)
+        earlier.append(incident)
+        history.move_to_end(key)
+        if len(history) > HISTORY_WORKLOADS:
+            history.popitem(last=False)
+
+
+def _held(incidents: Iterable[Incident], limit: int, loaded: Loaded, what: str) -> list[Incident]:
+    """The newest `limit` incidents, task tables and notes capped as the store caps them
+    (oomwatch.store_limits); a warning says how many older ones were left out."""
+    held: deque[Incident] = deque(maxlen=limit)
+    count = 0
+    for incident in incidents:
+        held.append(capped(incident))
+        count += 1
+    if count > limit and limit == MAX_HELD:
+        loaded.warn(
+            f"{what} holds the newest {MAX_HELD} of {count} incidents; narrow it with --since,"
+            " --pod or --last, or use --json, which streams every one"
+        )
+    return list(held)
 
 
 def _fail(message: str) -> int:

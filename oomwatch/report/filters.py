@@ -4,7 +4,7 @@ and what to say when `--pod` matches nothing: a bare kernel log names pods only 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 
 from oomwatch.diagnosis.trends import incident_time_s
@@ -49,24 +49,39 @@ def pod_matches(incident: Incident, pod: str) -> bool:
     return False
 
 
+def selected(
+    incidents: Iterable[Incident],
+    since: datetime | None,
+    pod: str | None,
+    warn: Callable[[str], object],
+) -> Iterator[Incident]:
+    """The incidents that pass `--since` and `--pod`, one at a time, in input order; once
+    all are read, `warn` is told how many could not be judged (an incident with no
+    wall-clock time cannot pass `--since`)."""
+    cutoff = since.timestamp() if since is not None else None
+    undated = 0
+    for incident in incidents:
+        if cutoff is not None:
+            if incident.wall_time is None:
+                undated += 1
+                continue
+            if (incident_time_s(incident) or 0) < cutoff:
+                continue
+        if pod is None or pod_matches(incident, pod):
+            yield incident
+    if undated:
+        warn(
+            f"--since: {undated} incidents have no wall-clock time in this log"
+            " (only seconds since boot) and were left out"
+        )
+
+
 def apply(
     incidents: Sequence[Incident], since: datetime | None, pod: str | None, last: int | None
 ) -> tuple[list[Incident], list[str]]:
-    """The incidents that pass every filter, in input order, and warnings about what could not
-    be judged (an incident with no wall-clock time cannot pass `--since`)."""
-    out = list(incidents)
+    """`selected` and `--last` over a list: the incidents and the warnings."""
     warnings: list[str] = []
-    if since is not None:
-        cutoff = since.timestamp()
-        undated = [i for i in out if i.wall_time is None]
-        out = [i for i in out if i.wall_time is not None and (incident_time_s(i) or 0) >= cutoff]
-        if undated:
-            warnings.append(
-                f"--since: {len(undated)} incidents have no wall-clock time in this log"
-                " (only seconds since boot) and were left out"
-            )
-    if pod is not None:
-        out = [i for i in out if pod_matches(i, pod)]
+    out = list(selected(incidents, since, pod, warnings.append))
     if last is not None:
         out = out[-last:] if last > 0 else []
     return out, warnings

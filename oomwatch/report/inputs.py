@@ -1,7 +1,8 @@
 """Where a report's incidents come from: a log file, stdin, the daemon's store, or the live
-kernel ring.  Files are streamed in pieces (a multi-gigabyte kern.log is never read whole),
-whatever they came as (gzip, UTF-16, a journal dump: see `sniff`), and an input that cannot
-be read is an `InputError` naming it, never a traceback.
+kernel ring.  Files are streamed in pieces whatever they came as (gzip, UTF-16, a journal
+dump: see `sniff`), and their incidents handed on as each piece is decoded: a multi-gigabyte
+kern.log, or one of a million OOM headers, is never held whole (issue 14).  An input that
+cannot be read is an `InputError` naming it, never a traceback.
 """
 
 from __future__ import annotations
@@ -23,10 +24,12 @@ from oomwatch.report.sniff import InputError, decode_bytes
 from oomwatch.report.unread import Signs
 
 MAX_LINE_BYTES = 64 * 1024  # far above any kernel record (8 KiB); longer lines are cut
+MAX_WARNINGS = 200  # kept; the rest only counted
 READ_BLOCK_BYTES = 1 << 20
 # A file is decoded in pieces of about this size (cut at a newline): fast whole-text scanning
-# (`TextScanner`) with memory that does not grow with the file.
-CHUNK_BYTES = 4 << 20
+# (`TextScanner`) with memory that does not grow with the file.  1 MiB: a piece dense with
+# reports holds ~11k incidents at once (4 MiB held 45k, 130 MiB), and scanning is as fast.
+CHUNK_BYTES = 1 << 20
 KMSG_PATH = "/dev/kmsg"
 
 
@@ -40,6 +43,28 @@ class Loaded:
     forms: list[str] = field(default_factory=list)
     # Lines that look like an OOM kill that no incident accounts for: (line number, text).
     unread: list[tuple[int, str]] = field(default_factory=list)
+    dropped_warnings: int = 0  # past MAX_WARNINGS
+
+    def warn(self, *items: str) -> None:
+        for item in items:
+            if len(self.warnings) < MAX_WARNINGS:
+                self.warnings.append(item)
+            else:
+                self.dropped_warnings += 1
+
+    def all_warnings(self) -> list[str]:
+        more = self.dropped_warnings
+        return [*self.warnings, *([f"{more} more warnings not shown"] if more else [])]
+
+
+@dataclass(slots=True)
+class Stream:
+    """Incidents in input order as they are read; `loaded` (its `incidents` unused) gets the
+    warnings, forms and unread lines as reading goes, complete once `incidents` is spent.
+    Reading happens while `incidents` is iterated: an error then is an `InputError` too."""
+
+    incidents: Iterator[Incident]
+    loaded: Loaded
 
 
 @dataclass(slots=True)
@@ -141,58 +166,93 @@ def _unwrap(blocks: Iterator[bytes], name: str, loaded: Loaded) -> tuple[Iterato
     return blocks, form or "text"
 
 
-def _decode_stream(stream: BinaryIO, name: str, reference: Reference | None) -> Loaded:
+def _decode_stream(
+    stream: BinaryIO, name: str, reference: Reference | None, loaded: Loaded
+) -> Iterator[Incident]:
+    """Incidents as each piece is decoded: only one piece's worth is held at a time."""
     from oomwatch.decode import TextScanner
 
-    loaded = Loaded([])
     blocks, form = _unwrap(_blocks(stream, name), name, loaded)
     json_lines = journal.JsonLines(name) if form == "json" else None
     stats = _ReadStats(clean=json_lines is None)  # a journal's text is cleaned once decoded
     scanner = TextScanner(reference)
     signs = Signs()
+    witness: list[Incident] = []  # what `Signs.unread` asks: any incident, any with a victim
+    decoded: list[str] = []  # the decoder's warnings, bounded like `loaded`'s
     for piece in _pieces(blocks, stats):
         if json_lines is not None:
             piece = sniff.clean(json_lines.feed(piece))
         signs.feed(piece)
         scanner.feed(piece)
+        taken = scanner.take()
+        decoded += taken.warnings[: max(0, MAX_WARNINGS - len(decoded))]
+        yield from _witnessed(taken.incidents, witness)
     result = scanner.close()
-    warnings = [stats.not_utf8] if stats.not_utf8 else []
-    warnings.extend(loaded.warnings)
+    decoded += result.warnings[: max(0, MAX_WARNINGS - len(decoded))]
+    yield from _witnessed(result.incidents, witness)
+    sniffed = list(loaded.warnings)  # gzip and journal export: added as they were read
+    loaded.warnings.clear()
+    loaded.warn(*([stats.not_utf8] if stats.not_utf8 else []), *sniffed)
     if json_lines is not None:
-        warnings.extend(json_lines.warnings())
-    warnings.extend(result.warnings)
+        loaded.warn(*json_lines.warnings())
+    loaded.warn(*decoded)
     if stats.cut:
-        warnings.append(f"{name}: {stats.cut} lines longer than {MAX_LINE_BYTES} bytes were cut")
-    loaded.incidents, loaded.warnings = list(result.incidents), warnings
-    loaded.unread = signs.unread(loaded.incidents)
-    return loaded
+        loaded.warn(f"{name}: {stats.cut} lines longer than {MAX_LINE_BYTES} bytes were cut")
+    loaded.unread = signs.unread(witness)
 
 
-def load_file(path: str) -> Loaded:
-    """Decode a saved log (any supported format, any of the forms `sniff` knows); `-` is
-    stdin; a kmsg device reads its ring."""
+def _witnessed(incidents: list[Incident], witness: list[Incident]) -> Iterator[Incident]:
+    """Pass incidents on, keeping the first and the first with a victim for `Signs.unread`."""
+    for incident in incidents:
+        if not witness or (
+            (incident.victims or incident.selected_pid is not None)
+            and not any(w.victims or w.selected_pid is not None for w in witness)
+        ):
+            witness.append(incident)
+        yield incident
+
+
+def open_file(path: str) -> Stream:
+    """A saved log (any supported format, any of the forms `sniff` knows); `-` is stdin; a
+    kmsg device reads its ring.  Opened now (an `InputError` names it), decoded as iterated."""
+    loaded = Loaded([])
     if path == "-":
         import sys
 
         # A log piped in now was written before now: dates stamps that print no year.
         now = Reference(time.time(), "the time of reading")
-        return _decode_stream(sys.stdin.buffer, "stdin", now)
+        return Stream(_decode_stream(sys.stdin.buffer, "stdin", now, loaded), loaded)
     if os.path.isdir(path):
         raise InputError(f"cannot read {path}: is a directory (give a log file)")
     with contextlib.suppress(OSError):
         if stat.S_ISCHR(os.stat(path).st_mode):  # /dev/kmsg itself: read the ring, don't block
-            return load_kmsg(path)
+            ring = load_kmsg(path)
+            return Stream(iter(ring.incidents), replace(ring, incidents=[]))
     try:
-        stream = open(path, "rb")  # noqa: SIM115 - closed below, after streaming
+        stream = open(path, "rb")  # noqa: SIM115 - closed by the generator, after streaming
     except OSError as exc:
         raise InputError(f"cannot read {path}: {exc.strerror or exc}") from exc
-    with stream:
-        reference = Reference(os.fstat(stream.fileno()).st_mtime, "the file's modification time")
-        return _decode_stream(stream, path, reference)
+    reference = Reference(os.fstat(stream.fileno()).st_mtime, "the file's modification time")
+
+    def decoded() -> Iterator[Incident]:
+        with stream:
+            yield from _decode_stream(stream, path, reference, loaded)
+
+    return Stream(decoded(), loaded)
 
 
-def load_store(state_dir: str, since: datetime | None, pod: str | None, last: int | None) -> Loaded:
-    """Incidents the daemon stored (it already annotated and enriched them)."""
+def load_file(path: str) -> Loaded:
+    """`open_file`, read whole (for callers that want a list)."""
+    opened = open_file(path)
+    incidents = list(opened.incidents)
+    loaded = opened.loaded
+    loaded.incidents, loaded.warnings = incidents, loaded.all_warnings()
+    return loaded
+
+
+def open_store(state_dir: str, since: datetime | None) -> Stream:
+    """Incidents the daemon stored (it already annotated and enriched them), oldest first,
+    from `since` on, streamed from SQLite (the store is opened now)."""
     from oomwatch.store import IncidentStore, StoreError
 
     if not os.path.isdir(state_dir):
@@ -203,12 +263,16 @@ def load_store(state_dir: str, since: datetime | None, pod: str | None, last: in
         raise InputError(f"cannot read store {state_dir}: {exc}") from exc
     except OSError as exc:
         raise InputError(f"cannot read store {state_dir}: {exc.strerror or exc}") from exc
-    try:
-        return Loaded(store.query(since=since, pod=pod, last=last))
-    except Exception as exc:  # sqlite3.DatabaseError: not a database, corrupt, locked
-        raise InputError(f"cannot read store {state_dir}: {exc}") from exc
-    finally:
-        store.close()
+
+    def rows() -> Iterator[Incident]:
+        try:
+            yield from store.iter_query(since=since)
+        except Exception as exc:  # sqlite3.DatabaseError: not a database, corrupt, locked
+            raise InputError(f"cannot read store {state_dir}: {exc}") from exc
+        finally:
+            store.close()
+
+    return Stream(rows(), Loaded([]))
 
 
 def load_kmsg(path: str = KMSG_PATH) -> Loaded:

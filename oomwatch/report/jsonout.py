@@ -2,14 +2,16 @@
 
 Every Incident field is present (null when unknown); `verdict`, `verdict_code` and `unknown`
 are added so a machine reader gets the same one-line answer, the code the text summary shows,
-and the same list of gaps as a person.
+and the same list of gaps as a person.  The document is written one incident at a time, so a
+store or log of any size streams through.
 """
 
 from __future__ import annotations
 
+import io
 import json
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, TextIO
 
 from oomwatch.diagnosis import unknowns, verdict
 from oomwatch.diagnosis.verdict import verdict_code
@@ -24,7 +26,25 @@ def incident_json(incident: Incident) -> dict[str, Any]:
     return data
 
 
-def render(incidents: Sequence[Incident], warnings: Sequence[str]) -> str:
+def _dumps(value: Any, indent: int) -> str:
     # ensure_ascii: C1 controls and U+2028 in a hostile name reach the terminal escaped.
-    doc = {"incidents": [incident_json(i) for i in incidents], "warnings": list(warnings)}
-    return json.dumps(doc, indent=2, ensure_ascii=True) + "\n"
+    text = json.dumps(value, indent=2, ensure_ascii=True)
+    return text.replace("\n", "\n" + " " * indent)
+
+
+def write(out: TextIO, incidents: Iterable[Incident], warnings: Callable[[], list[str]]) -> None:
+    """Write the document as `render` would, incident by incident; `warnings()` is asked at
+    the end (reading the input is what finds them)."""
+    out.write('{\n  "incidents": [')
+    count = 0
+    for incident in incidents:
+        out.write(("\n" if count == 0 else ",\n") + "    " + _dumps(incident_json(incident), 4))
+        count += 1
+    out.write("\n  ]" if count else "]")
+    out.write(',\n  "warnings": ' + _dumps(warnings(), 2) + "\n}\n")
+
+
+def render(incidents: Sequence[Incident], warnings: Sequence[str]) -> str:
+    out = io.StringIO()
+    write(out, incidents, lambda: list(warnings))
+    return out.getvalue()

@@ -9,12 +9,10 @@ unbounded series.  Series of containers not seen for a grace period are removed.
 from __future__ import annotations
 
 import contextlib
-import socket
 import threading
 import time
 from collections.abc import Callable
 from datetime import datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, NamedTuple
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
@@ -23,6 +21,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 from oomwatch import __version__
 from oomwatch.incident import LIMIT_SCOPES, Incident
 from oomwatch.probe import schema as probe_schema
+from oomwatch.sinks import http
 
 IDENTITY_LABELS = ("namespace", "pod", "container", "pod_uid")
 KERNEL_KINDS = frozenset({"memcg", "global", "cpuset", "mempolicy", "unknown"})
@@ -150,7 +149,7 @@ class Metrics:
         self._seen_s: dict[SeriesLabels, float] = {}
         self._series: dict[SeriesLabels, set[tuple[Any, tuple[str, ...]]]] = {}
         self._gauges: dict[SeriesLabels, _GaugePair] = {}
-        self._server: _HTTPServer | None = None
+        self._server: http.LoopServer | None = None
         self._last_kill_s = 0.0
 
     # --- Sink ---------------------------------------------------------------------------------
@@ -256,33 +255,14 @@ class Metrics:
     # --- HTTP -----------------------------------------------------------------------------------
 
     def serve(self, host: str, port: int, health: Callable[[], bool]) -> tuple[str, int]:
-        """Serve `/metrics` and `/healthz` from a background thread; returns the bound address."""
+        """Serve `/metrics` and `/healthz` from a background thread; returns the bound address.
+
+        The server is bounded in threads and connection time (oomwatch.sinks.http)."""
         registry = self.registry
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                path = self.path.split("?", 1)[0]
-                if path == "/metrics":
-                    self._reply(200, CONTENT_TYPE_LATEST, generate_latest(registry))
-                elif path == "/healthz":
-                    ok = _healthy(health)
-                    self._reply(200 if ok else 503, "text/plain", b"ok\n" if ok else b"unhealthy\n")
-                else:
-                    self._reply(404, "text/plain", b"not found\n")
-
-            def _reply(self, status: int, content_type: str, body: bytes) -> None:
-                self.send_response(status)
-                self.send_header("Content-Type", content_type)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                """Silence per-request stderr lines: stdout/stderr carry the incident log."""
-
-        server = _server_class(host)((host, port), Handler)
-        server.daemon_threads = True
-        server.start_serving()
+        server = http.serve(host, port, {
+            "/metrics": lambda: (200, CONTENT_TYPE_LATEST, generate_latest(registry)),
+            "/healthz": http.health_route(health),
+        }, name="oomwatch-metrics")  # fmt: skip
         self._server = server
         bound_host, bound_port = server.server_address[:2]
         return str(bound_host), int(bound_port)
@@ -305,57 +285,6 @@ class Metrics:
     def _remove(metric: Any, values: tuple[str, ...]) -> None:
         with contextlib.suppress(KeyError):  # never created (e.g. always unlimited)
             metric.remove(*values)
-
-
-class _HTTPServer(ThreadingHTTPServer):
-    """Accepts on its own thread, asleep until a connection comes.
-
-    `serve_forever()` wakes twice a second to look for a shutdown request; on a node agent
-    that idles for days, the accept loop instead blocks, and `stop_serving()` wakes it with
-    one connection of its own.
-    """
-
-    _thread: threading.Thread | None = None
-    _stopping = False
-
-    def start_serving(self) -> None:
-        self._thread = threading.Thread(target=self._accept_loop, name="oomwatch-metrics")
-        self._thread.daemon = True
-        self._thread.start()
-
-    def _accept_loop(self) -> None:
-        while not self._stopping:
-            self.handle_request()  # no timeout set: blocks until a connection
-
-    def stop_serving(self, timeout_s: float = 5.0) -> None:
-        self._stopping = True
-        host, port = self.server_address[:2]
-        wildcard = {"0.0.0.0": "127.0.0.1", "::": "::1"}
-        with contextlib.suppress(OSError):
-            socket.create_connection((wildcard.get(str(host), str(host)), port), 1.0).close()
-        if self._thread is not None:
-            self._thread.join(timeout_s)
-        self.server_close()
-
-
-def _server_class(host: str) -> type[_HTTPServer]:
-    """An IPv6 host (`::`, `::1`, a name only IPv6 resolves) needs an AF_INET6 socket."""
-    try:
-        family = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)[0][0]
-    except (socket.gaierror, IndexError):
-        return _HTTPServer  # bind() reports the bad host, naming it
-    return _IPv6HTTPServer if family == socket.AF_INET6 else _HTTPServer
-
-
-class _IPv6HTTPServer(_HTTPServer):
-    address_family = socket.AF_INET6
-
-
-def _healthy(health: Callable[[], bool]) -> bool:
-    try:
-        return bool(health())
-    except Exception:
-        return False  # a failing health check is an unhealthy agent, not a crashed server
 
 
 def _kill_wall_time(incident: Incident) -> float:

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from oomwatch.incident import Incident
 from oomwatch.lab.fixtures import memcg_v1, scratch
 from oomwatch.sources.kmsg import KmsgCursor, read_backlog, read_boot_id, record_seq
 from oomwatch.store import IncidentStore
@@ -28,6 +29,25 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def stored(state_dir: Path) -> list[Incident]:
+    """Every incident the agent stored, read as `oomwatch report --store` would."""
+    reader = IncidentStore.open_readonly(state_dir)
+    try:
+        return reader.query()
+    finally:
+        reader.close()
+
+
+def wait_for(check: Callable[[], bool], timeout_s: float) -> bool:
+    """Poll `check` until it holds or the time is up; its last answer either way."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(0.01)
+    return check()
 
 
 def seed_cursor_at_log_end(state_dir: Path) -> None:
@@ -135,4 +155,12 @@ def start_daemon(tmp_path: Path) -> Iterator[Callable[..., DaemonProcess]]:
         daemon.stop()
 
 
-__all__ = ["DaemonProcess", "free_port", "memcg_v1", "scratch", "seed_cursor_at_log_end"]
+__all__ = [
+    "DaemonProcess",
+    "free_port",
+    "memcg_v1",
+    "scratch",
+    "seed_cursor_at_log_end",
+    "stored",
+    "wait_for",
+]

@@ -13,7 +13,7 @@ import socket
 import threading
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -29,6 +29,8 @@ from oomwatch.decode.records import LogRecord
 from oomwatch.incident import Incident
 from oomwatch.sinks.log import get_logger, setup_logging
 from oomwatch.store import IncidentStore
+
+from .conftest import stored, wait_for
 
 DATA = Path(__file__).parent / "data" / "memcg_kill.kmsg"
 REPORT = DATA.read_bytes()
@@ -110,21 +112,8 @@ def agent_env(tmp_path: Path) -> Iterator[tuple[Agent, Path, int, io.StringIO]]:
         os.close(writer)
 
 
-def stored(state_dir: Path) -> list[Incident]:
-    reader = IncidentStore.open_readonly(state_dir)
-    try:
-        return reader.query()
-    finally:
-        reader.close()
 
 
-def wait_for(check: Callable[[], bool], timeout_s: float) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if check():
-            return True
-        time.sleep(0.02)
-    return False
 
 
 def test_fifo_report_and_counters_become_incidents(

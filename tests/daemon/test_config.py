@@ -18,7 +18,8 @@ def parse(*argv: str) -> argparse.Namespace:
 
 def test_defaults() -> None:
     cfg = resolve(parse(), environ={})
-    assert (cfg.metrics_host, cfg.metrics_port) == ("0.0.0.0", 9717)
+    assert (cfg.metrics_host, cfg.metrics_port) == ("127.0.0.1", 9717)
+    assert cfg.health_address is None
     assert cfg.state_dir == Path("/var/lib/oomwatch")
     assert cfg.cgroup_roots == ("/sys/fs/cgroup",)
     assert cfg.kmsg_path == "/dev/kmsg" and cfg.log_format == "json"

@@ -29,9 +29,8 @@ from oomwatch.lab import (
     spawn_hog,
     wait_rate_limit_window,
 )
-from oomwatch.store import IncidentStore
 
-from .conftest import REPO, DaemonProcess, seed_cursor_at_log_end
+from .conftest import REPO, DaemonProcess, seed_cursor_at_log_end, stored, wait_for
 
 pytestmark = [pytest.mark.kernel]
 MIB = 1 << 20
@@ -42,21 +41,8 @@ def container(scratch: ScratchMemcg, limit_mb: int = 32) -> tuple[Memcg, str, st
     return kubelet_layout(scratch, uid, cid, container_limit_bytes=limit_mb * MIB), uid, cid
 
 
-def stored(state_dir: Path) -> list[Incident]:
-    reader = IncidentStore.open_readonly(state_dir)
-    try:
-        return reader.query()
-    finally:
-        reader.close()
 
 
-def wait_for(check: Callable[[], bool], timeout_s: float) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if check():
-            return True
-        time.sleep(0.01)
-    return check()
 
 
 def metric_value(text: str, name: str, **labels: str) -> float | None:

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
 from oomwatch.cgroups.counters import OomCounters
-from oomwatch.incident import Incident, PodContext, Victim
+from oomwatch.incident import Incident, PodContext, TaskRow, Victim
 from oomwatch.sources.kmsg import KmsgCursor
 from oomwatch.store import _MIGRATIONS, SCHEMA_VERSION, IncidentStore, StoreError
+from oomwatch.store_limits import MAX_TASK_ROWS
 
 BOOT = "b0"
 
@@ -107,14 +109,21 @@ def test_readonly_reader_sees_writes_and_cannot_write(tmp_path: Path) -> None:
         reader.add(kill(2, "2026-11-22T08:00:00+00:00"))
 
 
-def test_newer_schema_is_refused(tmp_path: Path) -> None:
+def test_newer_schema_is_moved_aside_and_refused_by_readers(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     IncidentStore(tmp_path).close()
     db = sqlite3.connect(tmp_path / "oomwatch.db")
     db.execute("INSERT INTO schema_migrations VALUES (?, 0)", (SCHEMA_VERSION + 1,))
     db.commit()
     db.close()
     with pytest.raises(StoreError, match="newer"):
-        IncidentStore(tmp_path)
+        IncidentStore.open_readonly(tmp_path)
+    store = IncidentStore(tmp_path)  # the agent: never exits on its store
+    assert store.add(kill(1, "2026-11-22T08:00:00+00:00")) and store.count() == 1
+    (aside,) = [p for p in tmp_path.glob("oomwatch.db.newer-*")
+                if not p.name.endswith(("-wal", "-shm"))]  # fmt: skip
+    assert any(f"moved aside to {aside.name}" in r.getMessage() for r in caplog.records)
 
 
 def test_status_incidents_are_told_apart_by_pod_container_and_time(tmp_path: Path) -> None:
@@ -161,3 +170,77 @@ def test_a_version_1_store_is_migrated_keeping_its_incidents(tmp_path: Path) -> 
     assert store.query() == [old] and store.load_checkpoint(BOOT) is None
     store.save_checkpoint(BOOT, None, {}, {})
     assert store.load_checkpoint(BOOT) is not None
+
+
+def test_a_long_task_table_keeps_the_victims_and_the_largest_rows(tmp_path: Path) -> None:
+    """Issue 14: a 20,000-row table was stored whole, 4.3 MB per incident."""
+    rows = [TaskRow(pid=i, name=f"w{i}", rss_pages=i % 1000) for i in range(20_000)]
+    incident = replace(kill(12_345, "2026-11-22T08:00:00+00:00"), tasks=rows)
+    store = IncidentStore(tmp_path)
+    assert store.add(incident)
+    (stored,) = store.query()
+    assert len(incident.tasks) == 20_000  # what the sinks saw is not changed
+    assert len(stored.tasks) == MAX_TASK_ROWS
+    assert 12_345 in {t.pid for t in stored.tasks}  # the victim's row, though small
+    assert min(t.rss_pages or 0 for t in stored.tasks if t.pid != 12_345) >= 975
+    assert [t.pid for t in stored.tasks] == sorted(t.pid for t in stored.tasks)  # kernel order
+    assert any("task table of 20000 rows" in note for note in stored.notes)
+
+
+def test_pod_caused_incidents_cannot_push_kernel_kills_out(tmp_path: Path) -> None:
+    """Issue 14: 11,520 framework OOMs pruned a real kernel kill from the store."""
+    store = IncidentStore(tmp_path, max_incidents=3, max_other_incidents=2)
+    for pid in range(1, 4):
+        store.add(kill(pid, "2026-11-22T08:00:00+00:00"))
+    for t in range(50):
+        store.add(Incident(kind="framework", boot_id=BOOT, kernel_time_s=float(t),
+                           wall_time="2026-11-22T08:01:00+00:00",
+                           allocator={"file": f"f{t}.ring", "owner_uid": 0}))  # fmt: skip
+    store.prune()
+    kinds = [i.kind for i in store.query()]
+    assert kinds.count("memcg") == 3 and kinds.count("framework") == 2
+
+
+def test_the_database_file_stays_under_its_cap(tmp_path: Path) -> None:
+    cap = 512 * 1024
+    store = IncidentStore(tmp_path, max_db_bytes=cap)
+    notes = ["x" * 500] * 90  # ~45 KB an incident
+    for pid in range(200):
+        assert store.add(replace(kill(pid, "2026-11-22T08:00:00+00:00"), notes=notes))
+    store.close()
+    db = sqlite3.connect(tmp_path / "oomwatch.db")
+    pages, size = (db.execute(f"PRAGMA {p}").fetchone()[0] for p in ("page_count", "page_size"))
+    db.close()
+    assert pages * size <= cap
+    assert 0 < IncidentStore.open_readonly(tmp_path).count() < 200  # the oldest went
+
+
+@pytest.mark.parametrize("damage", ["garbage", "page"])
+def test_a_corrupt_database_is_moved_aside_and_the_store_starts_fresh(
+    tmp_path: Path, damage: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    db = tmp_path / "oomwatch.db"
+    if damage == "garbage":
+        db.write_bytes(b"SQLite format 3\0" + bytes(range(256)) * 32)
+    else:  # a real database with one of its pages overwritten
+        store = IncidentStore(tmp_path)
+        for pid in range(300):
+            store.add(kill(pid, "2026-11-22T08:00:00+00:00"))
+        store.close()
+        with open(db, "r+b") as fh:
+            fh.seek(4096 * 5)
+            fh.write(b"\xa5" * 4096)
+    store = IncidentStore(tmp_path)
+    assert store.add(kill(1, "2026-11-22T08:00:00+00:00")) and store.count() == 1
+    assert [p.name for p in tmp_path.glob("oomwatch.db.corrupt-*")
+            if not p.name.endswith(("-wal", "-shm"))]  # fmt: skip
+    assert any("cannot be used" in r.getMessage() for r in caplog.records)
+
+
+def test_a_state_dir_that_cannot_hold_a_database_keeps_incidents_in_memory(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    (tmp_path / "state").write_text("a file where the directory should be")
+    store = IncidentStore(tmp_path / "state")
+    assert store.add(kill(1, "2026-11-22T08:00:00+00:00")) and store.count() == 1
+    assert any("in memory only" in r.getMessage() for r in caplog.records)

@@ -22,9 +22,8 @@ import pytest
 
 from oomwatch.incident import Incident
 from oomwatch.lab import HogProcess, Memcg, ScratchMemcg, kubelet_layout, spawn_hog
-from oomwatch.store import IncidentStore
 
-from .conftest import DaemonProcess, seed_cursor_at_log_end
+from .conftest import DaemonProcess, seed_cursor_at_log_end, stored, wait_for
 
 pytestmark = [pytest.mark.kernel, pytest.mark.slow]
 MIB = 1 << 20
@@ -54,21 +53,8 @@ def containers(scratch: ScratchMemcg, n: int, limit_mb: int) -> list[Container]:
     return out
 
 
-def stored(state_dir: Path) -> list[Incident]:
-    reader = IncidentStore.open_readonly(state_dir)
-    try:
-        return reader.query()
-    finally:
-        reader.close()
 
 
-def wait_for(check: Callable[[], bool], timeout_s: float) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if check():
-            return True
-        time.sleep(0.05)
-    return check()
 
 
 def judge(incidents: list[Incident], truth: dict[int, Container]) -> Outcome:

@@ -2,7 +2,8 @@
 never depends on a kubectl being installed (Debian's kubectl 1.20 predates components).
 
 Supported: `resources` (files and directories), `components`, `patches` (inline RFC 6902
-JSON patches aimed by kind/name), and `images` (newName/newTag on pod-template containers).
+JSON patches aimed by kind/name), and `images` (newName, newTag or digest on pod-template
+containers).
 Any other key or patch form raises, so a kustomization that outgrows this fails loudly
 instead of building something else.  When kubectl is installed, a test compares the two.
 """
@@ -103,6 +104,7 @@ def _json_patch(obj: dict[str, Any], operations: list[dict[str, Any]]) -> dict[s
 
 
 def _with_images(obj: dict[str, Any], images: list[dict[str, Any]]) -> dict[str, Any]:
+    """kustomize's image transformer: newName, then a digest (`name@digest`) or newTag."""
     pod_spec = obj.get("spec", {}).get("template", {}).get("spec")
     if not images or pod_spec is None:
         return obj
@@ -110,5 +112,11 @@ def _with_images(obj: dict[str, Any], images: list[dict[str, Any]]) -> dict[str,
         name, _, tag = container["image"].partition(":")
         for image in images:
             if image["name"] == name:
-                container["image"] = f"{image.get('newName', name)}:{image.get('newTag', tag)}"
+                new_name = image.get("newName", name)
+                if "digest" in image:
+                    container["image"] = f"{new_name}@{image['digest']}"
+                elif image.get("newTag", tag):
+                    container["image"] = f"{new_name}:{image.get('newTag', tag)}"
+                else:
+                    container["image"] = new_name
     return obj

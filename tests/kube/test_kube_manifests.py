@@ -65,9 +65,11 @@ def test_annotate_component_adds_the_flag_to_the_agent() -> None:
 
 
 def kubectl_kustomize(path: Path) -> list[dict[str, Any]]:
-    if shutil.which("kubectl") is None:
+    """`kubectl kustomize` of $OOMWATCH_KUBECTL (dev.sh fetches kubectl 1.33), else PATH's."""
+    kubectl = os.environ.get("OOMWATCH_KUBECTL") or shutil.which("kubectl")
+    if kubectl is None:
         pytest.skip("kubectl not installed: the build is checked by kustomize_build alone")
-    out = subprocess.run(["kubectl", "kustomize", str(path)], capture_output=True, text=True,
+    out = subprocess.run([kubectl, "kustomize", str(path)], capture_output=True, text=True,
                          timeout=60)
     assert out.returncode == 0, out.stderr
     return [d for d in yaml.safe_load_all(out.stdout) if d]
@@ -95,13 +97,17 @@ def test_kustomize_builds_valid_objects(tmp_path: Path, annotate: bool) -> None:
     pod_spec = daemonset["spec"]["template"]["spec"]
     agent = next(c for c in pod_spec["containers"] if c["name"] == "agent")
     assert ("--annotate-pods" in agent["args"]) is annotate
+    placeholder = "@sha256:" + "0" * 64  # pinned by digest; the user sets the real ones
     assert {c["image"] for c in pod_spec["containers"] + pod_spec["initContainers"]} == {
-        "oomwatch:0.1.0"}
+        "oomwatch" + placeholder, "quay.io/brancz/kube-rbac-proxy" + placeholder}
     roles = {d["metadata"]["name"] for d in docs if d["kind"] == "ClusterRole"}
-    assert roles == ({"oomwatch", "oomwatch-annotate"} if annotate else {"oomwatch"})
+    base = {"oomwatch", "oomwatch-kube-rbac-proxy", "oomwatch-metrics-reader"}
+    assert roles == (base | {"oomwatch-annotate"} if annotate else base)
     kinds = {d["kind"] for d in docs}
     assert {"Namespace", "ServiceAccount", "ClusterRoleBinding", "DaemonSet", "Service",
-            "PodMonitor", "PrometheusRule"} <= kinds
+            "NetworkPolicy", "PodMonitor", "PrometheusRule"} <= kinds
+    policies = {"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
+    assert (policies <= kinds) is annotate  # the patch grant never ships without its policy
 
 
 @pytest.mark.parametrize("annotate", [False, True])
@@ -134,6 +140,9 @@ def test_agent_runs_unprivileged_and_only_the_relay_is_privileged() -> None:
     privileged = [name for name, c in containers().items()
                   if c.get("securityContext", {}).get("privileged")]
     assert privileged == ["kmsg-relay"]
+    proxy = containers()["kube-rbac-proxy"]["securityContext"]
+    assert proxy["runAsNonRoot"] is True and proxy["capabilities"] == {"drop": ["ALL"]}
+    assert proxy["readOnlyRootFilesystem"] is True and proxy["allowPrivilegeEscalation"] is False
     relay = containers()["kmsg-relay"]
     assert relay["command"] == ["python", "-m", "oomwatch.kmsg_relay"]
     assert {m["mountPath"] for m in relay["volumeMounts"]} == {"/dev/kmsg", "/run/oomwatch"}
@@ -151,7 +160,7 @@ def test_daemonset_mounts_env_probe_and_scheduling() -> None:
     agent = containers()["agent"]
     mounts = {m["name"]: m for m in agent["volumeMounts"]}
     assert mounts["cgroup"] == {"name": "cgroup", "mountPath": "/host/sys/fs/cgroup",
-                                "readOnly": True}
+                                "readOnly": True, "recursiveReadOnly": "Enabled"}
     assert mounts["relay"]["readOnly"] is True
     args = agent["args"]
     assert args[0] == "run" and "--node-name=$(NODE_NAME)" in args
@@ -161,8 +170,8 @@ def test_daemonset_mounts_env_probe_and_scheduling() -> None:
     (env,) = agent["env"]
     assert env == {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}
     probe = agent["livenessProbe"]["httpGet"]
-    assert probe == {"path": "/healthz", "port": "metrics"}
-    assert {"name": "metrics", "containerPort": 9717, "protocol": "TCP"} in agent["ports"]
+    assert probe == {"path": "/healthz", "port": "health"}
+    assert agent["ports"] == [{"name": "health", "containerPort": 9718, "protocol": "TCP"}]
     assert spec["tolerations"] == [{"operator": "Exists"}]
     assert spec["priorityClassName"] == "system-node-critical"
     assert agent["resources"]["requests"] == {"cpu": "20m", "memory": "80Mi"}
@@ -174,6 +183,17 @@ def test_podmonitor_scrapes_the_agent_with_honor_labels() -> None:
     (endpoint,) = monitor["spec"]["podMetricsEndpoints"]
     assert endpoint["honorLabels"] is True
     assert endpoint["path"] == "/metrics" and endpoint["port"] == "metrics"
+    # kube-rbac-proxy: TLS with its self-signed certificate, and a token allowed /metrics
+    assert endpoint["scheme"] == "https" and endpoint["tlsConfig"] == {"insecureSkipVerify": True}
+    credentials = endpoint["authorization"]["credentials"]
+    secret = one("Secret", credentials["name"])
+    assert secret["type"] == "kubernetes.io/service-account-token" and credentials["key"] == "token"
+    scraper = secret["metadata"]["annotations"]["kubernetes.io/service-account.name"]
+    reader = one("ClusterRoleBinding", "oomwatch-metrics-reader")
+    assert reader["subjects"] == [{"kind": "ServiceAccount", "name": scraper,
+                                   "namespace": "oomwatch"}]
+    assert one("ClusterRole", "oomwatch-metrics-reader")["rules"] == [
+        {"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
     pod_labels = one("DaemonSet")["spec"]["template"]["metadata"]["labels"]
     selector = monitor["spec"]["selector"]["matchLabels"]
     assert selector.items() <= pod_labels.items()
@@ -200,8 +220,8 @@ def test_report_commands_in_alerts_and_docs_read_the_agents_store() -> None:
     assert alert_commands and all("--store" in c for c in alert_commands), alert_commands
 
 
-def test_service_account_is_bound_to_both_cluster_roles() -> None:
-    for name in ("oomwatch", "oomwatch-annotate"):
+def test_service_account_is_bound_to_its_cluster_roles() -> None:
+    for name in ("oomwatch", "oomwatch-annotate", "oomwatch-kube-rbac-proxy"):
         binding = one("ClusterRoleBinding", name)
         assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io",
                                       "kind": "ClusterRole", "name": name}
@@ -222,3 +242,38 @@ def test_prometheusrule_is_structurally_sound_when_present() -> None:
         assert group["name"] and group["rules"]
         for item in group["rules"]:
             assert ("alert" in item) != ("record" in item) and item["expr"]
+
+
+def test_the_token_is_mounted_only_where_the_api_is_used() -> None:
+    """The privileged relay and the init step never hold the service-account token."""
+    spec = one("DaemonSet")["spec"]["template"]["spec"]
+    assert spec["automountServiceAccountToken"] is False
+    (volume,) = [v for v in spec["volumes"] if v["name"] == "api-token"]
+    sources = volume["projected"]["sources"]
+    assert sources[0]["serviceAccountToken"]["path"] == "token"
+    assert sources[1]["configMap"]["name"] == "kube-root-ca.crt"
+    holders = {name for name, c in containers().items()
+               if any(m["name"] == "api-token" for m in c.get("volumeMounts", []))}
+    assert holders == {"agent", "kube-rbac-proxy"}
+    for name in holders:
+        (mount,) = [m for m in containers()[name]["volumeMounts"] if m["name"] == "api-token"]
+        assert mount["mountPath"] == "/var/run/secrets/kubernetes.io/serviceaccount"
+        assert mount["readOnly"] is True
+
+
+def test_metrics_reach_scrapers_only_through_kube_rbac_proxy() -> None:
+    agent_args = containers()["agent"]["args"]
+    assert "--metrics-address=127.0.0.1:9717" in agent_args  # loopback: the pod only
+    assert "--health-address=0.0.0.0:9718" in agent_args
+    proxy = containers()["kube-rbac-proxy"]
+    assert "--upstream=http://127.0.0.1:9717/" in proxy["args"]
+    assert "--secure-listen-address=[$(POD_IP)]:9717" in proxy["args"]
+    assert "--allow-paths=/metrics" in proxy["args"]
+    assert proxy["ports"] == [{"name": "metrics", "containerPort": 9717, "protocol": "TCP"}]
+    assert one("Service")["spec"]["ports"][0]["targetPort"] == "metrics"
+    policy = one("NetworkPolicy")["spec"]
+    assert policy["policyTypes"] == ["Ingress"]
+    (rule,) = policy["ingress"]
+    assert rule["ports"] == [{"port": "metrics", "protocol": "TCP"}]  # not the health port
+    assert policy["podSelector"]["matchLabels"].items() <= one("DaemonSet")["spec"]["template"][
+        "metadata"]["labels"].items()

@@ -66,7 +66,9 @@ def _framework_pods(state_dir: Path) -> list[str | None]:
     except StoreError:
         return []  # not created yet
     try:
-        return [i.pod_uid for i in store.query() if i.kind == "framework"]
+        # The pod the file claims (unvouched in standalone mode: no pod identity taken)
+        return [(i.allocator or {})["claimed"]["pod_uid"]
+                for i in store.query() if i.kind == "framework"]  # fmt: skip
     finally:
         store.close()
 

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from oomwatch.incident import Incident, PodContext, Victim
-from oomwatch.probe.join import INIT_PID_NS_INO, FrameworkOomSource, ProbeEnricher
+from oomwatch.probe.framework import FrameworkOomSource
+from oomwatch.probe.join import INIT_PID_NS_INO, ProbeEnricher
 from oomwatch.probe.ring import RingWriter
 from oomwatch.probe.schema import FrameworkOomEvent, to_payload
 
@@ -109,24 +110,42 @@ def _write_oom(probe_dir: Path, meta: object = META, name: str = "1b2c-44.traine
     writer.close()
 
 
-def test_framework_oom_becomes_one_incident(probe_dir: Path) -> None:
+def test_framework_oom_becomes_one_incident_with_its_claims_as_text(probe_dir: Path) -> None:
     _write_oom(probe_dir)
     source = FrameworkOomSource(probe_dir)
     (incident,) = source.poll(now_wall_s=1_700_000_006.0)
     assert incident.kind == "framework"
-    assert incident.pod_uid == META.pod_uid and incident.container_id == CONTAINER_ID
-    assert incident.k8s is not None and incident.k8s.container == "trainer"
-    assert incident.k8s.namespace == "ml" and incident.k8s.pod == "trainer-0"
-    assert incident.qos_class == "burstable"
+    # Nothing backs the file's claims yet: no pod identity (the API may vouch later).
+    assert incident.pod_uid is None and incident.k8s is None and incident.task_memcg is None
     assert incident.invoker is not None and incident.invoker.pid == META.pid
     alloc = incident.allocator
     assert alloc is not None and alloc["framework"] == "torch-cuda"
+    assert alloc["identity"] == "unverified" and alloc["owner_uid"] == os.getuid()
+    assert alloc["claimed"] == {"pod_uid": META.pod_uid, "namespace": "ml", "pod": "trainer-0",
+                                "container": "trainer", "cgroup": META.cgroup}  # fmt: skip
     assert alloc["requested_bytes"] == 2 << 30 and alloc["phase"] == "grand_scoring"
     assert alloc["last_sample"]["step"] == 4
     assert "\x1b" not in alloc["message"] and "\\x1b[2J" in alloc["message"]
     assert source.poll(now_wall_s=1_700_000_007.0) == []  # reported once
     again = FrameworkOomSource(probe_dir).poll(now_wall_s=1_700_000_007.0)
     assert again[0].identity_key() == incident.identity_key()  # the store drops the repeat
+
+
+def test_a_per_pod_directory_vouches_for_its_pod_only_when_enforced(probe_dir: Path) -> None:
+    uid = "1b2c0000-4444"
+    (probe_dir / uid).mkdir()
+    _write_oom(probe_dir / uid, replace(META, pod_uid=uid, cgroup=None))
+    (unenforced,) = FrameworkOomSource(probe_dir).poll(now_wall_s=1_700_000_006.0)
+    assert unenforced.pod_uid is None
+    (incident,) = FrameworkOomSource(probe_dir, pod_dirs=True).poll(now_wall_s=1_700_000_006.0)
+    assert incident.pod_uid == uid and incident.allocator is not None
+    assert incident.allocator["identity"] == "pod_dir"
+    assert incident.allocator["file"] == f"{uid}/1b2c-44.trainer.ring"
+    # a file in pod A's directory that claims pod B is believed for neither
+    _write_oom(probe_dir / uid, replace(META, pod_uid="ffff0000-9999", cgroup=None), "b.ring")
+    lying = [i for i in FrameworkOomSource(probe_dir, pod_dirs=True).poll(1_700_000_006.0)
+             if i.allocator and i.allocator["file"].endswith("/b.ring")]  # fmt: skip
+    assert [i.pod_uid for i in lying] == [None]
 
 
 def test_a_file_claiming_another_pod_is_refused(

@@ -1,0 +1,138 @@
+"""The framework-OOM source: each CUDA/TensorFlow OOM a probe recorded, once, at a bounded rate.
+
+Any pod that can write the probe directory can fill it with OOM events (45 files x 256 events
+made 11,520 incidents, pushed a kernel kill out of the store and delayed the next one by
+seconds: issue 14).  So events pass a token bucket per source, the file's owner uid (which the
+kernel sets, not the writer), and one for the whole node; what the buckets refuse is counted
+and logged, never queued.  Kernel kills do not pass through here and are never delayed by it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import Counter
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
+from pathlib import Path
+
+from oomwatch.incident import Incident
+from oomwatch.probe.join import CONTRADICTED, WarnOnce, claims_consistent, framework_incident
+from oomwatch.probe.reader import ProbeDirReader, ReaderLimits
+
+log = logging.getLogger("oomwatch.probe.framework")
+
+SOURCE_BURST = 10  # framework OOMs one owner may report at once
+SOURCE_EVERY_S = 60.0  # then one per minute
+NODE_BURST = 60  # all owners together
+NODE_EVERY_S = 5.0
+MAX_SOURCES = 4096  # buckets kept (full, idle ones go first)
+
+
+@dataclass(slots=True)
+class _Bucket:
+    tokens: float
+    at_s: float
+
+
+class RateLimit:
+    """Token buckets: `burst` at once, then one per `every_s`, per key and for all keys."""
+
+    def __init__(
+        self,
+        burst: int = SOURCE_BURST,
+        every_s: float = SOURCE_EVERY_S,
+        total_burst: int = NODE_BURST,
+        total_every_s: float = NODE_EVERY_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._burst, self._every_s = burst, every_s
+        self._clock = clock
+        self._keys: dict[Hashable, _Bucket] = {}
+        self._total = _Bucket(float(total_burst), clock())
+        self._total_burst, self._total_every_s = total_burst, total_every_s
+
+    def allow(self, key: Hashable) -> bool:
+        now = self._clock()
+        bucket = self._keys.get(key)
+        if bucket is None:
+            if len(self._keys) >= MAX_SOURCES:
+                self._forget_full(now)
+            bucket = self._keys[key] = _Bucket(float(self._burst), now)
+        _refill(bucket, now, self._burst, self._every_s)
+        _refill(self._total, now, self._total_burst, self._total_every_s)
+        if bucket.tokens < 1 or self._total.tokens < 1:
+            return False
+        bucket.tokens -= 1
+        self._total.tokens -= 1
+        return True
+
+    def _forget_full(self, now: float) -> None:
+        for key, bucket in list(self._keys.items()):
+            _refill(bucket, now, self._burst, self._every_s)
+            if bucket.tokens >= self._burst:
+                del self._keys[key]
+        while len(self._keys) >= MAX_SOURCES:  # all busy: the oldest entry goes
+            del self._keys[next(iter(self._keys))]
+
+
+def _refill(bucket: _Bucket, now: float, burst: int, every_s: float) -> None:
+    bucket.tokens = min(float(burst), bucket.tokens + (now - bucket.at_s) / every_s)
+    bucket.at_s = now
+
+
+class FrameworkOomSource:
+    """Reports each framework OOM recorded in the probe directory once (per daemon run).
+
+    After a daemon restart the same events come again; the store drops them, since the
+    incident's store key (boot, time, file, owner) is the same.  `pod_dirs`: the deployment
+    enforces per-pod directories (oomwatch.probe.identity).
+    """
+
+    def __init__(
+        self,
+        probe_dir: Path,
+        *,
+        limits: ReaderLimits | None = None,
+        reader: ProbeDirReader | None = None,
+        pod_dirs: bool = False,
+        rate: RateLimit | None = None,
+    ) -> None:
+        self._reader = reader or ProbeDirReader(probe_dir, limits)
+        self._pod_dirs = pod_dirs
+        self._rate = rate or RateLimit()
+        self._seen: set[tuple[str, int, float, int]] = set()
+        self._warn = WarnOnce()
+        self.suppressed = 0
+
+    def poll(self, now_wall_s: float | None = None) -> list[Incident]:
+        now = time.time() if now_wall_s is None else now_wall_s
+        out: list[Incident] = []
+        present: set[tuple[str, int, float, int]] = set()
+        suppressed: Counter[int | None] = Counter()
+        for record in self._reader.read_all(now):
+            if not record.events:
+                continue
+            if not claims_consistent(record):
+                self._warn(record, CONTRADICTED)
+                continue
+            for event in record.events:
+                key = (record.name, record.meta.pid, record.meta.started_wall_s, event.seq)
+                present.add(key)
+                if key in self._seen:
+                    continue
+                if self._rate.allow(record.owner_uid):
+                    out.append(framework_incident(record, event, now, self._pod_dirs))
+                else:
+                    suppressed[record.owner_uid] += 1
+        self._seen = present  # files gone or refused are forgotten: the set stays bounded
+        if suppressed:
+            self.suppressed += sum(suppressed.values())
+            log.warning(
+                "framework OOMs over the rate limit, not recorded: %s",
+                ", ".join(f"{n} from owner uid {uid}" for uid, n in suppressed.most_common(5)),
+            )
+        return out
+
+    def close(self) -> None:
+        self._reader.close()

@@ -1,0 +1,263 @@
+"""`oomwatch run` (and `oomwatch report`) as subprocesses for the attack-table tests and
+bench/attacks.py (issue 14): an agent over a fake cgroup tree and a FIFO, kills written to
+it, its log lines with arrival times, its RSS and threads.
+
+The code runs from the tree given as `repo` (PYTHONPATH), so bench/attacks.py can measure
+the same attack on an older checkout (`git archive <commit> | tar -x -C /tmp/base`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+REPORT = (REPO / "tests" / "daemon" / "data" / "memcg_kill.kmsg").read_bytes()
+CONTAINER = next(
+    part.split(b"=", 1)[1].decode()
+    for line in REPORT.splitlines()
+    for part in line.split(b",")
+    if part.startswith(b"task_memcg=")
+)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def events_file(oom_kill: int) -> str:
+    return f"low 0\nhigh 0\nmax 0\noom {oom_kill}\noom_kill {oom_kill}\noom_group_kill 0\n"
+
+
+def make_tree(root: Path) -> Path:
+    """A cgroup v2 tree with the report's kubelet-like container path (one live process)."""
+    root.mkdir()
+    (root / "cgroup.controllers").write_text("cpu io memory pids\n")
+    path = root
+    parts = [p for p in CONTAINER.split("/") if p]
+    for depth, part in enumerate(parts, 1):
+        path = path / part
+        path.mkdir()
+        leaf = depth == len(parts)
+        (path / "memory.events").write_text(events_file(0))
+        (path / "memory.current").write_text("1048576\n")
+        (path / "memory.max").write_text("33554432\n" if leaf else "max\n")
+        (path / "memory.stat").write_text("anon 1048576\nfile 0\nshmem 0\n")
+        (path / "memory.oom.group").write_text("0\n")
+        (path / "cgroup.procs").write_text(f"{os.getpid()}\n" if leaf else "")
+        (path / "cgroup.events").write_text(f"populated {int(leaf)}\nfrozen 0\n")
+    return path
+
+
+def kill_records(seq0: int, ts_us: int, pid: int, extra_tasks: int = 0) -> bytes:
+    """The test report renumbered: kmsg seqs from `seq0`, time `ts_us`, victim `pid`, and
+    `extra_tasks` more task-table rows (a container with that many processes)."""
+    out: list[tuple[bytes, bytes]] = []
+    for line in REPORT.splitlines():
+        prefix, _, text = line.partition(b";")
+        level = prefix.split(b",")[0]
+        out.append((level, text.replace(b"9351", str(pid).encode())))
+        if text.startswith(b"[  pid  ]"):
+            out += [
+                (level, f"[{pid + 1 + i:7d}]  1000 {pid + 1 + i:5d}    28749    11453     9792"
+                        f"     1661         0   139264        0             0 worker-{i}".encode())
+                for i in range(extra_tasks)
+            ]
+    return b"".join(
+        b"%s,%d,%d,-;%s\n" % (level, seq0 + i, ts_us + i, text)
+        for i, (level, text) in enumerate(out)
+    )
+
+
+@dataclass
+class AgentProc:
+    proc: subprocess.Popen[bytes]
+    tmp: Path
+    port: int
+    container_dir: Path
+    fifo_fd: int
+    lines: list[tuple[float, dict[str, object]]] = field(default_factory=list)
+    stderr_lines: list[str] = field(default_factory=list)
+    kills: int = 0
+    seq: int = 100_000
+
+    @property
+    def probe_dir(self) -> Path:
+        return self.tmp / "probe"
+
+    @property
+    def state_dir(self) -> Path:
+        return self.tmp / "state"
+
+    def status(self) -> dict[str, int]:
+        """VmRSS, VmHWM (KiB) and Threads of the agent process."""
+        out: dict[str, int] = {}
+        with open(f"/proc/{self.proc.pid}/status") as fh:
+            for line in fh:
+                key, _, value = line.partition(":")
+                if key in ("VmRSS", "VmHWM", "Threads"):
+                    out[key] = int(value.split()[0])
+        return out
+
+    def get(self, path: str, timeout_s: float = 5.0) -> tuple[int, str]:
+        url = f"http://127.0.0.1:{self.port}{path}"
+        try:
+            with urllib.request.urlopen(url, timeout=timeout_s) as r:
+                return int(r.status), r.read().decode()
+        except OSError as exc:
+            return -1, str(exc)
+
+    def kill(self, extra_tasks: int = 0) -> float:
+        """A kernel kill through the FIFO and the container's counter; returns when written."""
+        self.kills += 1
+        records = kill_records(self.seq, 9_000_000_000 + self.kills * 10_000_000,
+                               20_000 + self.kills, extra_tasks)  # fmt: skip
+        self.seq += records.count(b"\n") + 10
+        written_at = time.monotonic()
+        view = memoryview(records)
+        while view:
+            try:
+                view = view[os.write(self.fifo_fd, view):]
+            except BlockingIOError:
+                time.sleep(0.001)
+        (self.container_dir / "memory.events").write_text(events_file(self.kills))
+        return written_at
+
+    def wait_line(
+        self, wanted: Callable[[dict[str, object]], bool], timeout_s: float
+    ) -> float | None:
+        """Arrival time (monotonic) of the first log line `wanted` accepts."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            for at, line in list(self.lines):
+                if wanted(line):
+                    return at
+            time.sleep(0.02)
+        return None
+
+
+def _collect(agent: AgentProc) -> None:
+    assert agent.proc.stdout is not None
+    for raw in agent.proc.stdout:
+        try:
+            agent.lines.append((time.monotonic(), json.loads(raw)))
+        except ValueError:
+            continue
+
+
+def _collect_err(agent: AgentProc) -> None:
+    assert agent.proc.stderr is not None
+    for raw in agent.proc.stderr:
+        agent.stderr_lines.append(raw.decode(errors="replace"))
+        del agent.stderr_lines[:-2000]
+
+
+def agent_command(repo: Path, tmp: Path, port: int, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "oomwatch.cli", "run",
+            "--state-dir", str(tmp / "state"), "--probe-dir", str(tmp / "probe"),
+            "--metrics-address", f"127.0.0.1:{port}", "--cgroup-root", str(tmp / "cgroup"),
+            "--kmsg", str(tmp / "kmsg.fifo"), "--node-name", "node-a", *extra]  # fmt: skip
+
+
+def agent_env(repo: Path, kubeconfig: Path | None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OOMWATCH_", "KUBE"))}
+    env["PYTHONPATH"] = str(repo)
+    if kubeconfig is not None:
+        env["KUBECONFIG"] = str(kubeconfig)
+    return env
+
+
+@contextmanager
+def running_agent(
+    repo: Path, tmp: Path, *extra: str, kubeconfig: Path | None = None, wait_healthy: bool = True
+) -> Iterator[AgentProc]:
+    """An agent over tmp/cgroup, tmp/kmsg.fifo, tmp/probe and tmp/state (created if absent)."""
+    container_dir = make_tree(tmp / "cgroup") if not (tmp / "cgroup").exists() else (
+        tmp / "cgroup" / CONTAINER.strip("/"))
+    (tmp / "probe").mkdir(exist_ok=True)
+    fifo = tmp / "kmsg.fifo"
+    if not fifo.exists():
+        os.mkfifo(fifo)
+    fifo_fd = os.open(fifo, os.O_RDWR | os.O_NONBLOCK)
+    port = free_port()
+    mode = [] if kubeconfig is not None else ["--standalone"]
+    proc = subprocess.Popen(agent_command(repo, tmp, port, *mode, *extra), cwd=repo,
+                            env=agent_env(repo, kubeconfig), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)  # fmt: skip
+    agent = AgentProc(proc, tmp, port, container_dir, fifo_fd)
+    for target in (_collect, _collect_err):
+        threading.Thread(target=target, args=(agent,), daemon=True).start()
+    try:
+        deadline = time.monotonic() + 60
+        while wait_healthy and agent.get("/healthz", 1.0)[0] != 200:
+            if proc.poll() is not None:
+                time.sleep(0.2)  # the collectors take the last lines
+                last = [json.dumps(line)[:300] for _, line in agent.lines[-2:]]
+                raise RuntimeError(f"agent exited {proc.returncode}: {last}"
+                                   + "".join(agent.stderr_lines)[-1000:])  # fmt: skip
+            if time.monotonic() > deadline:
+                raise RuntimeError("agent not healthy in 60 s")
+            time.sleep(0.2)
+        yield agent
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        os.close(fifo_fd)
+
+
+def peak_rss_kib(command: list[str], env: dict[str, str], cwd: Path, timeout_s: float,
+                 cap_kib: int, stdout: Path | None = None) -> dict[str, Any]:
+    """Run a command to its end and measure its peak RSS (its VmHWM, polled every 20 ms);
+    stop it at `timeout_s` or once its RSS passes `cap_kib` (the machine is shared).
+
+    Not wait4's ru_maxrss: that counts the caller's own RSS, forked before the exec."""
+    out = open(stdout, "wb") if stdout else subprocess.DEVNULL  # noqa: SIM115
+    started = time.monotonic()
+    proc = subprocess.Popen(command, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=out,
+                            stderr=subprocess.PIPE)  # fmt: skip
+    err_lines: list[bytes] = []
+    reader = threading.Thread(target=lambda: err_lines.extend(proc.stderr or []), daemon=True)
+    reader.start()
+    stopped, peak_kib = "", 0
+    while proc.poll() is None:
+        peak_kib = max(peak_kib, _status_kib(proc.pid, "VmHWM"))
+        elapsed = time.monotonic() - started
+        if not stopped and (peak_kib > cap_kib or elapsed > timeout_s):
+            stopped = f"stopped at {elapsed:.0f} s, RSS {peak_kib // 1024} MiB"
+            proc.kill()
+        time.sleep(0.02)
+    reader.join(5)
+    if stdout:
+        out.close()  # type: ignore[union-attr]
+    return {"rc": proc.returncode, "seconds": round(time.monotonic() - started, 1),
+            "peak_rss_mib": round(peak_kib / 1024, 1), "stopped": stopped,
+            "stderr": b"".join(err_lines).decode(errors="replace")[-500:]}  # fmt: skip
+
+
+def _status_kib(pid: int, key: str) -> int:
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            for line in fh:
+                if line.startswith(key + ":"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
