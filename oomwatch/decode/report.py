@@ -182,7 +182,11 @@ def _memcg_evidence(report: ReportState) -> str | None:
 def meminfo_line(report: ReportState, message: str) -> None:
     """A line before the task table of a report without a kill yet: the stack's pid line,
     and for a global OOM show_mem's `Mem-Info:`, page counts, `Node` and buddy lines."""
-    if message.startswith("Mem-Info"):
+    # show_mem's first line: `Mem-Info:` (`Mem-info:` in 2.6.1x), or in 2.6.2x kernels that
+    # print no such line, the first per-cpu pageset header (`Node 2 DMA per-cpu:`).
+    if message.startswith(("Mem-Info", "Mem-info")) or (
+        not report.mem_info and message.endswith(" per-cpu:")
+    ):
         report.stage = MEMINFO
         report.mem_info = True
         report.header_evidence = True
