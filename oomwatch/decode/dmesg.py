@@ -87,7 +87,7 @@ def dmesg_stamp(s: str) -> Stamp | None:
     """
     pos, level = 0, None
     first = s[:1]
-    if "]: " in s[:320]:
+    if first != "[" and "]: " in s[:320]:
         talos = _TALOS.match(s)
         if talos is not None:
             return _talos(talos)
@@ -163,20 +163,34 @@ def dmesg_record(
 ) -> LogRecord:
     """The kernel record of line `s` after its (not foreign) `stamp`; `outer_wall`: the
     stamp of a log that carried the dmesg line (a collector's, a CRI log's)."""
-    body = s[stamp.end :].strip()
-    monotonic = _MONOTONIC_KERNEL.match(body) if stamp.kernel_time_s is not None else None
+    if stamp.wall_time or stamp.time_text:
+        return LogRecord(
+            s[stamp.end :].strip(),
+            "dmesg-T",
+            kernel_time_s=stamp.kernel_time_s,
+            wall_time=stamp.wall_time,
+            level=stamp.level,
+            line_no=line_no,
+            time_text=stamp.time_text,
+        )
+    return numeric_record(s, stamp.end, stamp.kernel_time_s, stamp.level, line_no, outer_wall)
+
+
+def numeric_record(
+    s: str, end: int, kernel_time_s: float | None, level: int | None, line_no: int | None,
+    outer_wall: str | None = None,
+) -> LogRecord:
+    """The record of a line whose dmesg prefix ends at `end` and carries no wall clock
+    (the hot path: `[ 1234.567890] msg`); journalctl -o short-monotonic's `host kernel: `
+    after the stamp makes it a journal line."""
+    body = s[end:].strip()
+    monotonic = _MONOTONIC_KERNEL.match(body) if kernel_time_s is not None else None
     if monotonic:
-        source_format, body = "journal", body[monotonic.end() :]
-    elif stamp.wall_time or stamp.time_text:
-        source_format = "dmesg-T"
-    else:
-        source_format = "dmesg"
+        return LogRecord(
+            body[monotonic.end() :], "journal", kernel_time_s=kernel_time_s,
+            wall_time=outer_wall, level=level, line_no=line_no,
+        )
     return LogRecord(
-        body,
-        source_format,
-        kernel_time_s=stamp.kernel_time_s,
-        wall_time=stamp.wall_time or (None if stamp.time_text else outer_wall),
-        level=stamp.level,
+        body, "dmesg", kernel_time_s=kernel_time_s, wall_time=outer_wall, level=level,
         line_no=line_no,
-        time_text=stamp.time_text,
     )

@@ -25,7 +25,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 
 from oomwatch.decode import lines as L
-from oomwatch.decode.dmesg import Stamp, dmesg_record, dmesg_stamp
+from oomwatch.decode.dmesg import Stamp, dmesg_record, dmesg_stamp, numeric_record
 from oomwatch.decode.records import MAX_MESSAGE_CHARS, LogRecord, kmsg_record_from_text
 from oomwatch.decode.stamps import YearClock, banner_time, iso_offset
 
@@ -248,6 +248,10 @@ class LineParser:
             if unix:
                 return self._from_unix(unix, s, line_no)
         elif first == "[" or first == "<":
+            dmesg = _DMESG.match(s)  # the common `[ 1234.567890] msg`, without a Stamp
+            if dmesg:
+                level = int(dmesg.group(1)) if dmesg.group(1) else None
+                return numeric_record(s, dmesg.end(), float(dmesg.group(2)), level, line_no)
             stamp = dmesg_stamp(s)
             if stamp is not None:
                 return self._from_dmesg(stamp, s, line_no)
@@ -262,16 +266,16 @@ class LineParser:
             stamp = dmesg_stamp(s)  # dmesg -x: `kern  :warn  : ...`
             if stamp is not None:
                 return self._from_dmesg(stamp, s, line_no)
-        if "]: " in s[:320]:
-            stamp = dmesg_stamp(s)  # `talosctl dmesg`
-            if stamp is not None:
-                return self._from_dmesg(stamp, s, line_no)
         bsd = _BSD_SYSLOG.match(s)
         if bsd:
             return self._from_bsd(bsd, s, line_no)
         full = _FULL_JOURNAL.match(s)
         if full:
             return self._from_full(full, s, line_no)
+        if "]: " in s[:320]:
+            stamp = dmesg_stamp(s)  # `talosctl dmesg`
+            if stamp is not None:
+                return self._from_dmesg(stamp, s, line_no)
         anywhere = _DMESG_ANYWHERE.search(s, 0, 200)
         if anywhere:
             return LogRecord(
