@@ -187,6 +187,9 @@ class ReportAssembler:
                 report = None
         if not self._report_line(record, message, done):
             self._detail_line(record, message, done)
+        report = self._report
+        if report is not None and report.stamped is None and record.source_format != "plain":
+            report.stamped = record
 
     def _far(self, report: ReportState, record: LogRecord, message: str) -> bool:
         """Whether the line's kernel time is too far from the report's (else it moves on)."""
@@ -288,6 +291,9 @@ class ReportAssembler:
                 return
             report.in_stats = False
         if message.startswith("["):
+            if report is not None and "mem_cgroup_out_of_memory" in message:
+                meminfo_line(report, message)  # an old-style `[<addr>] fn+0x..` frame
+                return
             self._task_line(record, message, done)
             return
         if report is not None:
@@ -319,6 +325,7 @@ class ReportAssembler:
         ):
             report = self._start(record, SUMMARY, done)
         add_summary(report, summary)
+        report.summary_record = record
 
     def _killed(
         self, record: LogRecord, killed: tuple[str | None, Victim], done: list[Incident]

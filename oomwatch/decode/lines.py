@@ -95,6 +95,10 @@ _OOM_KILL_HEAD = re.compile(
     r"(?:,cpuset=(?P<cpuset>.*?),mems_allowed=(?P<mems>[\d,\-]*))?$",
     _S,
 )
+# The memcg OOM path's own entry point in a call trace (3.x-6.x), as a frame the unwinder
+# is sure of: x86 ` mem_cgroup_out_of_memory+0x..`, `[<addr>] mem_cgroup_out_of_memory+..`,
+# arm's `... from mem_cgroup_out_of_memory+..`; a `? ` frame is a stale guess.
+_MEMCG_OOM_FRAME = re.compile(r"(?<!\? )\bmem_cgroup_out_of_memory(?:\.\w+)?\+0x")
 _PID_UID_TAIL = re.compile(r",pid=(\d{1,20}),uid=(\d{1,20})\s*$")
 
 
@@ -137,6 +141,11 @@ def _parse_invoked_abridged(message: str) -> tuple[Invoker, str | None] | None:
         oom_score_adj=int(adj.group(1)) if adj else None,
     )
     return invoker, "the `invoked oom-killer` line is abridged: fields it lacks are unknown"
+
+
+def is_memcg_oom_frame(message: str) -> bool:
+    """A call-trace line through mem_cgroup_out_of_memory(): the OOM is a memcg's."""
+    return _MEMCG_OOM_FRAME.search(message) is not None
 
 
 def parse_cpu_pid(message: str) -> int | None:

@@ -51,6 +51,11 @@ class ReportState:
     inline_sum: dict[str, int] = field(default_factory=dict)
     nodes: list[dict[str, int]] = field(default_factory=list)
     kill_record: LogRecord | None = None
+    summary_record: LogRecord | None = None
+    # The first line with a log prefix (a report's first line may have lost its stamp in a
+    # paste): its format is the report's, its time the report's when nothing was killed.
+    stamped: LogRecord | None = None
+    memcg_trace: bool = False  # the call trace runs through mem_cgroup_out_of_memory()
     kill_message: str | None = None
     summary: OomKillLine | None = None
     memsw: tuple[int, int] | None = None
@@ -169,13 +174,19 @@ def _memcg_evidence(report: ReportState) -> str | None:
         return "the memcg stats"
     if message.startswith("memory cgroup"):
         return "the kill message"
+    if report.memcg_trace:
+        return "the call trace (mem_cgroup_out_of_memory)"
     return None
 
 
 def meminfo_line(report: ReportState, message: str) -> None:
     """A line before the task table of a report without a kill yet: the stack's pid line,
     and for a global OOM show_mem's `Mem-Info:`, page counts, `Node` and buddy lines."""
-    if message.startswith("Mem-Info"):
+    # show_mem's first line: `Mem-Info:` (`Mem-info:` in 2.6.1x), or in 2.6.2x kernels that
+    # print no such line, the first per-cpu pageset header (`Node 2 DMA per-cpu:`).
+    if message.startswith(("Mem-Info", "Mem-info")) or (
+        not report.mem_info and message.endswith(" per-cpu:")
+    ):
         report.stage = MEMINFO
         report.mem_info = True
         report.header_evidence = True
@@ -189,6 +200,8 @@ def meminfo_line(report: ReportState, message: str) -> None:
         pid = L.parse_cpu_pid(message)
         if pid is not None and report.incident.invoker.pid is None:
             report.incident.invoker.pid = pid
+        elif "mem_cgroup_out_of_memory" in message and L.is_memcg_oom_frame(message):
+            report.memcg_trace = True
 
 
 def _kind(report: ReportState) -> IncidentKind:
@@ -246,11 +259,11 @@ def finish(report: ReportState) -> Incident:
             Victim(pid=summary.pid, comm=summary.task or "", uid=summary.uid)
         )
         incident.notes.append("victim known only from the oom-kill: summary line")
-    anchor = report.kill_record or report.first
+    anchor = report.kill_record or report.summary_record or report.stamped or report.first
     incident.kernel_time_s = anchor.kernel_time_s
     incident.wall_time = anchor.wall_time
     incident.kmsg_seq = anchor.kmsg_seq
-    incident.source_format = report.first.source_format
+    incident.source_format = (report.stamped or report.first).source_format
     if report.journal and incident.source_format == "syslog":
         incident.source_format = "journal"
     _date(report, anchor)

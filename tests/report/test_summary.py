@@ -110,7 +110,8 @@ def test_every_corpus_verdict_is_one_sentence_to_read_aloud() -> None:
     for incident in incidents:
         line = verdict(incident)
         assert len(line) <= VERDICT_MAX_CHARS, line
-        assert line.endswith(".") and "\n" not in line and line[0].isalnum()
+        # it starts with the victim's name, which may be `(resolved)` (corpus 74)
+        assert line.endswith(".") and "\n" not in line and not line[0].isspace()
         assert verdict_code(incident) in {
             *(f.code for f in incident.findings), "no-kill", "limit-unknown"
         }
