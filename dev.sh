@@ -29,6 +29,11 @@ setup_test_extras() {
   command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
   command -v chromium >/dev/null 2>&1 || missing+=(chromium)
   command -v npm >/dev/null 2>&1 || missing+=(npm)
+  # the cgroup v2 lab VM (tests/vm): QEMU, a static busybox for its initramfs, cpio to pack it
+  command -v qemu-system-x86_64 >/dev/null 2>&1 || missing+=(qemu-system-x86)
+  dpkg-query -W -f='${Status}' busybox-static 2>/dev/null | grep -q " installed" \
+    || missing+=(busybox-static)
+  command -v cpio >/dev/null 2>&1 || missing+=(cpio)
   if [ ${#missing[@]} -gt 0 ]; then
     apt-get update -q
     DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
@@ -65,6 +70,9 @@ case "${1:-}" in
     need_root
     setup_python
     shift
+    echo "dev.sh: $("$VENV/bin/python" -c 'import sys
+from oomwatch.cgroups.discovery import describe_memory_hierarchies as describe
+print(describe(sys.argv[1]))' /sys/fs/cgroup)" >&2
     exec "$VENV/bin/oomwatch" run --standalone --state-dir "${OOMWATCH_STATE_DIR:-./state}" "$@"
     ;;
   test)

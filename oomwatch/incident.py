@@ -220,6 +220,12 @@ class Incident:
     victims: list[Victim] = field(default_factory=list)
     group_kill: bool = False
     group_cgroup: str | None = None
+    # Kills the kernel counted for this incident in `oom_kill` (memory.events, /proc/vmstat):
+    # one per `Killed process` line.  A memory.oom.group kill prints (and counts) its primary
+    # victim twice, as victim and as group member (mm/oom_kill.c oom_kill_process), so this
+    # is len(victims) + 1 there; members "already exiting" are skipped and not counted.  (A
+    # text log stamped to the second shows the repeat as a duplicate line, counted once.)
+    kills_counted: int | None = None
     header_suppressed: bool = False
     # How `task_memcg` was established; None for incidents that did not need attributing
     # (framework OOMs, evictions) and for records from before attribution existed.

@@ -17,6 +17,10 @@ Rules (why they are what they are):
   current counters: that ancestor already accounts for anything earlier.  One with no watched
   ancestor, and every v1 cgroup (v1 counters are local, nothing above counts them), starts
   from zero: a non-zero counter at first sight is a kill that happened before we found it.
+- At a restart from a checkpoint, a v2 cgroup the checkpoint does not know (made, or found,
+  after it was saved) starts from zero when its ancestor's gain since the checkpoint covers
+  its counters: the kills happened while we were down, and belong to it, not the ancestor
+  (a real 6.1 kill -9 in a burst put them at the QoS slice, pod UID lost: tests/v2).
 """
 
 from __future__ import annotations
@@ -159,6 +163,8 @@ class CounterBook:
                     zero = False
                 elif cg.version == 1 or parent is None:
                     zero = True
+                elif not self._started and from_zero.get(parent) is False:
+                    zero = _within(reading, self._unreported(self._entries[parent]))
                 else:  # under a cgroup added in this same call: inherit its decision
                     zero = from_zero.get(parent, False)
                 baseline = ZERO if zero else reading

@@ -235,6 +235,7 @@ class Agent:
             else None,
             state_dir=str(self.config.state_dir),
             cgroup_hierarchies=[h.mount_path for h in self.watcher.hierarchies],
+            cgroup_versions=[h.version for h in self.watcher.hierarchies],
             cgroups_watched=len(self.cgroups.watched),
             oom_notifications=self.watcher.witness.failure or "watched",
             standalone=self.kube is None,

@@ -147,7 +147,7 @@ def _take_incidents(
         )
         attribute(incident, method, "certain", [cgroup], "named by the kernel's report")
         work.out.ready.append(incident)
-        for _ in range(max(1, len(incident.victims))):
+        for _ in range(incident.kills_counted or max(1, len(incident.victims))):
             work.claims.append(
                 Claim((cgroup,), incident.kernel_time_s, now_s + work.keep_s, now_s)
             )

@@ -328,11 +328,13 @@ class ReportAssembler:
         if report is not None and report.incident.victims and report.incident.group_kill:
             if all(v.pid != victim.pid for v in report.incident.victims):
                 report.incident.victims.append(victim)
+            report.incident.kills_counted = (report.incident.kills_counted or 0) + 1
             return
         if report is None or report.incident.victims:
             report = self._start(record, KILLED, done)
         report.stage = KILLED
         report.incident.victims.append(victim)
+        report.incident.kills_counted = 1
         report.kill_record = record
         report.kill_message = kill_message or report.kill_message
 

@@ -7,6 +7,8 @@ cgroup; where it leaves several, it is ambiguous and names them -- never a guess
 
 from __future__ import annotations
 
+import pytest
+
 from oomwatch.cgroups.oom_events import OomSignal, Sighting
 from oomwatch.daemon.reconcile import (
     AMBIGUOUS_WAIT_S,
@@ -258,12 +260,29 @@ def test_counter_does_not_match_a_log_kill_of_another_cgroup() -> None:
 
 
 def test_group_kill_counts_each_victim() -> None:
+    """Without the decoder's count (an incident stored before it had one): one per victim."""
     group = full(CTR_A, 10.0, 100)
     group.victims.append(Victim(pid=101, comm="w"))
     group.group_kill = True
     r = reconcile(ReconcileState(), [group], [], 10.4)
     assert r.ready == [group]
     r = reconcile(r.state, [], news(counted(CTR_A, 2, 10.5, group=1), at=10.45), 10.5)
+    assert r.ready == [] and settles(r)
+
+
+@pytest.mark.parametrize("members", [1, 3])
+def test_group_kill_explains_the_primary_victims_second_count(members: int) -> None:
+    """The real kernel (6.1, 6.12, tests/v2) counts the primary victim of a memory.oom.group
+    kill twice in oom_kill: memory.events showed oom_kill 4 for three processes.  That second
+    count is no kill without a report (it made a spurious kmsg_missing incident per group
+    kill -- on cgroup v2, where kubelet sets memory.oom.group, per container kill)."""
+    group = full(CTR_A, 10.0, 100)
+    group.victims += [Victim(pid=101 + i, comm="w") for i in range(members - 1)]
+    group.group_kill = True
+    group.kills_counted = members + 1
+    r = reconcile(ReconcileState(), [group], [], 10.4)
+    assert r.ready == [group]
+    r = reconcile(r.state, [], news(counted(CTR_A, members + 1, 10.5, group=1), at=10.45), 10.5)
     assert r.ready == [] and settles(r)
 
 

@@ -183,25 +183,37 @@ def test_burst_of_twenty_across_four_memcgs_is_recorded_exactly_once(
     assert suppressed and all(i.pod_uid and i.victim for i in suppressed)
 
 
-def test_kill_9_mid_burst_and_restart_loses_and_doubles_nothing(
-    scratch: ScratchMemcg, start_daemon: Callable[..., DaemonProcess], tmp_path: Path
+def kill_9_mid_burst_and_restart(
+    scratch: ScratchMemcg,
+    start_daemon: Callable[..., DaemonProcess],
+    state_dir: Path,
+    make: Callable[[ScratchMemcg], tuple[Memcg, str, str]],
+    *,
+    memcgs: int = 4,
+    children: int = 5,
+    comm: str = "h4-r",
+    settle_s: float = 15.0,
 ) -> None:
-    seed_cursor_at_log_end(tmp_path / "state")
+    """`children` kills in each of `memcgs` containers; the agent is killed with SIGKILL
+    after the second and restarted when all are done: each kill recorded once, in its pod
+    or ambiguous among candidates that include it."""
+    seed_cursor_at_log_end(state_dir)
     daemon = start_daemon()
-    made = [container(scratch) for _ in range(4)]
-    memcgs = [m for m, _, _ in made]
+    made = [make(scratch) for _ in range(memcgs)]
     uid_of = {m.relpath: uid for m, uid, _ in made}
+    total = memcgs * children
     wait_rate_limit_window()  # full reports (and the names they list) for the first kills
     hogs = [
-        spawn_hog(m, mode="child-worker", mb=96, comm=f"h4-r{i}", children=5, linger_s=0.5)
-        for i, m in enumerate(memcgs)
+        spawn_hog(m, mode="child-worker", mb=96, comm=f"{comm}{i}", children=children,
+                  linger_s=0.5)
+        for i, (m, _, _) in enumerate(made)
     ]
-    hogs[0].wait_for_count("child-exit", 2, timeout_s=30)
+    hogs[0].wait_for_count("child-exit", 2, timeout_s=60)
     daemon.signal(signal.SIGKILL)
     daemon.proc.wait(10)
     pids: list[int] = []
     for hog in hogs:
-        hog.wait_for_count("child-exit", 5, timeout_s=60)
+        hog.wait_for_count("child-exit", children, timeout_s=120)
         pids += hog.child_pids
         hog.wait(30)
     restarted = start_daemon()
@@ -209,13 +221,13 @@ def test_kill_9_mid_burst_and_restart_loses_and_doubles_nothing(
 
     def all_in() -> bool:
         mine[:] = incidents_for(restarted.state_dir, set(pids), scratch)
-        return len(mine) >= 20
+        return len(mine) >= total
 
-    assert wait_for(all_in, 15.0), f"{len(mine)} of 20 incidents"
+    assert wait_for(all_in, settle_s), f"{len(mine)} of {total} incidents"
     time.sleep(3.0)
     mine = incidents_for(restarted.state_dir, set(pids), scratch)
     victims = [i.victim.pid for i in mine if i.victim]
-    assert len(mine) == 20 and sorted(victims) == sorted(set(victims))
+    assert len(mine) == total and sorted(victims) == sorted(set(victims))
     # Every kill lands in its own container where the kernel's evidence places it, and is
     # ambiguous -- no pod, its true container among the candidates -- where it cannot (the
     # counters of the kills made while no agent ran were first read all at once).
@@ -232,6 +244,12 @@ def test_kill_9_mid_burst_and_restart_loses_and_doubles_nothing(
     ambiguous = sum(1 for i in mine if i.attribution and i.attribution.ambiguous)
     print(f"kill -9: {sum(i.header_suppressed for i in mine)} header-less, "
           f"{ambiguous} ambiguous, {sum(i.kmsg_missing for i in mine)} counter-only")
+
+
+def test_kill_9_mid_burst_and_restart_loses_and_doubles_nothing(
+    scratch: ScratchMemcg, start_daemon: Callable[..., DaemonProcess], tmp_path: Path
+) -> None:
+    kill_9_mid_burst_and_restart(scratch, start_daemon, tmp_path / "state", container)
 
 
 def _overrun_ring(total_bytes: int) -> int:

@@ -33,12 +33,7 @@ pytestmark = pytest.mark.kernel
 
 
 def _full(capture: KillCapture) -> Incident:
-    incidents = capture.incidents()
-    assert len(incidents) == 1, (incidents, capture.records)
-    [incident] = incidents
-    if incident.header_suppressed:
-        pytest.fail("the kernel rate-limited the report twice (others' kills in the window)")
-    return diagnose(annotate(incident))
+    return diagnose(annotate(capture.full_incident()))
 
 
 def _codes(incident: Incident) -> set[str]:
