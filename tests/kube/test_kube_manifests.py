@@ -245,3 +245,16 @@ def test_metrics_reach_scrapers_only_through_kube_rbac_proxy() -> None:
     assert rule["ports"] == [{"port": "metrics", "protocol": "TCP"}]  # not the health port
     assert policy["podSelector"]["matchLabels"].items() <= one("DaemonSet")["spec"]["template"][
         "metadata"]["labels"].items()
+
+
+def test_the_documented_overlay_gives_the_operator_objects_a_selector_label(
+    tmp_path: Path,
+) -> None:
+    """daemonset/README.md's overlay for kube-prometheus-stack's `release:` selectors."""
+    blocks = re.findall(r"```yaml\n(.*?)```", (DAEMONSET_DIR / "README.md").read_text(), re.S)
+    (overlay,) = [yaml.safe_load(b) for b in blocks if "PodMonitor|PrometheusRule" in b]
+    overlay["resources"] = [os.path.relpath(DAEMONSET_DIR, tmp_path)]
+    (tmp_path / "kustomization.yaml").write_text(yaml.safe_dump(overlay))
+    docs = kustomize(tmp_path)
+    labelled = {d["kind"] for d in docs if d["metadata"]["labels"].get("release")}
+    assert labelled == {"PodMonitor", "PrometheusRule"}
