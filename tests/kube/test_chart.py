@@ -188,6 +188,11 @@ def test_custom_values_reach_every_place_they_name() -> None:
     assert spec["imagePullSecrets"] == custom["imagePullSecrets"]
     assert spec["nodeSelector"] == custom["nodeSelector"]
     assert spec["tolerations"] == custom["tolerations"]
+    assert spec["affinity"] == custom["affinity"]
+    assert spec["priorityClassName"] == custom["priorityClassName"]
+    (daemonset,) = [d for d in docs if d["kind"] == "DaemonSet"]
+    assert daemonset["spec"]["template"]["metadata"]["annotations"] == custom["podAnnotations"]
+    assert daemonset["spec"]["updateStrategy"]["rollingUpdate"]["maxUnavailable"] == 3
     agent = container(docs, "agent")
     assert agent["resources"] == custom["agent"]["resources"]
     assert agent["args"][-1] == "--probe-allowed-uids=1000"
@@ -255,6 +260,13 @@ def test_every_object_carries_helms_labels_and_only_the_name_selects() -> None:
 def test_the_schema_refuses_bad_values(setting: str, complaint: str) -> None:
     with pytest.raises(RenderError, match=re.escape(complaint)):
         helm_template(sets=[setting])
+
+
+def test_clusters_older_than_1_30_are_refused() -> None:
+    """ValidatingAdmissionPolicy v1 (annotate) and the recursiveReadOnly field came in 1.30."""
+    with pytest.raises(RenderError, match="kubeVersion"):
+        helm("template", "oomwatch", str(CHART_DIR), "--kube-version", "1.29.9")
+    assert documents(helm("template", "oomwatch", str(CHART_DIR), "--kube-version", "1.30.0"))
 
 
 def test_the_packaged_chart_carries_the_linked_files(tmp_path: Path) -> None:
