@@ -252,17 +252,16 @@ def _victim_text(incident: Incident, container: str | None) -> str:
     if not victims:
         return f"OOM kill{where} at {scope} (victim not in the kernel log)"
     victim = victims[0]
-    rss_kb = sum(
-        v or 0 for v in (victim.anon_rss_kb, victim.file_rss_kb, victim.shmem_rss_kb)
+    rss_bytes = sum(
+        v or 0 for v in (victim.anon_rss_bytes, victim.file_rss_bytes, victim.shmem_rss_bytes)
     )
-    rss = f", rss {_mib(rss_kb * 1024)}" if rss_kb else ""
+    rss = f", rss {_mib(rss_bytes)}" if rss_bytes else ""
     return f"OOM killer killed {victim.comm} (pid {victim.pid}{rss}){where} at {scope}"
 
 
 def _usage_text(incident: Incident) -> str | None:
-    usage_kb = incident.memcg.usage_kb if incident.memcg else None
-    limit_kb = incident.memcg.limit_kb if incident.memcg else None
-    limit = limit_kb * 1024 if limit_kb is not None else None
+    usage = incident.memcg.usage_bytes if incident.memcg else None
+    limit = incident.memcg.limit_bytes if incident.memcg else None
     if limit is None and incident.k8s is not None:
         scope_limit = (
             incident.k8s.pod_memory_limit_bytes
@@ -270,11 +269,11 @@ def _usage_text(incident: Incident) -> str | None:
             else incident.k8s.container_memory_limit_bytes
         )
         limit = scope_limit if incident.limit_scope in ("container", "pod") else None
-    if usage_kb is None:
+    if usage is None:
         return f"limit {_mib(limit)}" if limit is not None else None
     if limit is None:
-        return f"usage {_mib(usage_kb * 1024)}"
-    return f"usage {_mib(usage_kb * 1024)} of limit {_mib(limit)}"
+        return f"usage {_mib(usage)}"
+    return f"usage {_mib(usage)} of limit {_mib(limit)}"
 
 
 def _dominant_text(incident: Incident) -> str | None:
@@ -315,12 +314,8 @@ def annotation_value(incident: Incident, now: datetime, container: str | None) -
         "victim": escape_control(victim.comm) if victim else None,
         "pid": victim.pid if victim else None,
         "scope": incident.limit_scope,
-        "usage_bytes": incident.memcg.usage_kb * 1024
-        if incident.memcg and incident.memcg.usage_kb is not None
-        else None,
-        "limit_bytes": incident.memcg.limit_kb * 1024
-        if incident.memcg and incident.memcg.limit_kb is not None
-        else None,
+        "usage_bytes": incident.memcg.usage_bytes if incident.memcg else None,
+        "limit_bytes": incident.memcg.limit_bytes if incident.memcg else None,
         "container_survived": incident.container_survived,
     }
     compact = {k: v for k, v in summary.items() if v is not None}

@@ -11,8 +11,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from oomwatch.diagnosis.evidence import (
-    KIB,
-    UNLIMITED_BYTES,
     charged_bytes,
     fmt_bytes,
     limit_bytes,
@@ -46,10 +44,6 @@ class Table:
 
 def kind_words(kind: str) -> str:
     return _KIND_WORDS.get(kind, f"{kind} kill")
-
-
-def _kb(value: int | None) -> str:
-    return fmt_bytes(value * KIB) if value is not None else "?"
 
 
 def when(incident: Incident) -> str:
@@ -92,8 +86,10 @@ def _where(incident: Incident) -> list[tuple[str, str]]:
 def victim_text(victim: Victim) -> str:
     text = f"{victim.comm} (pid {victim.pid}"
     text += f", uid {victim.uid})" if victim.uid is not None else ")"
-    text += f" anon-rss {_kb(victim.anon_rss_kb)} file-rss {_kb(victim.file_rss_kb)}"
-    text += f" shmem-rss {_kb(victim.shmem_rss_kb)} total-vm {_kb(victim.total_vm_kb)}"
+    text += f" anon-rss {fmt_bytes(victim.anon_rss_bytes)}"
+    text += f" file-rss {fmt_bytes(victim.file_rss_bytes)}"
+    text += f" shmem-rss {fmt_bytes(victim.shmem_rss_bytes)}"
+    text += f" total-vm {fmt_bytes(victim.total_vm_bytes)}"
     if victim.oom_score_adj is not None:
         text += f" oom_score_adj {victim.oom_score_adj}"
     return text
@@ -117,14 +113,12 @@ def limit_text(incident: Incident) -> str | None:
         text += f" ({pct(usage, limit)})"
     if memcg.failcnt is not None:
         text += f", failcnt {memcg.failcnt}"
-    if memcg.swap_usage_kb is not None:
-        swap_limit = memcg.swap_limit_kb
-        unlimited = swap_limit is not None and swap_limit * KIB >= UNLIMITED_BYTES
-        text += f"; swap {_kb(memcg.swap_usage_kb)}"
-        if swap_limit is not None:
-            text += " of unlimited" if unlimited else f" of {_kb(swap_limit)}"
-    if memcg.kmem_usage_kb is not None:
-        text += f"; kmem {_kb(memcg.kmem_usage_kb)}"
+    if memcg.swap_usage_bytes is not None:
+        text += f"; swap {fmt_bytes(memcg.swap_usage_bytes)}"
+        if memcg.swap_limit_bytes is not None:
+            text += f" of {fmt_bytes(memcg.swap_limit_bytes)}"
+    if memcg.kmem_usage_bytes is not None:
+        text += f"; kmem {fmt_bytes(memcg.kmem_usage_bytes)}"
     return text
 
 

@@ -82,8 +82,8 @@ def dominant(incident: Incident) -> tuple[str, str]:
         name, size, whole = part
         return name, f"{name} {pct(size, whole)}"
     victim = incident.victim
-    if victim is not None and victim.anon_rss_kb is not None:
-        return "rss", f"rss {fmt_bytes(victim.anon_rss_kb * 1024)}"
+    if victim is not None and victim.anon_rss_bytes is not None:
+        return "rss", f"rss {fmt_bytes(victim.anon_rss_bytes)}"
     return "?", "?"
 
 

@@ -22,6 +22,8 @@ from oomwatch.incident import (
 from oomwatch.sinks.log import LogSink, setup_logging
 from oomwatch.store import IncidentStore, iso_to_epoch_s
 
+MiB = 1 << 20
+
 UID = "0f3c2a8e-1b2d-4c5e-9f10-112233445566"
 CID = "a" * 64
 CTR = f"/kubepods/burstable/pod{UID}/{CID}"
@@ -216,8 +218,8 @@ def test_counter_only_kill_gets_the_last_sample_before_its_counter_moved(
     [got] = sink.got
     assert got.kmsg_missing and frozen_at == [counted_wall]
     assert got.wall_time is not None and iso_to_epoch_s(got.wall_time) == counted_wall
-    assert got.memcg is not None and got.memcg.usage_kb == 30 * 1024
-    assert got.memcg.limit_kb == 32 * 1024 and got.memcg_sampled
+    assert got.memcg is not None and got.memcg.usage_bytes == 30 * MiB
+    assert got.memcg.limit_bytes == 32 * MiB and got.memcg_sampled
     assert got.breakdown_bytes is not None and got.breakdown_bytes.anon == 29 << 20
     assert any("not numbers the kernel printed" in note for note in got.notes)
     assert got.oom_group_enabled is True
@@ -240,17 +242,18 @@ def test_header_suppressed_kill_gets_sampled_usage_at_its_kernel_time(
     pipe.process([bare], CgroupNews([CounterKills(CTR, 1, clock.mono)], counted_at_s=clock.mono))
     [got] = sink.got
     assert got.task_memcg == CTR and got.pod_uid == UID and frozen_at == [clock.wall - 1.0]
-    assert got.memcg_sampled and got.memcg == MemcgUsage(usage_kb=31 * 1024, limit_kb=32 * 1024)
+    assert got.memcg_sampled and got.memcg == MemcgUsage(usage_bytes=31 * MiB, limit_bytes=32 * MiB)
 
 
 def test_kernel_printed_usage_is_never_replaced_by_a_sample(tmp_path: Path, clock: Clock) -> None:
     sample = TimelineSample(clock.wall - 0.5, 1 << 20, 2 << 20)
     pipe, sink = make(tmp_path, clock, timeline_for=lambda rel, at: Timeline(samples=[sample]))
     kill = memcg_kill(7, 99.9)
-    kill.memcg = MemcgUsage(usage_kb=32768, limit_kb=32768)
+    kill.memcg = MemcgUsage(usage_bytes=32 * MiB, limit_bytes=32 * MiB)
     pipe.process([kill])
     [got] = sink.got
-    assert got.memcg == MemcgUsage(usage_kb=32768, limit_kb=32768) and not got.memcg_sampled
+    assert got.memcg == MemcgUsage(usage_bytes=32 * MiB, limit_bytes=32 * MiB)
+    assert not got.memcg_sampled
 
 
 def test_drain_at_shutdown_stores_waiting_bare_kill(tmp_path: Path, clock: Clock) -> None:

@@ -356,5 +356,5 @@ def test_oomwatch_demo_records_and_prints_a_real_kill() -> None:
     assert incident.kind == "memcg" and incident.victim is not None
     assert incident.victim.comm == "demo-hog" and incident.limit_scope == "container"
     assert incident.pod_uid and incident.container_id and incident.boot_id
-    assert incident.memcg is not None and incident.memcg.limit_kb == 32 * 1024
+    assert incident.memcg is not None and incident.memcg.limit_bytes == 32 << 20
     assert incident.timeline is not None and incident.timeline.samples  # it saw the growth

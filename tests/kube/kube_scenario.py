@@ -35,13 +35,13 @@ def kill(pid: int = 4242, comm: str = "python", t: float = 1234.5, **kwargs: Any
     fields: dict[str, Any] = dict(
         kind="memcg", constraint="CONSTRAINT_MEMCG", kernel_time_s=t,
         oom_memcg=memcg, task_memcg=memcg,
-        memcg=MemcgUsage(usage_kb=262144, limit_kb=262144, failcnt=12),
+        memcg=MemcgUsage(usage_bytes=262144 * 1024, limit_bytes=262144 * 1024, failcnt=12),
         breakdown_bytes=Breakdown(anon=260_000_000, file=1_000_000, shmem=0, thp=0,
                                   kernel=2_000_000),
         tasks=[TaskRow(pid=pid, name=comm, rss_pages=63000), TaskRow(pid=7, name="sh",
                                                                         rss_pages=200)],
-        victims=[Victim(pid=pid, comm=comm, anon_rss_kb=255000, file_rss_kb=1200,
-                        shmem_rss_kb=0)],
+        victims=[Victim(pid=pid, comm=comm, anon_rss_bytes=255000 * 1024,
+                        file_rss_bytes=1200 * 1024, shmem_rss_bytes=0)],
         pod_uid=UID, container_id=CID, qos_class="burstable", limit_scope="container",
         cgroup_driver="cgroupfs", runtime="containerd", container_survived=False,
     )

@@ -96,7 +96,7 @@ def test_global_oom_without_a_pod_goes_on_the_node(
     kube = make_kube()
     node_kill = Incident(kind="global", constraint="CONSTRAINT_NONE", kernel_time_s=99.0,
                          limit_scope="global", victims=[Victim(pid=881, comm="containerd",
-                                                               anon_rss_kb=1024)])
+                                                               anon_rss_bytes=1024 * 1024)])
     assert kube.enricher.enrich(node_kill) is True  # nothing to wait for
     kube.sink.emit(node_kill)
     (body,) = event_for(fake_api)

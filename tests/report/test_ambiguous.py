@@ -17,7 +17,7 @@ REASON = "two cgroups' oom_kill counters rose at its time"
 def ambiguous() -> Incident:
     incident = Incident(
         kind="memcg", kernel_time_s=10.0, header_suppressed=True,
-        victims=[Victim(pid=4242, comm="python3", anon_rss_kb=40000)],
+        victims=[Victim(pid=4242, comm="python3", anon_rss_bytes=40000 * 1024)],
         attribution=Attribution("counter", "ambiguous",
                                 [AttributionCandidate(A), AttributionCandidate(B)], REASON),
     )

@@ -37,7 +37,10 @@ CONTRACT_KEYS = {
     "recommendation",
 }
 INVOKER_KEYS = {"comm", "pid", "gfp_mask", "order", "oom_score_adj"}
-MEMCG_KEYS = {"usage_kb", "limit_kb", "failcnt", "swap_usage_kb", "swap_limit_kb", "kmem_usage_kb"}
+MEMCG_KEYS = {
+    "usage_bytes", "limit_bytes", "failcnt", "swap_usage_bytes", "swap_limit_bytes",
+    "kmem_usage_bytes",
+}
 BREAKDOWN_KEYS = {"anon", "file", "shmem", "thp", "kernel"}
 TASK_KEYS = {
     "pid",
@@ -49,19 +52,19 @@ TASK_KEYS = {
     "rss_file_pages",
     "rss_shmem_pages",
     "pgtables_bytes",
-    "swapents",
+    "swapents_pages",
     "oom_score_adj",
     "name",
 }
 VICTIM_KEYS = {
     "pid",
     "comm",
-    "total_vm_kb",
-    "anon_rss_kb",
-    "file_rss_kb",
-    "shmem_rss_kb",
+    "total_vm_bytes",
+    "anon_rss_bytes",
+    "file_rss_bytes",
+    "shmem_rss_bytes",
     "uid",
-    "pgtables_kb",
+    "pgtables_bytes",
     "oom_score_adj",
 }
 CID = "a" * 64

@@ -124,7 +124,9 @@ HOSTILE = st.text(alphabet="\x1b[2J\u202e界 abc", min_size=15, max_size=15)
 @settings(max_examples=60, deadline=None)
 @given(HOSTILE, HOSTILE, st.integers(0, 8), st.booleans())
 def test_verdict_fits_whatever_the_names(comm: str, pod: str, more: int, named: bool) -> None:
-    victims = [Victim(pid=4_194_304 + n, comm=comm, anon_rss_kb=1 << 30) for n in range(more + 1)]
+    victims = [
+        Victim(pid=4_194_304 + n, comm=comm, anon_rss_bytes=1 << 40) for n in range(more + 1)
+    ]
     incident = Incident(
         kind="memcg",
         limit_scope="container",
@@ -132,7 +134,7 @@ def test_verdict_fits_whatever_the_names(comm: str, pod: str, more: int, named: 
         oom_memcg="/kubepods/burstable/pod" + "a" * 36 + "/" + "f" * 64,
         pod_uid="a" * 36,
         container_id="f" * 64,
-        memcg=MemcgUsage(usage_kb=1 << 30, limit_kb=1 << 30),
+        memcg=MemcgUsage(usage_bytes=1 << 40, limit_bytes=1 << 40),
         victims=victims,
         k8s=PodContext(namespace=pod * 4, pod=pod * 8, container=pod) if named else None,
     )
