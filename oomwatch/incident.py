@@ -270,6 +270,10 @@ class Incident:
     # --- added by diagnosis ---
     findings: list[Finding] = field(default_factory=list)
     recommendation: dict[str, Any] | None = None
+    # The sentence every output leads with, and its code for tables
+    # (oomwatch.diagnosis.verdict); None until diagnosed.
+    verdict: str | None = None
+    verdict_code: str | None = None
     # Lines of the report the decoder could not place; kept for the post-mortem.
     notes: list[str] = field(default_factory=list)
 

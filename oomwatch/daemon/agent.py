@@ -20,6 +20,7 @@ import select
 import threading
 import time
 from collections import OrderedDict
+from datetime import UTC, datetime
 from typing import Any
 
 from oomwatch.cgroups import CgroupWatcher, TimelineSampler, WatchedCgroup
@@ -30,6 +31,8 @@ from oomwatch.daemon.host import dying, live_pids
 from oomwatch.daemon.kernel_log import KernelLog
 from oomwatch.daemon.pipeline import Pipeline
 from oomwatch.daemon.reconcile import CgroupFacts, is_kernel_kill
+from oomwatch.diagnosis.history import History
+from oomwatch.diagnosis.trends import CRASH_LOOP_WINDOW_S
 from oomwatch.incident import Incident, TimelineSample
 from oomwatch.sinks import http
 from oomwatch.sinks.log import LogSink, get_logger
@@ -107,6 +110,7 @@ class Agent:
             enrich_wait_s=config.enrich_wait_s,
             cgroup_facts=self._cgroup_facts,
             kernel_offset_s=self.kmsg.clock.offset_s,
+            history=self._history(),
         )
         if checkpoint is not None:
             self.pipeline.state = self.checkpoints.restored_state(checkpoint, time.monotonic())
@@ -166,6 +170,17 @@ class Agent:
         )
         enricher: Enricher = ProbeEnricher(probe_dir, reader=reader)
         return enricher
+
+    def _history(self) -> History:
+        """The crash-loop window's stored kills, so a restarted agent diagnoses the next kill
+        of a crash-looping container as `oomwatch report --store` does."""
+        since = datetime.fromtimestamp(time.time() - CRASH_LOOP_WINDOW_S, UTC)
+        history = History()
+        try:
+            history.remember_all(self.store.iter_query(since=since))
+        except Exception:
+            self.log.exception("store_history_unreadable")
+        return history
 
     def _kernel_kills_for(self, container_id: str, since_s: float, until_s: float) -> int:
         """(Kubernetes thread) kernel kills stored for a container; the store serializes."""

@@ -1,8 +1,8 @@
 """`--json`: exactly `{"incidents": [...], "warnings": [...]}` with the contract keys.
 
-Every Incident field is present (null when unknown); `verdict`, `verdict_code` and `unknown`
-are added so a machine reader gets the same one-line answer, the code the text summary shows,
-and the same list of gaps as a person.  The document is written one incident at a time, so a
+Every Incident field is present (null when unknown), among them the diagnosis's `verdict`
+and `verdict_code`; `unknown` is added so a machine reader gets the same list of gaps as a
+person.  The document is written one incident at a time, so a
 store or log of any size streams through.
 """
 
@@ -13,15 +13,12 @@ import json
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TextIO
 
-from oomwatch.diagnosis import unknowns, verdict
-from oomwatch.diagnosis.verdict import verdict_code
+from oomwatch.diagnosis import unknowns
 from oomwatch.incident import Incident
 
 
 def incident_json(incident: Incident) -> dict[str, Any]:
     data = incident.to_dict()
-    data["verdict"] = verdict(incident)
-    data["verdict_code"] = verdict_code(incident)
     data["unknown"] = unknowns(incident)
     return data
 
