@@ -142,6 +142,7 @@ class Agent:
                 annotate=self.config.annotate_pods,
                 submit=self.submit,
                 kernel_kills_for=self._kernel_kills_for,
+                state_dir=str(self.config.state_dir),
             )
         except Exception as exc:
             self.log.warning("standalone", reason=f"no Kubernetes cluster reachable: {exc}")
