@@ -99,6 +99,8 @@ def where(incident: Incident) -> str:
     elif incident.pod_uid:
         cid = f" container {incident.container_id[:12]}" if incident.container_id else ""
         text = f"pod uid {incident.pod_uid}{cid}"
+    elif incident.attribution is not None and incident.attribution.ambiguous:
+        text = incident.attribution.describe()  # no pod is charged: name every candidate
     else:
         path = incident.task_memcg or incident.group_cgroup or incident.oom_memcg
         text = f"cgroup {path}" if path else "an unknown cgroup"

@@ -276,12 +276,33 @@ def test_log_line_fields_and_escaping(tmp_path: Path, clock: Clock) -> None:
     pipe.process([evil])
     lines = [json.loads(line) for line in out.getvalue().splitlines()]
     [line] = [entry for entry in lines if entry["event"] == "oom_kill"]
-    assert line["pod_uid"] == UID and line["container_id"] == CID
-    assert line["victim_pid"] == 8 and line["limit_scope"] == "container"
-    assert line["victim_comm"].startswith("x\\x0a") and "\x1b" not in line["victim_comm"]
-    for key in ("group_kill", "container_survived", "kmsg_missing", "usage_bytes", "breakdown",
-                "memcg_sampled", "oom_group_enabled"):
+    assert line["k8s.pod.uid"] == UID and line["container.id"] == CID
+    assert line["process.pid"] == 8 and line["limit_scope"] == "container"
+    comm = line["process.executable.name"]
+    assert comm.startswith("x\\x0a") and "\x1b" not in comm
+    [stored] = pipe.store.query()
+    assert line["message"] == stored.verdict and "\n" not in line["message"]
+    assert line["verdict_code"] == "limit-container"
+    assert line["findings"] == [f.code for f in stored.findings]
+    assert stored.recommendation is None and "recommendation" not in line  # no usage line
+    for key in ("group_kill", "kmsg_missing", "memcg_sampled", "kernel_time_s", "wall_time",
+                "detected_at", "k8s.node.name"):
         assert key in line
+    # Unknown facts are left out, never null: no pod names (no Kubernetes), no survival
+    # check, no usage or breakdown (the report had no `memory:` line or stats).
+    assert None not in json_values(line)
+    for absent in ("k8s.pod.name", "k8s.namespace.name", "container_survived", "notes",
+                   "usage_bytes", "limit_bytes", "breakdown"):
+        assert absent not in line
+
+
+def json_values(value: object) -> list[object]:
+    """Every scalar in a JSON document, however nested."""
+    if isinstance(value, dict):
+        return [v for item in value.values() for v in json_values(item)]
+    if isinstance(value, list):
+        return [v for item in value for v in json_values(item)]
+    return [value]
 
 
 def test_waiting_says_when_deadlines_need_the_loop(tmp_path: Path, clock: Clock) -> None:

@@ -147,9 +147,12 @@ def test_real_kill_produces_an_event_on_the_pod(
     if "rate-limited-report" not in event["note"]:  # a whole report names the limit it hit
         assert "was killed at its container memory limit of 64 MiB" in event["note"]
         assert "e2e-hog" in event["note"] and " Advice: " in event["note"]
-    line = daemon.wait_line(lambda ln: ln.get("pod") == "trainer-0", timeout_s=10)
-    assert (line["event"], line["namespace"], line["container"]) == ("oom_kill", "ml", "app")
-    assert line["pod_uid"] == pod_uid and line["container_id"] == container_id
+    line = daemon.wait_line(lambda ln: ln.get("k8s.pod.name") == "trainer-0", timeout_s=10)
+    assert (line["event"], line["k8s.namespace.name"], line["k8s.container.name"]) == (
+        "oom_kill", "ml", "app")
+    assert line["k8s.job.name"] == "trainer" and line["k8s.node.name"] == NODE
+    assert line["message"] == event["note"].split(" Advice: ")[0].split(" Findings: ")[0]
+    assert line["k8s.pod.uid"] == pod_uid and line["container.id"] == container_id
 
 
 @pytest.fixture
