@@ -383,7 +383,16 @@ def upgrade_v1(data: dict[str, Any]) -> dict[str, Any]:
         if isinstance(t, dict) else t
         for t in tasks
     ]
+    data["findings"] = [  # 0.1.0's evidence: usage_kb, limit_kb, total_vm_kb
+        {**f, "evidence": _kb_to_bytes(f["evidence"], _kb_names(f["evidence"]))}
+        if isinstance(f, dict) and isinstance(f.get("evidence"), dict) else f
+        for f in data.get("findings") or []
+    ]
     return data
+
+
+def _kb_names(record: dict[str, Any]) -> tuple[str, ...]:
+    return tuple(k.removesuffix("_kb") for k in record if k.endswith("_kb"))
 
 
 def _kb_to_bytes(record: dict[str, Any], names: tuple[str, ...]) -> dict[str, Any]:

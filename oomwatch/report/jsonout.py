@@ -1,4 +1,5 @@
-"""`--json`: exactly `{"incidents": [...], "warnings": [...]}` with the contract keys.
+"""`--json`: exactly `{"schema_version": 2, "incidents": [...], "warnings": [...]}`, the
+contract that schemas/report.schema.json describes (and every test validates against).
 
 Every Incident field is present (null when unknown), among them the diagnosis's `verdict`
 and `verdict_code`; `unknown` is added so a machine reader gets the same list of gaps as a
@@ -14,7 +15,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TextIO
 
 from oomwatch.diagnosis import unknowns
-from oomwatch.incident import Incident
+from oomwatch.incident import JSON_SCHEMA_VERSION, Incident
 
 
 def incident_json(incident: Incident) -> dict[str, Any]:
@@ -32,7 +33,7 @@ def _dumps(value: Any, indent: int) -> str:
 def write(out: TextIO, incidents: Iterable[Incident], warnings: Callable[[], list[str]]) -> None:
     """Write the document as `render` would, incident by incident; `warnings()` is asked at
     the end (reading the input is what finds them)."""
-    out.write('{\n  "incidents": [')
+    out.write(f'{{\n  "schema_version": {JSON_SCHEMA_VERSION},\n  "incidents": [')
     count = 0
     for incident in incidents:
         out.write(("\n" if count == 0 else ",\n") + "    " + _dumps(incident_json(incident), 4))

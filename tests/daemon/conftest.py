@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from contract import validate_stored
 
 from oomwatch.incident import Incident
 from oomwatch.lab.fixtures import memcg_v1, scratch
@@ -32,12 +33,16 @@ def free_port() -> int:
 
 
 def stored(state_dir: Path) -> list[Incident]:
-    """Every incident the agent stored, read as `oomwatch report --store` would."""
+    """Every incident the agent stored, read as `oomwatch report --store` would, each
+    validated against the JSON contract (schemas/report.schema.json)."""
     reader = IncidentStore.open_readonly(state_dir)
     try:
-        return reader.query()
+        incidents = reader.query()
     finally:
         reader.close()
+    for incident in incidents:
+        validate_stored(incident.to_dict())
+    return incidents
 
 
 def wait_for(check: Callable[[], bool], timeout_s: float) -> bool:
