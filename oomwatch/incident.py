@@ -142,6 +142,13 @@ class TimelineSample:
     shmem_bytes: int | None = None
     thp_bytes: int | None = None
     kernel_bytes: int | None = None
+    # Page cache the kernel reclaims first; usage minus it is the working set (what
+    # kubelet and cAdvisor call container_memory_working_set_bytes).
+    inactive_file_bytes: int | None = None
+
+    @property
+    def working_set_bytes(self) -> int:
+        return max(self.usage_bytes - (self.inactive_file_bytes or 0), 0)
 
 
 @dataclass(slots=True)

@@ -375,19 +375,26 @@ class Agent:
         for cg, sample in samples:
             labels = self._labels(cg.identity.pod_uid, cg.identity.container_id)
             if labels is not None:
-                self.metrics.set_container_memory(labels, sample.usage_bytes, sample.limit_bytes)
+                self.metrics.set_container_memory(
+                    labels, sample.usage_bytes, sample.limit_bytes, sample.working_set_bytes
+                )
         self.metrics.forget_stale(now_wall)
 
     def _labels(self, pod_uid: str | None, container_id: str | None) -> SeriesLabels | None:
         if not pod_uid:
             return None
-        namespace = pod = container = ""
         info = self.kube.cache.get(pod_uid) if self.kube is not None else None
-        if info is not None:
-            namespace, pod = info.namespace, info.name
-            found = info.container_by_id(container_id) if container_id else None
-            container = found.name if found is not None else ""
-        return SeriesLabels(namespace, pod, container, pod_uid)
+        if info is None:
+            return SeriesLabels(pod_uid=pod_uid)
+        found = info.container_by_id(container_id) if container_id else None
+        return SeriesLabels(
+            info.namespace,
+            info.name,
+            found.name if found is not None else "",
+            pod_uid,
+            info.owner_name or "",
+            (info.owner_kind or "").lower(),
+        )
 
     def _checkpoint(self) -> None:
         """Save how far the log is handled with the counter levels and the pending
