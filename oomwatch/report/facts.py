@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from oomwatch.diagnosis.evidence import (
     charged_bytes,
@@ -207,4 +208,48 @@ def facts(incident: Incident) -> list[tuple[str, str]]:
         pid = f" (pid {inv.pid})" if inv.pid is not None else ""
         shown = " ".join(f"{k}={v}" for k, v in fields if v is not None)
         rows.append(("invoker", f"{inv.comm or '?'}{pid} {shown}"))
+    if (allocator := allocator_text(incident.allocator)) is not None:
+        rows.append(("allocator", allocator))
     return rows
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _size(data: dict[str, Any], key: str) -> str | None:
+    value = data.get(key)
+    ok = isinstance(value, int) and not isinstance(value, bool)
+    return fmt_bytes(value) if ok else None
+
+
+def allocator_text(alloc: dict[str, Any] | None) -> str | None:
+    """The trainer probe's view joined to the kill or OOM: framework and device, where in
+    training, the allocator at its last sample, and the CUDA snapshot's free blocks."""
+    if not alloc:
+        return None
+    parts = [" ".join(str(alloc[k]) for k in ("framework", "device") if alloc.get(k))
+             or "trainer probe"]  # fmt: skip
+    where = [f"{k} {alloc[k]}" for k in ("phase", "epoch", "step", "batch_size")
+             if alloc.get(k) is not None]  # fmt: skip
+    if where:
+        parts.append(" ".join(where))
+    last = _dict(alloc.get("last_sample"))
+    cuda = _dict(last.get("cuda"))
+    figures = [f"{label} {value}" for label, value in (
+        ("process rss", _size(last, "rss_bytes")),
+        ("allocated", _size(cuda, "allocated_bytes") or _size(alloc, "allocated_bytes")),
+        ("reserved", _size(cuda, "reserved_bytes")),
+        ("asked for", _size(alloc, "requested_bytes")),
+        ("device free", _size(alloc, "free_bytes")),
+    ) if value]  # fmt: skip
+    if figures:
+        parts.append(", ".join(figures))
+    snap = _dict(alloc.get("snapshot"))
+    if snap:
+        parts.append(
+            f"snapshot: {snap.get('segments')} segments, {_size(snap, 'reserved_bytes')}"
+            f" reserved, largest free block {_size(snap, 'largest_free_block_bytes')},"
+            f" fragmentation {snap.get('fragmentation')}"
+        )
+    return "; ".join(parts)

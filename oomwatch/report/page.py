@@ -107,6 +107,8 @@ def _body(incident: Incident, n: int) -> str:
     """Everything the text block of one incident shows, in the same order."""
     sampled = incident.timeline is not None and incident.timeline.samples
     plot_title = "Memory before the kill" if sampled else "Memory at the kill"
+    if not sampled and (incident.allocator or {}).get("device_samples"):
+        plot_title = "Device memory before the out-of-memory error"
     parts = [
         f'<p class="verdict" id="verdict-{n}">{_e(incident.verdict or "?")}</p>',
         _findings(incident),
