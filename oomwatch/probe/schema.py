@@ -158,20 +158,10 @@ _KINDS: dict[str, str] = {
 }
 
 
-def _parse_nested(name: str, value: Any, keys: tuple[str, ...]) -> dict[str, Any]:
-    if type(value) is not dict:
-        raise SchemaError(f"{name}: expected an object")
-    unknown = set(value) - set(keys)
-    if unknown:
-        raise SchemaError(f"{name}: unknown keys {sorted(unknown)[:3]}")
-    out: dict[str, Any] = {}
-    for key, item in value.items():
-        out[key] = _check(f"{name}.{key}", item, "text" if key == "device" else "int")
-    return out
-
-
-def _parse_keyed(name: str, value: Any, kinds: dict[str, str]) -> dict[str, Any]:
-    """A closed object whose values have the given kinds (None allowed for any)."""
+def _parse_keyed(
+    name: str, value: Any, kinds: dict[str, str], nullable: bool = False
+) -> dict[str, Any]:
+    """A closed object whose values have the given kinds (None too, where `nullable`)."""
     if type(value) is not dict:
         raise SchemaError(f"{name}: expected an object")
     unknown = set(value) - set(kinds)
@@ -180,7 +170,7 @@ def _parse_keyed(name: str, value: Any, kinds: dict[str, str]) -> dict[str, Any]
     out: dict[str, Any] = {}
     for key, item in value.items():
         kind = kinds[key]
-        if item is None:
+        if item is None and nullable:
             out[key] = None
         elif kind == "segments":
             if type(item) is not list or len(item) > MAX_SEGMENTS:
@@ -202,12 +192,12 @@ def _from_payload(cls: type[Any], payload: dict[str, Any], seq: int | None) -> A
     for key, value in payload.items():
         if value is None:
             continue
-        if key == "cuda":
-            kwargs[key] = _parse_nested(key, value, CUDA_KEYS)
-        elif key == "tf":
-            kwargs[key] = _parse_nested(key, value, TF_KEYS)
+        if key in ("cuda", "tf"):
+            keys = CUDA_KEYS if key == "cuda" else TF_KEYS
+            kinds = {k: "text" if k == "device" else "int" for k in keys}
+            kwargs[key] = _parse_keyed(key, value, kinds)
         elif key == "snapshot":
-            kwargs[key] = _parse_keyed(key, value, SNAPSHOT_KEYS)
+            kwargs[key] = _parse_keyed(key, value, SNAPSHOT_KEYS, nullable=True)
         elif key.endswith("_bytes"):
             kwargs[key] = _check(key, value, "int")
         else:

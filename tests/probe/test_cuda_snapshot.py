@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from oomwatch.incident import Incident, Timeline, TimelineSample
 from oomwatch.probe import probe as probe_module
 from oomwatch.probe.join import framework_incident
 from oomwatch.probe.reader import ProbeDirReader
+from oomwatch.probe.schema import FrameworkOomEvent, SchemaError, event_from_payload, to_payload
 from oomwatch.probe.snapshot import summarize_segments
 from oomwatch.report import facts, page
 
@@ -168,3 +170,20 @@ def test_the_device_has_its_own_axis_in_the_html_plot(
     device_ticks = re.findall(r'class="tick tick-device"[^>]*>([^<]*)<', html)
     assert host_ticks[-1].endswith("MiB") and device_ticks[-1].endswith("GiB")
     assert html.count('<polyline class="allocator-') == 2
+
+
+def test_the_daemon_refuses_a_forged_snapshot() -> None:
+    """The snapshot comes from a file any pod can write: a closed schema, like every field."""
+    good = summarize_segments(SEGMENTS, 0)
+    event = FrameworkOomEvent(wall_s=1.0, mono_s=1.0, framework="torch-cuda", message="x",
+                              snapshot=good)  # fmt: skip
+    assert event_from_payload(to_payload(event), seq=1).snapshot == good
+    for forged, why in (
+        ({**(good or {}), "owner": "root"}, "unknown keys"),
+        ({**(good or {}), "fragmentation": 3.5}, "fragmentation"),
+        ({**(good or {}), "reserved_bytes": -1}, "reserved_bytes"),
+        ({**(good or {}), "largest_segments": [{}] * 9}, "at most 8 segments"),
+        ({**(good or {}), "largest_segments": [{"total_bytes": "1"}]}, "total_bytes"),
+    ):
+        with pytest.raises(SchemaError, match=why):
+            event_from_payload(to_payload(replace(event, snapshot=forged)), seq=1)
