@@ -171,8 +171,8 @@ def fits(kill: WaitingKill, rise: Rise, witnesses: Witnesses, slack_s: float) ->
             return False  # the counter had not moved yet when this kill was printed
     victim = kill.incident.victim
     limit = witnesses.limits_bytes.get(rise.cgroup)
-    if victim is not None and victim.anon_rss_kb is not None and limit is not None:
-        return victim.anon_rss_kb * 1024 <= limit * LIMIT_MARGIN + LIMIT_SLACK_BYTES
+    if victim is not None and victim.anon_rss_bytes is not None and limit is not None:
+        return victim.anon_rss_bytes <= limit * LIMIT_MARGIN + LIMIT_SLACK_BYTES
     return True
 
 

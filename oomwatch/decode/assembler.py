@@ -369,11 +369,11 @@ class ReportAssembler:
         report = self._report
         if which == "memory":
             memcg = report.incident.memcg if report is not None else None
-            if memcg is not None and memcg.usage_kb is not None:
+            if memcg is not None and memcg.usage_bytes is not None:
                 report = self._start(record, MEMINFO, done)
             else:
                 report = self._continue(record, MEMINFO, done)
-            report.incident.memcg = MemcgUsage(usage_kb, limit_kb, failcnt)
+            report.incident.memcg = MemcgUsage(L.kib(usage_kb), L.limit_kib(limit_kb), failcnt)
             report.header_evidence = True
             return
         if report is not None and report.stage <= MEMINFO and not report.incident.victims:

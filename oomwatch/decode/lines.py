@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from oomwatch.incident import Invoker, Victim
+from oomwatch.incident import UNLIMITED_BYTES, Invoker, Victim
 
 _S = re.S  # names may hold newlines (a /dev/kmsg `\x0a` inside a comm)
 
@@ -100,6 +100,17 @@ _OOM_KILL_HEAD = re.compile(
 # arm's `... from mem_cgroup_out_of_memory+..`; a `? ` frame is a stale guess.
 _MEMCG_OOM_FRAME = re.compile(r"(?<!\? )\bmem_cgroup_out_of_memory(?:\.\w+)?\+0x")
 _PID_UID_TAIL = re.compile(r",pid=(\d{1,20}),uid=(\d{1,20})\s*$")
+
+
+def kib(value: int | None) -> int | None:
+    """kB as the kernel prints them -> bytes (the incident's one unit)."""
+    return None if value is None else value * 1024
+
+
+def limit_kib(value: int) -> int | None:
+    """A printed limit in kB -> bytes; None for the kernel's "no limit" (its maximum)."""
+    size = value * 1024
+    return None if size >= UNLIMITED_BYTES else size
 
 
 def _int(value: str | None) -> int | None:
@@ -268,12 +279,12 @@ def parse_killed(message: str) -> tuple[str | None, Victim] | None:
     victim = Victim(
         pid=int(match.group("pid")),
         comm=match.group("comm"),
-        total_vm_kb=_int(match.group("vm")),
-        anon_rss_kb=_int(match.group("anon")),
-        file_rss_kb=_int(match.group("file")),
-        shmem_rss_kb=_int(match.group("shmem")),
+        total_vm_bytes=kib(_int(match.group("vm"))),
+        anon_rss_bytes=kib(_int(match.group("anon"))),
+        file_rss_bytes=kib(_int(match.group("file"))),
+        shmem_rss_bytes=kib(_int(match.group("shmem"))),
         uid=_int(match.group("uid") or match.group("uid_old") or match.group("uid_rh7")),
-        pgtables_kb=_int(match.group("pgt")),
+        pgtables_bytes=kib(_int(match.group("pgt"))),
         oom_score_adj=_int(match.group("adj")),
     )
     return match.group("msg"), victim

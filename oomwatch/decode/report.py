@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from oomwatch.decode import lines as L
-from oomwatch.decode.lines import OomKillLine
+from oomwatch.decode.lines import OomKillLine, kib, limit_kib
 from oomwatch.decode.records import LogRecord
 from oomwatch.decode.stamps import YearClock
 from oomwatch.decode.stats import is_byte_stat, memcg_breakdown, node_breakdown
@@ -102,9 +102,9 @@ def add_usage(report: ReportState, which: str, usage_kb: int, limit_kb: int) -> 
     memcg = report.incident.memcg or MemcgUsage()
     report.incident.memcg = memcg
     if which == "swap":
-        memcg.swap_usage_kb, memcg.swap_limit_kb = usage_kb, limit_kb
+        memcg.swap_usage_bytes, memcg.swap_limit_bytes = kib(usage_kb), limit_kib(limit_kb)
     elif which == "kmem":
-        memcg.kmem_usage_kb = usage_kb
+        memcg.kmem_usage_bytes = kib(usage_kb)
     else:
         report.memsw = (usage_kb, limit_kb)
 
@@ -115,10 +115,10 @@ def add_reaped(report: ReportState, pid: int, comm: str, anon_kb: int) -> None:
     incident = report.incident
     for victim in incident.victims:
         if victim.pid == pid:
-            victim.reaped_anon_rss_kb = anon_kb
+            victim.reaped_anon_rss_bytes = kib(anon_kb)
             return
     if not incident.victims and report.header_evidence:
-        incident.victims.append(Victim(pid=pid, comm=comm, reaped_anon_rss_kb=anon_kb))
+        incident.victims.append(Victim(pid=pid, comm=comm, reaped_anon_rss_bytes=kib(anon_kb)))
         incident.notes.append(
             f"victim pid {pid} known only from its oom_reaper line (no kill line seen)"
         )
@@ -275,22 +275,22 @@ def finish(report: ReportState) -> Incident:
             "this log has no report header for the kill (cut, filtered, or rate-limited: the"
             " log alone does not say which)"
         )
-    kmem_kb = incident.memcg.kmem_usage_kb if incident.memcg is not None else None
+    kmem = incident.memcg.kmem_usage_bytes if incident.memcg is not None else None
     if report.line_stats:
         incident.memcg_stats = {k: v for k, v in report.line_stats.items() if is_byte_stat(k)}
-        incident.breakdown_bytes = memcg_breakdown(report.line_stats, kmem_kb)
+        incident.breakdown_bytes = memcg_breakdown(report.line_stats, kmem)
     elif report.inline_first is not None:
         incident.memcg_stats = {
             k: v for k, v in report.inline_first.items() if is_byte_stat(k)
         }
-        incident.breakdown_bytes = memcg_breakdown(report.inline_sum, kmem_kb)
+        incident.breakdown_bytes = memcg_breakdown(report.inline_sum, kmem)
     elif report.nodes:
         incident.breakdown_bytes = node_breakdown(report.nodes)
     if report.memsw is not None and incident.memcg is not None:
         memsw_usage_kb, memsw_limit_kb = report.memsw
-        usage_kb = incident.memcg.usage_kb or 0
-        if memsw_usage_kb >= usage_kb and memsw_usage_kb > 0:
-            incident.memcg.swap_usage_kb = memsw_usage_kb - usage_kb
+        usage = incident.memcg.usage_bytes or 0
+        if memsw_usage_kb * 1024 >= usage and memsw_usage_kb > 0:
+            incident.memcg.swap_usage_bytes = memsw_usage_kb * 1024 - usage
         incident.notes.append(
             f"memory+swap: usage {memsw_usage_kb}kB, limit {memsw_limit_kb}kB"
         )
@@ -341,10 +341,10 @@ def _page_size(report: ReportState) -> None:
     victim = incident.victim
     row = row_for(incident.tasks, victim.pid) if victim is not None else None
     if size is None and victim is not None and row is not None:
-        parts = [victim.anon_rss_kb, victim.file_rss_kb, victim.shmem_rss_kb]
+        parts = [victim.anon_rss_bytes, victim.file_rss_bytes, victim.shmem_rss_bytes]
         pages = row_pages(row)
         if pages is not None and any(p is not None for p in parts):
-            size = page_bytes_from(sum(p or 0 for p in parts), pages)
+            size = page_bytes_from(sum(p or 0 for p in parts) // 1024, pages)
             how = f"pid {victim.pid}'s kill line in kB against its task row in pages"
     incident.page_size_bytes = size
     if size is not None and size != 4096:

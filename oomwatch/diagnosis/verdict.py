@@ -241,7 +241,7 @@ def unknowns(incident: Incident) -> list[str]:
         out.append("victim unknown (no `Killed process` line)")
     if incident.kind == "unknown" or incident.limit_scope is None:
         out.append("which limit was hit is unknown (no `oom-kill:` / `Task in` line)")
-    if incident.kind == "memcg" and (incident.memcg is None or incident.memcg.usage_kb is None):
+    if incident.kind == "memcg" and (incident.memcg is None or incident.memcg.usage_bytes is None):
         out.append("usage and limit unknown (no `memory: usage` line)")
     if incident.breakdown_bytes is None:
         out.append("memory breakdown unknown (no stats block in the report)")

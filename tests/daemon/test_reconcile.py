@@ -39,8 +39,8 @@ def full(cgroup: str, t: float, pid: int, *, tasks: tuple[int, ...] = ()) -> Inc
     )
 
 
-def bare(t: float, pid: int, *, anon_kb: int | None = None) -> Incident:
-    victim = Victim(pid=pid, comm="python3", anon_rss_kb=anon_kb)
+def bare(t: float, pid: int, *, anon_bytes: int | None = None) -> Incident:
+    victim = Victim(pid=pid, comm="python3", anon_rss_bytes=anon_bytes)
     return Incident(kind="memcg", kernel_time_s=t, header_suppressed=True, victims=[victim])
 
 
@@ -218,7 +218,7 @@ def test_a_pid_seen_long_ago_may_be_reused_and_decides_nothing() -> None:
 
 def test_a_victim_larger_than_a_cgroups_limit_cannot_be_its() -> None:
     facts = CgroupFacts(limits_bytes={CTR_A: 32 * MIB, CTR_B: 256 * MIB})
-    kill = bare(10.0, 1, anon_kb=200 * 1024)
+    kill = bare(10.0, 1, anon_bytes=200 << 20)
     r = reconcile(ReconcileState(), [kill], [], now_s=10.01, facts=facts)
     both = news(counted(CTR_A, 1, 10.02, since=9.0), counted(CTR_B, 1, 10.02, since=9.0), at=10.01)
     reconcile(r.state, [], both, now_s=10.02, facts=facts)

@@ -66,18 +66,18 @@ def test_kill_reaches_log_metric_and_store_within_a_second(
         assert hog.wait(20) == -signal.SIGKILL
         killed_at = time.monotonic()
         arrived, line = daemon.wait_line(
-            lambda e, pid=hog.pid: e.get("event") == "oom_kill" and e.get("victim_pid") == pid,
+            lambda e, pid=hog.pid: e.get("event") == "oom_kill" and e.get("process.pid") == pid,
             timeout_s=5.0,
         )
         if not line["header_suppressed"] or attempt == 1:
             break
         time.sleep(6)  # someone else used the report rate limit: once more for a full report
     assert arrived - killed_at <= 1.0
-    assert line["pod_uid"] == uid and line["container_id"] == cid
-    assert line["victim_comm"] == "h4-kill" and line["limit_scope"] == "container"
+    assert line["k8s.pod.uid"] == uid and line["container.id"] == cid
+    assert line["process.executable.name"] == "h4-kill" and line["limit_scope"] == "container"
     assert line["limit_bytes"] == 32 * MIB and line["usage_bytes"] is not None
     assert line["container_survived"] is False and line["kmsg_missing"] is False
-    assert line["breakdown"]["anon"] > 16 * MIB
+    assert line["breakdown"]["anon_bytes"] > 16 * MIB
 
     def metric_seen() -> bool:
         value = metric_value(daemon.metrics(), "oomwatch_oom_kills_total", pod_uid=uid,
@@ -102,15 +102,15 @@ def test_backlog_is_decoded_on_first_start(
     hog = spawn_hog(memcg, mode="anon", mb=128, comm="h4-before")
     assert hog.wait(20) == -signal.SIGKILL
     daemon = start_daemon()  # no cursor yet: the whole ring is read once
-    _, line = daemon.wait_line(lambda e: e.get("victim_pid") == hog.pid, timeout_s=30.0)
-    assert line["pod_uid"] == uid
+    _, line = daemon.wait_line(lambda e: e.get("process.pid") == hog.pid, timeout_s=30.0)
+    assert line["k8s.pod.uid"] == uid
     daemon.stop()
     again = start_daemon()  # with the cursor: nothing is stored twice
     time.sleep(1.0)
     again.stop()
     mine = [i for i in stored(daemon.state_dir) if i.victim and i.victim.pid == hog.pid]
     assert len(mine) == 1
-    assert not again.events(lambda e: e.get("victim_pid") == hog.pid)
+    assert not again.events(lambda e: e.get("process.pid") == hog.pid)
 
 
 def test_child_worker_killed_while_main_process_survives(
@@ -123,8 +123,8 @@ def test_child_worker_killed_while_main_process_survives(
     hog = spawn_hog(memcg, mode="child-worker", mb=128, comm="h4-worker", linger_s=3.0)
     hog.wait_for("child-exit", timeout_s=20)
     [child] = hog.child_pids
-    _, line = daemon.wait_line(lambda e: e.get("victim_pid") == child, timeout_s=5.0)
-    assert line["container_survived"] is True and line["pod_uid"] == uid
+    _, line = daemon.wait_line(lambda e: e.get("process.pid") == child, timeout_s=5.0)
+    assert line["container_survived"] is True and line["k8s.pod.uid"] == uid
     assert hog.poll() is None  # the main process is alive
     value = metric_value(daemon.metrics(), "oomwatch_child_process_oom_kills_total", pod_uid=uid)
     assert value == 1.0
@@ -296,8 +296,8 @@ def test_sigstop_overrun_counts_lost_records_and_stays_healthy(
     wait_rate_limit_window()
     hog = spawn_hog(memcg, mode="anon", mb=128, comm="h4-after")
     assert hog.wait(20) == -signal.SIGKILL
-    _, line = daemon.wait_line(lambda e: e.get("victim_pid") == hog.pid, timeout_s=5.0)
-    assert line["pod_uid"] == uid
+    _, line = daemon.wait_line(lambda e: e.get("process.pid") == hog.pid, timeout_s=5.0)
+    assert line["k8s.pod.uid"] == uid
 
 
 def test_hostile_process_name_is_escaped_and_cannot_forge_identity(
@@ -310,10 +310,11 @@ def test_hostile_process_name_is_escaped_and_cannot_forge_identity(
     wait_rate_limit_window()
     hog = spawn_hog(memcg, mode="anon", mb=128, comm=evil)
     assert hog.wait(20) == -signal.SIGKILL
-    _, line = daemon.wait_line(lambda e: e.get("victim_pid") == hog.pid, timeout_s=5.0)
-    assert line["pod_uid"] == uid and line["container_id"] == cid
-    assert "\n" not in line["victim_comm"] and line["victim_comm"].startswith("x\\")
-    raw_lines = [e for _, e in daemon.events(lambda e: e.get("victim_pid") == hog.pid)]
+    _, line = daemon.wait_line(lambda e: e.get("process.pid") == hog.pid, timeout_s=5.0)
+    assert line["k8s.pod.uid"] == uid and line["container.id"] == cid
+    comm = line["process.executable.name"]
+    assert "\n" not in comm and comm.startswith("x\\")
+    raw_lines = [e for _, e in daemon.events(lambda e: e.get("process.pid") == hog.pid)]
     assert len(raw_lines) == 1  # one JSON object, no forged second line
     assert "x\\" not in daemon.metrics()  # process names never become label values
 
@@ -353,9 +354,9 @@ def test_pid_1_killed_takes_its_namespace_down_so_the_container_did_not_survive(
     )
     scratch.track_process(proc)
     _, line = daemon.wait_line(
-        lambda e: e.get("event") == "oom_kill" and e.get("pod_uid") == uid, timeout_s=20.0
+        lambda e: e.get("event") == "oom_kill" and e.get("k8s.pod.uid") == uid, timeout_s=20.0
     )
-    assert line["victim_comm"] == "h4-pid1"
+    assert line["process.executable.name"] == "h4-pid1"
     assert line["container_survived"] is False  # the sleeps were killed with their PID 1
     assert proc.wait(10) is not None
 
@@ -374,5 +375,5 @@ def test_oomwatch_demo_records_and_prints_a_real_kill() -> None:
     assert incident.kind == "memcg" and incident.victim is not None
     assert incident.victim.comm == "demo-hog" and incident.limit_scope == "container"
     assert incident.pod_uid and incident.container_id and incident.boot_id
-    assert incident.memcg is not None and incident.memcg.limit_kb == 32 * 1024
+    assert incident.memcg is not None and incident.memcg.limit_bytes == 32 << 20
     assert incident.timeline is not None and incident.timeline.samples  # it saw the growth

@@ -112,7 +112,7 @@ def timeline(incidents: list[Incident], truth: dict[int, Container]) -> str:
 
 
 def victim_is(pid: int) -> Callable[[dict[str, object]], bool]:
-    return lambda line: line.get("victim_pid") == pid
+    return lambda line: line.get("process.pid") == pid
 
 
 def mine(state_dir: Path, truth: dict[int, Container]) -> list[Incident]:

@@ -65,8 +65,8 @@ def test_memcg_limit_is_sized_from_the_cgroups_usage_not_the_victim() -> None:
         kind="memcg",
         oom_memcg="/kubepods/burstable/pod1/c1",
         task_memcg="/kubepods/burstable/pod1/c1",
-        memcg=MemcgUsage(usage_kb=512 * 1024, limit_kb=512 * 1024, failcnt=3),
-        victims=[Victim(pid=7, comm="sh", anon_rss_kb=60)],
+        memcg=MemcgUsage(usage_bytes=512 * 2**20, limit_bytes=512 * 2**20, failcnt=3),
+        victims=[Victim(pid=7, comm="sh", anon_rss_bytes=60 * 1024)],
         selected_pid=6,
     )
     rec = diagnose(annotate(incident)).recommendation
@@ -78,7 +78,7 @@ def test_global_kill_of_a_sacrificed_child_is_not_sized_for_its_pod() -> None:
     base = Incident(
         kind="global",
         task_memcg="/kubepods/burstable/pod1/c1",
-        victims=[Victim(pid=7, comm="sh", anon_rss_kb=60)],
+        victims=[Victim(pid=7, comm="sh", anon_rss_bytes=60 * 1024)],
     )
     chosen = diagnose(annotate(base)).recommendation
     assert chosen is not None and chosen["memory_request"] == "1Mi"  # it was the one chosen

@@ -67,7 +67,7 @@ def test_overcommit_mapping(scratch: ScratchMemcg) -> None:
     incident = _full(capture)
     assert _codes(incident) == {"limit-cgroup", "overcommit-vm"}
     vm = next(f for f in incident.findings if f.code == "overcommit-vm")
-    assert vm.evidence["total_vm_kb"] >= 2048 * 1024
+    assert vm.evidence["total_vm_bytes"] >= 2048 << 20
 
 
 def test_oom_score_adj_picks_the_smaller_process(scratch: ScratchMemcg) -> None:

@@ -51,11 +51,11 @@ def test_plain_kill(scratch: ScratchMemcg, comm: str) -> None:
     assert (victim.pid, victim.comm) == (hog.pid, comm)
     # The interpreter's own pages were charged before the hog joined, so RSS may exceed the
     # limit a little; what the memcg holds is the limit.
-    assert victim.anon_rss_kb is not None
-    assert 60 * KIB <= victim.anon_rss_kb <= 64 * KIB + 32 * KIB
+    assert victim.anon_rss_bytes is not None
+    assert 60 * MIB <= victim.anon_rss_bytes <= 64 * MIB + 32 * MIB
     assert incident.memcg is not None
-    assert incident.memcg.limit_kb == 64 * KIB
-    assert incident.memcg.usage_kb is not None and incident.memcg.usage_kb >= 63 * KIB
+    assert incident.memcg.limit_bytes == 64 * MIB
+    assert incident.memcg.usage_bytes is not None and incident.memcg.usage_bytes >= 63 * MIB
     assert incident.breakdown_bytes is not None
     assert incident.breakdown_bytes.anon is not None
     assert incident.breakdown_bytes.anon >= 60 * MIB
@@ -81,7 +81,7 @@ def test_kubelet_hierarchy(scratch: ScratchMemcg, driver: str, scope: str) -> No
     assert incident.oom_memcg == expected_oom_memcg
     assert incident.task_memcg == container.relpath
     assert incident.memcg is not None
-    assert incident.memcg.limit_kb == (96 if scope == "pod" else 64) * KIB
+    assert incident.memcg.limit_bytes == (96 if scope == "pod" else 64) * MIB
     assert (incident.pod_uid, incident.container_id) == (pod_uid, CONTAINER_ID)
     assert (incident.qos_class, incident.limit_scope) == ("burstable", scope)
     assert (incident.cgroup_driver, incident.runtime) == (driver, "containerd")
@@ -120,9 +120,9 @@ def test_tmpfs_shmem_dominant(scratch: ScratchMemcg) -> None:
     assert breakdown.shmem >= 48 * MIB
     assert breakdown.shmem > 4 * breakdown.anon
     victim = incident.victim
-    assert victim is not None and victim.anon_rss_kb is not None
+    assert victim is not None and victim.anon_rss_bytes is not None
     # The files are not mapped: the victim's own RSS is small, the memcg is full of shmem.
-    assert victim.anon_rss_kb * KIB < breakdown.shmem // 2
+    assert victim.anon_rss_bytes < breakdown.shmem // 2
 
 
 def test_untouched_mapping(scratch: ScratchMemcg) -> None:
@@ -132,9 +132,9 @@ def test_untouched_mapping(scratch: ScratchMemcg) -> None:
     incident = capture.full_incident()
     victim = incident.victim
     assert victim is not None
-    assert victim.total_vm_kb is not None and victim.anon_rss_kb is not None
-    assert victim.total_vm_kb >= 4096 * KIB
-    assert victim.total_vm_kb >= 20 * victim.anon_rss_kb
+    assert victim.total_vm_bytes is not None and victim.anon_rss_bytes is not None
+    assert victim.total_vm_bytes >= 4096 * MIB
+    assert victim.total_vm_bytes >= 20 * victim.anon_rss_bytes
     [row] = [row for row in incident.tasks if row.pid == capture.hog.pid]
     assert row.total_vm_pages is not None
     assert row.total_vm_pages * mmap.PAGESIZE >= 4096 * MIB
