@@ -149,10 +149,13 @@ class CounterBook:
 
         The first call is the startup scan: everything read becomes a baseline.  Later calls
         return the kills that cgroups starting from zero already counted.  `ancestors` are
-        fresh readings of watched v2 ancestors of the new cgroups: a new cgroup whose counts
-        the ancestor's growth since it was last accounted covers was killed in after that
-        (it was made and killed between two reads): it starts from zero, so its kills are
-        its own, not its ancestor's.
+        fresh readings of watched v2 ancestors of the new cgroups, and of those ancestors'
+        watched children (read after the ancestor): a new cgroup whose counts the ancestor's
+        growth since it was last accounted covers was killed in after that (it was made and
+        killed between two reads): it starts from zero, so its kills are its own, not its
+        ancestor's.  A sibling's kill since its last read is growth the new cgroup may not
+        take: the siblings' fresh readings explain it (else a kill of the new cgroup already
+        reported at the ancestor would be reported again, in its place).
         """
         from_zero: dict[str, bool] = {}
         for cg in cgroups:
@@ -173,7 +176,9 @@ class CounterBook:
                 elif parent in from_zero:  # under a cgroup added in this same call
                     zero = from_zero[parent]
                 elif ancestors is not None and parent in ancestors:
-                    grown = self._unreported(self._entries[parent], ancestors[parent])
+                    grown = self._unreported(
+                        self._entries[parent], ancestors[parent], fresh=ancestors
+                    )
                     zero = reading.any() and _within(reading, grown)
                 else:
                     zero = False
@@ -265,12 +270,22 @@ class CounterBook:
         """The nearest watched ancestor of a cgroup."""
         return self._nearest_ancestor(relpath)
 
-    def _unreported(self, entry: _Entry, now: OomCounters | None = None) -> OomCounters:
+    def children_of(self, relpath: str) -> list[str]:
+        """The watched cgroups whose nearest watched ancestor is this one."""
+        entry = self._entries.get(relpath)
+        return sorted(entry.children) if entry is not None else []
+
+    def _unreported(
+        self,
+        entry: _Entry,
+        now: OomCounters | None = None,
+        fresh: Mapping[str, OomCounters] | None = None,
+    ) -> OomCounters:
         own = entry.cumulative() if now is None else now.minus(entry.baseline)
         if entry.cgroup.version == 2:
             own = own.minus(entry.offset)
             for child in entry.children:
-                own = own.minus(self._accounted(self._entries[child]))
+                own = own.minus(self._accounted(self._entries[child], fresh))
         return own.minus(entry.reported).clamped()
 
     def _drop(self, relpath: str, observed_at_s: float) -> list[CounterDelta]:
@@ -288,16 +303,20 @@ class CounterBook:
         out.append(CounterDelta(entry.cgroup, 0, 0, 0, observed_at_s, vanished=True))
         return out
 
-    def _accounted(self, entry: _Entry) -> OomCounters:
-        """What a subtree has explained: its last reading, or what it reported if more.
+    def _accounted(
+        self, entry: _Entry, fresh: Mapping[str, OomCounters] | None = None
+    ) -> OomCounters:
+        """What a subtree has explained: its last reading (or its `fresh` one), or what it
+        reported if more.
 
         A cgroup read before a kill and gone before the next read has a stale counter while
         a child read after the kill reported it; the parent must count it as explained.
         """
         inner = entry.reported.plus(entry.offset)
         for child in entry.children:
-            inner = inner.plus(self._accounted(self._entries[child]))
-        cum = entry.cumulative()
+            inner = inner.plus(self._accounted(self._entries[child], fresh))
+        now = fresh.get(entry.cgroup.relpath) if fresh is not None else None
+        cum = entry.cumulative() if now is None else now.minus(entry.baseline)
         return OomCounters(
             max(cum.oom, inner.oom),
             max(cum.oom_kill, inner.oom_kill),

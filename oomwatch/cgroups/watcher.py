@@ -243,18 +243,22 @@ class CgroupWatcher:
         self._pending.extend(self._book.add(added, readings, self._clock(), ancestors))
 
     def _fresh_ancestors(self, added: list[WatchedCgroup]) -> dict[str, OomCounters]:
-        """Fresh readings of the watched v2 ancestors of new cgroups (see `CounterBook.add`):
-        hierarchical counters tell whether a new cgroup's kills came after they were read."""
+        """Fresh readings of the watched v2 ancestors of new cgroups, then of their watched
+        children (see `CounterBook.add`): hierarchical counters tell whether a new cgroup's
+        kills came after they were read.  The ancestor first: a kill between the two reads
+        then shows in a child only, which credits the new cgroup less, never twice."""
         out: dict[str, OomCounters] = {}
         new = {cg.relpath for cg in added}
         for cg in added:
             parent = self._book.ancestor_of(cg.relpath) if cg.version == 2 else None
             if parent is None or parent in new or parent in out:
                 continue
-            try:
-                out[parent] = self._parse(parent, self._files[parent].read())
-            except CgroupGone:
-                continue
+            for rel in [parent, *self._book.children_of(parent)]:
+                try:
+                    out[rel] = self._parse(rel, self._files[rel].read())
+                except CgroupGone:
+                    if rel == parent:
+                        break
         return out
 
     def counter_levels(self) -> dict[str, OomCounters]:

@@ -81,14 +81,17 @@ class Daemon:
         self.discover()
 
     def discover(self) -> None:
-        """A rescan: new cgroups read, and (as the watcher does) their watched ancestors."""
+        """A rescan: new cgroups read, and (as the watcher does) their watched ancestors and
+        those ancestors' watched children."""
         kernel, book = self.kernel, self.book
         new = [rel for rel in ALL if rel in kernel.alive and rel not in book]
         readings = {rel: OomCounters(oom_kill=kernel.kills[rel]) for rel in new}
         ancestors = {
-            parent: OomCounters(oom_kill=kernel.kills[parent])
+            near: OomCounters(oom_kill=kernel.kills[near])
             for rel in new
             if (parent := book.ancestor_of(rel)) is not None and parent in kernel.alive
+            for near in [parent, *book.children_of(parent)]
+            if near in kernel.alive
         }
         self.deltas.extend(book.add([_cg(rel) for rel in new], readings, 0.5, ancestors))
 
