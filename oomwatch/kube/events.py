@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from oomwatch.fleet.summary import SUMMARY_ANNOTATION, kill_summary, workload_name
 from oomwatch.incident import Incident
 from oomwatch.kube.pods import PodInfo
 from oomwatch.sanitize import escape_control
@@ -119,16 +120,25 @@ def build_event(
         if container:
             regarding["fieldPath"] = _field_path(pod, container)
         namespace, object_name = pod.namespace, pod.name
+        workload = workload_name(pod.owner_kind, pod.owner_name, pod.name)
     elif reason == REASON_NODE and incident.pod_uid is None:
         regarding = {"apiVersion": "v1", "kind": "Node", "name": node_name}
         namespace, object_name = NODE_EVENT_NAMESPACE, node_name
+        workload = f"Node/{node_name}"
     else:
         return None
     digest = hashlib.sha256(f"{incident.identity_key()}\x1f{reason}".encode()).hexdigest()[:16]
     body: dict[str, Any] = {
         "apiVersion": "events.k8s.io/v1",
         "kind": "Event",
-        "metadata": {"name": f"{object_name[:236]}.{digest}", "namespace": namespace},
+        "metadata": {
+            "name": f"{object_name[:236]}.{digest}",
+            "namespace": namespace,
+            # The diagnosis as data, for `kubectl oomwatch top` (oomwatch.fleet.summary).
+            "annotations": {
+                SUMMARY_ANNOTATION: kill_summary(incident, workload, container, reason)
+            },
+        },
         "eventTime": micro_time(now),
         "type": "Warning",
         "reason": reason,
