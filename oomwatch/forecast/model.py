@@ -7,8 +7,10 @@ forecast follows `unreclaimable` usage, which leaves out `file` minus `shmem` (b
 versions count shmem within `file`/`cache`; Documentation/admin-guide/cgroup-v2.rst).
 
 A warning needs growth that is sustained, steady and new:
-- sustained: seen for at least 60 s, longer than a garbage collector's cycle, so the rise of
-  a sawtooth or a one-off spike never qualifies;
+- sustained: seen for 90 s, longer than a garbage collector's cycle or a batch's rise (the
+  first rise of a sawtooth is otherwise all a forecaster can see), so neither they nor a
+  one-off spike qualify; a leak that fills its limit from nothing in under ~2.5 min is then
+  warned less than a minute ahead, or not at all;
 - steady: a straight line explains it (R²), both halves of the window grew at comparable
   rates, and it rose by a real share of the limit;
 - new: after a drop (a collection, a freed buffer) growth counts only once memory passes the
@@ -32,8 +34,8 @@ from oomwatch.incident import TimelineSample
 MIB = 1 << 20
 DEFAULT_HORIZON_S = 300.0
 MIN_SAMPLES = 20
-MIN_SUSTAINED_S = 60.0
-WINDOWS_S = (60.0, 120.0, 240.0, 480.0)
+MIN_SUSTAINED_S = 90.0
+WINDOWS_S = (90.0, 180.0, 360.0, 540.0)
 WINDOW_COVER = 0.9  # a window counts when its samples span this share of it
 MIN_R2 = 0.8
 MAX_HALF_RATIO = 4.0  # the faster half of the window grew at most this much faster
@@ -289,8 +291,8 @@ def _forecast(
 
 
 def _confidence(whole: Fit, eta_s: float, pressure: Pressure | None) -> float:
-    """0.6 for a straight minute of growth, up to 0.9 for four; less for a crooked line or
-    a long extrapolation; more when the kernel already reports reclaim pressure."""
+    """About 0.65 for 90 s of straight growth, 0.8 for three minutes, 0.9 from five; less for
+    a crooked line or a long extrapolation; more when the kernel reports reclaim pressure."""
     seen = min(0.9, 0.45 + 0.15 * math.log2(max(whole.span_s, 1.0) / 30.0))
     straight = (whole.r2 - MIN_R2) / (1.0 - MIN_R2)
     score = seen * (0.85 + 0.15 * max(0.0, min(1.0, straight)))

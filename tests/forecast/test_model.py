@@ -42,7 +42,7 @@ def test_a_leak_is_called_at_least_a_minute_ahead(name: str, shape: object, seco
     warned = first_warning(replay(samples))
     assert warned is not None, name
     lead_s = len(samples) - warned
-    assert 60 <= lead_s <= 330, f"{name}: warned {lead_s} s before the kill"
+    assert 60 <= lead_s <= 450, f"{name}: warned {lead_s} s before the kill"  # steps: lumpy
 
 
 def test_the_time_to_the_limit_is_right_for_a_linear_leak() -> None:
@@ -57,18 +57,19 @@ def test_the_time_to_the_limit_is_right_for_a_linear_leak() -> None:
     assert seen.forecast.growing[0].part == "anon"
 
 
-def test_a_fast_leak_is_called_once_a_minute_of_growth_is_seen() -> None:
-    """2 MiB/s from 60 MiB fills 256 MiB in ~100 s: a warning after about a minute of growth,
-    so less than a minute ahead (the price of never calling a sawtooth's rise)."""
+def test_a_fast_leak_is_called_once_90_s_of_growth_are_seen() -> None:
+    """2 MiB/s from 60 MiB fills 256 MiB in ~100 s: a warning after 90 s of growth, so less
+    than a minute ahead (the price of never calling the rise of a sawtooth or a batch)."""
     samples = timeline(linear(60, 2.0), 1000)
     warned = first_warning(replay(samples))
-    assert warned is not None and 50 <= warned <= 65
+    assert warned is not None and 80 <= warned <= 95 and len(samples) - warned < 60
 
 
 @pytest.mark.parametrize(
     ("name", "shape", "kwargs"),
     [
         ("GC sawtooth, 40 s rises to 90 % of the limit", sawtooth(100, 230, 40), {}),
+        ("batch sawtooth, 80 s rises", sawtooth(60, 200, 80), {}),
         ("spike to 94 % for 20 s", spike(150, 90, 600, 20), {}),
         ("steady at 90 % with page cache filling the rest", flat(230),
          {"cache_mib": 100, "noise_mib": 2}),
@@ -85,11 +86,11 @@ def test_no_warning_for_what_is_not_a_leak(
 
 
 def test_a_long_sawtooth_is_told_apart_from_its_second_cycle() -> None:
-    """A 90 s rise looks like a leak the first time; once it has come back from a peak, a
+    """A 120 s rise looks like a leak the first time; once it has come back from a peak, a
     rise to the same peak is not called again."""
-    outlooks = replay(timeline(sawtooth(80, 200, 90), 1800))
+    outlooks = replay(timeline(sawtooth(80, 200, 120), 1800))
     warned_at = [i for i, o in enumerate(outlooks) if o.warns()]
-    assert warned_at and max(warned_at) < 90
+    assert warned_at and max(warned_at) < 120
     assert "peak it came back from" in outlooks[-1].reason
 
 
