@@ -13,6 +13,7 @@ import pytest
 from oomwatch.cgroup_identity import identify
 from oomwatch.cgroups.discovery import WatchedCgroup
 from oomwatch.daemon.forecasting import ForecastJoin, ForecastWatch
+from oomwatch.daemon.pipeline import container_cgroup
 from oomwatch.incident import Incident, Timeline, TimelineSample, Victim, iso_time
 from oomwatch.sinks.metrics import Metrics, SeriesLabels
 from oomwatch.store import IncidentStore
@@ -149,3 +150,24 @@ def test_a_leak_under_a_sawtooth_warns(node: _Node) -> None:
     node.run({cg: samples})
     [warning] = node.store.warnings()
     assert samples[-1].t_seconds - warning.started_at_s >= 20
+
+
+def test_the_report_says_whether_and_how_early_a_kill_was_warned(node: _Node) -> None:
+    from oomwatch.diagnosis import diagnose
+    from oomwatch.report.text import render_incident
+
+    leak = node.container()
+    samples = timeline(linear(60, 0.5), 1000)
+    node.run({leak: samples[:-1]})
+    incident = _kill(leak, samples[-1].t_seconds)
+    ForecastJoin(node.store, node.watch.reasons).enrich(incident)
+    text = render_incident(diagnose(incident), 1, 1)
+    [line] = [line for line in text.splitlines() if "forecast" in line]
+    assert "warned 4m" in line and "before the kill (MemoryLimitApproaching at" in line
+    assert "growing: anon " in line
+
+    unwarned = _kill(node.container(), samples[-1].t_seconds)
+    ForecastJoin(node.store, {container_cgroup(unwarned.task_memcg or ""): "not growing"}).enrich(
+        unwarned
+    )
+    assert "no warning before the kill (not growing)" in render_incident(diagnose(unwarned), 1, 1)
