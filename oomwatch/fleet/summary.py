@@ -16,6 +16,7 @@ from oomwatch.diagnosis import diagnose
 from oomwatch.incident import Incident
 from oomwatch.sanitize import escape_control
 
+REPORTING_CONTROLLER = "oomwatch.io/agent"  # every agent Event's reportingController
 SUMMARY_ANNOTATION = "oomwatch.io/summary"
 SUMMARY_VERSION = 1
 RECOMMENDATION_MAX_CHARS = 400

@@ -14,12 +14,16 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from oomwatch.fleet.summary import SUMMARY_ANNOTATION, kill_summary, workload_name
+from oomwatch.fleet.summary import (
+    REPORTING_CONTROLLER,
+    SUMMARY_ANNOTATION,
+    kill_summary,
+    workload_name,
+)
 from oomwatch.incident import Incident
 from oomwatch.kube.pods import PodInfo
 from oomwatch.sanitize import escape_control
 
-REPORTING_CONTROLLER = "oomwatch.io/agent"
 ANNOTATION_KEY = "oomwatch.io/last-oom-kill"
 NODE_EVENT_NAMESPACE = "default"  # the API server puts cluster-scoped objects' Events here
 NOTE_MAX_BYTES = 1024  # the API server's limit is on the UTF-8 bytes (Go len)

@@ -14,11 +14,15 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from oomwatch.fleet.summary import SUMMARY_ANNOTATION, warning_summary, workload_name
+from oomwatch.fleet.summary import (
+    REPORTING_CONTROLLER,
+    SUMMARY_ANNOTATION,
+    warning_summary,
+    workload_name,
+)
 from oomwatch.kube.cache import PodCache
 from oomwatch.kube.events import (
     NOTE_MAX_BYTES,
-    REPORTING_CONTROLLER,
     EventDraft,
     _field_path,
     clip_utf8,
