@@ -38,7 +38,7 @@ TREND_KEEP_S = 130.0  # ... for this long
 TREND_MIN_S = 50.0  # and needs this much of it
 PRESSURE_RELEASE_S = 120.0  # a container's pressure is watched this long after it last grew
 REASON_KEEP_S = 600.0  # a gone container's last word is kept this long for its kill
-NOT_GROWING = "not growing"
+NOT_GROWING = "no sustained growth seen"
 KILL_GRACE_S = CLEAR_S + 30.0  # a kill this soon after its warning cleared was predicted
 
 TimelineFor = Callable[[str, float], Timeline | None]

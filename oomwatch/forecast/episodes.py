@@ -52,7 +52,7 @@ def step(
 ) -> tuple[Episode, Change | None]:
     """The episode after one evaluation (`seen` None: the container was not evaluated, as
     its memory did not grow), and whether a warning started or cleared."""
-    reason = seen.reason if seen is not None else "not growing"
+    reason = seen.reason if seen is not None else "no samples to forecast from"
     if seen is not None and seen.warns(horizon_s):
         forecast = seen.forecast
         if episode.warning:

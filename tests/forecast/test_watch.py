@@ -12,7 +12,7 @@ import pytest
 
 from oomwatch.cgroup_identity import identify
 from oomwatch.cgroups.discovery import WatchedCgroup
-from oomwatch.daemon.forecasting import ForecastJoin, ForecastWatch
+from oomwatch.daemon.forecasting import NOT_GROWING, ForecastJoin, ForecastWatch
 from oomwatch.daemon.pipeline import container_cgroup
 from oomwatch.incident import Incident, Timeline, TimelineSample, Victim, iso_time
 from oomwatch.sinks.metrics import Metrics, SeriesLabels
@@ -140,7 +140,7 @@ def test_sawtooth_never_warns_and_its_kill_says_why(node: _Node) -> None:
     ForecastJoin(node.store, node.watch.reasons).enrich(incident)
     assert incident.forecast is not None and not incident.forecast.predicted
     reason = incident.forecast.reason or ""
-    assert reason == "not growing" or "peak it came back from" in reason
+    assert reason == NOT_GROWING or "peak it came back from" in reason
 
 
 def test_a_leak_under_a_sawtooth_warns(node: _Node) -> None:
