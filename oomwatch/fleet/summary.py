@@ -13,6 +13,7 @@ import json
 from typing import Any
 
 from oomwatch.diagnosis import diagnose
+from oomwatch.diagnosis.evidence import limit_bytes, usage_bytes
 from oomwatch.incident import Incident
 from oomwatch.sanitize import escape_control
 
@@ -45,12 +46,8 @@ def kill_summary(incident: Incident, workload: str, container: str | None, reaso
         "recommendation": _clip(message) if isinstance(message, str) else None,
         "limit_will_not_help": rec.get("limit_will_not_help"),
         "recommended_limit_bytes": rec.get("memory_limit_bytes"),
-        "limit_bytes": incident.memcg.limit_kb * 1024
-        if incident.memcg and incident.memcg.limit_kb is not None
-        else None,
-        "usage_bytes": incident.memcg.usage_kb * 1024
-        if incident.memcg and incident.memcg.usage_kb is not None
-        else None,
+        "limit_bytes": limit_bytes(incident),
+        "usage_bytes": usage_bytes(incident),
         "node": incident.node,
     }
     forecast = incident.forecast

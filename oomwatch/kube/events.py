@@ -114,15 +114,7 @@ def build_event(
     reason = event_reason(incident)
     container = _container_name(incident, pod)
     if pod is not None and incident.pod_uid:
-        regarding: dict[str, Any] = {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "namespace": pod.namespace,
-            "name": pod.name,
-            "uid": pod.uid,
-        }
-        if container:
-            regarding["fieldPath"] = _field_path(pod, container)
+        regarding = regarding_pod(pod, container)
         namespace, object_name = pod.namespace, pod.name
         workload = workload_name(pod.owner_kind, pod.owner_name, pod.name)
     elif reason == REASON_NODE and incident.pod_uid is None:
@@ -176,6 +168,20 @@ def _container_name(incident: Incident, pod: PodInfo | None) -> str | None:
 
 
 _SPEC_LIST = {"app": "containers", "init": "initContainers", "ephemeral": "ephemeralContainers"}
+
+
+def regarding_pod(pod: PodInfo, container: str | None) -> dict[str, Any]:
+    """An Event's reference to the pod, its container in `fieldPath`."""
+    regarding: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "namespace": pod.namespace,
+        "name": pod.name,
+        "uid": pod.uid,
+    }
+    if container:
+        regarding["fieldPath"] = _field_path(pod, container)
+    return regarding
 
 
 def _field_path(pod: PodInfo, container: str) -> str:

@@ -24,9 +24,9 @@ from oomwatch.kube.cache import PodCache
 from oomwatch.kube.events import (
     NOTE_MAX_BYTES,
     EventDraft,
-    _field_path,
     clip_utf8,
     micro_time,
+    regarding_pod,
 )
 from oomwatch.kube.pods import PodInfo
 from oomwatch.kube.publisher import EventPublisher, EventUpdate, NotReady, Update
@@ -49,15 +49,6 @@ def build_warning_event(
         return None
     found = pod.container_by_id(container_id) if container_id else None
     container = found.name if found is not None else None
-    regarding: dict[str, Any] = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "namespace": pod.namespace,
-        "name": pod.name,
-        "uid": pod.uid,
-    }
-    if container:
-        regarding["fieldPath"] = _field_path(pod, container)
     key = f"{pod.uid}\x1f{container_id or ''}\x1f{details.get('at_s')}\x1f{REASON_APPROACHING}"
     digest = hashlib.sha256(key.encode()).hexdigest()[:16]
     workload = workload_name(pod.owner_kind, pod.owner_name, pod.name)
@@ -78,7 +69,7 @@ def build_warning_event(
         "note": clip_utf8(escape_control(note), NOTE_MAX_BYTES),
         "reportingController": REPORTING_CONTROLLER,
         "reportingInstance": f"oomwatch-{node_name}"[:128],
-        "regarding": regarding,
+        "regarding": regarding_pod(pod, container),
     }
     series_key = (pod.namespace, "Pod", pod.name, pod.uid, container or "", REASON_APPROACHING)
     return EventDraft(pod.namespace, body, series_key, container)
