@@ -105,6 +105,7 @@ class ForecastWatch:
         self._tracks: dict[str, _Track] = {}
         self.reasons: dict[str, str] = {}  # relpath -> the latest word (read by the join)
         self._gone_at_s: dict[str, float] = {}
+        self._said: set[str] = set()
 
     def observe(self, samples: list[tuple[WatchedCgroup, TimelineSample]], now_s: float) -> None:
         """One sample of every container: forecast those growing, publish what changed."""
@@ -119,25 +120,29 @@ class ForecastWatch:
         seen: set[str] = set()
         for cg, sample in samples:
             seen.add(cg.relpath)
-            track = self._tracks.get(cg.relpath)
-            if track is None:
-                track = self._tracks[cg.relpath] = _Track()
-            value = unreclaimable_bytes(sample)
-            track.note(sample.t_seconds, value)
-            busy = track.episode.warning or track.episode.pending_since_s is not None
-            judged: Outlook | None = None
-            if busy or track.growing(sample, value, self.horizon_s):
-                track.grew_at_s = now_s
-                judged = self._outlook(cg, now_s)
-            else:  # quiet, and nothing pending: nothing to step
-                if track.episode.reason != NOT_GROWING:
-                    track.episode = Episode(reason=NOT_GROWING)
-                    self.reasons[cg.relpath] = NOT_GROWING
-                continue
-            track.episode, change = step(track.episode, judged, now_s, self.horizon_s)
-            self.reasons[cg.relpath] = track.episode.reason
-            self._publish(cg, track, change, now_s)
+            try:
+                self._observe_one(cg, sample, now_s)
+            except Exception:  # one container's trouble (a full store) spares the others
+                log.exception("forecasting failed for %s", cg.relpath)
         self._forget(seen, now_s)
+
+    def _observe_one(self, cg: WatchedCgroup, sample: TimelineSample, now_s: float) -> None:
+        track = self._tracks.get(cg.relpath)
+        if track is None:
+            track = self._tracks[cg.relpath] = _Track()
+        value = unreclaimable_bytes(sample)
+        track.note(sample.t_seconds, value)
+        busy = track.episode.warning or track.episode.pending_since_s is not None
+        if not busy and not track.growing(sample, value, self.horizon_s):
+            if track.episode.reason != NOT_GROWING:  # quiet, nothing pending: nothing to step
+                track.episode = Episode(reason=NOT_GROWING)
+                self.reasons[cg.relpath] = NOT_GROWING
+            return
+        track.grew_at_s = now_s
+        judged = self._outlook(cg, now_s)
+        track.episode, change = step(track.episode, judged, now_s, self.horizon_s)
+        self.reasons[cg.relpath] = track.episode.reason
+        self._publish(cg, track, change, now_s)
 
     def _outlook(self, cg: WatchedCgroup, now_s: float) -> Outlook | None:
         timeline = self._timeline_for(cg.relpath, now_s)
@@ -147,7 +152,18 @@ class ForecastWatch:
         if self._pressure is not None:
             self._pressure.watch(cg.relpath, cg.fs_path, cg.version, time.monotonic())
             pressure = self._pressure.pressure(cg.relpath)
+            self._say_what_pressure_lacks()
         return outlook(timeline.samples, pressure)
+
+    def _say_what_pressure_lacks(self) -> None:
+        """Once: the kernel's notifications the agent may not have (a non-root agent on a
+        read-only cgroup mount); the forecast then reads PSI figures, or the samples alone."""
+        assert self._pressure is not None
+        for kind, failure in (("pressure_level eventfds", self._pressure.failure),
+                              ("PSI triggers", self._pressure.trigger_failure)):  # fmt: skip
+            if failure is not None and kind not in self._said:
+                self._said.add(kind)
+                self._log.warning("pressure_notifications_unavailable", kind=kind, reason=failure)
 
     def _publish(self, cg: WatchedCgroup, track: _Track, change: str | None, now_s: float) -> None:
         identity = cg.identity
