@@ -81,3 +81,31 @@ def test_a_real_leak_is_warned_before_its_kill(scratch: ScratchMemcg, tmp_path: 
         store.close()
     assert [w.cgroup for w in warnings] == [leak.relpath], "the steady neighbours were warned of"
     assert warnings[0].outcome == "killed"
+
+
+UNIFIED = Path("/sys/fs/cgroup/unified")
+
+
+def test_a_psi_trigger_on_a_cgroup2_memory_pressure_file_fires_under_thrash(
+    scratch: ScratchMemcg,
+) -> None:
+    """The v2 path on this v1 machine: the unified hierarchy's root has no memory controller
+    but has `memory.pressure` (PSI counts every task's memory stalls there).  A trigger is
+    created on it as on a container's, and fires while a memcg's page cache thrashes."""
+    if not (UNIFIED / "memory.pressure").exists():
+        pytest.skip("no cgroup2 memory.pressure (PSI off, or no unified hierarchy)")
+    watch = PressureWatch(NODE_PSI)
+    try:
+        watch.watch("/", str(UNIFIED), 2, time.monotonic())
+        assert watch.trigger_failure is None
+        thrash = scratch.create_child("thrash", 24 * MIB)
+        spawn_hog(thrash, mode="cache", mb=8, cycle_mb=64, rest_s=0.0, comm="thrash")
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and watch.pressure("/").psi_events == 0:
+            time.sleep(0.5)
+            watch.poll(time.monotonic())
+        pressure = watch.pressure("/")
+    finally:
+        watch.close()
+    assert pressure.psi_events >= 1 and pressure.reported
+    assert pressure.some_avg10 is not None and pressure.full_avg10 is not None
