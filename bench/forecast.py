@@ -111,7 +111,7 @@ def _start_leak(scratch: ScratchMemcg, memcg: Memcg, leak: Leak) -> subprocess.P
 
 
 def results(state_dir: Path, leaks: list[dict[str, Any]], steady: dict[str, str],
-            started_s: float) -> dict[str, Any]:  # fmt: skip
+            soak_root: str, started_s: float) -> dict[str, Any]:  # fmt: skip
     """What the agent's store says of each leak kill and each soak container."""
     store = IncidentStore.open_readonly(state_dir)
     incidents = [i for i in store.query() if i.task_memcg]
@@ -125,13 +125,16 @@ def results(state_dir: Path, leaks: list[dict[str, Any]], steady: dict[str, str]
         run["predicted_s"] = record.seconds_to_oom_at_warning if record else None
         run["confidence"] = record.confidence if record else None
         run["reason"] = record.reason if record else None
-    mine = {run["cgroup"] for run in leaks} | set(steady.values())
-    false = [w for w in warnings if w.cgroup in steady.values()]
+    in_soak = [w for w in warnings if w.cgroup == soak_root or w.cgroup.startswith(soak_root + "/")]
+    leak_roots = {run["cgroup"].rsplit("/", 1)[0] for run in leaks}
+    mine = {w.cgroup for w in in_soak} | {run["cgroup"] for run in leaks} | leak_roots
+    false = in_soak  # the soak's tree root (its limit holds them all) counts too
     return {
         "leaks": leaks,
         "false_warnings": [{"cgroup": w.cgroup, "started_at_s": w.started_at_s,
                             "text": w.data.get("text")} for w in false],
         "soak_containers": steady,
+        "leak_parent_warnings": sum(1 for w in warnings if w.cgroup in leak_roots),
         "other_warnings": sum(1 for w in warnings if w.cgroup not in mine),
     }
 
@@ -153,6 +156,8 @@ def summary(found: dict[str, Any], soak_s: float) -> str:
     lines.append(f"\nleak kills warned >= 60 s ahead: {len(early)}/{len(kills)} ({share:.0%})")
     lines.append(f"false warnings on {len(found['soak_containers'])} steady containers over"
                  f" {soak_s / 60:.0f} min: {len(found['false_warnings'])}")  # fmt: skip
+    lines.append(f"warnings on the leaks' scratch roots (nested limits the leak never reached):"
+                 f" {found['leak_parent_warnings']}")  # fmt: skip
     lines.append(f"(warnings on other cgroups of the machine, not counted:"
                  f" {found['other_warnings']})")  # fmt: skip
     return "\n".join(lines)
@@ -180,6 +185,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         wait_healthy(port)
         with ScratchMemcg(exclusive=False) as soak:
+            soak_root = soak.relpath
             steady: dict[str, str] = {}
             for name, (limit_mib, hog) in STEADY.items():
                 memcg = soak.create_child(name, limit_mib * MIB)
@@ -196,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
         cpu = psutil.Process(agent.pid).cpu_times()
         agent.send_signal(signal.SIGTERM)
         agent.wait(timeout=30)
-    found = results(state_dir, runs, steady, started_s)
+    found = results(state_dir, runs, steady, soak_root, started_s)
     found.update(soak_s=round(time.time() - started_s), steady_alive=alive,
                  agent_cpu_s=round(cpu.user + cpu.system, 1), state_dir=str(state_dir))  # fmt: skip
     if args.out is not None:

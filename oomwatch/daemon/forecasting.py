@@ -140,9 +140,21 @@ class ForecastWatch:
             return
         track.grew_at_s = now_s
         judged = self._outlook(cg, now_s)
+        if judged is not None and judged.warns(self.horizon_s) and self._inner_busy(cg.relpath):
+            judged = Outlook(None, "a cgroup inside it nears its own limit first")
         track.episode, change = step(track.episode, judged, now_s, self.horizon_s)
         self.reasons[cg.relpath] = track.episode.reason
         self._publish(cg, track, change, now_s)
+
+    def _inner_busy(self, relpath: str) -> bool:
+        """A sampled cgroup inside this one (nested limits outside Kubernetes) is warned of or
+        about to be: its kill comes first, and this one's usage falls with it."""
+        prefix = relpath.rstrip("/") + "/"
+        return any(
+            rel.startswith(prefix)
+            and (t.episode.warning or t.episode.pending_since_s is not None)
+            for rel, t in self._tracks.items()
+        )
 
     def _outlook(self, cg: WatchedCgroup, now_s: float) -> Outlook | None:
         timeline = self._timeline_for(cg.relpath, now_s)

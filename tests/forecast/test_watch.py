@@ -171,3 +171,17 @@ def test_the_report_says_whether_and_how_early_a_kill_was_warned(node: _Node) ->
         unwarned
     )
     assert "no warning before the kill (not growing)" in render_incident(diagnose(unwarned), 1, 1)
+
+
+def test_a_parent_with_a_limit_is_not_warned_when_its_child_leaks_first(node: _Node) -> None:
+    """Nested limits outside Kubernetes (a scratch tree, a systemd slice): the child's kill
+    comes first and the parent's usage falls with it, so only the child is warned of."""
+    parent = WatchedCgroup("/lab", "/nonexistent/lab", 1, identify("/lab"))
+    child = WatchedCgroup("/lab/leak", "/nonexistent/lab/leak", 1, identify("/lab/leak"))
+    inner = timeline(linear(20, 0.3), 1000, limit=96 * (1 << 20))
+    outer = timeline(linear(50, 0.3), len(inner), limit=128 * (1 << 20))  # the child + 30 MiB
+    alone = _Node(node.store.path.parent / "alone")
+    alone.run({parent: outer})
+    assert len(alone.store.warnings()) == 1, "on its own, the parent's growth is warned of"
+    node.run({parent: outer, child: inner})
+    assert [w.cgroup for w in node.store.warnings()] == ["/lab/leak"]
