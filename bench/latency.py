@@ -102,9 +102,9 @@ class Agent:
             entry = json.loads(raw)
             if entry.get("event") == "started":
                 self.started.set()
-            if entry.get("event") == "oom_kill" and entry.get("victim_pid"):
+            if entry.get("event") == "oom_kill" and entry.get("process.pid"):
                 with self.arrived:
-                    self.lines[int(entry["victim_pid"])] = (now, entry)
+                    self.lines[int(entry["process.pid"])] = (now, entry)
                     self.arrived.notify_all()
 
     def wait_line(self, pid: int, timeout_s: float) -> tuple[float, dict[str, Any]] | None:

@@ -52,8 +52,8 @@ def logged_kills(log_path: Path, pod_uid: str) -> Counter[int]:
             event = json.loads(line)
         except ValueError:
             continue
-        if event.get("event") == "oom_kill" and event.get("pod_uid") == pod_uid:
-            pids[int(event.get("victim_pid") or 0)] += 1
+        if event.get("event") == "oom_kill" and event.get("k8s.pod.uid") == pod_uid:
+            pids[int(event.get("process.pid") or 0)] += 1
     return pids
 
 

@@ -1,7 +1,8 @@
 """`oomwatch` command line: dispatches to one module per subcommand.
 
 Each subcommand module exposes `configure(parser)` and `main(args) -> int`; they are imported
-lazily so `oomwatch report` never pays for the daemon's or the Kubernetes client's imports.
+lazily so `oomwatch report` never pays for the daemon's or the Kubernetes client's imports,
+and runs where only `pip install oomwatch` (no `agent` extra) was installed.
 """
 
 from __future__ import annotations
@@ -21,6 +22,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "run": ("oomwatch.daemon.command", "the node agent: follow the kernel log and cgroup counters"),
     "demo": ("oomwatch.demo", "provoke a real OOM kill in a scratch cgroup and show the incident"),
 }
+# What `pip install oomwatch` leaves out (the `agent` extra, pyproject.toml), by import name.
+AGENT_LIBRARIES = frozenset(
+    {"kubernetes", "prometheus_client", "structlog", "inotify_simple", "psutil", "yaml"}
+)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -35,7 +40,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     for name, (module_name, help_text) in SUBCOMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
         if name == wanted:
-            module = importlib.import_module(module_name)
+            try:
+                module = importlib.import_module(module_name)
+            except ModuleNotFoundError as exc:
+                if exc.name not in AGENT_LIBRARIES:
+                    raise
+                sys.stderr.write(
+                    f"oomwatch {name}: needs the agent's libraries ({exc.name} is missing):"
+                    " pip install 'oomwatch[agent]'\n"
+                )
+                return 2
             module.configure(p)
             p.set_defaults(_main=module.main)
     args = parser.parse_args(argv)

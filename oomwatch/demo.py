@@ -4,7 +4,8 @@ Builds a scratch kubelet-like memcg tree (`/oomwatch-lab-*/kubepods/burstable/po
 with a small limit, runs the same agent as `oomwatch run` in-process (standalone, temporary
 state dir, metrics on a free loopback port), starts a process that allocates past the limit,
 and prints the incident the agent stored.  Everything it made is removed afterwards.
-Needs root, the cgroup v1 memory controller and a readable /dev/kmsg.
+Needs root, the memory controller on cgroup v1 or v2 (it uses whichever the host has, and
+says which) and a readable /dev/kmsg.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ from oomwatch.incident import Incident
 from oomwatch.lab import (
     ScratchMemcg,
     kubelet_layout,
-    memcg_v1_unavailable_reason,
+    lab_cgroup_version,
+    lab_unavailable_reason,
     spawn_hog,
     wait_rate_limit_window,
 )
@@ -81,14 +83,20 @@ def _render(incident: Incident, as_json: bool) -> str:
 
 
 def main(args: argparse.Namespace) -> int:
-    reason = memcg_v1_unavailable_reason()
-    if reason is not None:
-        print(f"oomwatch demo: cannot provoke a real OOM kill here: {reason}", file=sys.stderr)
+    version = lab_cgroup_version()
+    if version is None:
+        print(f"oomwatch demo: cannot provoke a real OOM kill here: {lab_unavailable_reason()}",
+              file=sys.stderr)
         return 1
     setup_logging(args.log_format, stream=sys.stderr)
     pod_uid = str(uuid.uuid4())
     container_id = uuid.uuid4().hex + uuid.uuid4().hex
-    with tempfile.TemporaryDirectory(prefix="oomwatch-demo-") as tmp, ScratchMemcg() as scratch:
+    with (
+        tempfile.TemporaryDirectory(prefix="oomwatch-demo-") as tmp,
+        ScratchMemcg(version=version) as scratch,
+    ):
+        print(f"oomwatch demo: cgroup v{version} (the memory controller is at {scratch.mount})",
+              file=sys.stderr)
         state_dir = Path(tmp)
         container = kubelet_layout(
             scratch, pod_uid, container_id, container_limit_bytes=args.limit_mb * MIB

@@ -1,10 +1,12 @@
 """The one record that flows through oomwatch: an OOM incident and its parts.
 
-Data flows one way (source -> decode -> incident -> enrich -> store -> sinks); each stage
-fills in more of the same `Incident`.  Field names are the JSON contract of
-`oomwatch report --json` and of the daemon's log line, so renaming one is a breaking change.
-Units are in the names (`_kb`, `_pages`, `_bytes`, `_seconds`); `None` means "the evidence
-did not say", never zero.
+Data flows one way (source -> decode -> incident -> enrich -> diagnose -> store -> sinks);
+each stage fills in more of the same `Incident`.  Field names are the JSON contract of
+`oomwatch report --json` (schemas/report.schema.json, `JSON_SCHEMA_VERSION`) and of the
+store, so renaming one is a breaking change.  One unit per kind of quantity: sizes in bytes
+(`_bytes`), times in seconds (`_s`, `_seconds`); only the kernel's task table stays in its
+pages (`_pages`, of `page_size_bytes`).  `None` means "the evidence did not say", never zero;
+a limit is `None` also where the kernel printed "no limit" (its maximum), never a sentinel.
 """
 
 from __future__ import annotations
@@ -27,6 +29,12 @@ CgroupDriver = Literal["cgroupfs", "systemd"]
 Runtime = Literal["containerd", "cri-o", "docker"]
 
 INCIDENT_KINDS: tuple[str, ...] = get_args(IncidentKind)
+# The version of the JSON shape (`--json`'s top-level `schema_version`).  2: sizes in bytes
+# everywhere (1 had `_kb` fields and the kernel's "no limit" as a number).
+JSON_SCHEMA_VERSION = 2
+# A limit at or above this is the kernel's "no limit" (v1 prints PAGE_COUNTER_MAX pages in kB,
+# 9007199254740988kB; v2 a similar huge value): 4 PiB is not a limit anyone set.
+UNLIMITED_BYTES = 1 << 52
 LIMIT_SCOPES: tuple[str, ...] = get_args(LimitScope)
 
 
@@ -43,14 +51,17 @@ class Invoker:
 
 @dataclass(slots=True)
 class MemcgUsage:
-    """The `memory:` / `swap:` / `memory+swap:` / `kmem:` lines of a memcg OOM report."""
+    """The `memory:` / `swap:` / `memory+swap:` / `kmem:` lines of a memcg OOM report.
 
-    usage_kb: int | None = None
-    limit_kb: int | None = None
+    A limit is None where the kernel printed its maximum (no limit) or no such line; the
+    usage beside it says which (the kernel prints both on one line)."""
+
+    usage_bytes: int | None = None
+    limit_bytes: int | None = None
     failcnt: int | None = None
-    swap_usage_kb: int | None = None
-    swap_limit_kb: int | None = None
-    kmem_usage_kb: int | None = None
+    swap_usage_bytes: int | None = None
+    swap_limit_bytes: int | None = None
+    kmem_usage_bytes: int | None = None
 
 
 @dataclass(slots=True)
@@ -78,25 +89,25 @@ class TaskRow:
     rss_file_pages: int | None = None
     rss_shmem_pages: int | None = None
     pgtables_bytes: int | None = None
-    swapents: int | None = None
+    swapents_pages: int | None = None
     oom_score_adj: int | None = None
 
 
 @dataclass(slots=True)
 class Victim:
-    """A process the kernel killed, from its `Killed process` line."""
+    """A process the kernel killed, from its `Killed process` line (kB as printed -> bytes)."""
 
     pid: int
     comm: str
-    total_vm_kb: int | None = None
-    anon_rss_kb: int | None = None
-    file_rss_kb: int | None = None
-    shmem_rss_kb: int | None = None
+    total_vm_bytes: int | None = None
+    anon_rss_bytes: int | None = None
+    file_rss_bytes: int | None = None
+    shmem_rss_bytes: int | None = None
     uid: int | None = None
-    pgtables_kb: int | None = None
+    pgtables_bytes: int | None = None
     oom_score_adj: int | None = None
     # Filled from a later `oom_reaper: reaped process` line when one arrives.
-    reaped_anon_rss_kb: int | None = None
+    reaped_anon_rss_bytes: int | None = None
 
 
 @dataclass(slots=True)
@@ -131,6 +142,13 @@ class TimelineSample:
     shmem_bytes: int | None = None
     thp_bytes: int | None = None
     kernel_bytes: int | None = None
+    # Page cache the kernel reclaims first; usage minus it is the working set (what
+    # kubelet and cAdvisor call container_memory_working_set_bytes).
+    inactive_file_bytes: int | None = None
+
+    @property
+    def working_set_bytes(self) -> int:
+        return max(self.usage_bytes - (self.inactive_file_bytes or 0), 0)
 
 
 @dataclass(slots=True)
@@ -235,6 +253,12 @@ class Incident:
     victims: list[Victim] = field(default_factory=list)
     group_kill: bool = False
     group_cgroup: str | None = None
+    # Kills the kernel counted for this incident in `oom_kill` (memory.events, /proc/vmstat):
+    # one per `Killed process` line.  A memory.oom.group kill prints (and counts) its primary
+    # victim twice, as victim and as group member (mm/oom_kill.c oom_kill_process), so this
+    # is len(victims) + 1 there; members "already exiting" are skipped and not counted.  (A
+    # text log stamped to the second shows the repeat as a duplicate line, counted once.)
+    kills_counted: int | None = None
     header_suppressed: bool = False
     # How `task_memcg` was established; None for incidents that did not need attributing
     # (framework OOMs, evictions) and for records from before attribution existed.
@@ -276,6 +300,10 @@ class Incident:
     # --- added by diagnosis ---
     findings: list[Finding] = field(default_factory=list)
     recommendation: dict[str, Any] | None = None
+    # The sentence every output leads with, and its code for tables
+    # (oomwatch.diagnosis.verdict); None until diagnosed.
+    verdict: str | None = None
+    verdict_code: str | None = None
     # Lines of the report the decoder could not place; kept for the post-mortem.
     notes: list[str] = field(default_factory=list)
 
@@ -306,9 +334,11 @@ class Incident:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Incident:
-        """Rebuild from `to_dict` output (the store keeps incidents as JSON)."""
-        known = {f.name for f in dataclasses.fields(cls)}
-        kwargs: dict[str, Any] = {k: v for k, v in data.items() if k in known}
+        """Rebuild from `to_dict` output (the store keeps incidents as JSON), or from the
+        version-1 shape (`_kb` fields) older agents stored.  Keys this version does not know
+        (a newer agent's) are left out, so a store written by a newer agent still reads."""
+        data = upgrade_v1(data)
+        kwargs = _known(cls, data)
         kwargs["invoker"] = _opt(Invoker, data.get("invoker"))
         kwargs["memcg"] = _opt(MemcgUsage, data.get("memcg"))
         kwargs["breakdown_bytes"] = _opt(Breakdown, data.get("breakdown_bytes"))
@@ -316,15 +346,22 @@ class Incident:
         kwargs["forecast"] = _opt(ForecastRecord, data.get("forecast"))
         attribution = data.get("attribution")
         if attribution is not None:
-            candidates = [AttributionCandidate(**c) for c in attribution.get("candidates") or []]
-            kwargs["attribution"] = Attribution(**{**attribution, "candidates": candidates})
-        kwargs["tasks"] = [TaskRow(**row) for row in data.get("tasks") or []]
-        kwargs["victims"] = [Victim(**v) for v in data.get("victims") or []]
-        kwargs["findings"] = [Finding(**f) for f in data.get("findings") or []]
+            candidates = [
+                AttributionCandidate(**_known(AttributionCandidate, c))
+                for c in attribution.get("candidates") or []
+            ]
+            kwargs["attribution"] = Attribution(
+                **{**_known(Attribution, attribution), "candidates": candidates}
+            )
+        kwargs["tasks"] = [TaskRow(**_known(TaskRow, row)) for row in data.get("tasks") or []]
+        kwargs["victims"] = [Victim(**_known(Victim, v)) for v in data.get("victims") or []]
+        kwargs["findings"] = [Finding(**_known(Finding, f)) for f in data.get("findings") or []]
         timeline = data.get("timeline")
         if timeline is not None:
-            samples = [TimelineSample(**s) for s in timeline.get("samples") or []]
-            kwargs["timeline"] = Timeline(**{**timeline, "samples": samples})
+            samples = [
+                TimelineSample(**_known(TimelineSample, s)) for s in timeline.get("samples") or []
+            ]
+            kwargs["timeline"] = Timeline(**{**_known(Timeline, timeline), "samples": samples})
         return cls(**kwargs)
 
 
@@ -336,5 +373,65 @@ def iso_time(epoch_s: float) -> str:
 _T = TypeVar("_T")
 
 
+def _known(cls: type[Any], data: dict[str, Any]) -> dict[str, Any]:
+    names = {f.name for f in dataclasses.fields(cls)}
+    return {k: v for k, v in data.items() if k in names}
+
+
 def _opt(cls: type[_T], value: dict[str, Any] | None) -> _T | None:
-    return None if value is None else cls(**value)
+    return None if value is None else cls(**_known(cls, value))
+
+
+# Version 1 (oomwatch 0.1.0) kept the kernel's kB; the kernel's "no limit" (v1
+# PAGE_COUNTER_MAX pages, printed in kB) was stored as that number.
+_V1_KB = {
+    "memcg": ("usage", "limit", "swap_usage", "swap_limit", "kmem_usage"),
+    "victims": (
+        "total_vm", "anon_rss", "file_rss", "shmem_rss", "pgtables", "reaped_anon_rss",
+    ),
+}
+_V1_LIMITS = ("limit", "swap_limit")
+
+
+def upgrade_v1(data: dict[str, Any]) -> dict[str, Any]:
+    """A version-1 record in the current shape (kB -> bytes, "no limit" -> None); a
+    current record is returned as it is."""
+    memcg, victims = data.get("memcg"), data.get("victims") or []
+    tasks = data.get("tasks") or []
+    old = (isinstance(memcg, dict) and any(k.endswith("_kb") for k in memcg)) or any(
+        isinstance(v, dict) and any(k.endswith("_kb") for k in v) for v in victims
+    ) or any(isinstance(t, dict) and "swapents" in t for t in tasks)
+    if not old:
+        return data
+    data = dict(data)
+    if isinstance(memcg, dict):
+        data["memcg"] = _kb_to_bytes(memcg, _V1_KB["memcg"])
+    data["victims"] = [
+        _kb_to_bytes(v, _V1_KB["victims"]) if isinstance(v, dict) else v for v in victims
+    ]
+    data["tasks"] = [
+        {("swapents_pages" if k == "swapents" else k): v for k, v in t.items()}
+        if isinstance(t, dict) else t
+        for t in tasks
+    ]
+    data["findings"] = [  # 0.1.0's evidence: usage_kb, limit_kb, total_vm_kb
+        {**f, "evidence": _kb_to_bytes(f["evidence"], _kb_names(f["evidence"]))}
+        if isinstance(f, dict) and isinstance(f.get("evidence"), dict) else f
+        for f in data.get("findings") or []
+    ]
+    return data
+
+
+def _kb_names(record: dict[str, Any]) -> tuple[str, ...]:
+    return tuple(k.removesuffix("_kb") for k in record if k.endswith("_kb"))
+
+
+def _kb_to_bytes(record: dict[str, Any], names: tuple[str, ...]) -> dict[str, Any]:
+    out = {k: v for k, v in record.items() if not k.endswith("_kb")}
+    for name in names:
+        kb = record.get(f"{name}_kb")
+        if not isinstance(kb, int):
+            continue
+        value = kb * 1024
+        out[f"{name}_bytes"] = None if name in _V1_LIMITS and value >= UNLIMITED_BYTES else value
+    return out

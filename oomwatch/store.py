@@ -9,6 +9,7 @@ WAL lets `oomwatch report --store` read while the daemon writes.  Retention is b
 count and age, separately for kernel kills and for what pods can cause (framework OOMs,
 evictions), so a pod cannot push a kernel kill out; each incident and the whole file are
 size-capped (oomwatch.store_limits), and a database that cannot be used is moved aside.
+Which agent may use a database of which schema (rollbacks) is oomwatch.store_upgrade's.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from oomwatch.cgroups.counters import OomCounters
 from oomwatch.incident import Incident
 from oomwatch.sources.kmsg import KmsgCursor
 from oomwatch.store_limits import MAX_DB_BYTES, bounded, move_aside
+from oomwatch.store_upgrade import NEWER, oldest_user, schema_of, take_back_set_aside, usable
 
 log = logging.getLogger("oomwatch.store")
 
@@ -98,6 +100,9 @@ _MIGRATIONS: tuple[str, ...] = (
     """,
 )
 SCHEMA_VERSION = len(_MIGRATIONS)
+# The migrations an agent at the schema before them cannot work with (store_upgrade): add a
+# migration's number here unless it only adds tables, indexes or columns with a default.
+_BREAKING_MIGRATIONS: tuple[int, ...] = (1,)
 
 
 @dataclass(frozen=True, slots=True)
@@ -256,6 +261,7 @@ class IncidentStore:
                 raise StoreError(f"cannot open incident store {self.path}: {exc}") from exc
         else:
             self._db = self._open_writable()
+            self._take_back_set_aside()
             self.prune()
 
     def _connect(self, target: Path | str) -> sqlite3.Connection:
@@ -275,6 +281,9 @@ class IncidentStore:
                 raise _Unusable("corrupt", f"quick_check: {check}")
             self._migrate()
             self._check_version()
+            if schema_of(db)[0] == SCHEMA_VERSION:  # a newer one keeps its own header
+                oldest = oldest_user(SCHEMA_VERSION, _BREAKING_MIGRATIONS)
+                db.execute(f"PRAGMA user_version = {oldest}")
         except BaseException:
             db.close()
             raise
@@ -303,6 +312,15 @@ class IncidentStore:
             )  # fmt: skip
             return self._connect(":memory:")
 
+    def _take_back_set_aside(self) -> None:
+        """The incidents an older agent set aside in a rollback, if this agent may use them."""
+        if not self._db.execute("PRAGMA database_list").fetchone()[2]:
+            return  # the store fell back to memory: leave the files for a later start
+        try:
+            take_back_set_aside(self._db, self.path, SCHEMA_VERSION)
+        except (sqlite3.Error, OSError) as exc:
+            log.warning("cannot look for set-aside stores beside %s: %s", self.path, exc)
+
     @classmethod
     def open_readonly(cls, state_dir: Path) -> IncidentStore:
         """For readers (`oomwatch report --store DIR`): never creates or changes anything."""
@@ -330,11 +348,14 @@ class IncidentStore:
                 raise
 
     def _check_version(self) -> None:
-        row = self._db.execute("SELECT COALESCE(MAX(version), 0) FROM schema_migrations").fetchone()
-        if int(row[0]) > SCHEMA_VERSION:
+        """A newer schema is used as it is when its header says this agent may; refused
+        (moved aside by a writer) otherwise."""
+        version, oldest = schema_of(self._db)
+        if not usable(version, oldest, SCHEMA_VERSION):
             raise _Unusable(
-                "newer",
-                f"schema {row[0]}, newer than this oomwatch's ({SCHEMA_VERSION})",
+                NEWER,
+                f"schema {version}, newer than this oomwatch's ({SCHEMA_VERSION}) and not"
+                f" usable by it (a newer oomwatch reads it)",
             )
 
     # --- incidents ---

@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from oomwatch.incident import Incident, TaskRow, Timeline
+from oomwatch.store_upgrade import set_aside
 
 MAX_TASK_ROWS = 256
 MAX_NOTES = 100
@@ -78,18 +79,15 @@ def largest_tasks(incident: Incident, limit: int) -> list[TaskRow]:
 
 def move_aside(db_path: Path, reason: str) -> Path:
     """Rename the database (and its WAL files) to `<name>.<reason>-<UTC time>`; keep the
-    newest KEEP_ASIDE such copies.  Returns the new name."""
+    newest KEEP_ASIDE such copies for each reason (a corrupt one never pushes out a newer
+    agent's store, which that agent takes back: store_upgrade).  Returns the new name."""
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     aside = db_path.with_name(f"{db_path.name}.{reason}-{stamp}")
     for suffix in ("", "-wal", "-shm"):
         source = Path(f"{db_path}{suffix}")
         if source.exists():
             os.replace(source, Path(f"{aside}{suffix}"))
-    copies = db_path.parent.glob(f"{db_path.name}.*-*")
-    older = sorted(
-        (p for p in copies if not p.name.endswith(("-wal", "-shm"))),
-        key=lambda p: p.stat().st_mtime,
-    )
+    older = sorted(set_aside(db_path, reason), key=lambda p: p.stat().st_mtime)
     for old in older[:-KEEP_ASIDE]:
         for suffix in ("", "-wal", "-shm"):
             Path(f"{old}{suffix}").unlink(missing_ok=True)

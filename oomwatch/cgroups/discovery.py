@@ -68,6 +68,15 @@ def find_hierarchies(root: str) -> list[Hierarchy]:
     return found
 
 
+def describe_memory_hierarchies(root: str) -> str:
+    """One line for people: where the memory controller is under `root`, and which version
+    (`./dev.sh run` says it before starting the agent)."""
+    found = find_hierarchies(root)
+    if not found:
+        return f"no memory cgroup hierarchy under {root}"
+    return "; ".join(f"cgroup v{h.version} (memory controller at {h.mount_path})" for h in found)
+
+
 def _has_memory_controller(path: str) -> bool:
     try:
         return "memory" in read_once(os.path.join(path, "cgroup.controllers")).decode().split()

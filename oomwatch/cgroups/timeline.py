@@ -20,14 +20,17 @@ from oomwatch.incident import Timeline, TimelineSample
 SAMPLED_LEVELS = frozenset({"container", "cgroup"})
 LIMIT_REFRESH_SAMPLES = 10  # limits change rarely (in-place resize): re-read every 10th sample
 
-# (anon, file, shmem, thp, kernel parts) keys of memory.stat, by cgroup version.
-_V1_KEYS = (b"total_rss", b"total_cache", b"total_shmem", b"total_rss_huge", ())
+# (anon, file, shmem, thp, kernel parts, inactive file) keys of memory.stat, by version.
+_V1_KEYS = (
+    b"total_rss", b"total_cache", b"total_shmem", b"total_rss_huge", (), b"total_inactive_file"
+)
 _V2_KEYS = (
     b"anon",
     b"file",
     b"shmem",
     b"anon_thp",
     (b"kernel_stack", b"pagetables", b"sec_pagetables", b"percpu", b"sock", b"slab"),
+    b"inactive_file",
 )
 
 
@@ -38,13 +41,14 @@ class _Breakdown:
     shmem: int | None = None
     thp: int | None = None
     kernel: int | None = None
+    inactive_file: int | None = None
 
 
 class _Ring:
     """The last `capacity` samples of one cgroup, in flat arrays: no object per sample.
 
     250 containers x 601 samples as `TimelineSample` objects would be ~25 MiB of heap; as
-    eight 8-byte columns it is under 10 MiB.  `None` is stored as -1 (no byte count is
+    nine 8-byte columns it is about 10 MiB.  `None` is stored as -1 (no byte count is
     negative).
     """
 
@@ -55,7 +59,7 @@ class _Ring:
         self.size = 0
         self._next = 0
         self._times = array("d", bytes(8 * capacity))
-        self._columns = [array("q", bytes(8 * capacity)) for _ in range(7)]
+        self._columns = [array("q", bytes(8 * capacity)) for _ in range(8)]
 
     def append(self, t_s: float, usage: int, limit: int | None, b: _Breakdown) -> None:
         i = self._next
@@ -68,6 +72,7 @@ class _Ring:
         c[4][i] = -1 if b.shmem is None else b.shmem
         c[5][i] = -1 if b.thp is None else b.thp
         c[6][i] = -1 if b.kernel is None else b.kernel
+        c[7][i] = -1 if b.inactive_file is None else b.inactive_file
         self._next = 0 if i + 1 == self.capacity else i + 1
         if self.size < self.capacity:
             self.size += 1
@@ -140,11 +145,13 @@ class _Source:
             return None
         b = self.breakdown
         self.ring.append(now_s, usage, self.limit, b)
-        return TimelineSample(now_s, usage, self.limit, b.anon, b.file, b.shmem, b.thp, b.kernel)
+        return TimelineSample(
+            now_s, usage, self.limit, b.anon, b.file, b.shmem, b.thp, b.kernel, b.inactive_file
+        )
 
 
 def _parse_breakdown(stat: bytes, version: int) -> _Breakdown:
-    anon, file, shmem, thp, kernel_parts = _V2_KEYS if version == 2 else _V1_KEYS
+    anon, file, shmem, thp, kernel_parts, inactive_file = _V2_KEYS if version == 2 else _V1_KEYS
     kernel: int | None = None
     if version == 2:
         # 5.18+ prints a `kernel` total; older kernels only the parts.
@@ -159,6 +166,7 @@ def _parse_breakdown(stat: bytes, version: int) -> _Breakdown:
         keyed_value(stat, shmem),
         keyed_value(stat, thp),
         kernel,
+        keyed_value(stat, inactive_file),
     )
 
 

@@ -239,7 +239,23 @@ class CgroupWatcher:
             if cg.identity.level != "container":
                 self._watch_dir(hierarchy, cg.relpath)
         added = [cg for cg in new if cg.relpath in readings]
-        self._pending.extend(self._book.add(added, readings, self._clock()))
+        ancestors = self._fresh_ancestors(added)
+        self._pending.extend(self._book.add(added, readings, self._clock(), ancestors))
+
+    def _fresh_ancestors(self, added: list[WatchedCgroup]) -> dict[str, OomCounters]:
+        """Fresh readings of the watched v2 ancestors of new cgroups (see `CounterBook.add`):
+        hierarchical counters tell whether a new cgroup's kills came after they were read."""
+        out: dict[str, OomCounters] = {}
+        new = {cg.relpath for cg in added}
+        for cg in added:
+            parent = self._book.ancestor_of(cg.relpath) if cg.version == 2 else None
+            if parent is None or parent in new or parent in out:
+                continue
+            try:
+                out[parent] = self._parse(parent, self._files[parent].read())
+            except CgroupGone:
+                continue
+        return out
 
     def counter_levels(self) -> dict[str, OomCounters]:
         """The counters every delta returned so far explains (`CounterBook.levels`), less

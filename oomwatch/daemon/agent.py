@@ -20,6 +20,7 @@ import select
 import threading
 import time
 from collections import OrderedDict
+from datetime import UTC, datetime
 from typing import Any
 
 from oomwatch.cgroups import CgroupWatcher, TimelineSampler, WatchedCgroup
@@ -32,6 +33,8 @@ from oomwatch.daemon.host import dying, live_pids
 from oomwatch.daemon.kernel_log import KernelLog
 from oomwatch.daemon.pipeline import Pipeline
 from oomwatch.daemon.reconcile import CgroupFacts, is_kernel_kill
+from oomwatch.diagnosis.history import History
+from oomwatch.diagnosis.trends import CRASH_LOOP_WINDOW_S
 from oomwatch.incident import Incident, TimelineSample
 from oomwatch.sinks import http
 from oomwatch.sinks.log import LogSink, get_logger
@@ -120,6 +123,8 @@ class Agent:
             enrich_wait_s=config.enrich_wait_s,
             cgroup_facts=self._cgroup_facts,
             kernel_offset_s=self.kmsg.clock.offset_s,
+            log_read_at_s=lambda: self.kmsg.read_through_s,
+            history=self._history(),
         )
         if checkpoint is not None:
             self.pipeline.state = self.checkpoints.restored_state(checkpoint, time.monotonic())
@@ -151,6 +156,7 @@ class Agent:
                 annotate=self.config.annotate_pods,
                 submit=self.submit,
                 kernel_kills_for=self._kernel_kills_for,
+                state_dir=str(self.config.state_dir),
             )
         except Exception as exc:
             self.log.warning("standalone", reason=f"no Kubernetes cluster reachable: {exc}")
@@ -179,6 +185,17 @@ class Agent:
         )
         enricher: Enricher = ProbeEnricher(probe_dir, reader=reader)
         return enricher
+
+    def _history(self) -> History:
+        """The crash-loop window's stored kills, so a restarted agent diagnoses the next kill
+        of a crash-looping container as `oomwatch report --store` does."""
+        since = datetime.fromtimestamp(time.time() - CRASH_LOOP_WINDOW_S, UTC)
+        history = History()
+        try:
+            history.remember_all(self.store.iter_query(since=since))
+        except Exception:
+            self.log.exception("store_history_unreadable")
+        return history
 
     def _kernel_kills_for(self, container_id: str, since_s: float, until_s: float) -> int:
         """(Kubernetes thread) kernel kills stored for a container; the store serializes."""
@@ -248,6 +265,7 @@ class Agent:
             else None,
             state_dir=str(self.config.state_dir),
             cgroup_hierarchies=[h.mount_path for h in self.watcher.hierarchies],
+            cgroup_versions=[h.version for h in self.watcher.hierarchies],
             cgroups_watched=len(self.cgroups.watched),
             oom_notifications=self.watcher.witness.failure or "watched",
             standalone=self.kube is None,
@@ -290,7 +308,10 @@ class Agent:
             flush_at = self.kmsg.flush_at()
             if flush_at is not None:
                 timeout_s = min(timeout_s, max(0.0, flush_at - now))
+            polled_s = time.monotonic()
             ready = {fd for fd, _ in poller.poll(timeout_s * 1000.0)}
+            if kmsg_fd is not None and kmsg_fd not in ready:
+                self.kmsg.note_quiet(polled_s)  # nothing was unread then (or since)
             if self._wake_r in ready:
                 with contextlib.suppress(BlockingIOError):
                     os.read(self._wake_r, 4096)
@@ -302,10 +323,13 @@ class Agent:
             self._heartbeat_mono = now
 
     def _turn(self, ready: set[int]) -> None:
-        """One loop turn: the kernel log first (latency), then counter news."""
+        """One loop turn: the kernel log first (latency), then counter news.  With news the
+        log is read too: a kill the counters show has printed its line by then, and a kill
+        is placed only once the lines of every kill its counters show are in."""
         incidents: list[Incident] = []
+        news = self.cgroups.take_news()
         try:
-            if self.kmsg.fileno() in ready:
+            if self.kmsg.fileno() in ready or news is not None:
                 incidents += self.kmsg.read()
             incidents += self.kmsg.flush_if_idle(time.monotonic())
         except Exception:
@@ -314,7 +338,6 @@ class Agent:
             incidents.append(self._submitted.get_nowait())
         self.pipeline.process(incidents)
         self._rescan_for(incidents)
-        news = self.cgroups.take_news()
         if news is not None:
             self.pipeline.process((), news)
 
@@ -372,20 +395,27 @@ class Agent:
         for cg, sample in samples:
             labels = self._labels(cg.identity.pod_uid, cg.identity.container_id)
             if labels is not None:
-                self.metrics.set_container_memory(labels, sample.usage_bytes, sample.limit_bytes)
+                self.metrics.set_container_memory(
+                    labels, sample.usage_bytes, sample.limit_bytes, sample.working_set_bytes
+                )
         self.metrics.forget_stale(now_wall)
         self.forecasts.observe(samples, now_wall)
 
     def _labels(self, pod_uid: str | None, container_id: str | None) -> SeriesLabels | None:
         if not pod_uid:
             return None
-        namespace = pod = container = ""
         info = self.kube.cache.get(pod_uid) if self.kube is not None else None
-        if info is not None:
-            namespace, pod = info.namespace, info.name
-            found = info.container_by_id(container_id) if container_id else None
-            container = found.name if found is not None else ""
-        return SeriesLabels(namespace, pod, container, pod_uid)
+        if info is None:
+            return SeriesLabels(pod_uid=pod_uid)
+        found = info.container_by_id(container_id) if container_id else None
+        return SeriesLabels(
+            info.namespace,
+            info.name,
+            found.name if found is not None else "",
+            pod_uid,
+            info.owner_name or "",
+            (info.owner_kind or "").lower(),
+        )
 
     def _checkpoint(self) -> None:
         """Save how far the log is handled with the counter levels and the pending

@@ -76,11 +76,13 @@ class Witnesses:
 @dataclass(frozen=True, slots=True)
 class WaitingKill:
     """A kill waiting for the counter rise that explains it: its incident, its time on the
-    clock of the counters, and the cgroups it is known to be one of (None: any)."""
+    clock of the counters, the cgroups it is known to be one of (None: any), and when its
+    line was read (it was printed before, so its counter bump too)."""
 
     incident: Incident
     t_s: float | None
     cgroups: tuple[str, ...] | None = None
+    arrived_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +93,10 @@ class Options:
     rises: dict[str, list[int]]
     method: AttributionMethod
     assigned: int | None = None
+    # Every assignment the evidence allows gives this kill a rise.  Where there are more
+    # kills than fitting rises (a stale line read from the ring's backlog, a kill in an
+    # unwatched cgroup) a kill may have none, and then one fitting cgroup proves nothing.
+    essential: bool = False
 
     @property
     def cgroups(self) -> list[str]:
@@ -129,19 +135,21 @@ def options(
         edges.append(fitting)
     owner = maximum_matching(edges)
     assigned = {kill: rise for rise, kill in owner.items()}
+    small = len(kills) <= MAX_MATCHING_KILLS  # else each kill's own evidence alone
     out: list[Options] = []
     for i, (kill_edges, method) in enumerate(zip(edges, methods, strict=True)):
         by_cgroup: dict[str, list[int]] = {}
         for j in kill_edges:
             by_cgroup.setdefault(rises[j].cgroup, []).append(j)
-        if len(kills) <= MAX_MATCHING_KILLS:  # else each kill's own evidence alone
+        if small:
             by_cgroup = {
                 cgroup: js
                 for cgroup, js in by_cgroup.items()
                 if assigned.get(i) in js
                 or any(_can_take(i, j, edges, owner, assigned) for j in js)
             }
-        out.append(Options(by_cgroup, method, assigned.get(i)))
+        essential = small and len(by_cgroup) == 1 and _essential(i, edges, len(owner))
+        out.append(Options(by_cgroup, method, assigned.get(i), essential))
     return out
 
 
@@ -149,6 +157,11 @@ def fits(kill: WaitingKill, rise: Rise, witnesses: Witnesses, slack_s: float) ->
     """Whether every witness allows this counter rise to be this kill (`slack_s`: how late
     a converted kill time may be)."""
     if kill.cgroups is not None and not any(covers(rise.cgroup, c) for c in kill.cgroups):
+        return False
+    if kill.arrived_s is not None and rise.after_s is not None and kill.arrived_s < rise.after_s:
+        # its line was read before the counter was last seen unchanged, so it was printed
+        # (and its counter bumped) before then: not its rise.  Both times are the agent's
+        # own clock, no conversion: the test holds whatever the kernel clock's offset.
         return False
     t = kill.t_s
     if t is not None:
@@ -158,8 +171,8 @@ def fits(kill: WaitingKill, rise: Rise, witnesses: Witnesses, slack_s: float) ->
             return False  # the counter had not moved yet when this kill was printed
     victim = kill.incident.victim
     limit = witnesses.limits_bytes.get(rise.cgroup)
-    if victim is not None and victim.anon_rss_kb is not None and limit is not None:
-        return victim.anon_rss_kb * 1024 <= limit * LIMIT_MARGIN + LIMIT_SLACK_BYTES
+    if victim is not None and victim.anon_rss_bytes is not None and limit is not None:
+        return victim.anon_rss_bytes <= limit * LIMIT_MARGIN + LIMIT_SLACK_BYTES
     return True
 
 
@@ -198,6 +211,12 @@ def maximum_matching(edges: list[list[int]]) -> dict[int, int]:
     for i in range(len(edges)):
         _augment(i, edges, owner, set())
     return owner
+
+
+def _essential(i: int, edges: list[list[int]], size: int) -> bool:
+    """Whether every maximum matching covers kill i: without it, one fewer kill is matched."""
+    without = [[] if k == i else e for k, e in enumerate(edges)]
+    return len(maximum_matching(without)) < size
 
 
 def _augment(i: int, edges: list[list[int]], owner: dict[int, int], seen: set[int]) -> bool:

@@ -81,6 +81,8 @@ class KernelLog:
         self.assembler = ReportAssembler()
         self.clock = KernelClock()
         self._caught_up = False  # the last read emptied the log: what comes next is live
+        # the log held nothing unread at this time (CLOCK_MONOTONIC; None: not known yet)
+        self.read_through_s: float | None = None
         self.undecodable = 0
         self._on_lost = on_lost
         self._last_record_mono = 0.0
@@ -125,8 +127,11 @@ class KernelLog:
         if self.follower is None:
             return []
         live = self._caught_up
+        started_s = time.monotonic()
         records = self.follower.read_available()
         self._caught_up = len(records) < MAX_RECORDS_PER_READ
+        if self._caught_up:
+            self.read_through_s = started_s
         out = self.decode(records, live=live)
         if records:
             self._last_record_mono = time.monotonic()
@@ -166,6 +171,11 @@ class KernelLog:
                     consequence="record skipped; the rest of the read is kept",
                 )
         return out
+
+    def note_quiet(self, polled_at_s: float) -> None:
+        """The loop's poll found nothing to read at `polled_at_s`: read through then."""
+        if self._caught_up:
+            self.read_through_s = polled_at_s
 
     def flush_if_idle(self, now_mono: float) -> list[Incident]:
         flush_at = self.flush_at()

@@ -30,8 +30,7 @@ def fill_sampled_usage(incident: Incident) -> None:
     if timeline is None or not timeline.samples:
         return
     last = timeline.samples[-1]  # the window ends at the kill: a later sample shows it freed
-    limit_kb = None if last.limit_bytes is None else last.limit_bytes // 1024
-    incident.memcg = MemcgUsage(usage_kb=last.usage_bytes // 1024, limit_kb=limit_kb)
+    incident.memcg = MemcgUsage(usage_bytes=last.usage_bytes, limit_bytes=last.limit_bytes)
     if incident.breakdown_bytes is None:
         incident.breakdown_bytes = Breakdown(
             anon=last.anon_bytes,

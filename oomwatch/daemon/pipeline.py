@@ -1,8 +1,10 @@
 """The daemon's pipeline from decoded incidents to stored, published ones.
 
 decoded kills + counter deltas -> reconcile -> identity -> the cgroup at the kill (timeline,
-sampled usage, oom.group, survival) -> enrichers (deferred, bounded) -> store (once per
-kill) -> sinks.  It does no I/O of its own: the host is reached only through the callables
+sampled usage, oom.group, survival) -> enrichers (deferred, bounded) -> diagnosis (with the
+workload's earlier kills) -> store (once per kill) -> sinks.  Every sink speaks from the one
+diagnosis (`findings`, `recommendation`, `verdict`) that is stored and that `oomwatch
+report` shows.  It does no I/O of its own: the host is reached only through the callables
 and adapters it is given, so it runs the same on the real kernel, in the demo and in tests.
 Nothing here raises on input or on a sink error.
 """
@@ -24,6 +26,7 @@ from oomwatch.daemon.reconcile import (
     is_kernel_kill,
     reconcile,
 )
+from oomwatch.diagnosis.history import History
 from oomwatch.incident import Incident, Timeline, iso_time
 from oomwatch.stages import Enricher, Sink
 from oomwatch.store import IncidentStore, iso_to_epoch_s
@@ -86,6 +89,8 @@ class Pipeline:
         mono_clock: Callable[[], float] = time.monotonic,
         cgroup_facts: Callable[[], CgroupFacts] = CgroupFacts,
         kernel_offset_s: Callable[[], float | None] = lambda: 0.0,
+        log_read_at_s: Callable[[], float | None] = lambda: None,
+        history: History | None = None,
     ) -> None:
         self.store = store
         self.sinks = list(sinks)
@@ -100,6 +105,8 @@ class Pipeline:
         self._mono = mono_clock
         self._cgroup_facts = cgroup_facts
         self._kernel_offset_s = kernel_offset_s
+        self._log_read_at_s = log_read_at_s
+        self.history = history if history is not None else History()
         self.state = ReconcileState()
         self._deferred: list[_Deferred] = []
         self.stats = PipelineStats()
@@ -139,6 +146,7 @@ class Pipeline:
                 facts=self._cgroup_facts(),
                 kernel_offset_s=self._kernel_offset_s(),
                 wall_offset_s=now_wall - now_mono,
+                log_read_at_s=self._log_read_at_s(),
             )
         except Exception:  # a bug here must not lose the incidents: pass them on unmatched
             log.exception("reconciliation failed; passing incidents on unmatched")
@@ -238,7 +246,13 @@ class Pipeline:
         self._deferred = still
 
     def _commit(self, incident: Incident) -> None:
-        """Store once, then publish; a store failure still publishes (better than silence)."""
+        """Diagnose, store once, then publish; a store failure still publishes (better than
+        silence), and so does a failed diagnosis (the facts without a verdict)."""
+        try:
+            incident = self.history.diagnose(incident)
+        except Exception:
+            log.exception("could not diagnose an incident; storing it undiagnosed")
+            self.stats.errors += 1
         try:
             if not self.store.add(incident):
                 self.stats.duplicates += 1
@@ -247,6 +261,7 @@ class Pipeline:
             log.exception("could not store an incident; publishing it anyway")
             self.stats.errors += 1
         self.stats.stored += 1
+        self.history.remember(incident)
         for sink in self.sinks:
             try:
                 sink.emit(incident)

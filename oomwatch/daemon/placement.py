@@ -76,11 +76,12 @@ def _options(
         if work.counted(claim.arrived_s):
             keys.append(id(claim))
             t_s = mono_time(claim.kernel_time_s, kernel_offset_s)
-            kills.append(WaitingKill(_CLAIMED, t_s, claim.cgroups))
+            kills.append(WaitingKill(_CLAIMED, t_s, claim.cgroups, claim.arrived_s))
     for bare in work.bare:
         if work.counted(bare.arrived_s):
             keys.append(id(bare))
-            kills.append(WaitingKill(bare.incident, mono(bare.incident, kernel_offset_s)))
+            t_s = mono(bare.incident, kernel_offset_s)
+            kills.append(WaitingKill(bare.incident, t_s, arrived_s=bare.arrived_s))
     return dict(zip(keys, options(kills, work.rises, work.witnesses(facts)), strict=True))
 
 
@@ -111,17 +112,21 @@ def _settle(work: Work, found: dict[int, Options], now_s: float) -> None:
 def _decide(work: Work, waiting: BareKill, opts: Options, now_s: float) -> bool:
     """Pass on a bare kill whose place is decided, leaving its claim; False if not yet."""
     cgroups = opts.cgroups
-    if not cgroups or opts.assigned is None:
+    if not cgroups:
         return False
-    if len(cgroups) > 1 and now_s < waiting.arrived_s + AMBIGUOUS_WAIT_S:
+    if not work.lines_in():
+        return False
+    sure = len(cgroups) == 1 and opts.essential
+    if not sure and now_s < waiting.arrived_s + AMBIGUOUS_WAIT_S:
         return False
     incident = waiting.incident
-    if len(cgroups) == 1:
+    if sure:
         attribute(incident, opts.method, "certain", cgroups, _why(opts.method))
         incident.task_memcg = cgroups[0]
         work.out.attributed += 1
     else:
-        attribute(incident, opts.method, "ambiguous", cgroups, _why_ambiguous(cgroups))
+        why = _why_ambiguous(cgroups) if len(cgroups) > 1 else _MAYBE
+        attribute(incident, opts.method, "ambiguous", cgroups, why)
         work.out.ambiguous += 1
     work.out.ready.append(incident)
     expires = now_s + work.keep_s
@@ -164,3 +169,9 @@ def _why_ambiguous(cgroups: Sequence[str]) -> str:
         f"the kernel rate-limited this kill's report; {len(cgroups)} cgroups' oom_kill counters"
         " rose at its time and nothing the kernel printed tells them apart"
     )
+
+
+_MAYBE = (
+    "more kills fit the time of this one than counter rises: it is in this cgroup or in one"
+    " oomwatch does not watch (or it is an old line of the log the counters did not count)"
+)

@@ -84,13 +84,15 @@ def reconcile(
     grace_s: float = GRACE_S,
     unmatched_keep_s: float = UNMATCHED_KEEP_S,
     wall_offset_s: float | None = None,
+    log_read_at_s: float | None = None,
 ) -> Reconciled:
     """Fold new log incidents and cgroup news into the state; return what is ready.
 
     Call with no new input on each tick so waiting kills reach their deadline.
     `kernel_offset_s` is the kernel log's clock minus CLOCK_MONOTONIC (None: not known yet;
     then no kill is placed by its time); `wall_offset_s` (wall clock minus CLOCK_MONOTONIC)
-    dates counter-only kills.
+    dates counter-only kills; `log_read_at_s`: the kernel log was read through then (None:
+    through now).
     """
     if not isinstance(news, CgroupNews):
         news = CgroupNews(kills=tuple(news))
@@ -103,6 +105,7 @@ def reconcile(
         state.counted_at_s,
         Reconciled(state),
         unmatched_keep_s,
+        now_s if log_read_at_s is None else log_read_at_s,
     )
     _take_incidents(work, incidents, now_s, kernel_offset_s, grace_s)
     _take_news(work, news, now_s, grace_s)
@@ -147,7 +150,7 @@ def _take_incidents(
         )
         attribute(incident, method, "certain", [cgroup], "named by the kernel's report")
         work.out.ready.append(incident)
-        for _ in range(max(1, len(incident.victims))):
+        for _ in range(incident.kills_counted or max(1, len(incident.victims))):
             work.claims.append(
                 Claim((cgroup,), incident.kernel_time_s, now_s + work.keep_s, now_s)
             )

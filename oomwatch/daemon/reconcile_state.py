@@ -124,12 +124,22 @@ class Work:
     counted_at_s: float | None
     out: Reconciled
     keep_s: float = UNMATCHED_KEEP_S
+    # the kernel log was read through this time: every kill a counter showed before it
+    # has its line in (the kernel prints it right after the counter bump)
+    log_read_at_s: float | None = None
     held: set[int] = field(default_factory=set)  # rises some claim or waiting kill may take
     taken: set[int] = field(default_factory=set)  # rises settled claims took
 
     def counted(self, arrived_s: float) -> bool:
         """Whether a counter pass began after a kill arrived (its rise is then seen)."""
         return self.counted_at_s is not None and self.counted_at_s >= arrived_s
+
+    def lines_in(self) -> bool:
+        """Whether every kill the rises show has had its line read: else a kill whose
+        line is still on its way competes for them unseen."""
+        latest = max((r.by_s for r in self.rises), default=None)
+        read = self.log_read_at_s
+        return latest is None or read is None or read >= latest
 
     def hold(self, opts: Options) -> None:
         self.held.update(j for js in opts.rises.values() for j in js)

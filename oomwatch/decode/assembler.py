@@ -187,6 +187,9 @@ class ReportAssembler:
                 report = None
         if not self._report_line(record, message, done):
             self._detail_line(record, message, done)
+        report = self._report
+        if report is not None and report.stamped is None and record.source_format != "plain":
+            report.stamped = record
 
     def _far(self, report: ReportState, record: LogRecord, message: str) -> bool:
         """Whether the line's kernel time is too far from the report's (else it moves on)."""
@@ -288,6 +291,9 @@ class ReportAssembler:
                 return
             report.in_stats = False
         if message.startswith("["):
+            if report is not None and "mem_cgroup_out_of_memory" in message:
+                meminfo_line(report, message)  # an old-style `[<addr>] fn+0x..` frame
+                return
             self._task_line(record, message, done)
             return
         if report is not None:
@@ -319,6 +325,7 @@ class ReportAssembler:
         ):
             report = self._start(record, SUMMARY, done)
         add_summary(report, summary)
+        report.summary_record = record
 
     def _killed(
         self, record: LogRecord, killed: tuple[str | None, Victim], done: list[Incident]
@@ -328,11 +335,13 @@ class ReportAssembler:
         if report is not None and report.incident.victims and report.incident.group_kill:
             if all(v.pid != victim.pid for v in report.incident.victims):
                 report.incident.victims.append(victim)
+            report.incident.kills_counted = (report.incident.kills_counted or 0) + 1
             return
         if report is None or report.incident.victims:
             report = self._start(record, KILLED, done)
         report.stage = KILLED
         report.incident.victims.append(victim)
+        report.incident.kills_counted = 1
         report.kill_record = record
         report.kill_message = kill_message or report.kill_message
 
@@ -360,11 +369,11 @@ class ReportAssembler:
         report = self._report
         if which == "memory":
             memcg = report.incident.memcg if report is not None else None
-            if memcg is not None and memcg.usage_kb is not None:
+            if memcg is not None and memcg.usage_bytes is not None:
                 report = self._start(record, MEMINFO, done)
             else:
                 report = self._continue(record, MEMINFO, done)
-            report.incident.memcg = MemcgUsage(usage_kb, limit_kb, failcnt)
+            report.incident.memcg = MemcgUsage(L.kib(usage_kb), L.limit_kib(limit_kb), failcnt)
             report.header_evidence = True
             return
         if report is not None and report.stage <= MEMINFO and not report.incident.victims:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from oomwatch.incident import Invoker, Victim
+from oomwatch.incident import UNLIMITED_BYTES, Invoker, Victim
 
 _S = re.S  # names may hold newlines (a /dev/kmsg `\x0a` inside a comm)
 
@@ -95,7 +95,22 @@ _OOM_KILL_HEAD = re.compile(
     r"(?:,cpuset=(?P<cpuset>.*?),mems_allowed=(?P<mems>[\d,\-]*))?$",
     _S,
 )
+# The memcg OOM path's own entry point in a call trace (3.x-6.x), as a frame the unwinder
+# is sure of: x86 ` mem_cgroup_out_of_memory+0x..`, `[<addr>] mem_cgroup_out_of_memory+..`,
+# arm's `... from mem_cgroup_out_of_memory+..`; a `? ` frame is a stale guess.
+_MEMCG_OOM_FRAME = re.compile(r"(?<!\? )\bmem_cgroup_out_of_memory(?:\.\w+)?\+0x")
 _PID_UID_TAIL = re.compile(r",pid=(\d{1,20}),uid=(\d{1,20})\s*$")
+
+
+def kib(value: int | None) -> int | None:
+    """kB as the kernel prints them -> bytes (the incident's one unit)."""
+    return None if value is None else value * 1024
+
+
+def limit_kib(value: int) -> int | None:
+    """A printed limit in kB -> bytes; None for the kernel's "no limit" (its maximum)."""
+    size = value * 1024
+    return None if size >= UNLIMITED_BYTES else size
 
 
 def _int(value: str | None) -> int | None:
@@ -137,6 +152,11 @@ def _parse_invoked_abridged(message: str) -> tuple[Invoker, str | None] | None:
         oom_score_adj=int(adj.group(1)) if adj else None,
     )
     return invoker, "the `invoked oom-killer` line is abridged: fields it lacks are unknown"
+
+
+def is_memcg_oom_frame(message: str) -> bool:
+    """A call-trace line through mem_cgroup_out_of_memory(): the OOM is a memcg's."""
+    return _MEMCG_OOM_FRAME.search(message) is not None
 
 
 def parse_cpu_pid(message: str) -> int | None:
@@ -259,12 +279,12 @@ def parse_killed(message: str) -> tuple[str | None, Victim] | None:
     victim = Victim(
         pid=int(match.group("pid")),
         comm=match.group("comm"),
-        total_vm_kb=_int(match.group("vm")),
-        anon_rss_kb=_int(match.group("anon")),
-        file_rss_kb=_int(match.group("file")),
-        shmem_rss_kb=_int(match.group("shmem")),
+        total_vm_bytes=kib(_int(match.group("vm"))),
+        anon_rss_bytes=kib(_int(match.group("anon"))),
+        file_rss_bytes=kib(_int(match.group("file"))),
+        shmem_rss_bytes=kib(_int(match.group("shmem"))),
         uid=_int(match.group("uid") or match.group("uid_old") or match.group("uid_rh7")),
-        pgtables_kb=_int(match.group("pgt")),
+        pgtables_bytes=kib(_int(match.group("pgt"))),
         oom_score_adj=_int(match.group("adj")),
     )
     return match.group("msg"), victim

@@ -24,24 +24,25 @@ from collections.abc import Iterable, Iterator
 from dataclasses import replace
 from datetime import UTC, datetime
 
+from oomwatch.decode import lines as L
+from oomwatch.decode.dmesg import Stamp, dmesg_record, dmesg_stamp, numeric_record
 from oomwatch.decode.records import MAX_MESSAGE_CHARS, LogRecord, kmsg_record_from_text
-from oomwatch.decode.stamps import YearClock, banner_time, iso_offset, month_number
+from oomwatch.decode.stamps import YearClock, banner_time, iso_offset
 
 _QUOTE = re.compile(r"[ \t]*(?:>[ \t]?)+")
 _TMUX_MARKER = re.compile(r"  \[\d{1,9}/\d{1,9}\]$")
-_DMESG = re.compile(r"(?:<(\d)>)?\[\s*(\d{1,12}\.\d{1,9})\](?:\[\s*[TC]\d{1,10}\])?[ \t]?")
+# rsyslog's imklog puts the kernel's own time after the tag: `kernel: [ 12.3] msg`.
+_DMESG = re.compile(r"(?:<(\d)>)?\[\s*(\d{1,12}\.\d{1,9})\](?: ?\[\s*[TC]\d{1,10}\])?[ \t]?")
 # A kernel line inside another log's line (a VM's serial log: `... Guest: <6>[ 12.3] msg`):
 # only with its printk level, so an application's text that quotes a dmesg line is not one.
 _DMESG_ANYWHERE = re.compile(
     r"<(\d)>\[\s*(\d{1,12}\.\d{3,9})\](?:\[\s*[TC]\d{1,10}\])?[ \t]?"
 )
-_DMESG_T = re.compile(
-    r"(?:<(\d)>)?\[(\S{1,12})[ \t]+(\S{1,12})[ \t]+(\d{1,2})[ \t]+(\d{1,2}:\d{2}:\d{2})[ \t]+"
-    r"(\d{4})\](?:\[\s*[TC]\d{1,10}\])?[ \t]?"
-)
 # BSD syslog and journalctl short/short-precise: the month as the locale spells it (`Jun`,
 # `juil.`, `мар`, `3月`), then day, time, optional host and the tag.
-_TAG = r"(?:(\S{1,255})[ \t]+)?([^\s:\[]{1,128})(?:\[\d{1,10}\])?:[ \t]?"
+# A host never ends with `:`, so `kernel: memory: usage ...` (journalctl --no-hostname, a
+# host-less syslog) is the kernel's `memory:` line, not program `memory` on host `kernel:`.
+_TAG = r"(?:(\S{0,254}[^\s:])[ \t]+)?([^\s:\[]{1,128})(?:\[\d{1,10}\])?:[ \t]?"
 _BSD_SYSLOG = re.compile(
     r"([^\s\d\[\]<>(){}:;,=\"'*#|/\\]{2,12}|\d{1,2}[\u6708\uc6d4])[ \t]+(\d{1,2})[ \t]+"
     r"(\d{2}:\d{2}:\d{2})(\.\d{1,9})?[ \t]+" + _TAG
@@ -54,16 +55,15 @@ _FULL_JOURNAL = re.compile(
 _UNIX_JOURNAL = re.compile(r"(\d{9,11}(?:\.\d{1,9})?)[ \t]+" + _TAG)
 # A journal or syslog line whose stamp (and host) was cut off: `kernel: <message>`.
 _BARE_KERNEL = re.compile(r"kernel:[ \t]?")
-_ISO_SYSLOG = re.compile(
-    r"(\d{4}-\d{2}-\d{2})[T ](\d{2}:\d{2}:\d{2}(?:[.,]\d{1,9})?)(Z|[+-]\d{2}:?\d{2})?[ \t]+"
-    r"(?:(\S{1,255})[ \t]+)?([^\s:\[]{1,128})(?:\[\d{1,10}\])?:[ \t]?"
+# An RFC 3339 stamp (rsyslog, journalctl short-iso, a collector's or CRI log's own stamp);
+# util-linux's `dmesg --time-format=iso` is told apart by its comma (`dmesg`).
+_ISO_STAMP = re.compile(
+    r"(\d{4}-\d{2}-\d{2})[T ](\d{2}:\d{2}:\d{2})(?:[.,](\d{1,9}))?(Z|[+-]\d{2}:?\d{2})?[ \t]+"
 )
-# `dmesg --time-format=iso`: 2024-05-01T10:00:01,123456+02:00 <message>
-_DMESG_ISO = re.compile(
-    r"(?:<(\d)>)?(\d{4}-\d{2}-\d{2})T(\d{2}:\d{2}:\d{2})[,.](\d{1,9})([+-]\d{2}:?\d{2}|Z)[ \t]"
-)
-# `journalctl -o short-monotonic`: [ 1234.567890] host kernel: <message>
-_MONOTONIC_KERNEL = re.compile(r"(?:\S{1,255} )?kernel: ")
+_HOST_TAG = re.compile(_TAG)
+# A container runtime's log line (CRI: `<stamp> stdout F <line>`) of a pod that prints the
+# kernel log.
+_CRI_STREAM = re.compile(r"(?:stdout|stderr) [FP] ")
 _LEVEL = re.compile(r"<(\d)>")
 _JOURNAL_BANNER = re.compile(r"-- (?:Logs begin|Journal begins|Boot |No entries|Reboot)")
 _DICT_LINE = re.compile(r" [A-Z_]+=")
@@ -236,30 +236,25 @@ class LineParser:
                 if re.match(r"\d{1,3},\d{1,20},\d{1,20},[-c+]", s):
                     self._skipped = True  # a userspace record written to /dev/kmsg
                     return None
-            iso = _ISO_SYSLOG.match(s)
-            if iso:
-                return self._from_iso(iso, s, line_no)
-            dmesg_iso = _DMESG_ISO.match(s)
-            if dmesg_iso and not _DMESG_ANYWHERE.search(s, 0, 200):
-                return self._from_dmesg_iso(dmesg_iso, s, line_no)
+            if s[4:5] == "-":
+                record = self._from_iso(s, line_no)
+                if record is not None or self._skipped:
+                    return record
+            elif "] " in s[:24]:
+                stamp = dmesg_stamp(s)  # a paste that begins inside the first stamp
+                if stamp is not None:
+                    return self._from_dmesg(stamp, s, line_no)
             unix = _UNIX_JOURNAL.match(s)
             if unix:
                 return self._from_unix(unix, s, line_no)
         elif first == "[" or first == "<":
-            dmesg = _DMESG.match(s)
+            dmesg = _DMESG.match(s)  # the common `[ 1234.567890] msg`, without a Stamp
             if dmesg:
-                body = s[dmesg.end() :]
-                monotonic = _MONOTONIC_KERNEL.match(body)
-                return LogRecord(
-                    body[monotonic.end() :].strip() if monotonic else body.strip(),
-                    "journal" if monotonic else "dmesg",
-                    kernel_time_s=float(dmesg.group(2)),
-                    level=int(dmesg.group(1)) if dmesg.group(1) else None,
-                    line_no=line_no,
-                )
-            dmesg_t = _DMESG_T.match(s)
-            if dmesg_t:
-                return self._from_dmesg_t(dmesg_t, s, line_no)
+                level = int(dmesg.group(1)) if dmesg.group(1) else None
+                return numeric_record(s, dmesg.end(), float(dmesg.group(2)), level, line_no)
+            stamp = dmesg_stamp(s)
+            if stamp is not None:
+                return self._from_dmesg(stamp, s, line_no)
         elif first == "-" and _JOURNAL_BANNER.match(s):
             self._skipped = True
             return None
@@ -267,12 +262,20 @@ class LineParser:
             bare = _BARE_KERNEL.match(s)
             if bare:
                 return self._kernel_body(s[bare.end() :], "plain", None, None, line_no)
+        elif "a" <= first <= "u":
+            stamp = dmesg_stamp(s)  # dmesg -x: `kern  :warn  : ...`
+            if stamp is not None:
+                return self._from_dmesg(stamp, s, line_no)
         bsd = _BSD_SYSLOG.match(s)
         if bsd:
             return self._from_bsd(bsd, s, line_no)
         full = _FULL_JOURNAL.match(s)
         if full:
             return self._from_full(full, s, line_no)
+        if "]: " in s[:320]:
+            stamp = dmesg_stamp(s)  # `talosctl dmesg`
+            if stamp is not None:
+                return self._from_dmesg(stamp, s, line_no)
         anywhere = _DMESG_ANYWHERE.search(s, 0, 200)
         if anywhere:
             return LogRecord(
@@ -310,61 +313,85 @@ class LineParser:
         )
 
     def _tagged(
-        self, tag: str, body: str, source_format: str, wall: str | None, text: str | None,
-        line_no: int | None,
+        self, m: re.Match[str], tag_group: int, s: str, source_format: str, wall: str | None,
+        text: str | None, line_no: int | None,
     ) -> LogRecord | None:
-        """A kernel line of a syslog/journal, or None (and `_skipped`) for other programs'."""
-        if tag != "kernel":
-            self._skipped = True
-            return None
-        return self._kernel_body(body, source_format, wall, text, line_no)
+        """A kernel line of a syslog/journal, or None (and `_skipped`) for other programs'.
+
+        Without a host, `stamp word: ...` may be a kernel message that starts with `word:`
+        under a stamp that prints no tag (a collector's): a line of the report's own shape
+        (`memory: usage ...`, `oom-kill:...`) is the kernel's, whatever stamp it has.
+        """
+        if m.group(tag_group) == "kernel":
+            return self._kernel_body(s[m.end() :], source_format, wall, text, line_no)
+        if m.group(tag_group - 1) is None:
+            whole = s[m.start(tag_group) :]
+            if _is_report_line(whole):
+                return self._kernel_body(whole, source_format, wall, text, line_no)
+        self._skipped = True
+        return None
 
     def _from_bsd(self, m: re.Match[str], s: str, line_no: int | None) -> LogRecord | None:
         stamp = f"{m.group(1)} {int(m.group(2)):2d} {m.group(3)}{m.group(4) or ''}"
-        source_format = "journal" if m.group(4) else "syslog"
-        return self._tagged(m.group(6), s[m.end() :], source_format, None, stamp, line_no)
+        # journalctl prints the day zero-padded (`May 07`, strftime %d); syslog daemons pad
+        # it with a blank (RFC 3164).
+        journal = m.group(4) or m.group(2)[:1] == "0"
+        source_format = "journal" if journal else "syslog"
+        return self._tagged(m, 6, s, source_format, None, stamp, line_no)
 
-    def _from_iso(self, m: re.Match[str], s: str, line_no: int | None) -> LogRecord | None:
-        offset = m.group(3)
-        wall = f"{m.group(1)}T{m.group(2).replace(',', '.')}{iso_offset(offset)}"
-        journal = offset is not None and offset != "Z" and ":" not in offset
-        source = "journal" if journal else "syslog"
-        return self._tagged(m.group(5), s[m.end() :], source, wall, None, line_no)
+    def _from_iso(self, s: str, line_no: int | None) -> LogRecord | None:
+        """A line that starts with an ISO-8601 date: dmesg's own, syslog's or a collector's."""
+        stamp = dmesg_stamp(s)
+        if stamp is not None:  # `dmesg --time-format=iso`: what follows is the message
+            return self._from_dmesg(stamp, s, line_no)
+        m = _ISO_STAMP.match(s)
+        if m is None:
+            return None
+        fraction, offset = m.group(3), m.group(4)
+        wall = f"{m.group(1)}T{m.group(2)}{'.' + fraction if fraction else ''}{iso_offset(offset)}"
+        at = m.end()
+        cri = _CRI_STREAM.match(s, at)
+        at = cri.end() if cri else at
+        if s[at : at + 1] in ("[", "<"):  # a dmesg line under another program's stamp
+            inner = dmesg_stamp(s[at:])
+            if inner is not None:
+                return self._from_dmesg(inner, s[at:], line_no, wall)
+        tagged = None if cri else _HOST_TAG.match(s, at)
+        if tagged is not None:
+            journal = offset is not None and offset != "Z" and ":" not in offset
+            source = "journal" if journal else "syslog"
+            return self._tagged(tagged, 2, s, source, wall, None, line_no)
+        if ((fraction and offset) or cri) and not _DMESG_ANYWHERE.search(s, 0, 200):
+            return LogRecord(s[at:].strip(), "dmesg-T", wall_time=wall, line_no=line_no)
+        return None
 
     def _from_full(self, m: re.Match[str], s: str, line_no: int | None) -> LogRecord | None:
         zone = "+00:00" if m.group(3) in ("UTC", "GMT") else ""
         wall = f"{m.group(1)}T{m.group(2)}{zone}"
-        return self._tagged(m.group(5), s[m.end() :], "journal", wall, None, line_no)
+        return self._tagged(m, 5, s, "journal", wall, None, line_no)
 
     def _from_unix(self, m: re.Match[str], s: str, line_no: int | None) -> LogRecord | None:
         wall = datetime.fromtimestamp(float(m.group(1)), UTC).isoformat()
-        return self._tagged(m.group(3), s[m.end() :], "journal", wall, None, line_no)
+        return self._tagged(m, 3, s, "journal", wall, None, line_no)
 
-    def _from_dmesg_iso(self, m: re.Match[str], s: str, line_no: int | None) -> LogRecord:
-        wall = f"{m.group(2)}T{m.group(3)}.{m.group(4)}{iso_offset(m.group(5))}"
-        return LogRecord(
-            s[m.end() :].strip(),
-            "dmesg-T",
-            wall_time=wall,
-            level=int(m.group(1)) if m.group(1) else None,
-            line_no=line_no,
-        )
+    def _from_dmesg(
+        self, stamp: Stamp, s: str, line_no: int | None, outer_wall: str | None = None
+    ) -> LogRecord | None:
+        """A dmesg line (see `dmesg`); `outer_wall`: the stamp of a log that carried it."""
+        if stamp.foreign:
+            self._skipped = True  # a program's record in the kernel log (dmesg -r/-x)
+            return None
+        return dmesg_record(stamp, s, line_no, outer_wall)
 
-    def _from_dmesg_t(self, m: re.Match[str], s: str, line_no: int | None) -> LogRecord:
-        month = month_number(m.group(3))
-        day = int(m.group(4))
-        hms = m.group(5)
-        if len(hms) == 7:
-            hms = "0" + hms
-        wall = f"{m.group(6)}-{month:02d}-{day:02d}T{hms}" if month and 1 <= day <= 31 else None
-        return LogRecord(
-            s[m.end() :].strip(),
-            "dmesg-T",
-            wall_time=wall,
-            level=int(m.group(1)) if m.group(1) else None,
-            line_no=line_no,
-            time_text=None if wall else s[1 : m.end()].split("]")[0],
-        )
+
+def _is_report_line(message: str) -> bool:
+    """A kernel OOM report line that starts with `word:` (usage, summary, reaper, stack pid)."""
+    return (
+        L.parse_usage(message) is not None
+        or message.startswith("oom-kill:")
+        or L.parse_reaped(message) is not None
+        or L.parse_cpu_pid(message) is not None
+    )
 
 
 def parse_lines(lines: Iterable[str], clock: YearClock | None = None) -> Iterator[LogRecord]:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from oomwatch.decode import lines as L
-from oomwatch.decode.lines import OomKillLine
+from oomwatch.decode.lines import OomKillLine, kib, limit_kib
 from oomwatch.decode.records import LogRecord
 from oomwatch.decode.stamps import YearClock
 from oomwatch.decode.stats import is_byte_stat, memcg_breakdown, node_breakdown
@@ -51,6 +51,11 @@ class ReportState:
     inline_sum: dict[str, int] = field(default_factory=dict)
     nodes: list[dict[str, int]] = field(default_factory=list)
     kill_record: LogRecord | None = None
+    summary_record: LogRecord | None = None
+    # The first line with a log prefix (a report's first line may have lost its stamp in a
+    # paste): its format is the report's, its time the report's when nothing was killed.
+    stamped: LogRecord | None = None
+    memcg_trace: bool = False  # the call trace runs through mem_cgroup_out_of_memory()
     kill_message: str | None = None
     summary: OomKillLine | None = None
     memsw: tuple[int, int] | None = None
@@ -97,9 +102,9 @@ def add_usage(report: ReportState, which: str, usage_kb: int, limit_kb: int) -> 
     memcg = report.incident.memcg or MemcgUsage()
     report.incident.memcg = memcg
     if which == "swap":
-        memcg.swap_usage_kb, memcg.swap_limit_kb = usage_kb, limit_kb
+        memcg.swap_usage_bytes, memcg.swap_limit_bytes = kib(usage_kb), limit_kib(limit_kb)
     elif which == "kmem":
-        memcg.kmem_usage_kb = usage_kb
+        memcg.kmem_usage_bytes = kib(usage_kb)
     else:
         report.memsw = (usage_kb, limit_kb)
 
@@ -110,10 +115,10 @@ def add_reaped(report: ReportState, pid: int, comm: str, anon_kb: int) -> None:
     incident = report.incident
     for victim in incident.victims:
         if victim.pid == pid:
-            victim.reaped_anon_rss_kb = anon_kb
+            victim.reaped_anon_rss_bytes = kib(anon_kb)
             return
     if not incident.victims and report.header_evidence:
-        incident.victims.append(Victim(pid=pid, comm=comm, reaped_anon_rss_kb=anon_kb))
+        incident.victims.append(Victim(pid=pid, comm=comm, reaped_anon_rss_bytes=kib(anon_kb)))
         incident.notes.append(
             f"victim pid {pid} known only from its oom_reaper line (no kill line seen)"
         )
@@ -169,13 +174,19 @@ def _memcg_evidence(report: ReportState) -> str | None:
         return "the memcg stats"
     if message.startswith("memory cgroup"):
         return "the kill message"
+    if report.memcg_trace:
+        return "the call trace (mem_cgroup_out_of_memory)"
     return None
 
 
 def meminfo_line(report: ReportState, message: str) -> None:
     """A line before the task table of a report without a kill yet: the stack's pid line,
     and for a global OOM show_mem's `Mem-Info:`, page counts, `Node` and buddy lines."""
-    if message.startswith("Mem-Info"):
+    # show_mem's first line: `Mem-Info:` (`Mem-info:` in 2.6.1x), or in 2.6.2x kernels that
+    # print no such line, the first per-cpu pageset header (`Node 2 DMA per-cpu:`).
+    if message.startswith(("Mem-Info", "Mem-info")) or (
+        not report.mem_info and message.endswith(" per-cpu:")
+    ):
         report.stage = MEMINFO
         report.mem_info = True
         report.header_evidence = True
@@ -189,6 +200,8 @@ def meminfo_line(report: ReportState, message: str) -> None:
         pid = L.parse_cpu_pid(message)
         if pid is not None and report.incident.invoker.pid is None:
             report.incident.invoker.pid = pid
+        elif "mem_cgroup_out_of_memory" in message and L.is_memcg_oom_frame(message):
+            report.memcg_trace = True
 
 
 def _kind(report: ReportState) -> IncidentKind:
@@ -246,11 +259,11 @@ def finish(report: ReportState) -> Incident:
             Victim(pid=summary.pid, comm=summary.task or "", uid=summary.uid)
         )
         incident.notes.append("victim known only from the oom-kill: summary line")
-    anchor = report.kill_record or report.first
+    anchor = report.kill_record or report.summary_record or report.stamped or report.first
     incident.kernel_time_s = anchor.kernel_time_s
     incident.wall_time = anchor.wall_time
     incident.kmsg_seq = anchor.kmsg_seq
-    incident.source_format = report.first.source_format
+    incident.source_format = (report.stamped or report.first).source_format
     if report.journal and incident.source_format == "syslog":
         incident.source_format = "journal"
     _date(report, anchor)
@@ -262,22 +275,22 @@ def finish(report: ReportState) -> Incident:
             "this log has no report header for the kill (cut, filtered, or rate-limited: the"
             " log alone does not say which)"
         )
-    kmem_kb = incident.memcg.kmem_usage_kb if incident.memcg is not None else None
+    kmem = incident.memcg.kmem_usage_bytes if incident.memcg is not None else None
     if report.line_stats:
         incident.memcg_stats = {k: v for k, v in report.line_stats.items() if is_byte_stat(k)}
-        incident.breakdown_bytes = memcg_breakdown(report.line_stats, kmem_kb)
+        incident.breakdown_bytes = memcg_breakdown(report.line_stats, kmem)
     elif report.inline_first is not None:
         incident.memcg_stats = {
             k: v for k, v in report.inline_first.items() if is_byte_stat(k)
         }
-        incident.breakdown_bytes = memcg_breakdown(report.inline_sum, kmem_kb)
+        incident.breakdown_bytes = memcg_breakdown(report.inline_sum, kmem)
     elif report.nodes:
         incident.breakdown_bytes = node_breakdown(report.nodes)
     if report.memsw is not None and incident.memcg is not None:
         memsw_usage_kb, memsw_limit_kb = report.memsw
-        usage_kb = incident.memcg.usage_kb or 0
-        if memsw_usage_kb >= usage_kb and memsw_usage_kb > 0:
-            incident.memcg.swap_usage_kb = memsw_usage_kb - usage_kb
+        usage = incident.memcg.usage_bytes or 0
+        if memsw_usage_kb * 1024 >= usage and memsw_usage_kb > 0:
+            incident.memcg.swap_usage_bytes = memsw_usage_kb * 1024 - usage
         incident.notes.append(
             f"memory+swap: usage {memsw_usage_kb}kB, limit {memsw_limit_kb}kB"
         )
@@ -328,10 +341,10 @@ def _page_size(report: ReportState) -> None:
     victim = incident.victim
     row = row_for(incident.tasks, victim.pid) if victim is not None else None
     if size is None and victim is not None and row is not None:
-        parts = [victim.anon_rss_kb, victim.file_rss_kb, victim.shmem_rss_kb]
+        parts = [victim.anon_rss_bytes, victim.file_rss_bytes, victim.shmem_rss_bytes]
         pages = row_pages(row)
         if pages is not None and any(p is not None for p in parts):
-            size = page_bytes_from(sum(p or 0 for p in parts), pages)
+            size = page_bytes_from(sum(p or 0 for p in parts) // 1024, pages)
             how = f"pid {victim.pid}'s kill line in kB against its task row in pages"
     incident.page_size_bytes = size
     if size is not None and size != 4096:

@@ -31,10 +31,17 @@ for _names in (
     "янв фев мар апр мая июн июл авг сен окт ноя дек",
     "янв февр марта апр мая июня июля авг сент окт нояб дек",
     "січ лют бер кві тра чер лип сер вер жов лис гру",
+    "ian feb mar apr mai iun iul aug sep oct nov dec",
+    "јан феб мар апр мај јун јул авг сеп окт нов дец",
 ):
     for _i, _name in enumerate(_names.split(), 1):
         _MONTHS.setdefault(_name, _i)
 _CJK_MONTH = re.compile(r"(\d{1,2})[月월]")
+# Pieces of a `dmesg -T` stamp (`ctime_stamp`): the clock (`.` in Swedish), a CJK month and
+# day (`11月23日`, `11월 23일`), the year (`2026.` in Serbian).
+_CTIME_CLOCK = re.compile(r"(?<!\d)(\d{1,2})[:.](\d{2})[:.](\d{2})(?!\d)")
+_CJK_DATE = re.compile(r"(\d{1,2})\s*([\u6708\uc6d4])\s*(\d{1,2})\s*[\u65e5\uc77c]?")
+_CTIME_YEAR = re.compile(r"(?<![\d:.])(\d{4})(?![\d:])\.?")
 # `May 30 12:29:02` or `May 30 12:29:02.123456` as `time_text` keeps it (month as printed).
 _STAMP = re.compile(r"(\S{1,12})\s+(\d{1,2})\s+(\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?$")
 # journalctl's first line: `-- Logs begin at Sun 2021-05-30 12:29:02 CST, end at ... --`
@@ -61,6 +68,45 @@ def month_number(text: str) -> int | None:
     if text.isdigit() and 1 <= int(text) <= 12:
         return int(text)
     return None
+
+
+def ctime_stamp(text: str) -> tuple[str | None, str | None] | None:
+    """`dmesg -T`'s bracketed stamp in any locale -> (ISO wall time, None), or (None, the
+    stamp to keep) when it has no year or an unknown month; None if it is no ctime stamp.
+
+    util-linux >= 2.38 translates the stamp's layout as well as its names: `Mon Nov 23
+    21:06:04 2026` (C), `Mo, 23. Nov 2026, 21:06:04` (de), `lun. 23 nov. 21:06:04 2026`
+    (fr), `11月23日(月) 21:06:04 2026` (ja), `11월 23일 (월) 21:06:04` (ko, no year),
+    `mån 23 nov 2026 21.06.04` (sv).  The weekday, where named, comes before the month.
+    """
+    clock = _CTIME_CLOCK.search(text)
+    if clock is None:
+        return None
+    hms = f"{int(clock.group(1)):02d}:{clock.group(2)}:{clock.group(3)}"
+    rest = text[: clock.start()] + " " + text[clock.end() :]
+    month: int | None = None
+    month_text = day_text = ""
+    cjk = _CJK_DATE.search(rest)
+    if cjk:
+        month_text, day_text = cjk.group(1) + cjk.group(2), cjk.group(3)
+        month = int(cjk.group(1))
+        rest = rest[: cjk.start()] + " " + rest[cjk.end() :]
+    year = _CTIME_YEAR.search(rest)
+    if year:
+        rest = rest[: year.start()] + " " + rest[year.end() :]
+    if not day_text:
+        words = [w.strip(".,") for w in rest.replace(",", " ").split()]
+        days = [w for w in words if w.isdigit() and len(w) <= 2]
+        names = [w for w in words if not w.isdigit()]
+        if len(days) == 1 and names:
+            day_text, month_text = days[0], names[-1] if len(names) <= 2 else ""
+            month = month_number(month_text) if month_text else None
+    day = int(day_text) if day_text else 0
+    if month is not None and 1 <= month <= 12 and 1 <= day <= 31:
+        if year:
+            return f"{year.group(1)}-{month:02d}-{day:02d}T{hms}", None
+        return None, f"{month_text} {day:2d} {hms}"
+    return None, text.strip()
 
 
 def iso_offset(offset: str | None) -> str:

@@ -42,7 +42,7 @@ def _v2_kernel(stats: dict[str, int]) -> int | None:
     return sum(parts) if parts else None
 
 
-def memcg_breakdown(stats: dict[str, int], kmem_usage_kb: int | None) -> Breakdown:
+def memcg_breakdown(stats: dict[str, int], kmem_usage_bytes: int | None) -> Breakdown:
     """Breakdown (bytes) of a memcg from its stats; v1 kernel memory comes from `kmem:`."""
     v2 = "anon" in stats or "file" in stats
     if v2:
@@ -58,7 +58,7 @@ def memcg_breakdown(stats: dict[str, int], kmem_usage_kb: int | None) -> Breakdo
         file=_first(stats, "total_cache", "cache"),
         shmem=_first(stats, "total_shmem", "shmem"),
         thp=_first(stats, "total_rss_huge", "rss_huge"),
-        kernel=kmem_usage_kb * 1024 if kmem_usage_kb is not None else None,
+        kernel=kmem_usage_bytes,
     )
 
 

@@ -32,7 +32,7 @@ _FIELD = {
     "rss_file": "rss_file_pages",
     "rss_shmem": "rss_shmem_pages",
     "pgtables_bytes": "pgtables_bytes",
-    "swapents": "swapents",
+    "swapents": "swapents_pages",
     "oom_score_adj": "oom_score_adj",
 }
 

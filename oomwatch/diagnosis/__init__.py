@@ -1,7 +1,9 @@
 """Diagnosis: findings with evidence and a recommendation, as pure functions of an incident.
 
-`diagnose(incident, history=...)` is the entry point for the daemon and the report; it is
-idempotent (re-diagnosing replaces its own findings) and keeps findings other stages added.
+`diagnose(incident, history=...)` is the entry point for the daemon (before it stores an
+incident) and the report; it fills `findings`, `recommendation`, `verdict` and
+`verdict_code`, which every output speaks from.  It is idempotent (re-diagnosing replaces its
+own findings) and keeps findings other stages added.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from dataclasses import replace
 
 from oomwatch.diagnosis import consumers, elsewhere, limits, trends, victims
 from oomwatch.diagnosis.recommend import recommend
-from oomwatch.diagnosis.verdict import unknowns, verdict
+from oomwatch.diagnosis.verdict import unknowns, verdict, verdict_code
 from oomwatch.incident import Finding, Incident
 
 __all__ = ["CODES", "diagnose", "unknowns", "verdict"]
@@ -70,7 +72,8 @@ _SEVERITY_ORDER = {"critical": 0, "warning": 1, "info": 2}
 
 
 def diagnose(incident: Incident, history: Sequence[Incident] = ()) -> Incident:
-    """The incident with `findings` (most severe first) and `recommendation` filled.
+    """The incident with `findings` (most severe first), `recommendation`, `verdict` and
+    `verdict_code` filled.
 
     `history`: earlier incidents from the same node (any order, may include this one); only
     those of the same container within the crash-loop window count.
@@ -85,4 +88,6 @@ def diagnose(incident: Incident, history: Sequence[Incident] = ()) -> Incident:
         for f in incident.findings
         if f.code not in CODES and f.code not in elsewhere.SUPERSEDED_CODES
     ]
-    return replace(incident, findings=found + kept, recommendation=recommend(incident, found))
+    out = replace(incident, findings=found + kept, recommendation=recommend(incident, found))
+    out.verdict, out.verdict_code = verdict(out), verdict_code(out)
+    return out

@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections import defaultdict
 
 from oomwatch.diagnosis.evidence import (
-    KIB,
     MIB,
     charged_bytes,
     charged_where,
@@ -100,8 +99,8 @@ def kernel_memory(incident: Incident) -> Finding | None:
     parts = incident.breakdown_bytes
     kernel = parts.kernel if parts else None
     source = "kernel"
-    if kernel is None and incident.memcg and incident.memcg.kmem_usage_kb is not None:
-        kernel, source = incident.memcg.kmem_usage_kb * KIB, "kmem_usage_kb"
+    if kernel is None and incident.memcg and incident.memcg.kmem_usage_bytes is not None:
+        kernel, source = incident.memcg.kmem_usage_bytes, "kmem_usage_bytes"
     hit = _share(incident, kernel, KERNEL_MIN_SHARE)
     if hit is None:
         return None
@@ -160,10 +159,10 @@ def overcommit_vm(incident: Incident) -> Finding | None:
     """total-vm far above RSS and above the limit: address space reserved, never touched."""
     victim = incident.victim
     limit = limit_bytes(incident)
-    if victim is None or victim.total_vm_kb is None or limit is None:
+    if victim is None or victim.total_vm_bytes is None or limit is None:
         return None
     rss = victim_rss_bytes(victim)
-    total_vm = victim.total_vm_kb * KIB
+    total_vm = victim.total_vm_bytes
     if not rss or total_vm < OVERCOMMIT_MIN_RATIO * rss or total_vm <= limit:
         return None
     message = (
@@ -172,5 +171,5 @@ def overcommit_vm(incident: Incident) -> Finding | None:
         " limit: address space reserved but never touched (allowed by vm.overcommit_memory)."
         " Only touched pages count against the limit, so total-vm is not what ran out."
     )
-    evidence = {"total_vm_kb": victim.total_vm_kb, "rss_bytes": rss, "limit_bytes": limit}
+    evidence = {"total_vm_bytes": total_vm, "rss_bytes": rss, "limit_bytes": limit}
     return Finding("overcommit-vm", "info", message, evidence)

@@ -56,7 +56,34 @@ def framework_oom(incident: Incident) -> Finding | None:
             evidence["fragmented"] = True
     else:
         message += "; the probe recorded no allocator numbers (allocated/reserved unknown)"
+    message += _snapshot_words(alloc.get("snapshot"), requested, evidence)
     return Finding("framework-oom", "critical", message + ".", evidence)
+
+
+def _snapshot_words(snapshot: Any, requested: int | None, evidence: dict[str, Any]) -> str:
+    """What the allocator's snapshot adds: the largest free block against the request.  Free
+    memory in segments but no block as large as the request is fragmentation, whatever the
+    reserved/allocated totals say."""
+    if not isinstance(snapshot, dict):
+        return ""
+    largest = _num(snapshot, "largest_free_block_bytes")
+    reserved, active = _num(snapshot, "reserved_bytes"), _num(snapshot, "active_bytes")
+    if largest is None or reserved is None or active is None:
+        return ""
+    free = max(reserved - active, 0)
+    evidence.update(largest_free_block_bytes=largest, free_in_segments_bytes=free,
+                    fragmentation=snapshot.get("fragmentation"))  # fmt: skip
+    words = (
+        f"; the allocator's snapshot: largest free block {fmt_bytes(largest)} of"
+        f" {fmt_bytes(free)} free in {snapshot.get('segments')} segments"
+    )
+    if requested is not None and largest < requested <= free and not evidence.get("fragmented"):
+        evidence["fragmented"] = True
+        words += (
+            f", no block of {fmt_bytes(requested)}: fragmentation — try"
+            " PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"
+        )
+    return words
 
 
 def eviction(incident: Incident) -> Finding | None:

@@ -13,9 +13,6 @@ from oomwatch.sanitize import escape_control
 KIB = 1024
 MIB = 1024 * 1024
 DEFAULT_PAGE_BYTES = 4096
-# v1 prints PAGE_COUNTER_MAX for "no limit"; v2 prints a similar huge value.  Anything at or
-# above 2**52 bytes (4 PiB) is not a limit anyone set.
-UNLIMITED_BYTES = 1 << 52
 
 
 def fmt_bytes(value: float | None) -> str:
@@ -37,10 +34,7 @@ def pct(part: float, whole: float) -> str:
 
 def usage_bytes(incident: Incident) -> int | None:
     """Charged memory of the OOMing memcg when the kernel printed it."""
-    memcg = incident.memcg
-    if memcg is None or memcg.usage_kb is None:
-        return None
-    return memcg.usage_kb * KIB
+    return incident.memcg.usage_bytes if incident.memcg is not None else None
 
 
 def own_usage_bytes(incident: Incident) -> int | None:
@@ -54,12 +48,8 @@ def own_usage_bytes(incident: Incident) -> int | None:
 
 
 def limit_bytes(incident: Incident) -> int | None:
-    """The memcg limit that was hit, or None (not printed, or effectively unlimited)."""
-    memcg = incident.memcg
-    if memcg is None or memcg.limit_kb is None:
-        return None
-    value = memcg.limit_kb * KIB
-    return None if value >= UNLIMITED_BYTES else value
+    """The memcg limit that was hit, or None (not printed, or no limit)."""
+    return incident.memcg.limit_bytes if incident.memcg is not None else None
 
 
 def charged_bytes(incident: Incident) -> int | None:
@@ -75,9 +65,9 @@ def charged_bytes(incident: Incident) -> int | None:
 
 
 def victim_rss_bytes(victim: Victim) -> int | None:
-    parts = [victim.anon_rss_kb, victim.file_rss_kb, victim.shmem_rss_kb]
+    parts = [victim.anon_rss_bytes, victim.file_rss_bytes, victim.shmem_rss_bytes]
     known = [p for p in parts if p is not None]
-    return sum(known) * KIB if known else None
+    return sum(known) if known else None
 
 
 def victim_row(incident: Incident) -> TaskRow | None:
@@ -109,6 +99,8 @@ def where(incident: Incident) -> str:
     elif incident.pod_uid:
         cid = f" container {incident.container_id[:12]}" if incident.container_id else ""
         text = f"pod uid {incident.pod_uid}{cid}"
+    elif incident.attribution is not None and incident.attribution.ambiguous:
+        text = incident.attribution.describe()  # no pod is charged: name every candidate
     else:
         path = incident.task_memcg or incident.group_cgroup or incident.oom_memcg
         text = f"cgroup {path}" if path else "an unknown cgroup"

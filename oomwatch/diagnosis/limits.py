@@ -49,7 +49,7 @@ def _memcg_limit(incident: Incident) -> Finding | None:
     if scope == "cgroup":
         words = f"{words} {escape_control(incident.oom_memcg or '?')}"
     if memcg is not None:
-        evidence.update(usage_kb=memcg.usage_kb, limit_kb=memcg.limit_kb, failcnt=memcg.failcnt)
+        evidence.update(usage_bytes=usage, limit_bytes=limit, failcnt=memcg.failcnt)
     if limit is not None:
         numbers = f" of {fmt_bytes(limit)} was reached (usage {fmt_bytes(usage)}"
         numbers += f", hit {memcg.failcnt} times)" if memcg and memcg.failcnt else ")"

@@ -24,6 +24,7 @@ from oomwatch.diagnosis.evidence import (
     limit_bytes,
     own_usage_bytes,
     page_bytes,
+    pct,
     usage_bytes,
     victim_rss_bytes,
     who,
@@ -31,6 +32,9 @@ from oomwatch.diagnosis.evidence import (
 from oomwatch.incident import Finding, Incident
 
 DEFAULT_BUFFER_PERCENT = 20
+# Kernel memory at least this share of what the cgroup was charged: the processes did not
+# fill it, so a limit sized from the usage would only feed what holds the kernel memory.
+KERNEL_MAJORITY = 0.5
 KERNEL_KILL_KINDS = ("memcg", "global", "cpuset", "mempolicy", "unknown")
 GROWTH_CODES = ("leak-trend",)
 NODE_SCOPES = ("node", "qos", "global")
@@ -82,6 +86,11 @@ def recommend(
         }
     if incident.kind in ("cpuset", "mempolicy"):
         return _numa_bound(incident)
+    kernel = next((f for f in findings if f.code == "kernel-memory"), None)
+    if kernel is not None and incident.limit_scope not in NODE_SCOPES:
+        ev = kernel.evidence
+        if ev["kernel_bytes"] >= KERNEL_MAJORITY * ev["charged_bytes"]:
+            return _kernel_bound(incident, ev)
     if incident.limit_scope in NODE_SCOPES or incident.kind == "global":
         return _node_ran_out(incident, buffer_percent)
     sizes = _sizes(incident)
@@ -153,6 +162,26 @@ def _numa_bound(incident: Incident) -> dict[str, Any]:
     }
 
 
+def _kernel_bound(incident: Incident, evidence: dict[str, Any]) -> dict[str, Any]:
+    """Kernel memory, not the processes, filled the cgroup: find what holds it first."""
+    kernel, whole = evidence["kernel_bytes"], evidence["charged_bytes"]
+    return {
+        "action": "find-kernel-memory",
+        "limit_will_not_help": True,
+        "memory_limit_bytes": None,
+        "memory_limit": None,
+        "kernel_bytes": kernel,
+        "charged_bytes": whole,
+        "message": (
+            f"Kernel memory held {fmt_bytes(kernel)} ({pct(kernel, whole)}) of the"
+            f" {fmt_bytes(whole)} charged to the cgroup, not {who(incident)}'s pages: a"
+            " larger limit only gives it more room; find what holds it (sockets, many open"
+            " files' dentries and inodes, threads' stacks, page tables; the cgroup's"
+            " memory.stat or memory.kmem.slabinfo while it grows) or a kernel that leaks it."
+        ),
+    }
+
+
 def _rss_sizes_the_workload(incident: Incident) -> bool:
     """The killed processes' RSS stands for their workload only where no cgroup usage can:
     a global or node/QoS-level kill (the pod's share), and only if the kernel killed the
@@ -168,8 +197,8 @@ def _node_ran_out(incident: Incident, buffer_percent: int) -> dict[str, Any]:
 
     A pod's own use is sized for its request (what the scheduler reserves); a limit is
     suggested only where it is known to fit below what ran out.  A process outside any pod
-    is not sized at all: the kernel picked it by score, which says little about what filled
-    the node.
+    (a plain container's too: no scheduler reserves for it) is not sized at all: the kernel
+    picked it by score, which says little about what filled the node.
     """
     scope = "global" if incident.kind == "global" else incident.limit_scope or "global"
     ran_out = limit_bytes(incident)
@@ -190,7 +219,10 @@ def _node_ran_out(incident: Incident, buffer_percent: int) -> dict[str, Any]:
         "memory_limit_bytes": None,
         "memory_limit": None,
     }
-    sizes = _sizes(incident) if incident.pod_uid or incident.container_id else None
+    # A request is Kubernetes' to reserve: a plain container (`/docker/<id>`) has none.
+    kubernetes = _on_kubernetes(incident)
+    in_pod = kubernetes and bool(incident.pod_uid or incident.container_id)
+    sizes = _sizes(incident) if in_pod else None
     if sizes is not None:
         base, request, basis = sizes
         need = round_up_mi(base * (1 + buffer_percent / 100))
@@ -223,7 +255,6 @@ def _node_ran_out(incident: Incident, buffer_percent: int) -> dict[str, Any]:
         text = f"it held {fmt_bytes(rss)} at the kill; the kernel kills by score, not"
         text += " necessarily what filled the node"
         parts.append(text + (" (see the largest tasks)" if incident.tasks else ""))
-    kubernetes = _on_kubernetes(incident)
     besteffort = _besteffort_bytes(incident) if kubernetes else None
     if besteffort is not None:
         rec["besteffort_rss_bytes"] = besteffort

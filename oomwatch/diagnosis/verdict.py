@@ -133,7 +133,14 @@ def _cause(incident: Incident, by_code: dict[str, Finding]) -> str:
     if part is None:
         return "what filled it is unknown"
     name, size, whole = part
-    return f"mostly {PART_WORDS[name]} ({pct(size, whole)})"
+    if size >= whole / 2:
+        return f"mostly {PART_WORDS[name]} ({pct(size, whole)})"
+    cause = f"largest part {PART_WORDS[name]} ({pct(size, whole)})"
+    parts = incident.breakdown_bytes
+    named = (parts.anon or 0) + (parts.file or 0) + (parts.kernel or 0) if parts else whole
+    if named < whole / 2:  # the stats itemize less than half of what was charged
+        cause += f", {pct(whole - named, whole)} not itemized"
+    return cause
 
 
 def _first_clause(text: str) -> str:
@@ -157,6 +164,10 @@ def action(incident: Incident) -> str | None:
         return "raising its limit cannot help"
     if kind == "fix-growth":
         return "a larger limit only delays the next kill"
+    if kind == "widen-numa-nodes":
+        return "a memory limit will not help; allow it more memory nodes"
+    if kind == "find-kernel-memory":
+        return "find what holds the kernel memory before raising any limit"
     if kind == "reduce-device-memory":
         return "a memory limit will not help"
     return _first_clause(str(rec["message"]))
@@ -230,7 +241,7 @@ def unknowns(incident: Incident) -> list[str]:
         out.append("victim unknown (no `Killed process` line)")
     if incident.kind == "unknown" or incident.limit_scope is None:
         out.append("which limit was hit is unknown (no `oom-kill:` / `Task in` line)")
-    if incident.kind == "memcg" and (incident.memcg is None or incident.memcg.usage_kb is None):
+    if incident.kind == "memcg" and (incident.memcg is None or incident.memcg.usage_bytes is None):
         out.append("usage and limit unknown (no `memory: usage` line)")
     if incident.breakdown_bytes is None:
         out.append("memory breakdown unknown (no stats block in the report)")

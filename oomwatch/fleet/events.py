@@ -19,8 +19,10 @@ from oomwatch.fleet.summary import REPORTING_CONTROLLER, SUMMARY_ANNOTATION, par
 FIELD_SELECTOR = f"reportingComponent={REPORTING_CONTROLLER}"
 WARNING_REASON = "MemoryLimitApproaching"
 # Without a summary, the scope the reason implies (oomwatch.kube.events.event_reason).
+# Literal here: the plugin's archive carries no Kubernetes client (tests/fleet checks them equal).
 _REASON_SCOPE = {
-    "OOMKillDetected": "container",
+    "ContainerOOMKill": "container",
+    "OOMKillDetected": "container",  # agents before 0.2 (oomwatch.kube.events.REASON_CONTAINER)
     "ChildProcessOOMKilled": "container",
     "GroupOOMKill": "container",
     "PodLimitOOMKill": "pod",

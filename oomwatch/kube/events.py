@@ -1,9 +1,10 @@
 """Incident -> `events.k8s.io/v1` Event body and pod annotation (pure functions).
 
 Reasons are oomwatch's own so they never collide with kubelet's (`OOMKilling`, `Evicted`,
-`SystemOOM`).  The note is the one line a person reads in `kubectl get events`: who was
-killed, which limit, how full it was, what filled it, and whether the container lived.
-Every untrusted string (process and cgroup names, pod status messages) is escaped.
+`SystemOOM`), and each names one kind of incident.  The note is what a person reads in
+`kubectl get events`: the diagnosis's verdict and advice (the same the log line, the store
+and `oomwatch report` carry) and the command for the full report.  Every untrusted string
+(process and cgroup names, pod status messages) is escaped.
 """
 
 from __future__ import annotations
@@ -28,7 +29,10 @@ ANNOTATION_KEY = "oomwatch.io/last-oom-kill"
 NODE_EVENT_NAMESPACE = "default"  # the API server puts cluster-scoped objects' Events here
 NOTE_MAX_BYTES = 1024  # the API server's limit is on the UTF-8 bytes (Go len)
 
-REASON_CONTAINER = "OOMKillDetected"
+# A process of the container was killed at its (or its cgroup's) limit and the container died:
+# not a child-only, group, pod-limit or node kill.  (Named OOMKillDetected before 0.2, the
+# name of the alert that fires for every kill.)
+REASON_CONTAINER = "ContainerOOMKill"
 REASON_CHILD = "ChildProcessOOMKilled"
 REASON_GROUP = "GroupOOMKill"
 REASON_POD_LIMIT = "PodLimitOOMKill"
@@ -37,15 +41,6 @@ REASON_CUDA = "CUDAOutOfMemory"
 REASON_FRAMEWORK = "FrameworkOutOfMemory"  # a framework OOM off the GPU (TensorFlow on CPU:0)
 REASON_EVICTION = "MemoryPressureEviction"
 REASON_FALSE_OOMKILLED = "OOMKilledWithoutKernelKill"
-
-_SCOPE_TEXT = {
-    "container": "the container memory limit",
-    "pod": "the pod memory limit",
-    "qos": "the QoS-class cgroup limit (node allocatable)",
-    "node": "the kubepods limit (node allocatable)",
-    "cgroup": "a cgroup limit",
-    "global": "node memory (global OOM)",
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,7 +95,11 @@ def _action(incident: Incident) -> str:
 
 
 def build_event(
-    incident: Incident, node_name: str, now: datetime, pod: PodInfo | None
+    incident: Incident,
+    node_name: str,
+    now: datetime,
+    pod: PodInfo | None,
+    hint: ReportHint | None = None,
 ) -> EventDraft | None:
     """The Event for one incident, or None when it concerns neither a known pod nor the node.
 
@@ -139,7 +138,12 @@ def build_event(
         "type": "Warning",
         "reason": reason,
         "action": _action(incident),
-        "note": event_note(incident, container),
+        "note": event_note(
+            incident,
+            hint or ReportHint(),
+            node_name,
+            f"{pod.namespace}/{pod.name}" if regarding["kind"] == "Pod" and pod else None,
+        ),
         "reportingController": REPORTING_CONTROLLER,
         "reportingInstance": f"oomwatch-{node_name}"[:128],
         "regarding": regarding,
@@ -195,30 +199,43 @@ def micro_time(at: datetime) -> str:
     return at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def event_note(incident: Incident, container: str | None) -> str:
-    """One line for `kubectl get events`: victim, limit and usage, dominant memory, survival."""
-    parts: list[str] = []
-    if incident.kind == "framework" and incident.allocator:
-        parts.append(_framework_text(incident.allocator, container))
-    elif incident.kind in ("eviction", "false_oomkilled", "framework"):
-        parts.extend(f.message for f in incident.findings[:1])
-        if not parts:
-            parts.append(f"{incident.kind} incident")
-    else:
-        parts.append(_victim_text(incident, container))
-        usage = _usage_text(incident)
-        if usage:
-            parts.append(usage)
-        dominant = _dominant_text(incident)
-        if dominant:
-            parts.append(dominant)
-        if incident.container_survived is True:
-            parts.append("container survived (still running; Kubernetes shows nothing)")
-        elif incident.container_survived is False:
-            parts.append("container was killed")
-        if incident.header_suppressed or incident.kmsg_missing:
-            parts.append("kernel report was rate-limited: details partial")
-    return clip_utf8(escape_control("; ".join(parts)), NOTE_MAX_BYTES)
+def event_note(incident: Incident, hint: ReportHint, node: str, pod: str | None) -> str:
+    """What `kubectl get events` shows: the verdict, the advice, the finding codes and the
+    command for the full report, all from the incident's one diagnosis (the log line, the
+    store and `oomwatch report` say the same), within the API's 1024 bytes: the advice is
+    clipped first, never the command.  `pod`: `namespace/name` of the pod the Event is on."""
+    target = f"--pod {pod}" if pod else "--last 5"
+    verdict = incident.verdict or f"{incident.kind} OOM incident (not diagnosed)."
+    codes = ", ".join(f.code for f in incident.findings)
+    tail = (f" Findings: {codes}." if codes else "") + f" Full report: {hint.command(node, target)}"
+    head = escape_control(verdict)
+    advice = (incident.recommendation or {}).get("message")
+    if isinstance(advice, str) and advice:
+        room = NOTE_MAX_BYTES - len(head.encode(errors="replace")) - len(
+            escape_control(tail).encode(errors="replace")
+        )
+        head += clip_utf8(" Advice: " + escape_control(advice), max(room, 0))
+    return clip_utf8(head + escape_control(tail), NOTE_MAX_BYTES)
+
+
+@dataclass(frozen=True, slots=True)
+class ReportHint:
+    """Where a person finds the full report: the agent's namespace and its state dir."""
+
+    namespace: str = "oomwatch"
+    state_dir: str = "/var/lib/oomwatch"
+
+    def command(self, node: str, target: str) -> str:
+        """`kubectl exec` into the agent on `node` running `oomwatch report --store`."""
+        ns = self.namespace
+        agent = (
+            f"$(kubectl -n {ns} get pod -l app.kubernetes.io/name=oomwatch"
+            f" --field-selector spec.nodeName={node} -o name)"
+        )
+        return (
+            f"kubectl -n {ns} exec {agent} -c agent -- oomwatch report --store"
+            f" {self.state_dir} {target}"
+        )
 
 
 def clip_utf8(text: str, max_bytes: int) -> str:
@@ -232,101 +249,11 @@ def clip_utf8(text: str, max_bytes: int) -> str:
     return encoded.decode(errors="ignore")
 
 
-def _framework_text(allocator: dict[str, Any], container: str | None) -> str:
-    """The probe's allocator facts: what was asked for, what was free, where in training."""
-    framework = allocator.get("framework") or "framework"
-    device = allocator.get("device")
-    text = f"{framework} out of memory" + (f" on {device}" if device else "")
-    if container:
-        text += f" in container {container}"
-    figures = [
-        f"{label} {_mib(value)}"
-        for label, key in (
-            ("tried to allocate", "requested_bytes"),
-            ("free", "free_bytes"),
-            ("total", "total_bytes"),
-            ("allocated", "allocated_bytes"),
-            ("reserved but unallocated", "reserved_unallocated_bytes"),
-        )
-        if isinstance(value := allocator.get(key), int)
-    ]
-    where = [
-        f"{key} {allocator[key]}"
-        for key in ("phase", "epoch", "step", "batch_size")
-        if allocator.get(key) is not None
-    ]
-    return ", ".join([text + (": " + ", ".join(figures) if figures else ""), *where])
-
-
-def _victim_text(incident: Incident, container: str | None) -> str:
-    scope = _SCOPE_TEXT.get(incident.limit_scope or "", "a memory limit")
-    where = f" in container {container}" if container else ""
-    victims = incident.victims
-    if incident.group_kill:
-        names = ", ".join(f"{v.comm} (pid {v.pid})" for v in victims[:5])
-        more = f" and {len(victims) - 5} more" if len(victims) > 5 else ""
-        return (
-            f"memory.oom.group killed all {len(victims)} processes{where} at {scope}: "
-            f"{names}{more}"
-        )
-    if not victims:
-        return f"OOM kill{where} at {scope} (victim not in the kernel log)"
-    victim = victims[0]
-    rss_kb = sum(
-        v or 0 for v in (victim.anon_rss_kb, victim.file_rss_kb, victim.shmem_rss_kb)
-    )
-    rss = f", rss {_mib(rss_kb * 1024)}" if rss_kb else ""
-    return f"OOM killer killed {victim.comm} (pid {victim.pid}{rss}){where} at {scope}"
-
-
-def _usage_text(incident: Incident) -> str | None:
-    usage_kb = incident.memcg.usage_kb if incident.memcg else None
-    limit_kb = incident.memcg.limit_kb if incident.memcg else None
-    limit = limit_kb * 1024 if limit_kb is not None else None
-    if limit is None and incident.k8s is not None:
-        scope_limit = (
-            incident.k8s.pod_memory_limit_bytes
-            if incident.limit_scope == "pod"
-            else incident.k8s.container_memory_limit_bytes
-        )
-        limit = scope_limit if incident.limit_scope in ("container", "pod") else None
-    if usage_kb is None:
-        return f"limit {_mib(limit)}" if limit is not None else None
-    if limit is None:
-        return f"usage {_mib(usage_kb * 1024)}"
-    return f"usage {_mib(usage_kb * 1024)} of limit {_mib(limit)}"
-
-
-def _dominant_text(incident: Incident) -> str | None:
-    parts: list[str] = []
-    b = incident.breakdown_bytes
-    if b is not None:
-        kinds = {"anon": b.anon, "file cache": b.file, "shmem/tmpfs": b.shmem, "kernel": b.kernel}
-        known = {k: v for k, v in kinds.items() if v}
-        if known:
-            top = max(known, key=lambda k: known[k])
-            parts.append(f"mostly {top} {_mib(known[top])}")
-            if top == "anon" and b.thp and b.anon and b.thp * 2 >= b.anon:
-                parts.append(f"of which THP {_mib(b.thp)}")
-    rows = [t for t in incident.tasks if t.rss_pages is not None]
-    if rows:
-        top_task = max(rows, key=lambda t: t.rss_pages or 0)
-        parts.append(f"largest process {top_task.name} (pid {top_task.pid})")
-    return ", ".join(parts) or None
-
-
-def _mib(value: int | None) -> str:
-    """Bytes for a person: MiB, or GiB from 1 GiB up (GPU figures)."""
-    if value is None:
-        return "?"
-    if value >= 2**30:
-        return f"{value / 2**30:.1f}GiB"
-    return f"{value / 2**20:.1f}MiB"
-
-
 def annotation_value(incident: Incident, now: datetime, container: str | None) -> str:
-    """Compact JSON for `oomwatch.io/last-oom-kill`: the latest incident at a glance."""
+    """Compact JSON for `oomwatch.io/last-oom-kill`: the latest incident at a glance, with
+    its diagnosis (verdict, finding codes, the advice's action and sizes)."""
     victim = incident.victim
+    rec = incident.recommendation or {}
     summary: dict[str, Any] = {
         "time": incident.wall_time or micro_time(now),
         "kind": incident.kind,
@@ -335,13 +262,15 @@ def annotation_value(incident: Incident, now: datetime, container: str | None) -
         "victim": escape_control(victim.comm) if victim else None,
         "pid": victim.pid if victim else None,
         "scope": incident.limit_scope,
-        "usage_bytes": incident.memcg.usage_kb * 1024
-        if incident.memcg and incident.memcg.usage_kb is not None
-        else None,
-        "limit_bytes": incident.memcg.limit_kb * 1024
-        if incident.memcg and incident.memcg.limit_kb is not None
-        else None,
+        "usage_bytes": incident.memcg.usage_bytes if incident.memcg else None,
+        "limit_bytes": incident.memcg.limit_bytes if incident.memcg else None,
         "container_survived": incident.container_survived,
+        "verdict": incident.verdict,
+        "verdict_code": incident.verdict_code,
+        "findings": [f.code for f in incident.findings] or None,
+        "advice": rec.get("action"),
+        "memory_limit": rec.get("memory_limit"),
+        "memory_request": rec.get("memory_request"),
     }
     compact = {k: v for k, v in summary.items() if v is not None}
     return json.dumps(compact, separators=(",", ":"), sort_keys=True)

@@ -21,7 +21,7 @@ from kubernetes import client, config
 from oomwatch.incident import Incident
 from oomwatch.kube.cache import PodCache
 from oomwatch.kube.enrich import PodEnricher
-from oomwatch.kube.events import annotation_value, build_event
+from oomwatch.kube.events import ReportHint, annotation_value, build_event
 from oomwatch.kube.forecast_event import WarningEvents
 from oomwatch.kube.pods import PodInfo
 from oomwatch.kube.podsapi import PodsApi
@@ -49,6 +49,18 @@ KernelKillsFor = Callable[[str, float, float], int]
 times in seconds since the epoch."""
 
 _SEEN_MAX = 10_000
+SA_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+
+def own_namespace(path: str = SA_NAMESPACE_FILE, default: str = "oomwatch") -> str:
+    """The agent's namespace (for the report command in Events): the service account's
+    namespace file in a pod, else the manifests' `oomwatch`."""
+    try:
+        with open(path) as handle:
+            text = handle.read().strip()
+    except OSError:
+        return default
+    return text if text and len(text) <= 63 and text.replace("-", "").isalnum() else default
 
 
 def default_api_client() -> client.ApiClient:
@@ -76,8 +88,10 @@ class KubeSink:
         publisher: EventPublisher,
         annotate: bool,
         cache_live: Callable[[], bool],
+        hint: ReportHint | None = None,
     ) -> None:
         self._node_name = node_name
+        self._hint = hint or ReportHint()
         self._cache = cache
         self._publisher = publisher
         self._annotate = annotate
@@ -97,7 +111,7 @@ class KubeSink:
         pod = self._cache.get(incident.pod_uid) if incident.pod_uid else None
         if incident.pod_uid and pod is None and not self._cache_live():
             raise NotReady("pod cache not in step with the API")
-        draft = build_event(incident, self._node_name, observed_at, pod)
+        draft = build_event(incident, self._node_name, observed_at, pod, self._hint)
         if draft is None:
             return []
         updates: list[Update] = [EventUpdate(draft, observed_at)]
@@ -129,6 +143,7 @@ class KubeIntegration:
         watch_timeout_s: int = 300,
         max_queue: int = 1000,
         backoff_max_s: float = 30.0,
+        state_dir: str = "/var/lib/oomwatch",
     ) -> None:
         self.node_name = node_name
         self._submit = submit
@@ -150,7 +165,10 @@ class KubeIntegration:
             max_queue=max_queue,
             backoff_max_s=backoff_max_s,
         )
-        self.sink = KubeSink(node_name, self.cache, self.publisher, annotate, self._cache_live)
+        hint = ReportHint(own_namespace(), state_dir)
+        self.sink = KubeSink(
+            node_name, self.cache, self.publisher, annotate, self._cache_live, hint
+        )
         self.warnings = WarningEvents(node_name, self.cache, self.publisher, self._cache_live)
         self._watcher = PodWatcher(
             PodsApi(api),

@@ -1,8 +1,9 @@
 """Delivers Events and annotations to the API from a bounded queue, surviving outages.
 
 The pipeline only enqueues (never blocks, never raises).  One worker thread sends in order;
-while the API is away the head of the queue waits with exponential backoff, and when the
-queue is full the oldest item is dropped and counted.  Repeats of the same (object,
+while the API is away the head of the queue waits with jittered exponential backoff
+(oomwatch.kube.backoff: agents of many nodes do not retry in step), and when the queue is full
+the oldest item is dropped and counted.  Repeats of the same (object,
 container, reason) PATCH the existing Event's `series` instead of creating new Events.
 """
 
@@ -20,6 +21,7 @@ from typing import Any
 import urllib3.exceptions
 from kubernetes import client
 
+from oomwatch.kube.backoff import Backoff
 from oomwatch.kube.events import ANNOTATION_KEY, EventDraft, micro_time
 from oomwatch.kube.podsapi import PodsApi
 
@@ -96,8 +98,7 @@ class EventPublisher:
         self._series: dict[tuple[str, ...], _Series] = {}
         self._series_ttl_s = series_ttl_s  # Events expire (apiserver --event-ttl, 1h default)
         self._timeout = (min(5.0, request_timeout_s), request_timeout_s)
-        self._backoff_initial_s = backoff_initial_s
-        self._backoff_max_s = backoff_max_s
+        self.backoff = Backoff(backoff_initial_s, backoff_max_s)
         self._clock = clock
         self.dropped = 0
         self.delivered = 0
@@ -113,7 +114,6 @@ class EventPublisher:
 
     def run(self, stop: threading.Event) -> None:
         """Worker loop: deliver the head item, back off while the API fails."""
-        backoff_s = self._backoff_initial_s
         while not stop.is_set():
             with self._cond:
                 if not self._queue:
@@ -123,15 +123,14 @@ class EventPublisher:
             try:
                 if isinstance(item, _Deferred):
                     self._expand(item)
-                    backoff_s = self._backoff_initial_s
+                    self.backoff.reset()
                     continue
                 self._deliver(item)
             except (_Retry, NotReady) as exc:
                 if self.reachable:
                     log.warning("Kubernetes API unavailable (%s); %d queued", exc, self.pending())
                 self.reachable = False
-                stop.wait(backoff_s)
-                backoff_s = min(backoff_s * 2, self._backoff_max_s)
+                stop.wait(self.backoff.next_s())
                 continue
             except client.ApiException as exc:  # rejected (forbidden, invalid, pod gone)
                 self.reachable = True  # it answered
@@ -142,7 +141,7 @@ class EventPublisher:
             else:
                 self.delivered += 1
                 self.reachable = True
-            backoff_s = self._backoff_initial_s
+            self.backoff.reset()
             with self._cond:
                 if self._queue and self._queue[0] is item:
                     self._queue.popleft()

@@ -2,7 +2,9 @@
 
 One loop: list with `fieldSelector=spec.nodeName=<node>`, then watch from the list's
 resourceVersion (bookmarks keep it fresh); `410 Gone` means the version expired, so list
-again; any other failure backs off exponentially.  Nothing here raises into the caller.
+again; any other failure backs off exponentially, with jitter (oomwatch.kube.backoff), and
+each watch asks for a timeout drawn from [watch_timeout_s, 2·watch_timeout_s), so the agents
+of a cluster neither retry nor re-watch in step.  Nothing here raises into the caller.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any
 
 from kubernetes import client, watch
 
+from oomwatch.kube.backoff import Backoff, watch_timeout_s
 from oomwatch.kube.cache import PodCache
 from oomwatch.kube.pods import PodDecodeError, PodInfo, decode_pod
 from oomwatch.kube.podsapi import PodsApi
@@ -48,21 +51,20 @@ class PodWatcher:
         self._watch_timeout_s = watch_timeout_s
         self._connect_timeout_s = connect_timeout_s
         self._backoff_initial_s = backoff_initial_s
-        self._backoff_max_s = backoff_max_s
+        self.backoff = Backoff(backoff_initial_s, backoff_max_s)
         self._watch: watch.Watch | None = None
         self.connected = False
         self.last_error: str | None = None
 
     def run(self, stop: threading.Event) -> None:
         resource_version: str | None = None
-        backoff_s = self._backoff_initial_s
         while not stop.is_set():
             try:
                 if resource_version is None:
                     resource_version = self._list()
                 began = time.monotonic()
                 resource_version = self._watch_from(resource_version, stop)
-                backoff_s = self._backoff_initial_s
+                self.backoff.reset()
                 if time.monotonic() - began < 1.0:  # a server ending watches at once: no spin
                     stop.wait(self._backoff_initial_s)
             except client.ApiException as exc:
@@ -70,12 +72,13 @@ class PodWatcher:
                     log.info("pod watch expired (410 Gone); relisting")
                     resource_version = None
                     continue
-                backoff_s = self._failed(f"pods API error {exc.status}: {exc.reason}", backoff_s)
+                self._failed(f"pods API error {exc.status}: {exc.reason}")
                 resource_version = None
-                stop.wait(backoff_s)
             except Exception as exc:  # the API being away must never stop the agent
-                backoff_s = self._failed(f"pods API unreachable: {exc}", backoff_s)
-                stop.wait(backoff_s)
+                self._failed(f"pods API unreachable: {exc}")
+            else:
+                continue
+            stop.wait(self.backoff.next_s())
 
     def stop(self) -> None:
         """Interrupt a blocked watch (the thread then sees its stop event)."""
@@ -83,12 +86,11 @@ class PodWatcher:
         if current is not None:
             current.stop()  # type: ignore[no-untyped-call]
 
-    def _failed(self, message: str, backoff_s: float) -> float:
+    def _failed(self, message: str) -> None:
         if self.connected or self.last_error != message:
-            log.warning("%s; retrying in %.1fs", message, backoff_s)
+            log.warning("%s; retrying within %.1fs", message, self.backoff.ceiling_s)
         self.connected = False
         self.last_error = message
-        return min(backoff_s * 2, self._backoff_max_s)
 
     def _list(self) -> str | None:
         # Raw JSON, not models: the cache decodes dicts, and watch events arrive as dicts too.
@@ -118,8 +120,8 @@ class PodWatcher:
                 field_selector=self._selector,
                 resource_version=resource_version,
                 allow_watch_bookmarks=True,
-                timeout_seconds=self._watch_timeout_s,
-                _request_timeout=(self._connect_timeout_s, self._watch_timeout_s + 30),
+                timeout_seconds=(timeout_s := watch_timeout_s(self._watch_timeout_s)),
+                _request_timeout=(self._connect_timeout_s, timeout_s + 30),
             ):
                 self.connected = True
                 raw = event.get("raw_object") or {}

@@ -1,9 +1,13 @@
 """pytest fixtures for real-kernel tests; import them into a conftest.py:
 
     from oomwatch.lab.fixtures import memcg_v1, scratch  # noqa: F401
+    from oomwatch.lab.fixtures import memcg_v2, scratch_v2  # noqa: F401
 
-`memcg_v1` skips the test (with the reason) where scratch memcgs cannot be made; `scratch`
-gives a fresh `ScratchMemcg` (256 MiB root limit) that is removed after the test, pass or fail.
+`memcg_v1` / `memcg_v2` skip the test (with the reason) where scratch memcgs of that cgroup
+version cannot be made; `scratch` / `scratch_v2` give a fresh `ScratchMemcg` (256 MiB root
+limit) on that version that is removed after the test, pass or fail.  The memory controller
+sits on one version per host: this project's machines have v1, so the v2 tests run in the
+lab VM (`python -m oomwatch.lab.vm`), and on a v2 host directly.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from oomwatch.lab.hierarchy import memcg_v2_unavailable_reason
 from oomwatch.lab.memcg import ScratchMemcg, memcg_v1_unavailable_reason
 
 
@@ -24,5 +29,19 @@ def memcg_v1() -> None:
 
 @pytest.fixture
 def scratch(memcg_v1: None) -> Iterator[ScratchMemcg]:
-    with ScratchMemcg() as tree:
+    with ScratchMemcg(version=1) as tree:
+        yield tree
+
+
+@pytest.fixture(scope="session")
+def memcg_v2() -> None:
+    reason = memcg_v2_unavailable_reason()
+    if reason is not None:
+        pytest.skip(f"needs root, cgroup v2 memory and /dev/kmsg ({reason}); "
+                    "tests/vm runs these in the lab VM on Debian's 6.1 and 6.12 kernels")
+
+
+@pytest.fixture
+def scratch_v2(memcg_v2: None) -> Iterator[ScratchMemcg]:
+    with ScratchMemcg(version=2) as tree:
         yield tree

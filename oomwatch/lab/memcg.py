@@ -1,9 +1,10 @@
-"""Scratch cgroup v1 memcgs for provoking real kernel OOM kills safely.
+"""Scratch memcgs (cgroup v1 or v2) for provoking real kernel OOM kills safely.
 
 Tests and the demo need real kills, which means real memcgs with small limits.  Everything
-made here lives under one `oomwatch-lab-<pid>-<random>` directory, and cleanup kills only the
+made here lives under one `oomwatch-lab-<pid>-<random>` directory of the hierarchy that holds
+the memory controller (`hierarchy.lab_cgroup_version`), and cleanup kills only the
 processes this object started (and their descendants), moves any other process it was given
-back to the root memcg, removes tmpfs leftovers and then the directories bottom-up -- also
+back to the root cgroup, removes tmpfs leftovers and then the directories bottom-up -- also
 when a test fails midway.
 """
 
@@ -24,8 +25,20 @@ from types import TracebackType
 
 import psutil
 
-MEMCG_V1_ROOT = Path("/sys/fs/cgroup/memory")
-KMSG_PATH = "/dev/kmsg"
+from oomwatch.lab.hierarchy import (
+    KMSG_PATH,
+    MEMCG_V1_ROOT,
+    CgroupFiles,
+    Version,
+    default_mount,
+    lab_cgroup_version,
+    lab_unavailable_reason,
+    memcg_v1_unavailable_reason,
+    memcg_v2_unavailable_reason,
+)
+
+__all__ = ["KMSG_PATH", "Memcg", "ScratchMemcg", "memcg_v1_unavailable_reason"]
+
 TMPFS_ROOT = Path("/dev/shm")
 SCRATCH_PREFIX = "oomwatch-lab"
 # <prefix>-<owner pid>-<8 hex>, and for tmpfs directories a -<serial> suffix.
@@ -42,30 +55,6 @@ MAX_SCRATCH_LIMIT_BYTES = 512 << 20
 # bench) would see, and could be charged with, this run's kills.  One machine-wide lock,
 # held while a scratch tree exists, serializes them.
 LAB_LOCK_PATH = Path("/run/lock/oomwatch-lab.lock")
-
-
-def memcg_v1_unavailable_reason(
-    root: Path = MEMCG_V1_ROOT, kmsg_path: str = KMSG_PATH
-) -> str | None:
-    """Why real-kill tests cannot run here, or None when they can."""
-    if os.geteuid() != 0:
-        return f"not root (euid {os.geteuid()}): scratch memcgs and /dev/kmsg need root"
-    if not (root / "memory.limit_in_bytes").is_file():
-        return f"no cgroup v1 memory controller mounted at {root}"
-    if not os.access(root, os.W_OK):
-        return f"{root} is not writable (read-only cgroup mount?)"
-    try:
-        use_hierarchy = (root / "memory.use_hierarchy").read_text().strip()
-    except OSError as exc:
-        return f"cannot read {root}/memory.use_hierarchy: {exc}"
-    if use_hierarchy != "1":
-        return f"{root}/memory.use_hierarchy is {use_hierarchy}: pod-level limits would not count"
-    try:
-        fd = os.open(kmsg_path, os.O_RDONLY | os.O_NONBLOCK)
-    except OSError as exc:
-        return f"cannot read {kmsg_path}: {exc}"
-    os.close(fd)
-    return None
 
 
 def _pid_alive(pid: int) -> bool:
@@ -139,6 +128,12 @@ def _write(path: Path, value: str) -> None:
         handle.write(value)
 
 
+def _flat_keyed(text: str) -> dict[str, int]:
+    """A flat-keyed cgroup file (`name value` lines) as a dict."""
+    fields = (line.split() for line in text.splitlines())
+    return {parts[0]: int(parts[1]) for parts in fields if len(parts) == 2}
+
+
 class Memcg:
     """One memcg directory of a scratch tree: its kernel path, its files, its children."""
 
@@ -155,38 +150,24 @@ class Memcg:
         if not name or "/" in name or name in (".", ".."):
             raise ValueError(f"bad memcg name {name!r}")
         child = Memcg(self.scratch, f"{self.relpath}/{name}")
+        self.scratch.files.enable_memory_for_children(self.fs_path)
         self.scratch._mkdir(child.fs_path)
         if limit_bytes is not None:
             child.set_limit(limit_bytes)
         return child
 
     def set_limit(self, limit_bytes: int) -> None:
-        """Set memory.limit_in_bytes, and memory+swap to the same where the file exists.
-
-        With swap the kernel would swap instead of killing; memsw must stay >= memory, so
-        the order of the two writes depends on the direction of the change.
-        """
+        """Set the memory limit, with no swap beyond it (`CgroupFiles.set_limit`)."""
         if self is self.scratch and not 0 < limit_bytes <= MAX_SCRATCH_LIMIT_BYTES:
             raise ValueError(f"scratch root limit {limit_bytes} not in (0, 512 MiB]")
-        memory = self.fs_path / "memory.limit_in_bytes"
-        memsw = self.fs_path / "memory.memsw.limit_in_bytes"
-        if not memsw.exists():
-            _write(memory, str(limit_bytes))
-            return
-        try:
-            _write(memory, str(limit_bytes))
-            _write(memsw, str(limit_bytes))
-        except OSError as exc:
-            if exc.errno != errno.EINVAL:
-                raise
-            _write(memsw, str(limit_bytes))
-            _write(memory, str(limit_bytes))
+        self.scratch.files.set_limit(self.fs_path, limit_bytes)
 
-    def limit_bytes(self) -> int:
-        return int((self.fs_path / "memory.limit_in_bytes").read_text())
+    def limit_bytes(self) -> int | None:
+        """The memory limit in bytes; None where v2 says `max`."""
+        return self.scratch.files.limit_bytes(self.fs_path)
 
     def usage_bytes(self) -> int:
-        return int((self.fs_path / "memory.usage_in_bytes").read_text())
+        return self.scratch.files.usage_bytes(self.fs_path)
 
     def add_pid(self, pid: int) -> None:
         """Move a process into this memcg (its later charges land here)."""
@@ -200,13 +181,22 @@ class Memcg:
 
     def oom_control(self) -> dict[str, int]:
         """memory.oom_control as a dict: oom_kill_disable, under_oom, oom_kill."""
-        fields = (line.split() for line in (self.fs_path / "memory.oom_control").read_text()
-                  .splitlines())
-        return {parts[0]: int(parts[1]) for parts in fields if len(parts) == 2}
+        return _flat_keyed((self.fs_path / "memory.oom_control").read_text())
 
     def oom_kill_count(self) -> int:
-        """Kills the kernel counted in this memcg (v1 counts where the victim lived)."""
-        return self.oom_control().get("oom_kill", 0)
+        """Kills the kernel counted in this memcg (`CgroupFiles.oom_kill_count`)."""
+        return self.scratch.files.oom_kill_count(self.fs_path)
+
+    def events(self, local: bool = False) -> dict[str, int]:
+        """v2 memory.events (or memory.events.local) as a dict: oom, oom_kill, ..."""
+        name = "memory.events.local" if local else "memory.events"
+        return _flat_keyed((self.fs_path / name).read_text())
+
+    def set_oom_group(self, enabled: bool = True) -> None:
+        """v2 memory.oom.group: an OOM kill here kills every process of the cgroup."""
+        if self.scratch.version != 2:
+            raise ValueError("memory.oom.group exists only on cgroup v2")
+        _write(self.fs_path / "memory.oom.group", "1" if enabled else "0")
 
     def stat(self) -> dict[str, int]:
         """memory.stat, names as the kernel writes them, values in bytes (or counts)."""
@@ -218,25 +208,31 @@ class Memcg:
 
 
 class ScratchMemcg(Memcg):
-    """A scratch memcg tree under the v1 memory root; use as a context manager.
+    """A scratch memcg tree under the memory root of v1 or v2; use as a context manager.
 
     The root's limit (256 MiB unless given, at most 512 MiB) bounds the whole tree; children
-    may set smaller ones.  `exclusive=False` skips the machine-wide lab lock, for workloads
-    that must never be killed and run long (a soak): others' real kills may then run beside
-    them, and the caller must read only its own cgroups' records.
+    may set smaller ones.  `version` None takes the hierarchy that holds the memory controller
+    here.  `exclusive=False` skips the machine-wide lab lock, for workloads that must never be
+    killed and run long (a soak): others' real kills may then run beside them, and the caller
+    must read only its own cgroups' records.
     """
 
     def __init__(
         self,
         limit_bytes: int = DEFAULT_SCRATCH_LIMIT_BYTES,
         *,
-        mount: Path = MEMCG_V1_ROOT,
+        version: Version | None = None,
+        mount: Path | None = None,
         prefix: str = SCRATCH_PREFIX,
         exclusive: bool = True,
     ) -> None:
         if not 0 < limit_bytes <= MAX_SCRATCH_LIMIT_BYTES:
             raise ValueError(f"scratch memcg limit {limit_bytes} not in (0, 512 MiB]")
-        self.mount = mount
+        found = version or lab_cgroup_version()
+        self.version: Version = found or 1
+        self._none_here = found is None  # neither version can make scratch memcgs here
+        self.files = CgroupFiles(self.version)
+        self.mount = mount or default_mount(self.version)
         name = f"{prefix}-{os.getpid()}-{secrets.token_hex(4)}"
         super().__init__(self, f"/{name}")
         self._limit_bytes = limit_bytes
@@ -245,6 +241,8 @@ class ScratchMemcg(Memcg):
         self._added_pids: set[int] = set()
         self._tmp_paths: list[Path] = []
         self._created = False
+        # False for a long run that provokes no kill and minds none of others' (a soak):
+        # it must not hold every real-kill test on the machine back for its whole length
         self._exclusive = exclusive
 
     def __enter__(self) -> ScratchMemcg:
@@ -266,7 +264,12 @@ class ScratchMemcg(Memcg):
     def create(self) -> None:
         if self._created:
             return
-        reason = memcg_v1_unavailable_reason(self.mount)
+        if self._none_here:
+            reason = lab_unavailable_reason()
+        elif self.version == 1:
+            reason = memcg_v1_unavailable_reason(self.mount)
+        else:
+            reason = memcg_v2_unavailable_reason(self.mount)
         if reason is not None:
             raise RuntimeError(f"cannot make a scratch memcg: {reason}")
         if self._exclusive:

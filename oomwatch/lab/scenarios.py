@@ -53,6 +53,21 @@ class KillCapture:
         return [incident for incident in decoded
                 if any(victim.pid in ours for victim in incident.victims)]
 
+    def full_incident(self) -> Incident:
+        """The one incident of our victims, with its whole report (tests assert on it).
+
+        AssertionError, with the records, when there is not exactly one or the report
+        header was rate-limited (others' kills used the window even after a retry).
+        """
+        incidents = self.incidents()
+        if len(incidents) != 1:
+            raise AssertionError(f"{len(incidents)} incidents of our victims: {incidents}; "
+                                 f"records {self.records}")
+        if incidents[0].header_suppressed:
+            raise AssertionError("the kernel rate-limited the report twice "
+                                 "(others' kills in the window)")
+        return incidents[0]
+
     def has_full_report(self, pid: int) -> bool:
         """Whether the rate limit let the `oom-kill:` line (and so the header) through."""
         needle = b",pid=%d,uid=" % pid

@@ -176,6 +176,7 @@ def allocator_section(
         "age_seconds": round(max(age, 0.0), 3),
         "last_sample": _sample_dict(last),
         "peak": _peaks(window),
+        "device_samples": device_samples(window),
         "window_seconds": round(getattr(last, key) - getattr(window[0], key), 3),
         "samples_in_window": len(window),
         "framework_ooms": sum(1 for e in record.events if getattr(e, key) <= at + CLOCK_SLACK_S),
@@ -192,6 +193,30 @@ def _sample_dict(sample: ProbeSample) -> dict[str, Any]:
             k: escape_control(v) if isinstance(v, str) else v for k, v in sample.tf.items()
         }
     return out
+
+
+def device_samples(samples: list[ProbeSample]) -> list[dict[str, Any]]:
+    """The device's memory over the window, for the plot's GPU axis: the CUDA allocator's
+    allocated and reserved bytes, or TensorFlow's current bytes (as allocated)."""
+    out: list[dict[str, Any]] = []
+    for s in samples:
+        if s.cuda is not None:
+            allocated, reserved = s.cuda.get("allocated_bytes"), s.cuda.get("reserved_bytes")
+        elif s.tf is not None:
+            allocated, reserved = s.tf.get("current_bytes"), None
+        else:
+            continue
+        out.append({"wall_s": s.wall_s, "allocated_bytes": allocated, "reserved_bytes": reserved})
+    return out
+
+
+def _snapshot(snapshot: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The validated snapshot summary, its one string escaped (the file is the pod's)."""
+    if snapshot is None:
+        return None
+    segments = [{**s, "segment_type": _text(s.get("segment_type"))}
+                for s in snapshot.get("largest_segments") or []]  # fmt: skip
+    return {**snapshot, "largest_segments": segments}
 
 
 def _peaks(samples: list[ProbeSample]) -> dict[str, int]:
@@ -296,8 +321,10 @@ def framework_incident(
         "step": event.step,
         "batch_size": event.batch_size,
         "message": escape_control(event.message),
+        "snapshot": _snapshot(event.snapshot),
         "last_sample": _sample_dict(last) if last else None,
         "peak": _peaks(window[-120:]),
+        "device_samples": device_samples(window[-120:]),
         "claimed": claimed(meta),
         "owner_uid": record.owner_uid,
         "identity": BY_POD_DIR if pod_uid else UNVERIFIED,

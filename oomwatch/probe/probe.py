@@ -46,6 +46,7 @@ from oomwatch.probe.schema import (
     ProbeSample,
     to_payload,
 )
+from oomwatch.probe.snapshot import cuda_snapshot
 
 log = logging.getLogger("oomwatch.probe")
 
@@ -229,6 +230,7 @@ class Probe:
             epoch=epoch,
             step=step,
             batch_size=batch_size,
+            snapshot=cuda_snapshot(parsed.device) if kind == "torch-cuda" else None,
         )
         try:
             self._write_event(event)
@@ -244,9 +246,14 @@ class Probe:
                 return
             try:
                 self._writer.write_event(to_payload(event))
-            except ValueError:  # escaped message too long for a slot: keep its head
+            except ValueError:  # too long for a slot: keep the message's head...
                 short = replace(event, message=event.message[:200])
-                self._writer.write_event(to_payload(short))
+                try:
+                    self._writer.write_event(to_payload(short))
+                except ValueError:  # ...and then the snapshot's totals only
+                    totals = {k: v for k, v in (event.snapshot or {}).items()
+                              if k != "largest_segments"} or None  # fmt: skip
+                    self._writer.write_event(to_payload(replace(short, snapshot=totals)))
 
     @contextlib.contextmanager
     def catch_oom(self) -> Iterator[None]:

@@ -33,6 +33,17 @@ CUDA_KEYS = (
     "num_ooms",
 )
 TF_KEYS = ("device", "current_bytes", "peak_bytes")
+# The CUDA allocator's snapshot summary of a CUDA OOM (oomwatch.probe.snapshot).
+SNAPSHOT_KEYS = {
+    "device": "count", "segments": "count", "reserved_bytes": "int", "allocated_bytes": "int",
+    "active_bytes": "int", "inactive_split_bytes": "int", "largest_free_block_bytes": "int",
+    "fragmentation": "float", "largest_segments": "segments",
+}
+SEGMENT_KEYS = {
+    "total_bytes": "int", "allocated_bytes": "int", "active_bytes": "int",
+    "largest_free_block_bytes": "int", "blocks": "count", "segment_type": "text",
+}
+MAX_SEGMENTS = 8
 
 
 class SchemaError(ValueError):
@@ -95,6 +106,7 @@ class FrameworkOomEvent:
     epoch: int | None = None
     step: int | None = None
     batch_size: int | None = None
+    snapshot: dict[str, Any] | None = None  # CUDA OOMs: the allocator's segments, summarised
     seq: int = 0
 
 
@@ -146,15 +158,28 @@ _KINDS: dict[str, str] = {
 }
 
 
-def _parse_nested(name: str, value: Any, keys: tuple[str, ...]) -> dict[str, Any]:
+def _parse_keyed(
+    name: str, value: Any, kinds: dict[str, str], nullable: bool = False
+) -> dict[str, Any]:
+    """A closed object whose values have the given kinds (None too, where `nullable`)."""
     if type(value) is not dict:
         raise SchemaError(f"{name}: expected an object")
-    unknown = set(value) - set(keys)
+    unknown = set(value) - set(kinds)
     if unknown:
         raise SchemaError(f"{name}: unknown keys {sorted(unknown)[:3]}")
     out: dict[str, Any] = {}
     for key, item in value.items():
-        out[key] = _check(f"{name}.{key}", item, "text" if key == "device" else "int")
+        kind = kinds[key]
+        if item is None and nullable:
+            out[key] = None
+        elif kind == "segments":
+            if type(item) is not list or len(item) > MAX_SEGMENTS:
+                raise SchemaError(f"{name}.{key}: expected at most {MAX_SEGMENTS} segments")
+            out[key] = [_parse_keyed(f"{name}.{key}", s, SEGMENT_KEYS) for s in item]
+        else:
+            out[key] = _check(f"{name}.{key}", item, kind)
+    if out.get("fragmentation", 0.0) > 1.0:
+        raise SchemaError(f"{name}.fragmentation: expected a share from 0 to 1")
     return out
 
 
@@ -167,10 +192,12 @@ def _from_payload(cls: type[Any], payload: dict[str, Any], seq: int | None) -> A
     for key, value in payload.items():
         if value is None:
             continue
-        if key == "cuda":
-            kwargs[key] = _parse_nested(key, value, CUDA_KEYS)
-        elif key == "tf":
-            kwargs[key] = _parse_nested(key, value, TF_KEYS)
+        if key in ("cuda", "tf"):
+            keys = CUDA_KEYS if key == "cuda" else TF_KEYS
+            kinds = {k: "text" if k == "device" else "int" for k in keys}
+            kwargs[key] = _parse_keyed(key, value, kinds)
+        elif key == "snapshot":
+            kwargs[key] = _parse_keyed(key, value, SNAPSHOT_KEYS, nullable=True)
         elif key.endswith("_bytes"):
             kwargs[key] = _check(key, value, "int")
         else:

@@ -18,14 +18,14 @@ import argparse
 import itertools
 import os
 import sys
-from collections import OrderedDict, deque
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime, timedelta
 from typing import TextIO
 
 from oomwatch.cgroup_identity import annotate
-from oomwatch.diagnosis import diagnose
-from oomwatch.diagnosis.trends import CRASH_LOOP_WINDOW_S, workload_key
+from oomwatch.diagnosis.history import History
+from oomwatch.diagnosis.trends import CRASH_LOOP_WINDOW_S
 from oomwatch.incident import Incident
 from oomwatch.report import filters, jsonout, text
 from oomwatch.report.inputs import KMSG_PATH, Loaded, Stream, load_kmsg, open_file, open_store
@@ -34,8 +34,6 @@ from oomwatch.report.unread import unread_notice, unread_warnings
 from oomwatch.store_limits import capped
 
 MAX_HELD = 1000  # incidents held for a text or HTML report, or for --last
-HISTORY_PER_WORKLOAD = 32  # earlier kills kept per container for crash-loop findings
-HISTORY_WORKLOADS = 4096
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -164,23 +162,16 @@ def _open(args: argparse.Namespace, since: datetime | None) -> tuple[Stream, str
 def _diagnosed(
     incidents: Iterable[Incident], seen: Callable[[Incident], object]
 ) -> Iterator[Incident]:
-    """Each incident diagnosed with the earlier kills of its workload (crash-loop history):
-    the last HISTORY_PER_WORKLOAD of each of the last HISTORY_WORKLOADS workloads."""
-    history: OrderedDict[tuple[str, ...], deque[Incident]] = OrderedDict()
+    """Each incident diagnosed with the earlier kills of its workload (crash-loop history),
+    as the agent diagnoses it before storing it.  One the agent stored diagnosed is shown as
+    it was diagnosed, so the report says what the Event, the log line and the metrics said;
+    records of agents before 0.2 (no verdict) are diagnosed here."""
+    history = History()
     for incident in incidents:
-        key = workload_key(incident)
-        earlier = history.get(key) if key is not None else None
-        diagnosed = diagnose(incident, tuple(earlier) if earlier else ())
+        diagnosed = incident if incident.verdict is not None else history.diagnose(incident)
         seen(diagnosed)
         yield diagnosed
-        if key is None:
-            continue
-        if earlier is None:
-            earlier = history[key] = deque(maxlen=HISTORY_PER_WORKLOAD)
-        earlier.append(incident)
-        history.move_to_end(key)
-        if len(history) > HISTORY_WORKLOADS:
-            history.popitem(last=False)
+        history.remember(incident)
 
 
 def _held(incidents: Iterable[Incident], limit: int, loaded: Loaded, what: str) -> list[Incident]:

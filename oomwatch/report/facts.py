@@ -9,10 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from oomwatch.diagnosis.evidence import (
-    KIB,
-    UNLIMITED_BYTES,
     charged_bytes,
     fmt_bytes,
     limit_bytes,
@@ -47,10 +46,6 @@ class Table:
 
 def kind_words(kind: str) -> str:
     return _KIND_WORDS.get(kind, f"{kind} kill")
-
-
-def _kb(value: int | None) -> str:
-    return fmt_bytes(value * KIB) if value is not None else "?"
 
 
 def when(incident: Incident) -> str:
@@ -93,8 +88,10 @@ def _where(incident: Incident) -> list[tuple[str, str]]:
 def victim_text(victim: Victim) -> str:
     text = f"{victim.comm} (pid {victim.pid}"
     text += f", uid {victim.uid})" if victim.uid is not None else ")"
-    text += f" anon-rss {_kb(victim.anon_rss_kb)} file-rss {_kb(victim.file_rss_kb)}"
-    text += f" shmem-rss {_kb(victim.shmem_rss_kb)} total-vm {_kb(victim.total_vm_kb)}"
+    text += f" anon-rss {fmt_bytes(victim.anon_rss_bytes)}"
+    text += f" file-rss {fmt_bytes(victim.file_rss_bytes)}"
+    text += f" shmem-rss {fmt_bytes(victim.shmem_rss_bytes)}"
+    text += f" total-vm {fmt_bytes(victim.total_vm_bytes)}"
     if victim.oom_score_adj is not None:
         text += f" oom_score_adj {victim.oom_score_adj}"
     return text
@@ -118,14 +115,12 @@ def limit_text(incident: Incident) -> str | None:
         text += f" ({pct(usage, limit)})"
     if memcg.failcnt is not None:
         text += f", failcnt {memcg.failcnt}"
-    if memcg.swap_usage_kb is not None:
-        swap_limit = memcg.swap_limit_kb
-        unlimited = swap_limit is not None and swap_limit * KIB >= UNLIMITED_BYTES
-        text += f"; swap {_kb(memcg.swap_usage_kb)}"
-        if swap_limit is not None:
-            text += " of unlimited" if unlimited else f" of {_kb(swap_limit)}"
-    if memcg.kmem_usage_kb is not None:
-        text += f"; kmem {_kb(memcg.kmem_usage_kb)}"
+    if memcg.swap_usage_bytes is not None:
+        text += f"; swap {fmt_bytes(memcg.swap_usage_bytes)}"
+        if memcg.swap_limit_bytes is not None:
+            text += f" of {fmt_bytes(memcg.swap_limit_bytes)}"
+    if memcg.kmem_usage_bytes is not None:
+        text += f"; kmem {fmt_bytes(memcg.kmem_usage_bytes)}"
     return text
 
 
@@ -235,4 +230,48 @@ def facts(incident: Incident) -> list[tuple[str, str]]:
         pid = f" (pid {inv.pid})" if inv.pid is not None else ""
         shown = " ".join(f"{k}={v}" for k, v in fields if v is not None)
         rows.append(("invoker", f"{inv.comm or '?'}{pid} {shown}"))
+    if (allocator := allocator_text(incident.allocator)) is not None:
+        rows.append(("allocator", allocator))
     return rows
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _size(data: dict[str, Any], key: str) -> str | None:
+    value = data.get(key)
+    ok = isinstance(value, int) and not isinstance(value, bool)
+    return fmt_bytes(value) if ok else None
+
+
+def allocator_text(alloc: dict[str, Any] | None) -> str | None:
+    """The trainer probe's view joined to the kill or OOM: framework and device, where in
+    training, the allocator at its last sample, and the CUDA snapshot's free blocks."""
+    if not alloc:
+        return None
+    parts = [" ".join(str(alloc[k]) for k in ("framework", "device") if alloc.get(k))
+             or "trainer probe"]  # fmt: skip
+    where = [f"{k} {alloc[k]}" for k in ("phase", "epoch", "step", "batch_size")
+             if alloc.get(k) is not None]  # fmt: skip
+    if where:
+        parts.append(" ".join(where))
+    last = _dict(alloc.get("last_sample"))
+    cuda = _dict(last.get("cuda"))
+    figures = [f"{label} {value}" for label, value in (
+        ("process rss", _size(last, "rss_bytes")),
+        ("allocated", _size(cuda, "allocated_bytes") or _size(alloc, "allocated_bytes")),
+        ("reserved", _size(cuda, "reserved_bytes")),
+        ("asked for", _size(alloc, "requested_bytes")),
+        ("device free", _size(alloc, "free_bytes")),
+    ) if value]  # fmt: skip
+    if figures:
+        parts.append(", ".join(figures))
+    snap = _dict(alloc.get("snapshot"))
+    if snap:
+        parts.append(
+            f"snapshot: {snap.get('segments')} segments, {_size(snap, 'reserved_bytes')}"
+            f" reserved, largest free block {_size(snap, 'largest_free_block_bytes')},"
+            f" fragmentation {snap.get('fragmentation')}"
+        )
+    return "; ".join(parts)

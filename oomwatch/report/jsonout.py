@@ -1,8 +1,9 @@
-"""`--json`: exactly `{"incidents": [...], "warnings": [...]}` with the contract keys.
+"""`--json`: exactly `{"schema_version": 2, "incidents": [...], "warnings": [...]}`, the
+contract that schemas/report.schema.json describes (and every test validates against).
 
-Every Incident field is present (null when unknown); `verdict`, `verdict_code` and `unknown`
-are added so a machine reader gets the same one-line answer, the code the text summary shows,
-and the same list of gaps as a person.  The document is written one incident at a time, so a
+Every Incident field is present (null when unknown), among them the diagnosis's `verdict`
+and `verdict_code`; `unknown` is added so a machine reader gets the same list of gaps as a
+person.  The document is written one incident at a time, so a
 store or log of any size streams through.
 """
 
@@ -13,15 +14,12 @@ import json
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TextIO
 
-from oomwatch.diagnosis import unknowns, verdict
-from oomwatch.diagnosis.verdict import verdict_code
-from oomwatch.incident import Incident
+from oomwatch.diagnosis import unknowns
+from oomwatch.incident import JSON_SCHEMA_VERSION, Incident
 
 
 def incident_json(incident: Incident) -> dict[str, Any]:
     data = incident.to_dict()
-    data["verdict"] = verdict(incident)
-    data["verdict_code"] = verdict_code(incident)
     data["unknown"] = unknowns(incident)
     return data
 
@@ -35,7 +33,7 @@ def _dumps(value: Any, indent: int) -> str:
 def write(out: TextIO, incidents: Iterable[Incident], warnings: Callable[[], list[str]]) -> None:
     """Write the document as `render` would, incident by incident; `warnings()` is asked at
     the end (reading the input is what finds them)."""
-    out.write('{\n  "incidents": [')
+    out.write(f'{{\n  "schema_version": {JSON_SCHEMA_VERSION},\n  "incidents": [')
     count = 0
     for incident in incidents:
         out.write(("\n" if count == 0 else ",\n") + "    " + _dumps(incident_json(incident), 4))

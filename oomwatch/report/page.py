@@ -12,7 +12,7 @@ from __future__ import annotations
 import html
 from collections.abc import Sequence
 
-from oomwatch.diagnosis import unknowns, verdict
+from oomwatch.diagnosis import unknowns
 from oomwatch.incident import Incident
 from oomwatch.report import facts, summary, svg
 from oomwatch.report.facts import Table, kind_words
@@ -107,8 +107,10 @@ def _body(incident: Incident, n: int) -> str:
     """Everything the text block of one incident shows, in the same order."""
     sampled = incident.timeline is not None and incident.timeline.samples
     plot_title = "Memory before the kill" if sampled else "Memory at the kill"
+    if not sampled and (incident.allocator or {}).get("device_samples"):
+        plot_title = "Device memory before the out-of-memory error"
     parts = [
-        f'<p class="verdict" id="verdict-{n}">{_e(verdict(incident))}</p>',
+        f'<p class="verdict" id="verdict-{n}">{_e(incident.verdict or "?")}</p>',
         _findings(incident),
         f"<h3>{plot_title}</h3>{svg.render(incident, f'timeline-{n}')}",
         f'<p class="caption">{_e(svg.caption(incident))}</p>',
@@ -160,7 +162,8 @@ def _top(incidents: Sequence[Incident]) -> str:
         first = incidents[row.numbers[0] - 1]
         count = row.count
         items.append(
-            f'<h3>#{row.numbers[0]} ({count})</h3><p class="verdict">{_e(verdict(first))}</p>'
+            f'<h3>#{row.numbers[0]} ({count})</h3>'
+            f'<p class="verdict">{_e(first.verdict or "?")}</p>'
             f"{_findings(first)}"
         )
     head = '<section class="top" id="top"><h2>Findings of the largest rows</h2>'
@@ -181,7 +184,7 @@ def _grouped(incidents: Sequence[Incident]) -> str:
         count = row.count
         out.append(
             f'<details class="group"><summary>#{row.numbers[0]} ({count}):'
-            f" {_e(verdict(first))}</summary>{inner}</details>"
+            f" {_e(first.verdict or '?')}</summary>{inner}</details>"
         )
     return "".join(out)
 

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from oomwatch.diagnosis.evidence import fmt_bytes, limit_bytes, pct
-from oomwatch.diagnosis.verdict import dominant_part, short_where, verdict_code
+from oomwatch.diagnosis.verdict import dominant_part, short_where
 from oomwatch.incident import Incident
 
 COLUMNS = ("#", "time", "kills", "pod / cgroup", "victim", "kind", "limit", "dominant", "verdict")
@@ -82,8 +82,8 @@ def dominant(incident: Incident) -> tuple[str, str]:
         name, size, whole = part
         return name, f"{name} {pct(size, whole)}"
     victim = incident.victim
-    if victim is not None and victim.anon_rss_kb is not None:
-        return "rss", f"rss {fmt_bytes(victim.anon_rss_kb * 1024)}"
+    if victim is not None and victim.anon_rss_bytes is not None:
+        return "rss", f"rss {fmt_bytes(victim.anon_rss_bytes)}"
     return "?", "?"
 
 
@@ -96,7 +96,7 @@ def _key(incident: Incident) -> tuple[str, ...]:
         incident.kind,
         limit_cell(incident),
         dominant(incident)[0],
-        verdict_code(incident),
+        incident.verdict_code or "",
     )
 
 
@@ -119,7 +119,7 @@ def rows(incidents: Sequence[Incident]) -> list[Row]:
             first.kind,
             limit_cell(first),
             dominant(first)[1],
-            verdict_code(first),
+            first.verdict_code or "",
         )
         out.append(Row(tuple(numbers), cells, time_cell(last, with_date) if many else ""))
     return out

@@ -1,6 +1,7 @@
 """The memory plot as inline SVG: stacked anon/THP/shmem/page cache/kernel, usage and limit
-lines, the trainer's CUDA allocator allocated/reserved (its last sample before the kill) when
-the probe recorded them, and the kill.
+lines, the kill, and, when the trainer probe recorded them, the device's memory (CUDA
+allocator allocated/reserved, TensorFlow's current bytes) over the same time on its own axis:
+GPU memory is not the container's memory, and often ten times as large.
 
 Pure string building with no plotting library, so the page works offline and the daemon
 image stays small.  THP is part of anon and shmem part of file, so the stack splits them
@@ -12,10 +13,10 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from oomwatch.diagnosis.evidence import fmt_bytes, limit_bytes, usage_bytes
 from oomwatch.incident import Incident, TimelineSample
+from oomwatch.store import iso_to_epoch_s
 
 WIDTH, HEIGHT = 760, 300
 LEFT, RIGHT, TOP, BOTTOM = 70, 150, 20, 40
@@ -111,43 +112,65 @@ def _at_kill(incident: Incident) -> Point | None:
     return Point(0.0, layers, float(usage or sum(layers)), sample.limit_bytes)
 
 
-def _allocator_points(
+DEVICE_SERIES = (("allocated", "#2ca02c"), ("reserved", "#9467bd"))
+DEVICE_AXIS_PX = 62  # room right of the plot for the device axis' ticks
+
+
+def _device_series(
     incident: Incident, end_s: float | None
 ) -> dict[str, list[tuple[float, float]]]:
-    """The trainer probe's CUDA allocator numbers at its last sample before the kill.
+    """The trainer's device memory (CUDA allocator allocated/reserved, or TensorFlow's
+    current bytes as allocated) over time relative to the kill, from the probe's samples
+    (`device_samples`; records of older agents: the last sample only).
 
     The probe file is written by the workload, so every value is type-checked here.
     """
-    points: dict[str, list[tuple[float, float]]] = {"allocated": [], "reserved": []}
-    last = (incident.allocator or {}).get("last_sample")
-    if not isinstance(last, dict) or end_s is None:
-        return points
-    at, cuda = last.get("wall_s"), last.get("cuda")
-    if not isinstance(at, int | float) or not isinstance(cuda, dict):
-        return points
-    for name in points:
-        value = cuda.get(f"{name}_bytes")
-        if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0:
-            points[name].append((float(at) - end_s, float(value)))
-    return points
+    series: dict[str, list[tuple[float, float]]] = {name: [] for name, _ in DEVICE_SERIES}
+    alloc = incident.allocator or {}
+    rows = alloc.get("device_samples")
+    if not isinstance(rows, list):
+        last = alloc.get("last_sample")
+        cuda = last.get("cuda") if isinstance(last, dict) else None
+        rows = [{**cuda, "wall_s": last.get("wall_s")}] if isinstance(cuda, dict) and last else []
+    for row in rows:
+        at = row.get("wall_s") if isinstance(row, dict) else None
+        if end_s is None or not isinstance(at, int | float) or isinstance(at, bool):
+            continue
+        for name in series:
+            value = row.get(f"{name}_bytes")
+            if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0:
+                series[name].append((float(at) - end_s, float(value)))
+    return series
+
+
+def _device_total(incident: Incident) -> float | None:
+    """The device's capacity where the OOM message gave it."""
+    total = (incident.allocator or {}).get("total_bytes")
+    if isinstance(total, int | float) and not isinstance(total, bool) and total > 0:
+        return float(total)
+    return None
 
 
 def _end_s(incident: Incident) -> float | None:
+    """The kill's time on the wall clock: the last sample of the host timeline (the window
+    ends at the kill), else the incident's time (a framework OOM has no host timeline)."""
     timeline = incident.timeline
-    if timeline is None or not timeline.samples:
-        return None
-    return max(s.t_seconds for s in timeline.samples)
+    if timeline is not None and timeline.samples:
+        return max(s.t_seconds for s in timeline.samples)
+    return iso_to_epoch_s(incident.wall_time)
 
 
 class _Scale:
-    """Pixels for seconds and bytes; both axes end on a round tick."""
+    """Pixels for seconds and bytes; both axes end on a round tick.  `right`: the plot's
+    right edge (narrower when a device axis stands beside it)."""
 
-    def __init__(self, t0: float, top_bytes: float) -> None:
+    def __init__(self, t0: float, top_bytes: float, right: float = WIDTH - RIGHT) -> None:
         self.t0, self.x_ticks = time_ticks(max(-t0, 1.0))
         self.top, self.y_ticks = byte_ticks(max(top_bytes, 1.0))
+        self.right = right
 
     def x(self, t_s: float) -> float:
-        return LEFT + (t_s - self.t0) / (0 - self.t0) * (WIDTH - LEFT - RIGHT)
+        return LEFT + (t_s - self.t0) / (0 - self.t0) * (self.right - LEFT)
 
     def y(self, value: float) -> float:
         return HEIGHT - BOTTOM - value / self.top * (HEIGHT - TOP - BOTTOM)
@@ -159,7 +182,11 @@ def _poly(points: Sequence[tuple[float, float]]) -> str:
 
 def render(incident: Incident, element_id: str) -> str:
     points = _points(incident)
+    device = _device_series(incident, _end_s(incident))
+    has_device = any(device.values())
     if not points:
+        if has_device:
+            return _render_device_only(incident, device, element_id)
         single = _at_kill(incident)
         if single is None:
             return (
@@ -167,10 +194,11 @@ def render(incident: Incident, element_id: str) -> str:
                 " nothing to plot.</p>"
             )
         return _render_bar(single, element_id)
-    alloc = _allocator_points(incident, _end_s(incident))
     values = [p.usage for p in points] + [sum(p.layers) for p in points]
-    values += [p.limit for p in points if p.limit] + [v for s in alloc.values() for _, v in s]
-    scale = _Scale(points[0].t_s, max(values) * 1.08)
+    values += [p.limit for p in points if p.limit]
+    t0 = min([points[0].t_s] + [t for s in device.values() for t, _ in s if t <= 0])
+    right = WIDTH - RIGHT - (DEVICE_AXIS_PX if has_device else 0)
+    scale = _Scale(t0, max(values) * 1.08, right)
     out = _open_svg(element_id, "memory timeline before the kill")
     out += _axes(scale)
     base = [0.0] * len(points)
@@ -195,23 +223,87 @@ def render(incident: Incident, element_id: str) -> str:
             f'<polyline class="limit" fill="none" stroke="#d62728" stroke-width="2"'
             f' stroke-dasharray="6 4" points="{_poly(limits)}"/>'
         )
-    for name, colour in (("allocated", "#2ca02c"), ("reserved", "#9467bd")):
-        for t, v in alloc[name]:
-            if scale.t0 <= t <= 0:
-                out.append(
-                    f'<circle class="allocator-{name}" cx="{scale.x(t):.1f}" cy="{scale.y(v):.1f}"'
-                    f' r="5" fill="{colour}" stroke="#fff"/>'
-                )
-    kill_x = scale.x(0.0)
+    if has_device:
+        out += _device_axis(scale, device, _device_total(incident), side="right")
+    out += _kill_line(scale, "OOM kill")
+    out += _legend(points, bool(limits), device)
+    out.append("</svg>")
+    return "".join(out)
+
+
+def _render_device_only(
+    incident: Incident, device: dict[str, list[tuple[float, float]]], element_id: str
+) -> str:
+    """A framework OOM: no cgroup was sampled, the device's memory is the whole plot."""
+    t0 = min([t for s in device.values() for t, _ in s if t <= 0], default=-1.0)
+    scale = _Scale(t0, 1.0)
+    out = _open_svg(element_id, "device memory before the out-of-memory error")
+    out += _axes(scale, bytes_axis=False)
+    out += _device_axis(scale, device, _device_total(incident), side="left")
+    out += _kill_line(scale, "out of memory")
+    out += _legend([], False, device)
+    out.append("</svg>")
+    return "".join(out)
+
+
+def _device_axis(
+    scale: _Scale,
+    device: dict[str, list[tuple[float, float]]],
+    total: float | None,
+    side: str,
+) -> list[str]:
+    """The device's memory on its own axis (GPU memory is not the container's memory and
+    is often ten times larger): its ticks on `side`, allocated/reserved as lines."""
+    values = [v for s in device.values() for t, v in s if scale.t0 <= t <= 0]
+    top, ticks = byte_ticks(max([*values, total or 0, 1.0]) * 1.08)
+
+    def y(value: float) -> float:
+        return HEIGHT - BOTTOM - value / top * (HEIGHT - TOP - BOTTOM)
+
+    x_axis = scale.right if side == "right" else LEFT
+    anchor, dx = ("start", 6) if side == "right" else ("end", -6)
+    out = [f'<line class="device-axis" x1="{x_axis}" y1="{TOP}" x2="{x_axis}"'
+           f' y2="{HEIGHT - BOTTOM}" stroke="#2ca02c"/>']  # fmt: skip
+    for value, label in ticks:
+        out.append(
+            f'<text class="tick tick-device" x="{x_axis + dx}" y="{y(value) + 4:.1f}"'
+            f' text-anchor="{anchor}" font-size="11" fill="#2ca02c">{label}</text>'
+        )
+    label_x = x_axis + (DEVICE_AXIS_PX - 10 if side == "right" else -(LEFT - 12))
     out.append(
+        f'<text x="{label_x:.0f}" y="{(TOP + HEIGHT - BOTTOM) / 2:.0f}" font-size="11"'
+        f' fill="#2ca02c" text-anchor="middle" transform="rotate(-90 {label_x:.0f}'
+        f' {(TOP + HEIGHT - BOTTOM) / 2:.0f})">device (GPU) memory</text>'
+    )
+    if total:
+        out.append(
+            f'<line class="device-total" x1="{LEFT}" y1="{y(total):.1f}" x2="{scale.right}"'
+            f' y2="{y(total):.1f}" stroke="#2ca02c" stroke-width="1.5" stroke-dasharray="2 3"/>'
+        )
+    for name, colour in DEVICE_SERIES:
+        shown = [(scale.x(t), y(v)) for t, v in device[name] if scale.t0 <= t <= 0]
+        if len(shown) > 1:
+            out.append(
+                f'<polyline class="allocator-{name}" fill="none" stroke="{colour}"'
+                f' stroke-width="2" points="{_poly(shown)}"/>'
+            )
+        elif shown:
+            (cx, cy), = shown
+            out.append(
+                f'<circle class="allocator-{name}" cx="{cx:.1f}" cy="{cy:.1f}" r="5"'
+                f' fill="{colour}" stroke="#fff"/>'
+            )
+    return out
+
+
+def _kill_line(scale: _Scale, label: str) -> list[str]:
+    kill_x = scale.x(0.0)
+    return [
         f'<line class="kill" x1="{kill_x:.1f}" y1="{TOP}" x2="{kill_x:.1f}" y2="{HEIGHT - BOTTOM}"'
         ' stroke="#000" stroke-width="2"/>'
         f'<text x="{kill_x - 4:.1f}" y="{TOP + 12}" text-anchor="end" font-size="12"'
-        ' font-weight="bold">OOM kill</text>'
-    )
-    out += _legend(points, bool(limits), alloc)
-    out.append("</svg>")
-    return "".join(out)
+        f' font-weight="bold">{label}</text>'
+    ]
 
 
 def _open_svg(element_id: str, label: str) -> list[str]:
@@ -256,23 +348,23 @@ def _render_bar(point: Point, element_id: str) -> str:
         f'<text x="{(x0 + x1) / 2:.1f}" y="{HEIGHT - BOTTOM + 16}" text-anchor="middle"'
         ' font-size="11">at the OOM kill (no timeline was sampled)</text>'
     )
-    out += _legend([point], bool(point.limit), {"allocated": [], "reserved": []})
+    out += _legend([point], bool(point.limit), {})
     out.append("</svg>")
     return "".join(out)
 
 
-def _axes(scale: _Scale, *, timed: bool = True) -> list[str]:
+def _axes(scale: _Scale, *, timed: bool = True, bytes_axis: bool = True) -> list[str]:
     out = [
-        f'<line x1="{LEFT}" y1="{HEIGHT - BOTTOM}" x2="{WIDTH - RIGHT}" y2="{HEIGHT - BOTTOM}"'
+        f'<line x1="{LEFT}" y1="{HEIGHT - BOTTOM}" x2="{scale.right}" y2="{HEIGHT - BOTTOM}"'
         ' stroke="#888"/>',
         f'<line x1="{LEFT}" y1="{TOP}" x2="{LEFT}" y2="{HEIGHT - BOTTOM}" stroke="#888"/>',
     ]
-    for value, label in scale.y_ticks:
+    for value, label in scale.y_ticks if bytes_axis else ():
         y = scale.y(value)
         out.append(
             f'<text class="tick tick-y" x="{LEFT - 6}" y="{y + 4:.1f}" text-anchor="end"'
             f' font-size="11">{label}</text>'
-            f'<line x1="{LEFT}" y1="{y:.1f}" x2="{WIDTH - RIGHT}" y2="{y:.1f}" stroke="#eee"/>'
+            f'<line x1="{LEFT}" y1="{y:.1f}" x2="{scale.right}" y2="{y:.1f}" stroke="#eee"/>'
         )
     if not timed:
         return out
@@ -282,24 +374,22 @@ def _axes(scale: _Scale, *, timed: bool = True) -> list[str]:
             f' text-anchor="middle" font-size="11">{label}</text>'
         )
     out.append(
-        f'<text x="{(LEFT + WIDTH - RIGHT) / 2:.0f}" y="{HEIGHT - 6}" text-anchor="middle"'
+        f'<text x="{(LEFT + scale.right) / 2:.0f}" y="{HEIGHT - 6}" text-anchor="middle"'
         ' font-size="11">time before the kill</text>'
     )
     return out
 
 
-def _legend(points: Sequence[Point], limit: bool, alloc: dict[str, Any]) -> list[str]:
-    entries = [("usage", "#222")] + ([("limit", "#d62728")] if limit else [])
+def _legend(
+    points: Sequence[Point], limit: bool, device: dict[str, list[tuple[float, float]]]
+) -> list[str]:
+    entries = ([("usage", "#222")] if points else []) + ([("limit", "#d62728")] if limit else [])
     entries += [
         (name, colour)
         for i, (name, colour) in enumerate(LAYERS)
         if any(p.layers[i] for p in points)
     ]
-    entries += [
-        (f"allocator {n}", c)
-        for n, c in (("allocated", "#2ca02c"), ("reserved", "#9467bd"))
-        if alloc[n]
-    ]
+    entries += [(f"device {n}", c) for n, c in DEVICE_SERIES if device.get(n)]
     x = WIDTH - RIGHT + 12
     out = []
     for n, (name, colour) in enumerate(entries):
@@ -312,11 +402,21 @@ def _legend(points: Sequence[Point], limit: bool, alloc: dict[str, Any]) -> list
 
 
 def caption(incident: Incident) -> str:
-    """The plot in words (peak and limit), for readers of the page and of its DOM."""
+    """The plot in words (peak and limit, and the device's peak and capacity when the probe
+    sampled it), for readers of the page and of its DOM."""
     timeline = incident.timeline
     samples = timeline.samples if timeline else []
+    device = _device_series(incident, _end_s(incident))
+    on_device = ""
+    if any(device.values()):
+        peaks = {n: max(v for _, v in s) for n, s in device.items() if s}
+        on_device = "; device " + ", ".join(f"{n} peak {fmt_bytes(v)}" for n, v in peaks.items())
+        if (total := _device_total(incident)) is not None:
+            on_device += f" of {fmt_bytes(total)}"
+        if not samples and usage_bytes(incident) is None:
+            return on_device.removeprefix("; ")
     peak = (timeline.peak_bytes if timeline else None) or usage_bytes(incident)
     limits = [s.limit_bytes for s in samples if s.limit_bytes]
     limit = limits[-1] if limits else limit_bytes(incident)
     span = f"{samples[-1].t_seconds - samples[0].t_seconds:.0f} s sampled, " if samples else ""
-    return f"{span}peak {fmt_bytes(peak)}, limit {fmt_bytes(limit)}"
+    return f"{span}peak {fmt_bytes(peak)}, limit {fmt_bytes(limit)}{on_device}"

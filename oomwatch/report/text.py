@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from oomwatch.diagnosis import unknowns, verdict
+from oomwatch.diagnosis import unknowns
 from oomwatch.incident import Incident
 from oomwatch.report import facts, summary
 from oomwatch.report.facts import Table, kind_words
@@ -68,7 +68,7 @@ def _findings(incident: Incident, indent: str) -> list[str]:
 def render_incident(incident: Incident, index: int, total: int) -> str:
     when = esc(facts.when(incident))
     out = [f"== OOM {index} of {total}: {kind_words(incident.kind)}, {when} =="]
-    out.append(_row("VERDICT", verdict(incident)))
+    out.append(_row("VERDICT", incident.verdict or "?"))
     if incident.findings:
         out.append("  findings:")
         out.extend(_findings(incident, "    "))
@@ -124,7 +124,7 @@ def _top(incidents: Sequence[Incident]) -> list[str]:
         incident = incidents[row.numbers[0] - 1]
         count = row.count
         since = f", {row.cells[1]} to {row.last_time}" if row.last_time else ""
-        out.append(f"  #{row.numbers[0]} ({count}{since}): {esc(verdict(incident))}")
+        out.append(f"  #{row.numbers[0]} ({count}{since}): {esc(incident.verdict or '?')}")
         out.extend(_findings(incident, "      "))
         out.extend(f"      {label}: {esc(text)}" for label, text in facts.advice(incident))
     return out

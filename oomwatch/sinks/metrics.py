@@ -1,9 +1,12 @@
 """Prometheus metrics for OOM kills and container memory, served with `/healthz` on one port.
 
 Names and labels are the agreed contract (alert rules and the dashboard use them).  Label
-values come only from Kubernetes identity (namespace, pod, container, pod UID) and from fixed
-vocabularies (kind, scope, framework), never from process names: a pod could otherwise mint
-unbounded series.  Series of containers not seen for a grace period are removed.
+values come only from Kubernetes identity (namespace, pod, container, pod UID, and the
+workload that owns the pod where the pod cache knows it) and from fixed vocabularies (kind,
+scope, framework, finding codes), never from process names: a pod could otherwise mint
+unbounded series.  The workload labels add no series (a pod has one owner).  Series of
+containers not seen for a grace period are removed.  No `_created` series: one more series
+per counter that no rule or dashboard reads.
 """
 
 from __future__ import annotations
@@ -15,15 +18,19 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from prometheus_client import CollectorRegistry, Counter, Gauge
+from prometheus_client import CollectorRegistry, Counter, Gauge, disable_created_metrics
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
 from oomwatch import __version__
+from oomwatch.diagnosis import CODES
 from oomwatch.incident import LIMIT_SCOPES, Incident
 from oomwatch.probe import schema as probe_schema
 from oomwatch.sinks import http
 
-IDENTITY_LABELS = ("namespace", "pod", "container", "pod_uid")
+disable_created_metrics()  # type: ignore[no-untyped-call]  # process-wide, as intended
+
+# kubernetes-mixin's names for a pod's owner (namespace_workload_pod:kube_pod_owner:relabel).
+IDENTITY_LABELS = ("namespace", "pod", "container", "pod_uid", "workload", "workload_type")
 KERNEL_KINDS = frozenset({"memcg", "global", "cpuset", "mempolicy", "unknown"})
 FRAMEWORKS = frozenset(probe_schema.FRAMEWORKS)  # the closed set a probe file may name
 GAUGE_GRACE_S = 300.0  # a gone container's memory gauges linger this long
@@ -31,21 +38,30 @@ COUNTER_GRACE_S = 3600.0  # its kill counters longer, so alerts on increase() st
 
 
 class SeriesLabels(NamedTuple):
-    """The identity labels of a container's series ("" when unknown), in label order."""
+    """The identity labels of a container's series ("" when unknown), in label order.
+
+    `workload`/`workload_type`: the pod's controlling owner (`Deployment` for a
+    ReplicaSet named by its pod-template-hash) as `web` / `deployment`."""
 
     namespace: str = ""
     pod: str = ""
     container: str = ""
     pod_uid: str = ""
+    workload: str = ""
+    workload_type: str = ""
 
     @classmethod
     def of(cls, incident: Incident) -> SeriesLabels:
         k8s = incident.k8s
+        if k8s is None:
+            return cls(pod_uid=incident.pod_uid or "")
         return cls(
-            (k8s.namespace or "") if k8s else "",
-            (k8s.pod or "") if k8s else "",
-            (k8s.container or "") if k8s else "",
+            k8s.namespace or "",
+            k8s.pod or "",
+            k8s.container or "",
             incident.pod_uid or "",
+            k8s.owner_name or "",
+            (k8s.owner_kind or "").lower(),
         )
 
 
@@ -56,14 +72,17 @@ def attribution_label(incident: Incident) -> str:
     return "certain" if attribution is None else attribution.confidence
 
 
-class _GaugePair:
+class _Gauges:
     """A container's cached gauge children and the values they hold (skip unchanged sets)."""
 
-    __slots__ = ("limit", "limit_child", "usage", "usage_child")
+    __slots__ = ("limit", "limit_child", "usage", "usage_child", "working_set",
+                 "working_set_child")  # fmt: skip
 
-    def __init__(self, usage_child: Any) -> None:
+    def __init__(self, usage_child: Any, working_set_child: Any) -> None:
         self.usage_child = usage_child
         self.usage: int | None = None
+        self.working_set_child = working_set_child
+        self.working_set: int | None = None
         self.limit_child: Any = None
         self.limit: int | None = None
 
@@ -109,6 +128,13 @@ class Metrics:
             ids,
             registry=r,
         )
+        self.oom_findings = Counter(
+            "oomwatch_oom_findings",
+            "Kernel OOM kill incidents by what their diagnosis found (finding code), one per"
+            " finding of each.",
+            [*ids, "finding"],
+            registry=r,
+        )
         self.framework_oom = Counter(
             "oomwatch_framework_oom",
             "CUDA/TensorFlow out-of-memory errors reported by the probe.",
@@ -132,7 +158,14 @@ class Metrics:
         )
         self.memory_usage = Gauge(
             "oomwatch_container_memory_usage_bytes",
-            "Sampled memory usage of the container cgroup.",
+            "Sampled memory usage of the container cgroup (includes page cache).",
+            ids,
+            registry=r,
+        )
+        self.memory_working_set = Gauge(
+            "oomwatch_container_memory_working_set_bytes",
+            "Sampled working set of the container cgroup: usage minus inactive file cache, the"
+            " part the kernel cannot simply drop before it kills.",
             ids,
             registry=r,
         )
@@ -155,7 +188,7 @@ class Metrics:
         # Last touch per identity, and every labelled series it owns.
         self._seen_s: dict[SeriesLabels, float] = {}
         self._series: dict[SeriesLabels, set[tuple[Any, tuple[str, ...]]]] = {}
-        self._gauges: dict[SeriesLabels, _GaugePair] = {}
+        self._gauges: dict[SeriesLabels, _Gauges] = {}
         self._server: http.LoopServer | None = None
         self._last_kill_s = 0.0
 
@@ -181,6 +214,8 @@ class Metrics:
                 self._inc(self.group_oom_kills, labels, (), 1)
             if incident.container_survived:
                 self._inc(self.child_process_oom_kills, labels, (), 1)
+            for code in {f.code for f in incident.findings} & CODES:
+                self._inc(self.oom_findings, labels, (code,), 1)
             if incident.header_suppressed or incident.kmsg_missing:
                 self.oom_reports_suppressed.inc(kills)
             # Incidents may come out of order (backlog, deferred enrichment): keep the latest.
@@ -203,24 +238,35 @@ class Metrics:
             self.oom_reports_suppressed.inc(n)
 
     def set_container_memory(
-        self, identity_labels: SeriesLabels, usage_bytes: int, limit_bytes: int | None
+        self,
+        identity_labels: SeriesLabels,
+        usage_bytes: int,
+        limit_bytes: int | None,
+        working_set_bytes: int | None = None,
     ) -> None:
-        """Update a container's gauges (the limit series is absent while it is unlimited).
+        """Update a container's gauges (the limit series is absent while it is unlimited;
+        the working set is the usage where the cgroup does not say its inactive file).
 
         Called for every container every second, so the labelled children are cached.
         """
+        working_set = usage_bytes if working_set_bytes is None else working_set_bytes
         with self._lock:
             self._seen_s[identity_labels] = self._clock()
             cached = self._gauges.get(identity_labels)
             if cached is None:
                 self._series.setdefault(identity_labels, set())
                 self._own(identity_labels, self.memory_usage, identity_labels)
-                cached = self._gauges[identity_labels] = _GaugePair(
-                    self.memory_usage.labels(*identity_labels)
+                self._own(identity_labels, self.memory_working_set, identity_labels)
+                cached = self._gauges[identity_labels] = _Gauges(
+                    self.memory_usage.labels(*identity_labels),
+                    self.memory_working_set.labels(*identity_labels),
                 )
             if usage_bytes != cached.usage:
                 cached.usage_child.set(usage_bytes)
                 cached.usage = usage_bytes
+            if working_set != cached.working_set:
+                cached.working_set_child.set(working_set)
+                cached.working_set = working_set
             if limit_bytes == cached.limit:
                 return
             cached.limit = limit_bytes
@@ -261,7 +307,10 @@ class Metrics:
                     continue
                 owned = self._series[labels]
                 for metric, values in list(owned):
-                    is_gauge = metric in (self.memory_usage, self.memory_limit, self.seconds_to_oom)
+                    is_gauge = metric in (
+                        self.memory_usage, self.memory_working_set, self.memory_limit,
+                        self.seconds_to_oom,
+                    )
                     if is_gauge or age > self._counter_grace_s:
                         self._remove(metric, values)
                         owned.discard((metric, values))

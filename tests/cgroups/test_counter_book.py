@@ -81,10 +81,16 @@ class Daemon:
         self.discover()
 
     def discover(self) -> None:
+        """A rescan: new cgroups read, and (as the watcher does) their watched ancestors."""
         kernel, book = self.kernel, self.book
         new = [rel for rel in ALL if rel in kernel.alive and rel not in book]
         readings = {rel: OomCounters(oom_kill=kernel.kills[rel]) for rel in new}
-        self.deltas.extend(book.add([_cg(rel) for rel in new], readings, 0.5))
+        ancestors = {
+            parent: OomCounters(oom_kill=kernel.kills[parent])
+            for rel in new
+            if (parent := book.ancestor_of(rel)) is not None and parent in kernel.alive
+        }
+        self.deltas.extend(book.add([_cg(rel) for rel in new], readings, 0.5, ancestors))
 
     def run_pass(self, dirty: set[str], mid_pass_kills: list[tuple[int, str]]) -> None:
         readings: dict[str, OomCounters | None] = {}
@@ -159,3 +165,43 @@ def test_a_restart_from_the_checkpoint_reports_kills_counted_while_down_once(
     for step in second:
         rerun.apply(step)
     assert reported + rerun.finish() == kernel.total - already
+
+
+def _restart(late_reading: OomCounters, gained: OomCounters) -> list[tuple[str, int]]:
+    """A checkpoint of a tree without LATE[0]; while down LATE[0] appears and the pod, QoS and
+    node gain `gained`; the restarted book's first deltas."""
+    pod, late = PODS[0], LATE[0]
+    known = [NODE, QOS, pod, CONTAINERS[0]]
+    first = CounterBook()
+    first.add([_cg(rel) for rel in known], dict.fromkeys(known, OomCounters()), 0.0)
+    readings = {**dict.fromkeys((NODE, QOS, pod), gained), CONTAINERS[0]: OomCounters(),
+                late: late_reading}
+    rerun = CounterBook(prior=first.levels())
+    deltas = rerun.add([_cg(rel) for rel in [*known, late]], readings, 5.0)
+    return [(d.cgroup.relpath, d.oom_kill) for d in deltas]
+
+
+def test_a_container_made_and_killed_while_the_daemon_was_down_reports_its_own_kills() -> None:
+    """Real 6.1 (tests/v2, kill -9 mid-burst): such kills went to the QoS slice, pod lost."""
+    two = OomCounters(2, 2, 0)
+    assert _restart(two, gained=two) == [(LATE[0], 2)]
+
+
+def test_a_new_container_with_more_kills_than_its_ancestors_gained_keeps_them_as_a_baseline(
+) -> None:
+    """Its counters predate the checkpoint (they cannot all be news): the pod reports the
+    one kill it gained, as before."""
+    assert _restart(OomCounters(3, 3, 0), gained=OomCounters(1, 1, 0)) == [(PODS[0], 1)]
+
+
+def test_a_container_made_and_killed_between_two_reads_has_its_own_kill() -> None:
+    """A new container under a watched pod is found after its kill: the pod's fresh counter
+    grew by that kill since it was last read, so the kill is the container's (not left to
+    the pod, where it would name no container)."""
+    kernel = ModelKernel()
+    daemon = Daemon(kernel)
+    kernel.create(LATE[0])
+    kernel.kill(LATE[0])
+    daemon.discover()
+    assert [(d.cgroup.relpath, d.oom_kill) for d in daemon.deltas] == [(LATE[0], 1)]
+    assert daemon.finish() == 1

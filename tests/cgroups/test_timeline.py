@@ -26,13 +26,15 @@ def test_v2_sample_reads_usage_limit_and_breakdown(fake_v2: FakeV2) -> None:
     (d / "memory.stat").write_text(
         f"anon {60 * MiB}\nfile {30 * MiB}\nkernel {5 * MiB}\nkernel_stack 4096\n"
         f"shmem {2 * MiB}\nfile_mapped 0\nanon_thp {4 * MiB}\nfile_thp 0\n"
+        f"inactive_anon {60 * MiB}\nactive_anon 0\ninactive_file {25 * MiB}\n"
     )
     sampler = TimelineSampler()
     [(cg, sample)] = sampler.sample([_container(fake_v2)], now_s=1.0)
     assert cg.relpath == CONTAINER
     assert sample == TimelineSample(
-        1.0, 100 * MiB, 256 * MiB, 60 * MiB, 30 * MiB, 2 * MiB, 4 * MiB, 5 * MiB
+        1.0, 100 * MiB, 256 * MiB, 60 * MiB, 30 * MiB, 2 * MiB, 4 * MiB, 5 * MiB, 25 * MiB
     )
+    assert sample.working_set_bytes == 75 * MiB  # what kubelet calls the working set
     sampler.close()
 
 
@@ -55,12 +57,17 @@ def test_v1_names(tmp_path: Path) -> None:
     (d / "memory.limit_in_bytes").write_text("9223372036854771712\n")  # v1 "unlimited"
     (d / "memory.stat").write_text(
         f"cache 1\nrss 2\nrss_huge 3\nshmem 4\ntotal_cache {10 * MiB}\ntotal_rss {40 * MiB}\n"
-        f"total_rss_huge {2 * MiB}\ntotal_shmem {MiB}\n"
+        f"total_rss_huge {2 * MiB}\ntotal_shmem {MiB}\ninactive_file 5\n"
+        f"total_inactive_file {8 * MiB}\n"
     )
     cg = WatchedCgroup("/kubepods/pod1/c1", str(d), 1, identify("/kubepods/pod1/c1"))
     sampler = TimelineSampler()
     [(_, sample)] = sampler.sample([cg], now_s=7.0)
-    assert sample == TimelineSample(7.0, 50 * MiB, None, 40 * MiB, 10 * MiB, MiB, 2 * MiB, None)
+    assert sample == TimelineSample(
+        7.0, 50 * MiB, None, 40 * MiB, 10 * MiB, MiB, 2 * MiB, None, 8 * MiB
+    )
+    assert sample.working_set_bytes == 42 * MiB
+    assert sampler.freeze(cg.relpath, 8.0).samples == [sample]  # kept in the ring too
     sampler.close()
 
 

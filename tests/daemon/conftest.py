@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from contract import validate_stored
 
 from oomwatch.incident import Incident
 from oomwatch.lab.fixtures import memcg_v1, scratch
@@ -32,12 +33,16 @@ def free_port() -> int:
 
 
 def stored(state_dir: Path) -> list[Incident]:
-    """Every incident the agent stored, read as `oomwatch report --store` would."""
+    """Every incident the agent stored, read as `oomwatch report --store` would, each
+    validated against the JSON contract (schemas/report.schema.json)."""
     reader = IncidentStore.open_readonly(state_dir)
     try:
-        return reader.query()
+        incidents = reader.query()
     finally:
         reader.close()
+    for incident in incidents:
+        validate_stored(incident.to_dict())
+    return incidents
 
 
 def wait_for(check: Callable[[], bool], timeout_s: float) -> bool:
@@ -64,17 +69,23 @@ def seed_cursor_at_log_end(state_dir: Path) -> None:
 
 
 class DaemonProcess:
-    """`oomwatch run` as a subprocess; its JSON stdout lines are collected with arrival times."""
+    """`oomwatch run` as a subprocess; its JSON stdout lines are collected with arrival times.
 
-    def __init__(self, state_dir: Path, *extra: str) -> None:
+    Standalone, or with `kubeconfig` the cluster it names (the fake API server)."""
+
+    def __init__(self, state_dir: Path, *extra: str, kubeconfig: Path | None = None) -> None:
         self.state_dir = state_dir
         self.port = free_port()
         argv = [
-            sys.executable, "-m", "oomwatch.cli", "run", "--standalone",
+            sys.executable, "-m", "oomwatch.cli", "run",
+            *(["--standalone"] if kubeconfig is None else []),
             "--state-dir", str(state_dir), "--metrics-address", f"127.0.0.1:{self.port}",
             "--cgroup-root", "/sys/fs/cgroup", "--log-format", "json", *extra,
         ]
         env = {**os.environ, "PYTHONPATH": str(REPO)}
+        if kubeconfig is not None:
+            env["KUBECONFIG"] = str(kubeconfig)
+            env.pop("KUBERNETES_SERVICE_HOST", None)
         # stderr to a file: a pipe nobody reads would block a daemon that writes much there.
         self.stderr_path = state_dir.parent / f"daemon-{self.port}.stderr"
         with open(self.stderr_path, "wb") as stderr:

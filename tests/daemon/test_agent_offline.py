@@ -145,7 +145,7 @@ def test_fifo_report_and_counters_become_incidents(
     lines = [json.loads(x) for x in out.getvalue().splitlines() if x.startswith("{")]
     kills = [x for x in lines if x.get("event") == "oom_kill"]
     assert [x["kmsg_missing"] for x in kills] == [False, True]
-    assert kills[0]["victim_pid"] == VICTIM and kills[0]["pod_uid"] == POD_UID
+    assert kills[0]["process.pid"] == VICTIM and kills[0]["k8s.pod.uid"] == POD_UID
     assert all(x.get("task_memcg") != "/forged" for x in kills)
 
 

@@ -22,6 +22,8 @@ from oomwatch.incident import (
 from oomwatch.sinks.log import LogSink, setup_logging
 from oomwatch.store import IncidentStore, iso_to_epoch_s
 
+MiB = 1 << 20
+
 UID = "0f3c2a8e-1b2d-4c5e-9f10-112233445566"
 CID = "a" * 64
 CTR = f"/kubepods/burstable/pod{UID}/{CID}"
@@ -216,8 +218,8 @@ def test_counter_only_kill_gets_the_last_sample_before_its_counter_moved(
     [got] = sink.got
     assert got.kmsg_missing and frozen_at == [counted_wall]
     assert got.wall_time is not None and iso_to_epoch_s(got.wall_time) == counted_wall
-    assert got.memcg is not None and got.memcg.usage_kb == 30 * 1024
-    assert got.memcg.limit_kb == 32 * 1024 and got.memcg_sampled
+    assert got.memcg is not None and got.memcg.usage_bytes == 30 * MiB
+    assert got.memcg.limit_bytes == 32 * MiB and got.memcg_sampled
     assert got.breakdown_bytes is not None and got.breakdown_bytes.anon == 29 << 20
     assert any("not numbers the kernel printed" in note for note in got.notes)
     assert got.oom_group_enabled is True
@@ -240,17 +242,18 @@ def test_header_suppressed_kill_gets_sampled_usage_at_its_kernel_time(
     pipe.process([bare], CgroupNews([CounterKills(CTR, 1, clock.mono)], counted_at_s=clock.mono))
     [got] = sink.got
     assert got.task_memcg == CTR and got.pod_uid == UID and frozen_at == [clock.wall - 1.0]
-    assert got.memcg_sampled and got.memcg == MemcgUsage(usage_kb=31 * 1024, limit_kb=32 * 1024)
+    assert got.memcg_sampled and got.memcg == MemcgUsage(usage_bytes=31 * MiB, limit_bytes=32 * MiB)
 
 
 def test_kernel_printed_usage_is_never_replaced_by_a_sample(tmp_path: Path, clock: Clock) -> None:
     sample = TimelineSample(clock.wall - 0.5, 1 << 20, 2 << 20)
     pipe, sink = make(tmp_path, clock, timeline_for=lambda rel, at: Timeline(samples=[sample]))
     kill = memcg_kill(7, 99.9)
-    kill.memcg = MemcgUsage(usage_kb=32768, limit_kb=32768)
+    kill.memcg = MemcgUsage(usage_bytes=32 * MiB, limit_bytes=32 * MiB)
     pipe.process([kill])
     [got] = sink.got
-    assert got.memcg == MemcgUsage(usage_kb=32768, limit_kb=32768) and not got.memcg_sampled
+    assert got.memcg == MemcgUsage(usage_bytes=32 * MiB, limit_bytes=32 * MiB)
+    assert not got.memcg_sampled
 
 
 def test_drain_at_shutdown_stores_waiting_bare_kill(tmp_path: Path, clock: Clock) -> None:
@@ -273,12 +276,33 @@ def test_log_line_fields_and_escaping(tmp_path: Path, clock: Clock) -> None:
     pipe.process([evil])
     lines = [json.loads(line) for line in out.getvalue().splitlines()]
     [line] = [entry for entry in lines if entry["event"] == "oom_kill"]
-    assert line["pod_uid"] == UID and line["container_id"] == CID
-    assert line["victim_pid"] == 8 and line["limit_scope"] == "container"
-    assert line["victim_comm"].startswith("x\\x0a") and "\x1b" not in line["victim_comm"]
-    for key in ("group_kill", "container_survived", "kmsg_missing", "usage_bytes", "breakdown",
-                "memcg_sampled", "oom_group_enabled"):
+    assert line["k8s.pod.uid"] == UID and line["container.id"] == CID
+    assert line["process.pid"] == 8 and line["limit_scope"] == "container"
+    comm = line["process.executable.name"]
+    assert comm.startswith("x\\x0a") and "\x1b" not in comm
+    [stored] = pipe.store.query()
+    assert line["message"] == stored.verdict and "\n" not in line["message"]
+    assert line["verdict_code"] == "limit-container"
+    assert line["findings"] == [f.code for f in stored.findings]
+    assert stored.recommendation is None and "recommendation" not in line  # no usage line
+    for key in ("group_kill", "kmsg_missing", "memcg_sampled", "kernel_time_s", "wall_time",
+                "detected_at", "k8s.node.name"):
         assert key in line
+    # Unknown facts are left out, never null: no pod names (no Kubernetes), no survival
+    # check, no usage or breakdown (the report had no `memory:` line or stats).
+    assert None not in json_values(line)
+    for absent in ("k8s.pod.name", "k8s.namespace.name", "container_survived", "notes",
+                   "usage_bytes", "limit_bytes", "breakdown"):
+        assert absent not in line
+
+
+def json_values(value: object) -> list[object]:
+    """Every scalar in a JSON document, however nested."""
+    if isinstance(value, dict):
+        return [v for item in value.values() for v in json_values(item)]
+    if isinstance(value, list):
+        return [v for item in value for v in json_values(item)]
+    return [value]
 
 
 def test_waiting_says_when_deadlines_need_the_loop(tmp_path: Path, clock: Clock) -> None:

@@ -7,6 +7,8 @@ cgroup; where it leaves several, it is ambiguous and names them -- never a guess
 
 from __future__ import annotations
 
+import pytest
+
 from oomwatch.cgroups.oom_events import OomSignal, Sighting
 from oomwatch.daemon.reconcile import (
     AMBIGUOUS_WAIT_S,
@@ -37,8 +39,8 @@ def full(cgroup: str, t: float, pid: int, *, tasks: tuple[int, ...] = ()) -> Inc
     )
 
 
-def bare(t: float, pid: int, *, anon_kb: int | None = None) -> Incident:
-    victim = Victim(pid=pid, comm="python3", anon_rss_kb=anon_kb)
+def bare(t: float, pid: int, *, anon_bytes: int | None = None) -> Incident:
+    victim = Victim(pid=pid, comm="python3", anon_rss_bytes=anon_bytes)
     return Incident(kind="memcg", kernel_time_s=t, header_suppressed=True, victims=[victim])
 
 
@@ -216,7 +218,7 @@ def test_a_pid_seen_long_ago_may_be_reused_and_decides_nothing() -> None:
 
 def test_a_victim_larger_than_a_cgroups_limit_cannot_be_its() -> None:
     facts = CgroupFacts(limits_bytes={CTR_A: 32 * MIB, CTR_B: 256 * MIB})
-    kill = bare(10.0, 1, anon_kb=200 * 1024)
+    kill = bare(10.0, 1, anon_bytes=200 << 20)
     r = reconcile(ReconcileState(), [kill], [], now_s=10.01, facts=facts)
     both = news(counted(CTR_A, 1, 10.02, since=9.0), counted(CTR_B, 1, 10.02, since=9.0), at=10.01)
     reconcile(r.state, [], both, now_s=10.02, facts=facts)
@@ -258,12 +260,29 @@ def test_counter_does_not_match_a_log_kill_of_another_cgroup() -> None:
 
 
 def test_group_kill_counts_each_victim() -> None:
+    """Without the decoder's count (an incident stored before it had one): one per victim."""
     group = full(CTR_A, 10.0, 100)
     group.victims.append(Victim(pid=101, comm="w"))
     group.group_kill = True
     r = reconcile(ReconcileState(), [group], [], 10.4)
     assert r.ready == [group]
     r = reconcile(r.state, [], news(counted(CTR_A, 2, 10.5, group=1), at=10.45), 10.5)
+    assert r.ready == [] and settles(r)
+
+
+@pytest.mark.parametrize("members", [1, 3])
+def test_group_kill_explains_the_primary_victims_second_count(members: int) -> None:
+    """The real kernel (6.1, 6.12, tests/v2) counts the primary victim of a memory.oom.group
+    kill twice in oom_kill: memory.events showed oom_kill 4 for three processes.  That second
+    count is no kill without a report (it made a spurious kmsg_missing incident per group
+    kill -- on cgroup v2, where kubelet sets memory.oom.group, per container kill)."""
+    group = full(CTR_A, 10.0, 100)
+    group.victims += [Victim(pid=101 + i, comm="w") for i in range(members - 1)]
+    group.group_kill = True
+    group.kills_counted = members + 1
+    r = reconcile(ReconcileState(), [group], [], 10.4)
+    assert r.ready == [group]
+    r = reconcile(r.state, [], news(counted(CTR_A, members + 1, 10.5, group=1), at=10.45), 10.5)
     assert r.ready == [] and settles(r)
 
 
@@ -341,3 +360,35 @@ def test_the_kernel_clock_offset_maps_kill_times_onto_the_counters_clock() -> No
                  at=10.02)
     r = reconcile(r.state, [], rises, now_s=10.05, kernel_offset_s=100.0)
     assert kill.task_memcg == CTR_B
+
+
+def test_a_kill_read_from_the_backlog_never_takes_a_later_kills_rise() -> None:
+    """Issue 12's finding on 6.12: an agent starting with no cursor reads old header-less
+    kills from the ring, and while they wait a new kill's counter rises.  The old lines were
+    read before that counter was last seen unchanged: the rise is not theirs, whatever
+    their kernel time says (the clock offset is not known yet)."""
+    old = [bare(64.0 + i, 100 + i) for i in range(3)]
+    r = reconcile(ReconcileState(), old, news(at=200.0), now_s=200.0, kernel_offset_s=None)
+    new = bare(215.0, 555)
+    r = reconcile(r.state, [new], [], now_s=215.01, kernel_offset_s=None)
+    rise = news(counted(CTR_A, 1, 215.02, since=214.5), at=215.015)
+    r = reconcile(r.state, [], rise, now_s=215.02, kernel_offset_s=None)
+    assert new.task_memcg == CTR_A
+    assert new.attribution is not None and new.attribution.confidence == "certain"
+    r = reconcile(r.state, [], [], now_s=203.0 + 60, kernel_offset_s=None)
+    assert all(k.task_memcg is None and k.attribution is not None
+               and k.attribution.confidence == "unknown" for k in old)
+
+
+def test_two_kills_for_one_rise_are_not_both_certain() -> None:
+    """Two kill lines fit, one counter rose: one of them is not in this cgroup (or not a
+    counted kill at all), and the evidence cannot tell which."""
+    one, two = bare(10.0, 1), bare(10.01, 2)
+    r = reconcile(ReconcileState(), [one, two], [], now_s=10.02)
+    r = reconcile(r.state, [], news(counted(CTR_A, 1, 10.03, since=9.0), at=10.025), 10.03)
+    assert r.ready == []
+    r = reconcile(r.state, [], [], now_s=10.02 + AMBIGUOUS_WAIT_S)
+    for kill in (one, two):
+        assert kill.task_memcg is None and kill.attribution is not None
+        assert kill.attribution.confidence == "ambiguous"
+        assert [c.cgroup for c in kill.attribution.candidates] == [CTR_A]

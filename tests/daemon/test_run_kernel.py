@@ -66,18 +66,18 @@ def test_kill_reaches_log_metric_and_store_within_a_second(
         assert hog.wait(20) == -signal.SIGKILL
         killed_at = time.monotonic()
         arrived, line = daemon.wait_line(
-            lambda e, pid=hog.pid: e.get("event") == "oom_kill" and e.get("victim_pid") == pid,
+            lambda e, pid=hog.pid: e.get("event") == "oom_kill" and e.get("process.pid") == pid,
             timeout_s=5.0,
         )
         if not line["header_suppressed"] or attempt == 1:
             break
         time.sleep(6)  # someone else used the report rate limit: once more for a full report
     assert arrived - killed_at <= 1.0
-    assert line["pod_uid"] == uid and line["container_id"] == cid
-    assert line["victim_comm"] == "h4-kill" and line["limit_scope"] == "container"
+    assert line["k8s.pod.uid"] == uid and line["container.id"] == cid
+    assert line["process.executable.name"] == "h4-kill" and line["limit_scope"] == "container"
     assert line["limit_bytes"] == 32 * MIB and line["usage_bytes"] is not None
     assert line["container_survived"] is False and line["kmsg_missing"] is False
-    assert line["breakdown"]["anon"] > 16 * MIB
+    assert line["breakdown"]["anon_bytes"] > 16 * MIB
 
     def metric_seen() -> bool:
         value = metric_value(daemon.metrics(), "oomwatch_oom_kills_total", pod_uid=uid,
@@ -102,15 +102,15 @@ def test_backlog_is_decoded_on_first_start(
     hog = spawn_hog(memcg, mode="anon", mb=128, comm="h4-before")
     assert hog.wait(20) == -signal.SIGKILL
     daemon = start_daemon()  # no cursor yet: the whole ring is read once
-    _, line = daemon.wait_line(lambda e: e.get("victim_pid") == hog.pid, timeout_s=30.0)
-    assert line["pod_uid"] == uid
+    _, line = daemon.wait_line(lambda e: e.get("process.pid") == hog.pid, timeout_s=30.0)
+    assert line["k8s.pod.uid"] == uid
     daemon.stop()
     again = start_daemon()  # with the cursor: nothing is stored twice
     time.sleep(1.0)
     again.stop()
     mine = [i for i in stored(daemon.state_dir) if i.victim and i.victim.pid == hog.pid]
     assert len(mine) == 1
-    assert not again.events(lambda e: e.get("victim_pid") == hog.pid)
+    assert not again.events(lambda e: e.get("process.pid") == hog.pid)
 
 
 def test_child_worker_killed_while_main_process_survives(
@@ -123,8 +123,8 @@ def test_child_worker_killed_while_main_process_survives(
     hog = spawn_hog(memcg, mode="child-worker", mb=128, comm="h4-worker", linger_s=3.0)
     hog.wait_for("child-exit", timeout_s=20)
     [child] = hog.child_pids
-    _, line = daemon.wait_line(lambda e: e.get("victim_pid") == child, timeout_s=5.0)
-    assert line["container_survived"] is True and line["pod_uid"] == uid
+    _, line = daemon.wait_line(lambda e: e.get("process.pid") == child, timeout_s=5.0)
+    assert line["container_survived"] is True and line["k8s.pod.uid"] == uid
     assert hog.poll() is None  # the main process is alive
     value = metric_value(daemon.metrics(), "oomwatch_child_process_oom_kills_total", pod_uid=uid)
     assert value == 1.0
@@ -183,25 +183,37 @@ def test_burst_of_twenty_across_four_memcgs_is_recorded_exactly_once(
     assert suppressed and all(i.pod_uid and i.victim for i in suppressed)
 
 
-def test_kill_9_mid_burst_and_restart_loses_and_doubles_nothing(
-    scratch: ScratchMemcg, start_daemon: Callable[..., DaemonProcess], tmp_path: Path
+def kill_9_mid_burst_and_restart(
+    scratch: ScratchMemcg,
+    start_daemon: Callable[..., DaemonProcess],
+    state_dir: Path,
+    make: Callable[[ScratchMemcg], tuple[Memcg, str, str]],
+    *,
+    memcgs: int = 4,
+    children: int = 5,
+    comm: str = "h4-r",
+    settle_s: float = 15.0,
 ) -> None:
-    seed_cursor_at_log_end(tmp_path / "state")
+    """`children` kills in each of `memcgs` containers; the agent is killed with SIGKILL
+    after the second and restarted when all are done: each kill recorded once, in its pod
+    or ambiguous among candidates that include it."""
+    seed_cursor_at_log_end(state_dir)
     daemon = start_daemon()
-    made = [container(scratch) for _ in range(4)]
-    memcgs = [m for m, _, _ in made]
+    made = [make(scratch) for _ in range(memcgs)]
     uid_of = {m.relpath: uid for m, uid, _ in made}
+    total = memcgs * children
     wait_rate_limit_window()  # full reports (and the names they list) for the first kills
     hogs = [
-        spawn_hog(m, mode="child-worker", mb=96, comm=f"h4-r{i}", children=5, linger_s=0.5)
-        for i, m in enumerate(memcgs)
+        spawn_hog(m, mode="child-worker", mb=96, comm=f"{comm}{i}", children=children,
+                  linger_s=0.5)
+        for i, (m, _, _) in enumerate(made)
     ]
-    hogs[0].wait_for_count("child-exit", 2, timeout_s=30)
+    hogs[0].wait_for_count("child-exit", 2, timeout_s=60)
     daemon.signal(signal.SIGKILL)
     daemon.proc.wait(10)
     pids: list[int] = []
     for hog in hogs:
-        hog.wait_for_count("child-exit", 5, timeout_s=60)
+        hog.wait_for_count("child-exit", children, timeout_s=120)
         pids += hog.child_pids
         hog.wait(30)
     restarted = start_daemon()
@@ -209,13 +221,13 @@ def test_kill_9_mid_burst_and_restart_loses_and_doubles_nothing(
 
     def all_in() -> bool:
         mine[:] = incidents_for(restarted.state_dir, set(pids), scratch)
-        return len(mine) >= 20
+        return len(mine) >= total
 
-    assert wait_for(all_in, 15.0), f"{len(mine)} of 20 incidents"
+    assert wait_for(all_in, settle_s), f"{len(mine)} of {total} incidents"
     time.sleep(3.0)
     mine = incidents_for(restarted.state_dir, set(pids), scratch)
     victims = [i.victim.pid for i in mine if i.victim]
-    assert len(mine) == 20 and sorted(victims) == sorted(set(victims))
+    assert len(mine) == total and sorted(victims) == sorted(set(victims))
     # Every kill lands in its own container where the kernel's evidence places it, and is
     # ambiguous -- no pod, its true container among the candidates -- where it cannot (the
     # counters of the kills made while no agent ran were first read all at once).
@@ -232,6 +244,12 @@ def test_kill_9_mid_burst_and_restart_loses_and_doubles_nothing(
     ambiguous = sum(1 for i in mine if i.attribution and i.attribution.ambiguous)
     print(f"kill -9: {sum(i.header_suppressed for i in mine)} header-less, "
           f"{ambiguous} ambiguous, {sum(i.kmsg_missing for i in mine)} counter-only")
+
+
+def test_kill_9_mid_burst_and_restart_loses_and_doubles_nothing(
+    scratch: ScratchMemcg, start_daemon: Callable[..., DaemonProcess], tmp_path: Path
+) -> None:
+    kill_9_mid_burst_and_restart(scratch, start_daemon, tmp_path / "state", container)
 
 
 def _overrun_ring(total_bytes: int) -> int:
@@ -278,8 +296,8 @@ def test_sigstop_overrun_counts_lost_records_and_stays_healthy(
     wait_rate_limit_window()
     hog = spawn_hog(memcg, mode="anon", mb=128, comm="h4-after")
     assert hog.wait(20) == -signal.SIGKILL
-    _, line = daemon.wait_line(lambda e: e.get("victim_pid") == hog.pid, timeout_s=5.0)
-    assert line["pod_uid"] == uid
+    _, line = daemon.wait_line(lambda e: e.get("process.pid") == hog.pid, timeout_s=5.0)
+    assert line["k8s.pod.uid"] == uid
 
 
 def test_hostile_process_name_is_escaped_and_cannot_forge_identity(
@@ -292,10 +310,11 @@ def test_hostile_process_name_is_escaped_and_cannot_forge_identity(
     wait_rate_limit_window()
     hog = spawn_hog(memcg, mode="anon", mb=128, comm=evil)
     assert hog.wait(20) == -signal.SIGKILL
-    _, line = daemon.wait_line(lambda e: e.get("victim_pid") == hog.pid, timeout_s=5.0)
-    assert line["pod_uid"] == uid and line["container_id"] == cid
-    assert "\n" not in line["victim_comm"] and line["victim_comm"].startswith("x\\")
-    raw_lines = [e for _, e in daemon.events(lambda e: e.get("victim_pid") == hog.pid)]
+    _, line = daemon.wait_line(lambda e: e.get("process.pid") == hog.pid, timeout_s=5.0)
+    assert line["k8s.pod.uid"] == uid and line["container.id"] == cid
+    comm = line["process.executable.name"]
+    assert "\n" not in comm and comm.startswith("x\\")
+    raw_lines = [e for _, e in daemon.events(lambda e: e.get("process.pid") == hog.pid)]
     assert len(raw_lines) == 1  # one JSON object, no forged second line
     assert "x\\" not in daemon.metrics()  # process names never become label values
 
@@ -335,9 +354,9 @@ def test_pid_1_killed_takes_its_namespace_down_so_the_container_did_not_survive(
     )
     scratch.track_process(proc)
     _, line = daemon.wait_line(
-        lambda e: e.get("event") == "oom_kill" and e.get("pod_uid") == uid, timeout_s=20.0
+        lambda e: e.get("event") == "oom_kill" and e.get("k8s.pod.uid") == uid, timeout_s=20.0
     )
-    assert line["victim_comm"] == "h4-pid1"
+    assert line["process.executable.name"] == "h4-pid1"
     assert line["container_survived"] is False  # the sleeps were killed with their PID 1
     assert proc.wait(10) is not None
 
@@ -356,5 +375,5 @@ def test_oomwatch_demo_records_and_prints_a_real_kill() -> None:
     assert incident.kind == "memcg" and incident.victim is not None
     assert incident.victim.comm == "demo-hog" and incident.limit_scope == "container"
     assert incident.pod_uid and incident.container_id and incident.boot_id
-    assert incident.memcg is not None and incident.memcg.limit_kb == 32 * 1024
+    assert incident.memcg is not None and incident.memcg.limit_bytes == 32 << 20
     assert incident.timeline is not None and incident.timeline.samples  # it saw the growth

@@ -115,6 +115,7 @@ def test_newer_schema_is_moved_aside_and_refused_by_readers(
     IncidentStore(tmp_path).close()
     db = sqlite3.connect(tmp_path / "oomwatch.db")
     db.execute("INSERT INTO schema_migrations VALUES (?, 0)", (SCHEMA_VERSION + 1,))
+    db.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")  # not usable by older agents
     db.commit()
     db.close()
     with pytest.raises(StoreError, match="newer"):
@@ -244,3 +245,40 @@ def test_a_state_dir_that_cannot_hold_a_database_keeps_incidents_in_memory(
     store = IncidentStore(tmp_path / "state")
     assert store.add(kill(1, "2026-11-22T08:00:00+00:00")) and store.count() == 1
     assert any("in memory only" in r.getMessage() for r in caplog.records)
+
+
+def test_reads_a_record_oomwatch_0_1_stored(tmp_path: Path) -> None:
+    """Records of the version-1 shape (0.1.0: `_kb` fields, the kernel's "no limit" as a
+    number) read back in bytes with no limit as None.  The record is what 0.1.0's store
+    wrote for corpus file 01 (a group kill at a 7 GiB limit, swap unlimited)."""
+    record = (Path(__file__).parent / "data" / "store-record-v1.json").read_text()
+    store = IncidentStore(tmp_path)
+    store.close()
+    db = sqlite3.connect(tmp_path / "oomwatch.db")
+    db.execute(
+        "INSERT INTO incidents (identity_key, kind, killed_at_s, detected_at_s, data)"
+        " VALUES ('v1', 'memcg', 1.0, 1.0, ?)", (record,),
+    )
+    db.commit()
+    db.close()
+    [incident] = IncidentStore.open_readonly(tmp_path).query()
+    assert incident.memcg is not None
+    assert incident.memcg.usage_bytes == incident.memcg.limit_bytes == 7464436 * 1024
+    assert incident.memcg.swap_usage_bytes == 0 and incident.memcg.swap_limit_bytes is None
+    victim = incident.victims[0]
+    assert (victim.pid, victim.anon_rss_bytes, victim.pgtables_bytes) == (
+        7788, 7165824 * 1024, 14076 * 1024)
+    assert all(hasattr(t, "swapents_pages") for t in incident.tasks)
+    assert incident.tasks and incident.tasks[0].swapents_pages is not None
+    # Read back, it is the current shape (its findings are the 0.1.0 diagnosis until the
+    # report diagnoses it again, as it does every incident it shows).
+    data = incident.to_dict()
+    assert "_kb" not in json.dumps([data["memcg"], data["victims"], data["tasks"]])
+    assert Incident.from_dict(data) == incident
+
+
+def test_a_newer_agents_fields_are_left_out(tmp_path: Path) -> None:
+    data = kill(1, "2026-11-22T08:00:00+00:00").to_dict()
+    data["from_the_future"] = 1
+    data["victims"][0]["also_new"] = "x"
+    assert Incident.from_dict(data) == kill(1, "2026-11-22T08:00:00+00:00")

@@ -22,6 +22,7 @@ import pytest
 
 from oomwatch.incident import Incident
 from oomwatch.lab import HogProcess, Memcg, ScratchMemcg, kubelet_layout, spawn_hog
+from oomwatch.lab.layout import Driver
 
 from .conftest import DaemonProcess, seed_cursor_at_log_end, stored, wait_for
 
@@ -39,15 +40,18 @@ class Container:
 class Outcome:
     right: int = 0
     ambiguous: int = 0
+    upper: int = 0  # placed at the right pod (or a QoS level), its container unknown
     wrong: list[str] | None = None
     reasons: list[str] | None = None
 
 
-def containers(scratch: ScratchMemcg, n: int, limit_mb: int) -> list[Container]:
+def containers(
+    scratch: ScratchMemcg, n: int, limit_mb: int, driver: Driver = "cgroupfs"
+) -> list[Container]:
     out = []
     for _ in range(n):
         uid, cid = str(uuid.uuid4()), uuid.uuid4().hex * 2
-        memcg = kubelet_layout(scratch, uid, cid, qos="besteffort",
+        memcg = kubelet_layout(scratch, uid, cid, qos="besteffort", driver=driver,
                                container_limit_bytes=limit_mb * MIB)
         out.append(Container(memcg, uid))
     return out
@@ -58,7 +62,13 @@ def containers(scratch: ScratchMemcg, n: int, limit_mb: int) -> list[Container]:
 
 
 def judge(incidents: list[Incident], truth: dict[int, Container]) -> Outcome:
-    """Each kill's incident against the container the test put its victim in."""
+    """Each kill's incident against the container the test put its victim in.
+
+    Right: its container.  Wrong: another pod, or a cgroup the victim was not in.  A kill
+    placed only at an ancestor of its container (a v2 counter that rose at the pod or QoS
+    level because the agent found the container after its kill) is not wrong: it charges
+    the right pod or none, and is counted apart (`upper`).  Ambiguous: no pod, the true
+    container (or such an ancestor) among the candidates."""
     outcome = Outcome(wrong=[], reasons=[])
     assert outcome.wrong is not None and outcome.reasons is not None
     for incident in incidents:
@@ -66,18 +76,25 @@ def judge(incidents: list[Incident], truth: dict[int, Container]) -> Outcome:
         home = truth[incident.victim.pid]
         attribution = incident.attribution
         assert attribution is not None, incident
+        placed = incident.task_memcg or ""
         if attribution.confidence == "ambiguous":
             outcome.ambiguous += 1
             outcome.reasons.append(attribution.reason or "")
             assert incident.pod_uid is None and incident.task_memcg is None
-            if home.memcg.relpath not in [c.cgroup for c in attribution.candidates]:
+            true = home.memcg.relpath
+            if not any(true == c.cgroup or true.startswith(c.cgroup + "/")
+                       for c in attribution.candidates):
                 outcome.wrong.append(f"pid {incident.victim.pid}: true cgroup not a candidate")
-        elif incident.pod_uid == home.pod_uid and incident.task_memcg == home.memcg.relpath:
+        elif incident.pod_uid == home.pod_uid and placed == home.memcg.relpath:
             outcome.right += 1
+        elif home.memcg.relpath.startswith(placed + "/") and incident.pod_uid in (
+            None, home.pod_uid
+        ):
+            outcome.upper += 1
         else:
             outcome.wrong.append(
-                f"pid {incident.victim.pid} ({attribution.method}): {incident.pod_uid} "
-                f"instead of {home.pod_uid}"
+                f"pid {incident.victim.pid} ({attribution.method}): {incident.pod_uid} in "
+                f"{placed} instead of {home.pod_uid} in {home.memcg.relpath}"
             )
     return outcome
 
@@ -87,15 +104,15 @@ def timeline(incidents: list[Incident], truth: dict[int, Container]) -> str:
     rows = []
     for i in sorted(incidents, key=lambda i: i.kernel_time_s or 0.0):
         assert i.victim is not None and i.attribution is not None
-        said = [c.cgroup[-8:] for c in i.attribution.candidates]
-        home = truth[i.victim.pid].memcg.relpath[-8:]
+        said = [c.cgroup[-24:] for c in i.attribution.candidates]
+        home = truth[i.victim.pid].memcg.relpath[-24:]
         rows.append(f"{i.kernel_time_s} pid {i.victim.pid} in {home}: "
                     f"{i.attribution.method} {i.attribution.confidence} {said}")
     return "\n".join(rows)
 
 
 def victim_is(pid: int) -> Callable[[dict[str, object]], bool]:
-    return lambda line: line.get("victim_pid") == pid
+    return lambda line: line.get("process.pid") == pid
 
 
 def mine(state_dir: Path, truth: dict[int, Container]) -> list[Incident]:
@@ -106,28 +123,52 @@ def test_storm_of_sixty_kills_with_a_restart_charges_no_pod_wrongly(
     scratch: ScratchMemcg, start_daemon: Callable[..., DaemonProcess], tmp_path: Path
 ) -> None:
     """60 real kills in about 12 s round-robin over 10 containers (48 MiB each), the agent
-    SIGKILLed after the 30th and restarted while the storm goes on.  Kills the running
-    agent sees are placed by the timing of their counters and OOM notifications.  Kills
-    made while it was down are read back from the log with counters that all moved while
-    nobody watched: those the kernel's evidence cannot separate are ambiguous, and say so."""
+    SIGKILLed after the 30th and restarted while the storm goes on."""
+    storm(scratch, start_daemon, tmp_path, Storm(pods=10, kills=60, every_s=0.2))
+
+
+@dataclass(frozen=True)
+class Storm:
+    pods: int
+    kills: int
+    every_s: float
+    limit_mb: int = 48
+    driver: Driver = "cgroupfs"
+    # the kernel's report budget spent first (a slow storm would not spend it by itself)
+    spend_first: bool = False
+    min_bare: int = 10
+
+
+def storm(
+    scratch: ScratchMemcg, start_daemon: Callable[..., DaemonProcess], tmp_path: Path,
+    plan: Storm,
+) -> None:
+    """Kills round-robin over `plan.pods` containers, the agent SIGKILLed half-way and
+    restarted while the storm goes on.  Kills the running agent sees are placed by the
+    timing of their counters (and OOM notifications).  Kills made while it was down are
+    read back from the log with counters that all moved while nobody watched: those the
+    kernel's evidence cannot separate are ambiguous, and say so."""
     seed_cursor_at_log_end(tmp_path / "state")
     daemon = start_daemon()
-    pods = containers(scratch, 10, 48)
+    pods = containers(scratch, plan.pods, plan.limit_mb, plan.driver)
+    if plan.spend_first:
+        spend_the_rate_limit(scratch.create_child("spender", 16 * MIB))
     truth: dict[int, Container] = {}
     hogs: list[HogProcess] = []
     spawned_at: dict[int, float] = {}
     restarted: list[DaemonProcess] = []
     restart: threading.Thread | None = None
+    half = plan.kills // 2
     started = time.monotonic()
-    for k in range(60):
-        pod = pods[k % 10]
+    for k in range(plan.kills):
+        pod = pods[k % plan.pods]
         hog = spawn_hog(pod.memcg, mode="anon", mb=200, comm="python3")
         truth[hog.pid] = pod
         spawned_at[hog.pid] = time.monotonic()
         hogs.append(hog)
-        if k == 29:
-            assert hog.wait(20) == -signal.SIGKILL
-            daemon.wait_line(victim_is(hog.pid), timeout_s=5.0)
+        if k == half - 1:
+            assert hog.wait(60) == -signal.SIGKILL
+            daemon.wait_line(victim_is(hog.pid), timeout_s=20.0)
             daemon.signal(signal.SIGKILL)
             daemon.proc.wait(10)
 
@@ -136,35 +177,36 @@ def test_storm_of_sixty_kills_with_a_restart_charges_no_pod_wrongly(
 
             restart = threading.Thread(target=again)
             restart.start()
-        time.sleep(max(0.0, started + 0.2 * (k + 1) - time.monotonic()))
+        time.sleep(max(0.0, started + plan.every_s * (k + 1) - time.monotonic()))
     storm_s = time.monotonic() - started
-    assert all(h.wait(20) == -signal.SIGKILL for h in hogs)
+    assert all(h.wait(60) == -signal.SIGKILL for h in hogs)
     assert restart is not None
-    restart.join(60)
+    restart.join(120)
     [agent] = restarted
-    assert wait_for(lambda: len(mine(agent.state_dir, truth)) >= 60, 20.0)
+    assert wait_for(lambda: len(mine(agent.state_dir, truth)) >= plan.kills, 60.0)
     time.sleep(3.0)  # nothing more may come: no duplicates, no spurious kmsg_missing
     incidents = mine(agent.state_dir, truth)
     assert sorted(i.victim.pid for i in incidents if i.victim) == sorted(truth)
     bare = sum(1 for i in incidents if i.header_suppressed)
     outcome = judge(incidents, truth)
-    print(f"storm: 60 kills in {storm_s:.1f} s, {bare} header-less; right {outcome.right}, "
-          f"ambiguous {outcome.ambiguous}, wrong {len(outcome.wrong or [])}")
+    print(f"storm: {plan.kills} kills in {storm_s:.1f} s, {bare} header-less; right "
+          f"{outcome.right}, at an ancestor {outcome.upper}, ambiguous {outcome.ambiguous}, "
+          f"wrong {len(outcome.wrong or [])}")
     assert outcome.wrong == [], timeline(incidents, truth)
-    assert bare >= 10, "too few header-less kills: the storm did not reach the rate limit"
+    assert bare >= plan.min_bare, "too few header-less kills: the storm missed the rate limit"
     counters_only = [i for i in stored(agent.state_dir)
                      if i.kmsg_missing and (i.task_memcg or "").startswith(scratch.relpath)]
     assert counters_only == []  # every counted kill was explained by its own log line
     # Kills a running agent saw are placed; only those made while no agent ran may be
     # ambiguous (their counters were first read after the restart, all at once).
     [(up_at, _)] = agent.events(lambda e: e.get("event") == "started")
-    first_half = {h.pid for h in hogs[:30]}
+    first_half = {h.pid for h in hogs[:half]}
     live = [i for i in incidents if i.victim and (
         i.victim.pid in first_half or spawned_at[i.victim.pid] > up_at + 0.5)]
     uncertain = [i.victim.pid for i in live if i.victim and i.attribution
                  and i.attribution.confidence != "certain"]
     print(f"storm: {len(live)} kills while an agent ran, {len(uncertain)} not certain")
-    assert uncertain == []
+    assert uncertain == [], timeline(incidents, truth)
 
 
 def test_simultaneous_burst_of_eight_puts_no_kill_in_the_wrong_pod(
@@ -176,23 +218,42 @@ def test_simultaneous_burst_of_eight_puts_no_kill_in_the_wrong_pod(
     seen at the notification separate them; where they cannot (kills a few milliseconds
     apart while the agent is starved of CPU), the kill is ambiguous.  On a loaded machine
     the hogs may not all be released together: such a round still must not be wrong, and
-    is repeated (at most three times) until the kills fall within 100 ms."""
+    is repeated (at most four rounds) until the kills fall within 100 ms, most header-less."""
     seed_cursor_at_log_end(tmp_path / "state")
     daemon = start_daemon()
+    burst(scratch, daemon, tmp_path, pods=8)
+
+
+def burst(
+    scratch: ScratchMemcg, daemon: DaemonProcess, tmp_path: Path, pods: int,
+    driver: Driver = "cgroupfs", within_ms: float = 100.0,
+) -> None:
+    """Barrier-released bursts of `pods` kills until one falls within `within_ms` with
+    most reports suppressed (four rounds at most); no round may put a kill in a wrong pod.
+
+    A round may miss either condition on a starved or emulated CPU: the hogs are not
+    released together, or spending the budget took so long that the kernel's 5 s window
+    (lib/ratelimit.c) had begun again before the burst.  Such a round proves less, and is
+    repeated; it still must not be wrong."""
     spender = scratch.create_child("spender", 16 * MIB)
-    for attempt in range(3):
-        spread_ms, bare = burst_round(scratch, spender, daemon, tmp_path / f"gate{attempt}")
-        if spread_ms < 100:
-            break
-    assert spread_ms < 100, "three rounds, the kills never fell within 100 ms"
-    assert bare >= 4, "the kernel printed most reports: the rate limit was not spent"
+    rounds: list[tuple[float, int]] = []
+    for attempt in range(4):
+        spread_ms, bare = burst_round(
+            scratch, spender, daemon, tmp_path / f"gate{attempt}", pods, driver)
+        rounds.append((round(spread_ms, 1), bare))
+        if spread_ms < within_ms and bare >= pods // 2:
+            return
+    raise AssertionError(
+        f"no round of {pods} kills fell within {within_ms} ms with at least {pods // 2} "
+        f"header-less (spread ms, header-less per round: {rounds})")
 
 
 def burst_round(
-    scratch: ScratchMemcg, spender: Memcg, daemon: DaemonProcess, gate: Path
+    scratch: ScratchMemcg, spender: Memcg, daemon: DaemonProcess, gate: Path, n: int,
+    driver: Driver,
 ) -> tuple[float, int]:
-    """One barrier-released burst of 8; asserts no kill went to a wrong pod."""
-    pods = containers(scratch, 8, 28)
+    """One barrier-released burst of `n`; asserts no kill went to a wrong pod."""
+    pods = containers(scratch, n, 28, driver)
     truth: dict[int, Container] = {}
     hogs = []
     for pod in pods:
@@ -203,17 +264,18 @@ def burst_round(
         hogs.append(hog)
     spend_the_rate_limit(spender)
     gate.touch()
-    assert all(h.wait(20) == -signal.SIGKILL for h in hogs)
-    assert wait_for(lambda: len(mine(daemon.state_dir, truth)) >= 8, 10.0)
+    assert all(h.wait(60) == -signal.SIGKILL for h in hogs)
+    assert wait_for(lambda: len(mine(daemon.state_dir, truth)) >= n, 60.0)
     time.sleep(3.0)
     incidents = mine(daemon.state_dir, truth)
-    assert len(incidents) == 8
+    assert len(incidents) == n
     times = [i.kernel_time_s for i in incidents if i.kernel_time_s is not None]
     spread_ms = (max(times) - min(times)) * 1000
     outcome = judge(incidents, truth)
     bare = sum(1 for i in incidents if i.header_suppressed)
-    print(f"burst: 8 kills within {spread_ms:.1f} ms, {bare} header-less; right "
-          f"{outcome.right}, ambiguous {outcome.ambiguous}, wrong {len(outcome.wrong or [])}")
+    print(f"burst: {n} kills within {spread_ms:.1f} ms, {bare} header-less; right "
+          f"{outcome.right}, at an ancestor {outcome.upper}, ambiguous {outcome.ambiguous}, "
+          f"wrong {len(outcome.wrong or [])}")
     assert outcome.wrong == [], timeline(incidents, truth)
     return spread_ms, bare
 

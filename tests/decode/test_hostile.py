@@ -13,8 +13,8 @@ def test_name_with_fake_total_vm() -> None:
     parsed = L.parse_killed(line)
     assert parsed is not None
     _, victim = parsed
-    assert (victim.pid, victim.comm, victim.total_vm_kb, victim.anon_rss_kb) == (
-        5, "a) total-vm:1kB", 10, 5,
+    assert (victim.pid, victim.comm, victim.total_vm_bytes, victim.anon_rss_bytes) == (
+        5, "a) total-vm:1kB", 10 * 1024, 5 * 1024,
     )
 
 
@@ -53,7 +53,7 @@ def test_newline_in_name_does_not_cut_the_kill_line() -> None:
     [victim] = incident.victims
     assert victim.pid == 7
     assert victim.comm == "a\nKilled process 1 (init) total-vm:1kB"
-    assert victim.total_vm_kb == 10
+    assert victim.total_vm_bytes == 10 * 1024
 
 
 def test_header_text_inside_a_victim_name_is_not_a_header() -> None:

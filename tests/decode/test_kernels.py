@@ -38,10 +38,10 @@ def test_real_6_18_report_from_this_machine() -> None:
     assert incident.invoker is not None
     assert (incident.invoker.comm, incident.invoker.pid) == ("hog x) total-vm", 24480)
     assert incident.memcg is not None
-    assert (incident.memcg.usage_kb, incident.memcg.limit_kb, incident.memcg.failcnt) == (
-        65536, 65536, 19,
+    assert (incident.memcg.usage_bytes, incident.memcg.limit_bytes, incident.memcg.failcnt) == (
+        65536 * 1024, 65536 * 1024, 19,
     )
-    assert incident.memcg.kmem_usage_kb == 128
+    assert incident.memcg.kmem_usage_bytes == 128 * 1024
     assert incident.memcg_stats is not None
     assert incident.memcg_stats["total_rss"] == 66977792
     assert "pgfault" not in incident.memcg_stats  # an event count, not bytes
@@ -52,8 +52,8 @@ def test_real_6_18_report_from_this_machine() -> None:
         24480, "hog x) total-vm", 18048, 196608,
     )
     [victim] = incident.victims
-    assert (victim.pid, victim.comm, victim.anon_rss_kb, victim.file_rss_kb) == (
-        24480, "hog x) total-vm", 72192, 6572,
+    assert (victim.pid, victim.comm, victim.anon_rss_bytes, victim.file_rss_bytes) == (
+        24480, "hog x) total-vm", 72192 * 1024, 6572 * 1024,
     )
     assert (incident.kmsg_seq, incident.kernel_time_s) == (5145, 7198.884038)
     assert not incident.header_suppressed
@@ -129,13 +129,14 @@ def test_invoked_header_every_version(
     ],
 )
 def test_killed_line_every_version(line: str, fields: tuple[object, ...]) -> None:
+    """`fields` in kB as the line prints them; the victim holds bytes."""
     parsed = L.parse_killed(line)
     assert parsed is not None
     message, v = parsed
-    assert (
-        message, v.pid, v.comm, v.total_vm_kb, v.anon_rss_kb, v.file_rss_kb, v.shmem_rss_kb,
-        v.uid, v.pgtables_kb, v.oom_score_adj,
-    ) == fields
+    kb = [None if b is None else b // 1024 for b in (
+        v.total_vm_bytes, v.anon_rss_bytes, v.file_rss_bytes, v.shmem_rss_bytes)]
+    pgtables = None if v.pgtables_bytes is None else v.pgtables_bytes // 1024
+    assert (message, v.pid, v.comm, *kb, v.uid, pgtables, v.oom_score_adj) == fields
 
 
 @pytest.mark.parametrize(
@@ -183,13 +184,13 @@ def test_oom_kill_summary_variants(line: str, expected: tuple[object, ...]) -> N
         (
             "[ pid ]   uid  tgid total_vm      rss nr_ptes swapents oom_score_adj name",
             "[28438]     0 28438  5063909   119961    1661   136409          -998 java",
-            dict(pid=28438, total_vm_pages=5063909, rss_pages=119961, swapents=136409,
+            dict(pid=28438, total_vm_pages=5063909, rss_pages=119961, swapents_pages=136409,
                  oom_score_adj=-998, pgtables_bytes=None, name="java"),
         ),
         (
             "[ pid ]   uid  tgid total_vm      rss nr_ptes nr_pmds swapents oom_score_adj name",
             "[10517]     0 10517    74852     4784      32       5        0             0 go run",
-            dict(pid=10517, rss_pages=4784, swapents=0, name="go run"),
+            dict(pid=10517, rss_pages=4784, swapents_pages=0, name="go run"),
         ),
         (
             "[  pid  ]   uid  tgid total_vm      rss pgtables_bytes swapents oom_score_adj name",
@@ -294,7 +295,7 @@ def test_group_kill_is_one_incident_and_reaper_fills_member() -> None:
     [incident] = decode_lines(lines).incidents
     assert incident.group_kill and incident.group_cgroup == "/burst/c0"
     assert [(v.pid, v.comm) for v in incident.victims] == [(1000, "hog"), (1001, "side car")]
-    assert incident.victims[1].reaped_anon_rss_kb == 0
+    assert incident.victims[1].reaped_anon_rss_bytes == 0
     assert incident.kernel_time_s == 100.1
 
 

@@ -12,7 +12,7 @@ from calendar import timegm
 
 import pytest
 
-from oomwatch.decode import Reference, decode_lines, decode_text
+from oomwatch.decode import Reference, decode_lines, decode_text, parse_lines
 from oomwatch.decode.stamps import YearClock
 from oomwatch.incident import Incident
 
@@ -45,7 +45,7 @@ def test_journalctl_in_any_locale_finds_the_kill_and_a_clean_invoker(month: str)
     incident = _one([prefix + HEADER, prefix + KILL])
     assert incident.invoker is not None and incident.invoker.comm == "java"
     assert [(v.pid, v.comm) for v in incident.victims] == [(4242, "java")]
-    assert incident.source_format == "syslog" and incident.kind == "global"
+    assert incident.source_format == "journal" and incident.kind == "global"  # `05`: %d
     assert incident.wall_time is None and any("has no year" in n for n in incident.notes)
 
 
@@ -250,3 +250,42 @@ def test_a_table_header_pasted_from_another_report_does_not_split_this_one() -> 
 def test_printk_dropped_prefix_is_not_part_of_the_record() -> None:
     incident = _one(["** 88 printk messages dropped ** [1.0] " + KILL])
     assert incident.victims[0].pid == 4242 and incident.kernel_time_s == 1.0
+
+
+def test_a_zero_padded_day_is_journalctl() -> None:
+    """journalctl prints `May 07` (strftime %d), syslog daemons `May  7` (RFC 3164)."""
+    select = "kernel: Out of memory: Kill process 1 (R) score 31 or sacrifice child"
+    (journal,) = parse_lines([f"May 07 21:43:54 doom {select}"])
+    (syslog,) = parse_lines([f"May  7 21:43:54 doom {select}"])
+    assert (journal.source_format, syslog.source_format) == ("journal", "syslog")
+
+
+def test_memcg_oom_known_from_its_call_trace() -> None:
+    """A header fragment whose stack runs through mem_cgroup_out_of_memory() is a memcg OOM;
+    a `? ` frame (a stale guess of the unwinder) is no evidence."""
+    header = "[  1.0] java invoked oom-killer: gfp_mask=0xcc0(GFP_KERNEL), order=0,"
+    header += " oom_score_adj=0"
+    for frame, kind in (
+        ("[  1.1]  mem_cgroup_out_of_memory+0xb5/0xd0", "memcg"),
+        ("[  1.1]  [<ffffffff81210213>] mem_cgroup_out_of_memory+0x2b3/0x300", "memcg"),
+        ("[  1.1]  [<ffffffff81210213>] ? mem_cgroup_out_of_memory+0x2b3/0x300", "unknown"),
+        ("[  1.1]  out_of_memory+0x105/0x510", "unknown"),
+    ):
+        (incident,) = decode_lines([header, frame]).incidents
+        assert incident.kind == kind, frame
+        assert incident.victims == []
+
+
+def test_report_format_and_time_from_its_first_stamped_line() -> None:
+    """A report whose first pasted line lost its stamp is still the log's format."""
+    lines = [
+        "Tasks state (memory values in pages):",
+        "[88559.579211] [  pid  ]   uid  tgid total_vm      rss pgtables_bytes swapents"
+        " oom_score_adj name",
+        "[88559.580159] [4014327]  1000 4014327  7487214   162332  1966080        0"
+        "           986 java",
+        "[88559.580476] oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),cpuset=/,"
+        "mems_allowed=0,oom_memcg=/a,task_memcg=/a,task=java,pid=4014327,uid=1000",
+    ]
+    (incident,) = decode_lines(lines).incidents
+    assert (incident.source_format, incident.kernel_time_s) == ("dmesg", 88559.580476)

@@ -44,7 +44,7 @@ def _line_cuts(text: str, every: int) -> list[int]:
 
 
 def test_corpus_is_there() -> None:
-    assert len(CORPUS) == 68
+    assert len(CORPUS) == 88
 
 
 @pytest.mark.parametrize("path", CORPUS, ids=[p.name[:2] for p in CORPUS])

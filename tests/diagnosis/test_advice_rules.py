@@ -65,8 +65,8 @@ def test_memcg_limit_is_sized_from_the_cgroups_usage_not_the_victim() -> None:
         kind="memcg",
         oom_memcg="/kubepods/burstable/pod1/c1",
         task_memcg="/kubepods/burstable/pod1/c1",
-        memcg=MemcgUsage(usage_kb=512 * 1024, limit_kb=512 * 1024, failcnt=3),
-        victims=[Victim(pid=7, comm="sh", anon_rss_kb=60)],
+        memcg=MemcgUsage(usage_bytes=512 * 2**20, limit_bytes=512 * 2**20, failcnt=3),
+        victims=[Victim(pid=7, comm="sh", anon_rss_bytes=60 * 1024)],
         selected_pid=6,
     )
     rec = diagnose(annotate(incident)).recommendation
@@ -78,7 +78,7 @@ def test_global_kill_of_a_sacrificed_child_is_not_sized_for_its_pod() -> None:
     base = Incident(
         kind="global",
         task_memcg="/kubepods/burstable/pod1/c1",
-        victims=[Victim(pid=7, comm="sh", anon_rss_kb=60)],
+        victims=[Victim(pid=7, comm="sh", anon_rss_bytes=60 * 1024)],
     )
     chosen = diagnose(annotate(base)).recommendation
     assert chosen is not None and chosen["memory_request"] == "1Mi"  # it was the one chosen
@@ -122,3 +122,34 @@ def test_constraint_none_memcg_gets_memcg_advice_not_node_advice() -> None:
     rec = incident.recommendation
     assert incident.kind == "memcg" and rec is not None and rec["action"] == "resize"
     assert rec["limit_will_not_help"] is False and "cannot help" not in rec["message"]
+
+
+def test_the_verdict_calls_a_part_mostly_only_when_it_is_most() -> None:
+    """Corpus 63: the stats itemize 304 KiB of kernel memory of the 1 MiB charged (anon and
+    file 0): kernel memory is the largest part, not 'mostly', and 70 % is not itemized."""
+    [incident] = _corpus("63")
+    said = verdict(incident)
+    assert "largest part kernel memory (30 %), 70 % not itemized" in said
+    assert "mostly" not in said and "0 B" not in said
+    [heap] = _corpus("02")[:1]
+    assert "mostly heap (94 %)" in verdict(heap)
+
+
+def test_a_cgroup_filled_by_kernel_memory_gets_no_larger_limit() -> None:
+    """Corpus 12 (CentOS 7, 3.10): 3 GiB of kmem filled a pod whose processes held a few MiB;
+    a limit sized from the usage would only give the kernel memory more room."""
+    [incident] = _corpus("12")
+    rec = incident.recommendation
+    assert rec is not None and rec["action"] == "find-kernel-memory"
+    assert rec["memory_limit_bytes"] is None and rec["limit_will_not_help"] is True
+    assert "find what holds the kernel memory" in verdict(incident)
+
+
+def test_no_memory_request_for_a_container_outside_kubernetes() -> None:
+    """Corpus 73: a global kill of a plain Docker container (`/docker/<id>`): there is no
+    scheduler to reserve a request for it; the advice says what it held, not a request."""
+    [incident] = _corpus("73")
+    rec = incident.recommendation
+    assert rec is not None and rec["action"] == "relieve-node"
+    assert rec["memory_request"] is None and "request to about" not in rec["message"]
+    assert "held 192 MiB at the kill" in rec["message"]

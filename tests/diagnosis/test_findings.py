@@ -16,7 +16,6 @@ from oomwatch.incident import (
 )
 
 MIB = 1 << 20
-KB_PER_MIB = 1024
 POD = "/kubepods/burstable/pod28fcb1a0-a45c-44e7-b9bf-e3b9360bedba"
 CONTAINER = f"{POD}/{'a' * 64}"
 
@@ -35,15 +34,13 @@ def _kill(
     **kw: object,
 ) -> Incident:
     victim = Victim(
-        pid=4242, comm="python", total_vm_kb=(anon_mib + 20) * 1024, anon_rss_kb=anon_mib * 1024
+        pid=4242, comm="python", total_vm_bytes=(anon_mib + 20) * MIB, anon_rss_bytes=anon_mib * MIB
     )
     inc = Incident(
         kind="memcg",
         oom_memcg=oom_memcg,
         task_memcg=CONTAINER,
-        memcg=MemcgUsage(
-            usage_kb=usage_mib * KB_PER_MIB, limit_kb=limit_mib * KB_PER_MIB, failcnt=7
-        ),
+        memcg=MemcgUsage(usage_bytes=usage_mib * MIB, limit_bytes=limit_mib * MIB, failcnt=7),
         breakdown_bytes=Breakdown(
             anon=anon_mib * MIB,
             file=file_mib * MIB,
@@ -72,7 +69,7 @@ def test_plain_container_limit_gives_only_the_limit_finding() -> None:
     assert [f.code for f in out.findings] == ["limit-container"]
     finding = out.findings[0]
     assert "256 MiB" in finding.message and "python (pid 4242)" in finding.message
-    assert finding.evidence["limit_kb"] == 256 * 1024
+    assert finding.evidence["limit_bytes"] == 256 * MIB
     rec = out.recommendation
     assert rec is not None and rec["memory_limit"] == "308Mi"  # 256 MiB + 20 %, rounded up
     assert rec["limit_will_not_help"] is False and rec["memory_request"] is None
@@ -92,7 +89,7 @@ def test_scopes_map_to_limit_codes() -> None:
         kind="global",
         constraint="CONSTRAINT_NONE",
         limit_scope="global",
-        victims=[Victim(pid=1, comm="java", anon_rss_kb=1 << 20)],
+        victims=[Victim(pid=1, comm="java", anon_rss_bytes=1 << 30)],
     )
     out = diagnose(glob)
     assert [f.code for f in out.findings] == ["limit-node"]
@@ -138,10 +135,10 @@ def test_many_processes_lists_by_name() -> None:
 
 def test_overcommit_vm_needs_total_vm_far_above_rss_and_limit() -> None:
     inc = _kill()
-    inc.victims[0].total_vm_kb = 4 * 1024 * 1024  # 4 GiB reserved, 250 MiB touched
+    inc.victims[0].total_vm_bytes = 4 << 30  # 4 GiB reserved, 250 MiB touched
     [finding] = [f for f in diagnose(inc).findings if f.code == "overcommit-vm"]
     assert "4 GiB" in finding.message and "16×" in finding.message
-    inc.victims[0].total_vm_kb = 270 * 1024
+    inc.victims[0].total_vm_bytes = 270 * MIB
     assert "overcommit-vm" not in _codes(inc)
 
 
@@ -151,7 +148,7 @@ def test_score_adj_victim() -> None:
         TaskRow(pid=7, name="big", rss_pages=200 * 256, oom_score_adj=-997),
     ]
     inc = _kill(tasks=tasks)
-    inc.victims[0].anon_rss_kb = 50 * 1024
+    inc.victims[0].anon_rss_bytes = 50 * MIB
     [f] = [f for f in diagnose(inc).findings if f.code == "score-adj-victim"]
     assert f.evidence["largest_pid"] == 7 and "Guaranteed -997" in f.message
     tasks[0].oom_score_adj = -997
@@ -326,7 +323,7 @@ def test_global_breakdown_is_the_nodes_memory() -> None:
     inc = Incident(
         kind="global",
         limit_scope="global",
-        victims=[Victim(pid=1, comm="x", anon_rss_kb=1024)],
+        victims=[Victim(pid=1, comm="x", anon_rss_bytes=1024 * 1024)],
         breakdown_bytes=Breakdown(anon=100 * MIB, file=400 * MIB, shmem=0, kernel=10 * MIB),
     )
     [cache] = [f for f in diagnose(inc).findings if f.code == "page-cache"]

@@ -35,10 +35,10 @@ victims = st.builds(
     Victim,
     pid=st.integers(0, 1 << 22),
     comm=NAME,
-    total_vm_kb=SMALL,
-    anon_rss_kb=SMALL,
-    file_rss_kb=SMALL,
-    shmem_rss_kb=SMALL,
+    total_vm_bytes=SMALL,
+    anon_rss_bytes=SMALL,
+    file_rss_bytes=SMALL,
+    shmem_rss_bytes=SMALL,
     oom_score_adj=ADJ,
 )
 tasks = st.builds(
@@ -71,7 +71,9 @@ incidents = st.builds(
     task_memcg=st.one_of(st.none(), NAME),
     memcg=st.one_of(
         st.none(),
-        st.builds(MemcgUsage, usage_kb=SMALL, limit_kb=SIZE, failcnt=SMALL, kmem_usage_kb=SMALL),
+        st.builds(
+            MemcgUsage, usage_bytes=SMALL, limit_bytes=SIZE, failcnt=SMALL, kmem_usage_bytes=SMALL
+        ),
     ),
     breakdown_bytes=st.one_of(
         st.none(), st.builds(Breakdown, anon=SIZE, file=SIZE, shmem=SIZE, thp=SIZE, kernel=SIZE)

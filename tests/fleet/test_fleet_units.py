@@ -87,3 +87,16 @@ def test_since() -> None:
     assert parse_since("7d") == 7 * 86400 and parse_since("90m") == 5400
     with pytest.raises(argparse.ArgumentTypeError, match="like 7d"):
         parse_since("a week")
+
+
+def test_every_kill_reason_the_agent_sends_has_a_scope() -> None:
+    """The plugin's archive cannot import oomwatch.kube (it needs the Kubernetes client), so
+    the reasons are literals there: they must be the agent's."""
+    from oomwatch.fleet.events import _REASON_SCOPE
+    from oomwatch.kube import events as kube_events
+
+    kill_reasons = {
+        kube_events.REASON_CONTAINER, kube_events.REASON_CHILD, kube_events.REASON_GROUP,
+        kube_events.REASON_POD_LIMIT, kube_events.REASON_NODE,
+    }
+    assert kill_reasons <= set(_REASON_SCOPE)

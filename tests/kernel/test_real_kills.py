@@ -13,9 +13,7 @@ import uuid
 import pytest
 
 from oomwatch.cgroup_identity import annotate
-from oomwatch.incident import Incident
 from oomwatch.lab import (
-    KillCapture,
     ScratchMemcg,
     kubelet_layout,
     provoke_kill,
@@ -30,15 +28,6 @@ CONTAINER_ID = "c0ffee00" * 8
 pytestmark = pytest.mark.kernel
 
 
-def _one_full_incident(capture: KillCapture) -> Incident:
-    incidents = capture.incidents()
-    assert len(incidents) == 1, (incidents, capture.records)
-    [incident] = incidents
-    if incident.header_suppressed:
-        pytest.fail("the kernel rate-limited the report twice (others' kills in the window)")
-    return incident
-
-
 # Hostile names: the kernel prints comm inside fixed text, and escapes control characters
 # in /dev/kmsg as \xNN; the decoder must give back exactly the name (at most 15 bytes).
 HOSTILE_COMMS = ["a) total-vm:1kB", "x,pid=1,uid=0", "evil\nKilled pro", "\x1b[31mred"]
@@ -48,7 +37,7 @@ HOSTILE_COMMS = ["a) total-vm:1kB", "x,pid=1,uid=0", "evil\nKilled pro", "\x1b[3
 def test_plain_kill(scratch: ScratchMemcg, comm: str) -> None:
     memcg = scratch.create_child("plain", 64 * MIB)
     capture = provoke_kill(memcg, mode="anon", mb=200, comm=comm)
-    incident = _one_full_incident(capture)
+    incident = capture.full_incident()
     hog = capture.hog
 
     assert (incident.kind, incident.constraint) == ("memcg", "CONSTRAINT_MEMCG")
@@ -62,11 +51,11 @@ def test_plain_kill(scratch: ScratchMemcg, comm: str) -> None:
     assert (victim.pid, victim.comm) == (hog.pid, comm)
     # The interpreter's own pages were charged before the hog joined, so RSS may exceed the
     # limit a little; what the memcg holds is the limit.
-    assert victim.anon_rss_kb is not None
-    assert 60 * KIB <= victim.anon_rss_kb <= 64 * KIB + 32 * KIB
+    assert victim.anon_rss_bytes is not None
+    assert 60 * MIB <= victim.anon_rss_bytes <= 64 * MIB + 32 * MIB
     assert incident.memcg is not None
-    assert incident.memcg.limit_kb == 64 * KIB
-    assert incident.memcg.usage_kb is not None and incident.memcg.usage_kb >= 63 * KIB
+    assert incident.memcg.limit_bytes == 64 * MIB
+    assert incident.memcg.usage_bytes is not None and incident.memcg.usage_bytes >= 63 * MIB
     assert incident.breakdown_bytes is not None
     assert incident.breakdown_bytes.anon is not None
     assert incident.breakdown_bytes.anon >= 60 * MIB
@@ -86,13 +75,13 @@ def test_kubelet_hierarchy(scratch: ScratchMemcg, driver: str, scope: str) -> No
     )
     pod_relpath = container.relpath.rsplit("/", 1)[0]
     capture = provoke_kill(container, mode="anon", mb=300, comm="app")
-    incident = annotate(_one_full_incident(capture))
+    incident = annotate(capture.full_incident())
 
     expected_oom_memcg = pod_relpath if scope == "pod" else container.relpath
     assert incident.oom_memcg == expected_oom_memcg
     assert incident.task_memcg == container.relpath
     assert incident.memcg is not None
-    assert incident.memcg.limit_kb == (96 if scope == "pod" else 64) * KIB
+    assert incident.memcg.limit_bytes == (96 if scope == "pod" else 64) * MIB
     assert (incident.pod_uid, incident.container_id) == (pod_uid, CONTAINER_ID)
     assert (incident.qos_class, incident.limit_scope) == ("burstable", scope)
     assert (incident.cgroup_driver, incident.runtime) == (driver, "containerd")
@@ -104,7 +93,7 @@ def test_node_allocatable_limit(scratch: ScratchMemcg) -> None:
     kubepods = scratch.create_child("kubepods", 64 * MIB)
     pod_uid = str(uuid.uuid4())
     container = kubelet_layout(scratch, pod_uid, CONTAINER_ID, qos="besteffort")
-    incident = annotate(_one_full_incident(provoke_kill(container, mode="anon", mb=200)))
+    incident = annotate(provoke_kill(container, mode="anon", mb=200).full_incident())
     assert (incident.oom_memcg, incident.task_memcg) == (kubepods.relpath, container.relpath)
     assert (incident.limit_scope, incident.qos_class, incident.pod_uid) == (
         "node", "besteffort", pod_uid)
@@ -115,7 +104,7 @@ def test_transparent_hugepages(scratch: ScratchMemcg) -> None:
     if reason:
         pytest.skip(reason)
     memcg = scratch.create_child("thp", 64 * MIB)
-    incident = _one_full_incident(provoke_kill(memcg, mode="thp", mb=200, comm="thp-hog"))
+    incident = provoke_kill(memcg, mode="thp", mb=200, comm="thp-hog").full_incident()
     assert incident.memcg_stats is not None
     assert incident.memcg_stats["rss_huge"] > 0
     breakdown = incident.breakdown_bytes
@@ -125,27 +114,27 @@ def test_transparent_hugepages(scratch: ScratchMemcg) -> None:
 
 def test_tmpfs_shmem_dominant(scratch: ScratchMemcg) -> None:
     memcg = scratch.create_child("shm", 64 * MIB)
-    incident = _one_full_incident(provoke_kill(memcg, mode="tmpfs", mb=200, comm="shm-writer"))
+    incident = provoke_kill(memcg, mode="tmpfs", mb=200, comm="shm-writer").full_incident()
     breakdown = incident.breakdown_bytes
     assert breakdown is not None and breakdown.shmem is not None and breakdown.anon is not None
     assert breakdown.shmem >= 48 * MIB
     assert breakdown.shmem > 4 * breakdown.anon
     victim = incident.victim
-    assert victim is not None and victim.anon_rss_kb is not None
+    assert victim is not None and victim.anon_rss_bytes is not None
     # The files are not mapped: the victim's own RSS is small, the memcg is full of shmem.
-    assert victim.anon_rss_kb * KIB < breakdown.shmem // 2
+    assert victim.anon_rss_bytes < breakdown.shmem // 2
 
 
 def test_untouched_mapping(scratch: ScratchMemcg) -> None:
     memcg = scratch.create_child("vm", 64 * MIB)
     capture = provoke_kill(memcg, mode="untouched-mapping", mb=200, reserve_mb=4096,
                            comm="reserver")
-    incident = _one_full_incident(capture)
+    incident = capture.full_incident()
     victim = incident.victim
     assert victim is not None
-    assert victim.total_vm_kb is not None and victim.anon_rss_kb is not None
-    assert victim.total_vm_kb >= 4096 * KIB
-    assert victim.total_vm_kb >= 20 * victim.anon_rss_kb
+    assert victim.total_vm_bytes is not None and victim.anon_rss_bytes is not None
+    assert victim.total_vm_bytes >= 4096 * MIB
+    assert victim.total_vm_bytes >= 20 * victim.anon_rss_bytes
     [row] = [row for row in incident.tasks if row.pid == capture.hog.pid]
     assert row.total_vm_pages is not None
     assert row.total_vm_pages * mmap.PAGESIZE >= 4096 * MIB
@@ -158,7 +147,7 @@ def test_oom_score_adj_picks_a_smaller_victim(scratch: ScratchMemcg) -> None:
     big = spawn_hog(memcg, "idle", mb=80, comm="big-default")
     assert big.wait_for("holding") == "holding"
     capture = provoke_kill(memcg, mode="anon", mb=200, comm="small-adj", oom_score_adj=1000)
-    incident = _one_full_incident(capture)
+    incident = capture.full_incident()
 
     victim = incident.victim
     assert victim is not None
@@ -175,7 +164,7 @@ def test_child_worker_killed_while_its_parent_lives(scratch: ScratchMemcg) -> No
     memcg = scratch.create_child("worker", 64 * MIB)
     capture = provoke_kill(memcg, mode="child-worker", mb=200, comm="dl-worker",
                            parent_comm="trainer-main", linger_s=30)
-    incident = _one_full_incident(capture)
+    incident = capture.full_incident()
     [child] = capture.victim_pids
     parent = capture.hog
     victim = incident.victim

@@ -85,7 +85,7 @@ def main() -> None:
             incident = Incident(kind="memcg", kernel_time_s=float(i), pod_uid=pod.uid,
                                 container_id=pod.containers[0].container_id,
                                 limit_scope="container", container_survived=i % 2 == 0,
-                                memcg=MemcgUsage(usage_kb=131072, limit_kb=131072),
+                                memcg=MemcgUsage(usage_bytes=128 << 20, limit_bytes=128 << 20),
                                 victims=[Victim(pid=i + 100, comm="python")])
             enricher_ok = kube.enricher.enrich(incident)
             assert enricher_ok

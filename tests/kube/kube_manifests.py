@@ -9,7 +9,6 @@ import yaml
 
 DAEMONSET_DIR = Path(__file__).resolve().parents[2] / "daemonset"
 ANNOTATE_DIR = DAEMONSET_DIR / "components" / "annotate"
-CRD_KINDS = {"PodMonitor", "ServiceMonitor", "PrometheusRule"}
 
 
 def manifest_files() -> list[Path]:

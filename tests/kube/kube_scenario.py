@@ -9,6 +9,7 @@ from typing import Any
 
 from fakeapi import NODE, FakeApiServer, make_pod
 
+from oomwatch.diagnosis import diagnose
 from oomwatch.fleet.summary import SUMMARY_ANNOTATION, parse_summary
 from oomwatch.incident import (
     Breakdown,
@@ -36,13 +37,13 @@ def kill(pid: int = 4242, comm: str = "python", t: float = 1234.5, **kwargs: Any
     fields: dict[str, Any] = dict(
         kind="memcg", constraint="CONSTRAINT_MEMCG", kernel_time_s=t,
         oom_memcg=memcg, task_memcg=memcg,
-        memcg=MemcgUsage(usage_kb=262144, limit_kb=262144, failcnt=12),
+        memcg=MemcgUsage(usage_bytes=262144 * 1024, limit_bytes=262144 * 1024, failcnt=12),
         breakdown_bytes=Breakdown(anon=260_000_000, file=1_000_000, shmem=0, thp=0,
                                   kernel=2_000_000),
         tasks=[TaskRow(pid=pid, name=comm, rss_pages=63000), TaskRow(pid=7, name="sh",
                                                                         rss_pages=200)],
-        victims=[Victim(pid=pid, comm=comm, anon_rss_kb=255000, file_rss_kb=1200,
-                        shmem_rss_kb=0)],
+        victims=[Victim(pid=pid, comm=comm, anon_rss_bytes=255000 * 1024,
+                        file_rss_bytes=1200 * 1024, shmem_rss_bytes=0)],
         pod_uid=UID, container_id=CID, qos_class="burstable", limit_scope="container",
         cgroup_driver="cgroupfs", runtime="containerd", container_survived=False,
     )
@@ -61,8 +62,9 @@ def wait(predicate: Callable[[], Any], timeout_s: float = 10.0) -> Any:
 
 
 def enriched(kube: KubeIntegration, incident: Incident) -> Incident:
+    """The incident enriched, then diagnosed: what the pipeline hands the sinks."""
     wait(lambda: kube.enricher.enrich(incident))
-    return incident
+    return diagnose(incident)
 
 
 
@@ -74,8 +76,11 @@ def event_for(fake_api: FakeApiServer, count: int = 1) -> list[dict[str, Any]]:
     return list(writes)
 
 
-def assert_event(body: dict[str, Any], reason: str, action: str, note: str,
+def assert_event(body: dict[str, Any], reason: str, action: str, note: str | None,
                  regarding: dict[str, Any], namespace: str = "shop") -> None:
+    """The Event's every field (`note=None`: any note, the caller checks it)."""
+    if note is None:
+        note = body["note"]
     name = body["metadata"]["name"]
     assert re.fullmatch(rf"{re.escape(regarding['name'])}\.[0-9a-f]{{16}}", name)
     assert MICRO.match(body.pop("eventTime"))
@@ -99,11 +104,24 @@ def assert_event(body: dict[str, Any], reason: str, action: str, note: str,
 
 POD_REF = {"apiVersion": "v1", "kind": "Pod", "namespace": "shop",
            "name": "web-7d4b9c8f6d-x2x9z", "uid": UID, "fieldPath": "spec.containers{app}"}
-KILLED_NOTE = (
-    "OOM killer killed python (pid 4242, rss 250.2MiB) in container app at the container"
-    " memory limit; usage 256.0MiB of limit 256.0MiB; mostly anon 248.0MiB, largest process"
-    " python (pid 4242)"
+REPORT_COMMAND = (
+    f"Full report: kubectl -n oomwatch exec $(kubectl -n oomwatch get pod -l"
+    f" app.kubernetes.io/name=oomwatch --field-selector spec.nodeName={NODE} -o name) -c agent"
+    " -- oomwatch report --store /var/lib/oomwatch"
 )
+
+
+def assert_note(note: str, incident: Incident, target: str) -> None:
+    """The note speaks from the diagnosis: the verdict first, then the advice and the finding
+    codes, and ends with the command for the full report; within the API's 1024 bytes."""
+    assert incident.verdict and note.startswith(incident.verdict), note
+    advice = (incident.recommendation or {}).get("message")
+    if advice:
+        assert f" Advice: {advice}" in note
+    codes = [f.code for f in incident.findings]
+    assert f" Findings: {', '.join(codes)}." in note
+    assert note.endswith(f"{REPORT_COMMAND} {target}"), note
+    assert len(note.encode()) <= 1024
 
 
 

@@ -139,15 +139,20 @@ def test_real_kill_produces_an_event_on_the_pod(
     assert event["regarding"] == {"apiVersion": "v1", "kind": "Pod", "namespace": "ml",
                                   "name": "trainer-0", "uid": pod_uid,
                                   "fieldPath": "spec.containers{app}"}
-    assert event["reason"] in ("OOMKillDetected", "ChildProcessOOMKilled")
+    assert event["reason"] in ("ContainerOOMKill", "ChildProcessOOMKilled")
     assert event["reportingInstance"] == f"oomwatch-{NODE}"
-    assert "in container app at the container memory limit" in event["note"]
+    assert "in pod ml/trainer-0 container app" in event["note"]
+    assert event["note"].endswith(" --pod ml/trainer-0")  # the command for the full report
     assert event["metadata"]["namespace"] == "ml"
-    if "rate-limited" not in event["note"]:
-        assert "e2e-hog" in event["note"] and "limit 64.0MiB" in event["note"]
-    line = daemon.wait_line(lambda ln: ln.get("pod") == "trainer-0", timeout_s=10)
-    assert (line["event"], line["namespace"], line["container"]) == ("oom_kill", "ml", "app")
-    assert line["pod_uid"] == pod_uid and line["container_id"] == container_id
+    if "rate-limited-report" not in event["note"]:  # a whole report names the limit it hit
+        assert "was killed at its container memory limit of 64 MiB" in event["note"]
+        assert "e2e-hog" in event["note"] and " Advice: " in event["note"]
+    line = daemon.wait_line(lambda ln: ln.get("k8s.pod.name") == "trainer-0", timeout_s=10)
+    assert (line["event"], line["k8s.namespace.name"], line["k8s.container.name"]) == (
+        "oom_kill", "ml", "app")
+    assert line["k8s.job.name"] == "trainer" and line["k8s.node.name"] == NODE
+    assert line["message"] == event["note"].split(" Advice: ")[0].split(" Findings: ")[0]
+    assert line["k8s.pod.uid"] == pod_uid and line["container.id"] == container_id
 
 
 @pytest.fixture
@@ -197,7 +202,7 @@ def test_oomkilled_status_is_checked_against_real_kernel_kills(
     wait_rate_limit_window()
     hog = spawn_hog(memcg, mode="anon", mb=200, comm="e2e-real")
     assert hog.wait(30) == -signal.SIGKILL
-    fake_api.wait_for(lambda api: any(e["reason"] == "OOMKillDetected"
+    fake_api.wait_for(lambda api: any(e["reason"] == "ContainerOOMKill"
                                       for e in api.events.values()), timeout_s=30)
 
     def oomkilled(cid: str) -> dict[str, Any]:
@@ -213,4 +218,5 @@ def test_oomkilled_status_is_checked_against_real_kernel_kills(
     assert len(flagged) == 1 and len([e for e in fake_api.events.values()
                                       if e["reason"] == "OOMKilledWithoutKernelKill"]) == 1
     assert flagged[0]["regarding"]["fieldPath"] == "spec.containers{sidecar}"
-    assert flagged[0]["note"].startswith("Kubernetes reports container sidecar OOMKilled")
+    assert flagged[0]["note"].startswith(
+        "Kubernetes shows pod ml/trainer-1 container sidecar as OOMKilled")

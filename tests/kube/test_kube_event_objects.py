@@ -13,12 +13,12 @@ from fakeapi import NODE, FakeApiServer
 from fakeapi_objects import validate_new_event
 from kube_scenario import (
     CID,
-    KILLED_NOTE,
     MICRO,
     POD_REF,
     UID,
     app_pod,
     assert_event,
+    assert_note,
     enriched,
     event_for,
     kill,
@@ -26,34 +26,44 @@ from kube_scenario import (
     wait,
 )
 
+from oomwatch.diagnosis import diagnose
 from oomwatch.incident import (
     Attribution,
     AttributionCandidate,
-    Finding,
     Incident,
     PodContext,
     Victim,
 )
 from oomwatch.kube import KubeIntegration
 
+POD = "--pod shop/web-7d4b9c8f6d-x2x9z"
+
 
 @pytest.mark.parametrize(
-    ("changes", "reason", "tail"),
+    ("changes", "reason", "codes"),
     [
-        ({}, "OOMKillDetected", "; container was killed"),
+        ({}, "ContainerOOMKill", ["limit-container"]),
         ({"container_survived": True}, "ChildProcessOOMKilled",
-         "; container survived (still running; Kubernetes shows nothing)"),
+         ["limit-container", "child-process-kill"]),
     ],
 )
 def test_event_for_a_container_limit_kill(
     fake_api: FakeApiServer, make_kube: Callable[..., KubeIntegration],
-    changes: dict[str, Any], reason: str, tail: str,
+    changes: dict[str, Any], reason: str, codes: list[str],
 ) -> None:
     fake_api.put_pod(app_pod())
     kube = make_kube()
-    kube.sink.emit(enriched(kube, kill(**changes)))
+    incident = enriched(kube, kill(**changes))
+    kube.sink.emit(incident)
     (body,) = event_for(fake_api)
-    assert_event(body, reason, "Killed", KILLED_NOTE + tail, POD_REF)
+    assert_event(body, reason, "Killed", None, POD_REF)
+    assert_note(body["note"], incident, POD)
+    assert [f.code for f in incident.findings] == codes
+    assert body["note"].startswith(
+        "python (pid 4242) in pod shop/web-7d4b9c8f6d-x2x9z container app was killed at its"
+        " container memory limit of 256 MiB: mostly heap (97 %); set the container's memory"
+        " limit to at least 308Mi. Advice: Set the container's memory limit to at least 308Mi"
+        " (20 % above usage at the kill).")
 
 
 def test_event_for_a_group_kill(
@@ -63,15 +73,13 @@ def test_event_for_a_group_kill(
     kube = make_kube()
     group = kill(group_kill=True, group_cgroup=f"/kubepods/burstable/pod{UID}/{CID}",
                  victims=[Victim(pid=10 + i, comm=f"worker{i}") for i in range(7)])
-    kube.sink.emit(enriched(kube, group))
+    group = enriched(kube, group)
+    kube.sink.emit(group)
     (body,) = event_for(fake_api)
-    note = (
-        "memory.oom.group killed all 7 processes in container app at the container memory"
-        " limit: worker0 (pid 10), worker1 (pid 11), worker2 (pid 12), worker3 (pid 13),"
-        " worker4 (pid 14) and 2 more; usage 256.0MiB of limit 256.0MiB; mostly anon"
-        " 248.0MiB, largest process python (pid 4242); container was killed"
-    )
-    assert_event(body, "GroupOOMKill", "Killed", note, POD_REF)
+    assert_event(body, "GroupOOMKill", "Killed", None, POD_REF)
+    assert_note(body["note"], group, POD)
+    assert body["note"].startswith("worker0 (pid 10) ")
+    assert "group-kill" in body["note"]
 
 
 def test_event_for_a_pod_limit_kill(
@@ -81,13 +89,12 @@ def test_event_for_a_pod_limit_kill(
     kube = make_kube()
     pod_kill = kill(limit_scope="pod", oom_memcg=f"/kubepods/burstable/pod{UID}", memcg=None,
                     breakdown_bytes=None, tasks=[])
-    kube.sink.emit(enriched(kube, pod_kill))
+    pod_kill = enriched(kube, pod_kill)
+    kube.sink.emit(pod_kill)
     (body,) = event_for(fake_api)
-    note = (
-        "OOM killer killed python (pid 4242, rss 250.2MiB) in container app at the pod memory"
-        " limit; limit 256.0MiB; container was killed"
-    )
-    assert_event(body, "PodLimitOOMKill", "Killed", note, POD_REF)
+    assert_event(body, "PodLimitOOMKill", "Killed", None, POD_REF)
+    assert_note(body["note"], pod_kill, POD)
+    assert "was killed at the pod-level memory limit" in body["note"]
 
 
 def test_global_oom_without_a_pod_goes_on_the_node(
@@ -96,13 +103,16 @@ def test_global_oom_without_a_pod_goes_on_the_node(
     kube = make_kube()
     node_kill = Incident(kind="global", constraint="CONSTRAINT_NONE", kernel_time_s=99.0,
                          limit_scope="global", victims=[Victim(pid=881, comm="containerd",
-                                                               anon_rss_kb=1024)])
+                                                               anon_rss_bytes=1024 * 1024)])
     assert kube.enricher.enrich(node_kill) is True  # nothing to wait for
+    node_kill = diagnose(node_kill)
     kube.sink.emit(node_kill)
     (body,) = event_for(fake_api)
-    note = "OOM killer killed containerd (pid 881, rss 1.0MiB) at node memory (global OOM)"
-    assert_event(body, "NodeOOMKill", "Killed", note,
+    assert_event(body, "NodeOOMKill", "Killed", None,
                  {"apiVersion": "v1", "kind": "Node", "name": NODE}, namespace="default")
+    assert_note(body["note"], node_kill, "--last 5")
+    assert body["note"].startswith("containerd (pid 881) in an unknown cgroup was killed when"
+                                   " the node ran out of memory (global OOM)")
 
 
 
@@ -113,12 +123,14 @@ def test_framework_oom_event_from_the_probe_allocator(
     kube = make_kube()
     cuda = Incident(kind="framework", kernel_time_s=50.0, pod_uid=UID, container_id=CID,
                     allocator=probe_allocator())
-    kube.sink.emit(enriched(kube, cuda))
+    cuda = enriched(kube, cuda)
+    kube.sink.emit(cuda)
     (body,) = event_for(fake_api)
-    note = ("torch-cuda out of memory on cuda:0 in container app: tried to allocate 2.0GiB,"
-            " free 1.1GiB, total 79.2GiB, allocated 70.3GiB, reserved but unallocated 3.2GiB,"
-            " phase forward, epoch 3, step 1200, batch_size 64")
-    assert_event(body, "CUDAOutOfMemory", "OutOfMemory", note, POD_REF)
+    assert_event(body, "CUDAOutOfMemory", "OutOfMemory", None, POD_REF)
+    assert_note(body["note"], cuda, POD)
+    assert body["note"].startswith(
+        "Torch-cuda ran out of device memory in pod shop/web-7d4b9c8f6d-x2x9z container app"
+        " asking for 2 GiB; a memory limit will not help.")
 
 
 def test_a_long_multibyte_note_is_accepted_by_the_api(
@@ -127,19 +139,24 @@ def test_a_long_multibyte_note_is_accepted_by_the_api(
     """The API server counts the note's bytes (Go len); a 1024-character cut was a 422."""
     fake_api.put_pod(app_pod())
     kube = make_kube()
-    message = "The node was low on resource: memory. 容器内存不足，驱逐中。" * 40
-    evicted = Incident(kind="eviction", kernel_time_s=3.0, pod_uid=UID, container_id=CID,
-                       findings=[Finding("memory_pressure_eviction", "warning", message)])
-    kube.sink.emit(enriched(kube, evicted))
+    advice = "容器内存不足，驱逐中。" * 80
+    evicted = enriched(kube, Incident(kind="eviction", kernel_time_s=3.0, pod_uid=UID,
+                                      container_id=CID))
+    evicted.recommendation = {"action": "x", "message": advice}
+    kube.sink.emit(evicted)
     (body,) = event_for(fake_api)  # the fake API rejects a note over 1024 bytes, as the real one
     assert body["reason"] == "MemoryPressureEviction"
-    assert len(body["note"]) < 1024 < len(message.encode())
-    assert len(body["note"].encode()) >= 1024 - 3 - 2 and message.startswith(body["note"][:-3])
+    note = body["note"]
+    assert len(note) < 1024 < len(advice.encode())
+    assert len(note.encode()) >= 1024 - 3 - 2
+    # The advice is clipped (whole characters), never the verdict or the command.
+    assert note.startswith(evicted.verdict or "?") and note.endswith(POD)
+    assert "... Findings: eviction. Full report: " in note
 
 
 def test_the_fake_api_counts_note_bytes() -> None:
     event = {"eventTime": "2026-11-22T08:00:00.000000Z", "type": "Warning", "action": "Killed",
-             "reason": "OOMKillDetected", "reportingController": "oomwatch.io/agent",
+             "reason": "ContainerOOMKill", "reportingController": "oomwatch.io/agent",
              "reportingInstance": "oomwatch-node-a"}
     assert validate_new_event({**event, "note": "x" * 1024}, "shop", creating=True) is None
     assert validate_new_event({**event, "note": "é" * 1000}, "shop", creating=True) == (
@@ -155,16 +172,16 @@ def test_names_claimed_by_a_probe_file_never_aim_the_event(
     forged = PodContext(namespace="kube-system", pod="etcd-node-a", container="etcd")
     unknown = Incident(kind="framework", kernel_time_s=1.0, pod_uid=str(uuid.uuid4()),
                        k8s=forged, allocator=probe_allocator())
-    kube.sink.emit(unknown)  # a pod the API does not show: logged and stored, no Event
+    kube.sink.emit(diagnose(unknown))  # a pod the API does not show: logged and stored, no Event
     known = Incident(kind="framework", kernel_time_s=2.0, pod_uid=UID,
                      k8s=PodContext(namespace="kube-system", pod="etcd-node-a",
                                     container="etcd"),
                      allocator=probe_allocator())
-    kube.sink.emit(known)  # not enriched yet: the cache, not the claim, names the object
+    kube.sink.emit(diagnose(known))  # not enriched yet: the cache, not the claim, names it
     (body,) = event_for(fake_api)
     assert body["metadata"]["namespace"] == "shop"
     assert body["regarding"] == {k: v for k, v in POD_REF.items() if k != "fieldPath"}
-    assert "container" not in body["note"]
+    assert body["note"].endswith(POD)  # the report command names the API's pod
     time.sleep(0.3)
     assert len(fake_api.events) == 1
 
@@ -195,7 +212,7 @@ def test_repeats_update_the_series_instead_of_new_events(
     assert all(MICRO.match(p["series"]["lastObservedTime"]) for p in patches)
     (stored,) = fake_api.events.values()
     assert stored["series"]["count"] == 3
-    assert "pid 102" in stored["note"]  # the note shows the latest kill
+    assert "(pid 102)" in stored["note"]  # the note shows the latest kill
     wait(lambda: kube.publisher.delivered == 3)
 
 
@@ -208,7 +225,7 @@ def test_a_different_container_or_reason_starts_its_own_event(
     kube.sink.emit(enriched(kube, kill(pid=5, t=3.0, container_survived=True)))
     fake_api.wait_for(lambda api: len(api.events) == 2)
     assert sorted(e["reason"] for e in fake_api.events.values()) == [
-        "ChildProcessOOMKilled", "OOMKillDetected"]
+        "ChildProcessOOMKilled", "ContainerOOMKill"]
 
 
 def test_expired_series_event_is_created_again(
@@ -236,9 +253,14 @@ def test_annotation_on_the_pod_is_opt_in(
         lambda api: api.pods[("shop", "web-7d4b9c8f6d-x2x9z")]["metadata"].get("annotations"))
     assert json.loads(pod["oomwatch.io/last-oom-kill"]) == {
         "time": "2026-11-22T08:05:00.000000+00:00", "kind": "memcg",
-        "reason": "OOMKillDetected", "container": "app", "victim": "python", "pid": 4242,
+        "reason": "ContainerOOMKill", "container": "app", "victim": "python", "pid": 4242,
         "scope": "container", "usage_bytes": 256 * 2**20, "limit_bytes": 256 * 2**20,
         "container_survived": False,
+        "verdict": "python (pid 4242) in pod shop/web-7d4b9c8f6d-x2x9z container app was"
+        " killed at its container memory limit of 256 MiB: mostly heap (97 %); set the"
+        " container's memory limit to at least 308Mi.",
+        "verdict_code": "limit-container", "findings": ["limit-container"],
+        "advice": "resize", "memory_limit": "308Mi",
     }
 
 

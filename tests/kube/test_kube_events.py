@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 import pytest
 from fakeapi import make_pod
 
+from oomwatch.diagnosis import diagnose
 from oomwatch.incident import Finding, Incident, Victim
 from oomwatch.kube.events import NOTE_MAX_BYTES, build_event, clip_utf8, event_reason
 from oomwatch.kube.pods import decode_pod
@@ -37,13 +38,17 @@ def test_init_container_kill_points_at_spec_init_containers() -> None:
     assert draft.body["eventTime"] == "2026-11-22T08:30:00.123456Z"
 
 
-def test_note_is_cut_at_1024_bytes() -> None:
+def test_note_is_cut_at_1024_bytes_in_the_advice_never_the_command() -> None:
     pod = decode_pod(make_pod(uid="11111111-2222-3333-4444-555555555555"))
-    incident = Incident(kind="eviction", pod_uid=pod.uid, findings=[
-        Finding("memory_pressure_eviction", "warning", "x" * 3000)])
+    incident = diagnose(Incident(kind="eviction", pod_uid=pod.uid, findings=[
+        Finding("memory_pressure_eviction", "warning", "x" * 3000)]))
+    incident.recommendation = {"action": "x", "message": "y" * 3000}
     draft = build_event(incident, "node-a", NOW, pod)
     assert draft is not None
-    assert len(draft.body["note"]) == NOTE_MAX_BYTES and draft.body["note"].endswith("...")
+    note = draft.body["note"]
+    assert len(note) == NOTE_MAX_BYTES and note.startswith(incident.verdict or "?")
+    assert "yyy... Findings: eviction. Full report: kubectl" in note
+    assert note.endswith(f"--pod {pod.namespace}/{pod.name}")
 
 
 @pytest.mark.parametrize("char", ["é", "内", "😀"])  # 2, 3 and 4 bytes in UTF-8
@@ -75,7 +80,13 @@ def test_kubepods_limit_kill_without_a_pod_is_a_node_event() -> None:
     assert draft is not None
     assert draft.body["regarding"] == {"apiVersion": "v1", "kind": "Node", "name": "node-a"}
     assert draft.namespace == "default"
-    assert "at the kubepods limit (node allocatable)" in draft.body["note"]
+    assert draft.body["note"].startswith("memcg OOM incident (not diagnosed). Full report:")
+    diagnosed = build_event(diagnose(incident), "node-a", NOW, None)
+    assert diagnosed is not None
+    assert diagnosed.body["note"].startswith(
+        "a (pid 1) in cgroup /kubepods was killed when node allocatable (all pods together)"
+        " ran out")
+    assert diagnosed.body["note"].endswith("oomwatch report --store /var/lib/oomwatch --last 5")
 
 
 def test_event_names_are_stable_for_the_same_kill() -> None:

@@ -1,21 +1,19 @@
-"""`daemonset/`: schema validation (Kubernetes 1.33), CRDs by structure, and the design rules."""
+"""`daemonset/`: every manifest and what `kubectl kustomize` builds from it, validated
+(kube_render.validate: Kubernetes 1.33 schemas, the Prometheus operator's CRD schemas), and
+the design rules."""
 
 from __future__ import annotations
 
 import os
 import re
-import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
-import kubernetes_validate
-import kustomize_build
 import pytest
 import yaml
-from kube_manifests import ANNOTATE_DIR, CRD_KINDS, DAEMONSET_DIR, documents, manifest_files
+from kube_manifests import ANNOTATE_DIR, DAEMONSET_DIR, documents, manifest_files
+from kube_render import kustomize, validate
 
-KUBERNETES_VERSION = "1.33.0"
 REPO = DAEMONSET_DIR.parent
 
 
@@ -24,10 +22,7 @@ def test_manifest_validates_against_the_kubernetes_schema(path: Path) -> None:
     docs = documents(path)
     assert docs, f"{path} has no objects"
     for doc in docs:
-        if doc["kind"] in CRD_KINDS:
-            continue  # operator CRD schemas not vendored: checked structurally below; the
-            # PrometheusRule's groups are the rule file promtool checks (tests/rules)
-        kubernetes_validate.validate(doc, KUBERNETES_VERSION, strict=True)
+        validate(doc)
 
 
 def one(kind: str, name: str = "oomwatch") -> dict[str, Any]:
@@ -48,10 +43,11 @@ def test_kustomization_lists_every_manifest() -> None:
     listed = set(kustomization["resources"])
     assert top_level - {"prometheusrule.yaml"} <= listed
     assert "prometheusrule.yaml" in listed  # the alerting rules ship with the agent
-    component = yaml.safe_load((ANNOTATE_DIR / "kustomization.yaml").read_text())
-    assert component["kind"] == "Component"
-    for resource in component["resources"]:
-        assert (ANNOTATE_DIR / resource).exists(), resource
+    for directory in sorted((DAEMONSET_DIR / "components").iterdir()):
+        component = yaml.safe_load((directory / "kustomization.yaml").read_text())
+        assert component["kind"] == "Component"
+        listed = set(component["resources"])
+        assert listed == {p.name for p in directory.glob("*.yaml")} - {"kustomization.yaml"}
 
 
 def test_annotate_component_adds_the_flag_to_the_agent() -> None:
@@ -62,17 +58,6 @@ def test_annotate_component_adds_the_flag_to_the_agent() -> None:
     spec = one("DaemonSet")["spec"]["template"]["spec"]
     assert spec["containers"][index]["name"] == "agent"
     assert op["value"] == "--annotate-pods"
-
-
-def kubectl_kustomize(path: Path) -> list[dict[str, Any]]:
-    """`kubectl kustomize` of $OOMWATCH_KUBECTL (dev.sh fetches kubectl 1.33), else PATH's."""
-    kubectl = os.environ.get("OOMWATCH_KUBECTL") or shutil.which("kubectl")
-    if kubectl is None:
-        pytest.skip("kubectl not installed: the build is checked by kustomize_build alone")
-    out = subprocess.run([kubectl, "kustomize", str(path)], capture_output=True, text=True,
-                         timeout=60)
-    assert out.returncode == 0, out.stderr
-    return [d for d in yaml.safe_load_all(out.stdout) if d]
 
 
 def user_kustomization(tmp_path: Path, annotate: bool) -> Path:
@@ -88,45 +73,27 @@ def user_kustomization(tmp_path: Path, annotate: bool) -> Path:
 
 @pytest.mark.parametrize("annotate", [False, True])
 def test_kustomize_builds_valid_objects(tmp_path: Path, annotate: bool) -> None:
-    """What `kubectl apply -k` would send, with and without the annotate component."""
-    docs = kustomize_build.build(user_kustomization(tmp_path, annotate))
+    """What `kubectl apply -k` would send (real kubectl 1.33), with and without the annotate
+    component."""
+    docs = kustomize(user_kustomization(tmp_path, annotate))
     for doc in docs:
-        if doc["kind"] not in CRD_KINDS:
-            kubernetes_validate.validate(doc, KUBERNETES_VERSION, strict=True)
+        validate(doc)
     (daemonset,) = [d for d in docs if d["kind"] == "DaemonSet"]
     pod_spec = daemonset["spec"]["template"]["spec"]
     agent = next(c for c in pod_spec["containers"] if c["name"] == "agent")
     assert ("--annotate-pods" in agent["args"]) is annotate
     placeholder = "@sha256:" + "0" * 64  # pinned by digest; the user sets the real ones
     assert {c["image"] for c in pod_spec["containers"] + pod_spec["initContainers"]} == {
-        "oomwatch" + placeholder, "quay.io/brancz/kube-rbac-proxy" + placeholder}
+        "oomwatch:0.1.0" + placeholder, "quay.io/brancz/kube-rbac-proxy:v0.19.1" + placeholder}
     roles = {d["metadata"]["name"] for d in docs if d["kind"] == "ClusterRole"}
     base = {"oomwatch", "oomwatch-kube-rbac-proxy", "oomwatch-metrics-reader"}
     assert roles == (base | {"oomwatch-annotate"} if annotate else base)
     kinds = {d["kind"] for d in docs}
     assert {"Namespace", "ServiceAccount", "ClusterRoleBinding", "DaemonSet", "Service",
             "NetworkPolicy", "PodMonitor", "PrometheusRule"} <= kinds
+    assert "ConfigMap" not in kinds  # settings.yaml is local config, consumed by the build
     policies = {"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
     assert (policies <= kinds) is annotate  # the patch grant never ships without its policy
-
-
-@pytest.mark.parametrize("annotate", [False, True])
-def test_python_kustomize_build_matches_kubectl(tmp_path: Path, annotate: bool) -> None:
-    path = user_kustomization(tmp_path, annotate)
-
-    def key(doc: dict[str, Any]) -> tuple[str, str, str]:
-        return doc["kind"], doc["metadata"].get("namespace", ""), doc["metadata"]["name"]
-
-    assert sorted(kubectl_kustomize(path), key=key) == sorted(kustomize_build.build(path),
-                                                               key=key)
-
-
-def test_python_kustomize_build_refuses_what_it_does_not_implement(tmp_path: Path) -> None:
-    (tmp_path / "kustomization.yaml").write_text(yaml.safe_dump({
-        "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
-        "resources": [os.path.relpath(DAEMONSET_DIR, tmp_path)], "namePrefix": "x-"}))
-    with pytest.raises(ValueError, match="namePrefix"):
-        kustomize_build.build(tmp_path)
 
 
 def test_agent_runs_unprivileged_and_only_the_relay_is_privileged() -> None:
@@ -173,6 +140,7 @@ def test_daemonset_mounts_env_probe_and_scheduling() -> None:
     assert probe == {"path": "/healthz", "port": "health"}
     assert agent["ports"] == [{"name": "health", "containerPort": 9718, "protocol": "TCP"}]
     assert spec["tolerations"] == [{"operator": "Exists"}]
+    assert spec["nodeSelector"] == {"kubernetes.io/os": "linux"}  # never on Windows nodes
     assert spec["priorityClassName"] == "system-node-critical"
     assert agent["resources"]["requests"] == {"cpu": "20m", "memory": "80Mi"}
 
@@ -277,3 +245,16 @@ def test_metrics_reach_scrapers_only_through_kube_rbac_proxy() -> None:
     assert rule["ports"] == [{"port": "metrics", "protocol": "TCP"}]  # not the health port
     assert policy["podSelector"]["matchLabels"].items() <= one("DaemonSet")["spec"]["template"][
         "metadata"]["labels"].items()
+
+
+def test_the_documented_overlay_gives_the_operator_objects_a_selector_label(
+    tmp_path: Path,
+) -> None:
+    """daemonset/README.md's overlay for kube-prometheus-stack's `release:` selectors."""
+    blocks = re.findall(r"```yaml\n(.*?)```", (DAEMONSET_DIR / "README.md").read_text(), re.S)
+    (overlay,) = [yaml.safe_load(b) for b in blocks if "PodMonitor|PrometheusRule" in b]
+    overlay["resources"] = [os.path.relpath(DAEMONSET_DIR, tmp_path)]
+    (tmp_path / "kustomization.yaml").write_text(yaml.safe_dump(overlay))
+    docs = kustomize(tmp_path)
+    labelled = {d["kind"] for d in docs if d["metadata"]["labels"].get("release")}
+    assert labelled == {"PodMonitor", "PrometheusRule"}

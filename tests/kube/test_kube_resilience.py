@@ -36,7 +36,7 @@ def test_events_wait_out_an_outage_and_arrive_in_order(
     fake_api.come_back()
     fake_api.wait_for(lambda api: len(api.events) == 2)
     reasons = [b["reason"] for op, b in fake_api.event_writes]
-    assert reasons == ["OOMKillDetected", "ChildProcessOOMKilled"]
+    assert reasons == ["ContainerOOMKill", "ChildProcessOOMKilled"]
     wait(lambda: kube.publisher.pending() == 0)
     assert kube.publisher.dropped == 0
 
@@ -69,7 +69,7 @@ def test_agent_started_during_an_outage_still_gets_its_event_out(
     assert kube.publisher.pending() == 1 and not fake_api.event_writes
     fake_api.come_back()
     (body,) = event_for(fake_api)
-    assert body["regarding"] == POD_REF and body["reason"] == "OOMKillDetected"
+    assert body["regarding"] == POD_REF and body["reason"] == "ContainerOOMKill"
 
 
 def test_503_and_429_are_retried(

@@ -18,6 +18,7 @@ from kube_scenario import (
     wait,
 )
 
+from oomwatch.diagnosis import diagnose
 from oomwatch.incident import (
     Incident,
 )
@@ -90,10 +91,12 @@ def test_oomkilled_without_a_kernel_kill_is_flagged(
         "false_oomkilled", UID, CID)
     assert incident.k8s is not None and incident.k8s.container == "app"
     assert incident.findings[0].code == "false_oomkilled"
-    kube.sink.emit(incident)
+    kube.sink.emit(diagnose(incident))  # the pipeline diagnoses it, as every incident
     (body,) = event_for(fake_api)
     assert (body["reason"], body["action"]) == ("OOMKilledWithoutKernelKill", "Verified")
-    assert body["note"].startswith("Kubernetes reports container app OOMKilled (exit code 137")
+    assert body["note"].startswith(
+        "Kubernetes shows pod shop/web-7d4b9c8f6d-x2x9z container app as OOMKilled")
+    assert " Findings: false-oomkilled. " in body["note"]
 
 
 def test_oomkilled_from_before_the_agent_started_is_not_judged(

@@ -11,11 +11,23 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from oomwatch import __version__
-from oomwatch.incident import Attribution, AttributionCandidate, Incident, PodContext, Victim
+from oomwatch.diagnosis import diagnose
+from oomwatch.incident import (
+    Attribution,
+    AttributionCandidate,
+    Breakdown,
+    Incident,
+    MemcgUsage,
+    PodContext,
+    Victim,
+)
 from oomwatch.sinks.metrics import Metrics, SeriesLabels
 
 UID = "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0"
-IDS = {"namespace": "ml", "pod": "trainer-0", "container": "main", "pod_uid": UID}
+IDS = {"namespace": "ml", "pod": "trainer-0", "container": "main", "pod_uid": UID,
+       "workload": "", "workload_type": ""}
+EMPTY = {"namespace": "", "pod": "", "container": "", "pod_uid": "", "workload": "",
+         "workload_type": ""}
 
 
 class FakeClock:
@@ -84,12 +96,11 @@ def test_kill_counters_over_http(served: tuple[Metrics, str, list[bool]]) -> Non
     sure = {"attribution": "certain"}
     kills = scraped["oomwatch_oom_kills_total"]
     assert (dict(IDS, kind="memcg", scope="container", **sure), 6.0) in kills
-    empty = {"namespace": "", "pod": "", "container": "", "pod_uid": ""}
-    assert (dict(empty, kind="global", scope="global", **sure), 1.0) in kills
+    assert (dict(EMPTY, kind="global", scope="global", **sure), 1.0) in kills
     # one incident per kill of the container: the 3-process group kill counts once
     incidents = scraped["oomwatch_oom_incidents_total"]
     assert (dict(IDS, kind="memcg", scope="container", **sure), 4.0) in incidents
-    assert (dict(empty, kind="global", scope="global", **sure), 1.0) in incidents
+    assert (dict(EMPTY, kind="global", scope="global", **sure), 1.0) in incidents
     assert scraped["oomwatch_group_oom_kills_total"] == [(IDS, 1.0)]
     assert scraped["oomwatch_child_process_oom_kills_total"] == [(IDS, 1.0)]
     assert scraped["oomwatch_kmsg_records_lost_total"] == [({}, 7.0)]
@@ -108,9 +119,8 @@ def test_an_ambiguous_kill_is_counted_on_no_pod(served: tuple[Metrics, str, list
         metrics.emit(_kill(pod_uid=None, k8s=None, limit_scope=None, attribution=Attribution(
             "counter", "ambiguous", candidates, "two counters rose")))
     scraped = _scrape(base)
-    empty = {"namespace": "", "pod": "", "container": "", "pod_uid": ""}
     assert scraped["oomwatch_oom_kills_total"] == [
-        (dict(empty, kind="memcg", scope="", attribution="ambiguous"), 2.0)
+        (dict(EMPTY, kind="memcg", scope="", attribution="ambiguous"), 2.0)
     ]
 
 
@@ -142,17 +152,22 @@ def test_memory_gauges_and_stale_series_are_forgotten(
     labels = SeriesLabels(**IDS)
     metrics.set_container_memory(labels, usage_bytes=200 << 20, limit_bytes=256 << 20)
     gone = SeriesLabels("ml", "old-0", "main", "11111111-2222-3333-4444-555555555555")
+    old = PodContext("ml", "old-0", "main")
+    assert SeriesLabels.of(_kill(pod_uid=gone.pod_uid, k8s=old)) == gone
     metrics.set_container_memory(gone, usage_bytes=1, limit_bytes=None)  # unlimited: no limit
     metrics.emit(_kill(pod_uid=gone.pod_uid, k8s=PodContext("ml", "old-0", "main")))
     scraped = _scrape(base)
     assert (IDS, float(200 << 20)) in scraped["oomwatch_container_memory_usage_bytes"]
+    # no inactive file known: the working set is the usage
+    assert (IDS, float(200 << 20)) in scraped["oomwatch_container_memory_working_set_bytes"]
     assert scraped["oomwatch_container_memory_limit_bytes"] == [(IDS, float(256 << 20))]
 
     clock.now += 120  # past the gauge grace: only the live container is refreshed
     metrics.set_container_memory(labels, usage_bytes=210 << 20, limit_bytes=256 << 20)
-    assert metrics.forget_stale() == 1
+    assert metrics.forget_stale() == 2  # the gone container's usage and working set
     scraped = _scrape(base)
     assert scraped["oomwatch_container_memory_usage_bytes"] == [(IDS, float(210 << 20))]
+    assert scraped["oomwatch_container_memory_working_set_bytes"] == [(IDS, float(210 << 20))]
     assert any(lab["pod"] == "old-0" for lab, _ in scraped["oomwatch_oom_kills_total"])
 
     clock.now += 1200  # past the counter grace too
@@ -162,6 +177,31 @@ def test_memory_gauges_and_stale_series_are_forgotten(
     assert "oomwatch_oom_kills_total" not in scraped
     assert "oomwatch_oom_incidents_total" not in scraped
     assert scraped["oomwatch_container_memory_usage_bytes"] == [(IDS, float(210 << 20))]
+
+
+def test_working_set_workload_labels_findings_and_no_created_series(
+    served: tuple[Metrics, str, list[bool]]
+) -> None:
+    """`ContainerMemoryNearLimit` reads the working set (usage minus inactive file cache), not
+    usage with its page cache; the owner is a label; findings are counted by code; and no
+    counter has a `_created` twin."""
+    metrics, base, _ = served
+    web = PodContext("shop", "web-7d4b9c8f6d-x2x9z", "app", owner_kind="Deployment",
+                     owner_name="web")
+    kill = diagnose(_kill(k8s=web, memcg=MemcgUsage(usage_bytes=256 << 20, limit_bytes=256 << 20),
+                          breakdown_bytes=Breakdown(anon=40 << 20, file=210 << 20,
+                                                    shmem=200 << 20)))
+    metrics.emit(kill)
+    labels = SeriesLabels.of(kill)
+    assert (labels.workload, labels.workload_type) == ("web", "deployment")
+    metrics.set_container_memory(labels, 900 << 20, 1 << 30, working_set_bytes=300 << 20)
+    scraped = _scrape(base)
+    ids = dict(labels._asdict())
+    assert scraped["oomwatch_container_memory_working_set_bytes"] == [(ids, float(300 << 20))]
+    assert scraped["oomwatch_container_memory_usage_bytes"] == [(ids, float(900 << 20))]
+    assert {lab["finding"] for lab, _ in scraped["oomwatch_oom_findings_total"]} == {
+        f.code for f in kill.findings} == {"limit-container", "tmpfs-shmem"}
+    assert not [name for name in scraped if name.endswith("_created")]
 
 
 def test_healthz_follows_the_health_callable(served: tuple[Metrics, str, list[bool]]) -> None:

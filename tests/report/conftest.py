@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from contract import validate_report
 
 from oomwatch.cli import main as cli_main
 
@@ -30,7 +31,9 @@ class Run:
     err: str
 
     def json(self) -> dict[str, Any]:
+        """The `--json` document, validated against schemas/report.schema.json."""
         doc: dict[str, Any] = json.loads(self.out)
+        validate_report(doc)
         return doc
 
 

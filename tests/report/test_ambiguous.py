@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from oomwatch.cgroup_identity import annotate
+from oomwatch.diagnosis import diagnose
 from oomwatch.diagnosis.verdict import short_where
 from oomwatch.incident import Attribution, AttributionCandidate, Incident, Victim
 from oomwatch.report import page, text
@@ -17,7 +18,7 @@ REASON = "two cgroups' oom_kill counters rose at its time"
 def ambiguous() -> Incident:
     incident = Incident(
         kind="memcg", kernel_time_s=10.0, header_suppressed=True,
-        victims=[Victim(pid=4242, comm="python3", anon_rss_kb=40000)],
+        victims=[Victim(pid=4242, comm="python3", anon_rss_bytes=40000 * 1024)],
         attribution=Attribution("counter", "ambiguous",
                                 [AttributionCandidate(A), AttributionCandidate(B)], REASON),
     )
@@ -54,10 +55,15 @@ def test_pod_filter_finds_an_ambiguous_kill_by_any_candidate() -> None:
 
 
 def test_log_line_names_the_candidates_and_why() -> None:
-    fields = incident_fields(ambiguous())
-    assert fields["pod_uid"] is None and fields["attribution"] == "ambiguous"
+    fields = incident_fields(diagnose(ambiguous()))
+    assert "in one of pods ml/worker-0, uid 22222222-" in fields["message"]
+    assert "k8s.pod.uid" not in fields and fields["attribution"] == "ambiguous"
     assert fields["attribution_reason"] == REASON
     assert [c["cgroup"] for c in fields["candidates"]] == [A, B]
+    # Candidates follow the line's rules: OpenTelemetry names, nothing unknown, no nulls.
+    assert fields["candidates"][0]["k8s.pod.name"] == "worker-0"
+    assert all(None not in c.values() for c in fields["candidates"])
+    assert all("k8s.pod.uid" in c for c in fields["candidates"])
 
 
 def test_the_verdict_and_summary_cell_say_one_of_pods() -> None:

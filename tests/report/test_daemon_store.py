@@ -3,21 +3,18 @@
 
 from __future__ import annotations
 
-import json
-import signal
-import socket
-import subprocess
-import sys
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from daemon.conftest import DaemonProcess, seed_cursor_at_log_end, start_daemon
 
 from oomwatch.lab import ScratchMemcg, kubelet_layout, provoke_kill
 from oomwatch.lab.fixtures import memcg_v1, scratch
 
-__all__ = ["memcg_v1", "scratch"]
+__all__ = ["memcg_v1", "scratch", "start_daemon"]
 
 MIB = 1 << 20
 CONTAINER_ID = "5e1f" * 16
@@ -25,46 +22,12 @@ CONTAINER_ID = "5e1f" * 16
 pytestmark = [pytest.mark.kernel, pytest.mark.slow]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _start_daemon(state: Path) -> subprocess.Popen[bytes]:
-    argv = [
-        sys.executable,
-        "-m",
-        "oomwatch.cli",
-        "run",
-        "--standalone",
-        "--state-dir",
-        str(state),
-        "--metrics-address",
-        f"127.0.0.1:{_free_port()}",
-        "--cgroup-root",
-        "/sys/fs/cgroup",
-        "--log-format",
-        "json",
-        "--sample-interval-s",
-        "0.25",
-    ]
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    assert proc.stdout is not None
-    deadline = time.monotonic() + 30.0
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if not line:
-            break
-        if json.loads(line).get("event") == "started":
-            return proc
-    proc.kill()
-    raise AssertionError(f"oomwatch run did not start: {proc.stderr.read().decode()[-2000:]}")
-
-
-def test_daemon_store_to_report(report, scratch: ScratchMemcg, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_daemon_store_to_report(  # type: ignore[no-untyped-def]
+    report, scratch: ScratchMemcg, start_daemon: Callable[..., DaemonProcess], tmp_path: Path
+) -> None:
     state = tmp_path / "state"
-    daemon = _start_daemon(state)
+    seed_cursor_at_log_end(state)  # the ring's earlier kills are not this test's
+    daemon = start_daemon("--sample-interval-s", "0.25")
     try:
         pod_uid = str(uuid.uuid4())
         container = kubelet_layout(
@@ -86,8 +49,7 @@ def test_daemon_store_to_report(report, scratch: ScratchMemcg, tmp_path: Path) -
                 ]
             time.sleep(0.5)
     finally:
-        daemon.send_signal(signal.SIGTERM)
-        daemon.wait(15)
+        daemon.stop()
     assert len(ours) == 1, "the daemon did not store our kill"
     [incident] = ours
     assert incident["pod_uid"] == pod_uid and incident["container_id"] == CONTAINER_ID

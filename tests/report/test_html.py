@@ -53,11 +53,11 @@ def _incident() -> Incident:
         wall_time="2026-11-22T08:00:00+00:00",
         oom_memcg=CONTAINER,
         task_memcg=CONTAINER,
-        memcg=MemcgUsage(usage_kb=256 * 1024, limit_kb=256 * 1024, failcnt=9),
+        memcg=MemcgUsage(usage_bytes=256 * 2**20, limit_bytes=256 * 2**20, failcnt=9),
         breakdown_bytes=Breakdown(
             anon=250 * MIB, file=6 * MIB, shmem=MIB, thp=125 * MIB, kernel=MIB
         ),
-        victims=[Victim(pid=4242, comm="trainer<b>x</b>", anon_rss_kb=250 * 1024)],
+        victims=[Victim(pid=4242, comm="trainer<b>x</b>", anon_rss_bytes=250 * 1024 * 1024)],
         pod_uid="28fcb1a0-a45c-44e7-b9bf-e3b9360bedba",
         container_id="a" * 64,
         qos_class="burstable",

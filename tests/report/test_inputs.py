@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from contract import validate_report
 
 from oomwatch.report import journal, sniff
 
@@ -40,6 +41,8 @@ def _report(args: list[str], data: bytes | None = None) -> tuple[int, dict[str, 
         check=False,
     )
     doc = json.loads(proc.stdout) if proc.stdout else {}
+    if doc:
+        validate_report(doc)
     return proc.returncode, doc, proc.stderr.decode()
 
 

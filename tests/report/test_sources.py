@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from contract import validate_report
 
 from oomwatch.cgroup_identity import annotate
 from oomwatch.decode import decode_text
@@ -73,7 +74,7 @@ def test_live_kernel_log(report) -> None:  # type: ignore[no-untyped-def]
     run = report("--json")
     assert run.rc == 0, run.err
     doc = run.json()
-    assert set(doc) == {"incidents", "warnings"}
+    assert set(doc) == {"schema_version", "incidents", "warnings"}
     for incident in doc["incidents"]:
         assert incident["source_format"] == "kmsg"
         if incident["kernel_time_s"] is not None:
@@ -95,4 +96,6 @@ def test_kmsg_device_given_as_file_reads_the_ring_without_blocking() -> None:
         check=False,
     )
     assert proc.returncode == 0, proc.stderr
-    assert set(json.loads(proc.stdout)) == {"incidents", "warnings"}
+    doc = json.loads(proc.stdout)
+    validate_report(doc)
+    assert set(doc) == {"schema_version", "incidents", "warnings"}

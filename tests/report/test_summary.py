@@ -110,7 +110,8 @@ def test_every_corpus_verdict_is_one_sentence_to_read_aloud() -> None:
     for incident in incidents:
         line = verdict(incident)
         assert len(line) <= VERDICT_MAX_CHARS, line
-        assert line.endswith(".") and "\n" not in line and line[0].isalnum()
+        # it starts with the victim's name, which may be `(resolved)` (corpus 74)
+        assert line.endswith(".") and "\n" not in line and not line[0].isspace()
         assert verdict_code(incident) in {
             *(f.code for f in incident.findings), "no-kill", "limit-unknown"
         }
@@ -124,7 +125,9 @@ HOSTILE = st.text(alphabet="\x1b[2J\u202e界 abc", min_size=15, max_size=15)
 @settings(max_examples=60, deadline=None)
 @given(HOSTILE, HOSTILE, st.integers(0, 8), st.booleans())
 def test_verdict_fits_whatever_the_names(comm: str, pod: str, more: int, named: bool) -> None:
-    victims = [Victim(pid=4_194_304 + n, comm=comm, anon_rss_kb=1 << 30) for n in range(more + 1)]
+    victims = [
+        Victim(pid=4_194_304 + n, comm=comm, anon_rss_bytes=1 << 40) for n in range(more + 1)
+    ]
     incident = Incident(
         kind="memcg",
         limit_scope="container",
@@ -132,7 +135,7 @@ def test_verdict_fits_whatever_the_names(comm: str, pod: str, more: int, named: 
         oom_memcg="/kubepods/burstable/pod" + "a" * 36 + "/" + "f" * 64,
         pod_uid="a" * 36,
         container_id="f" * 64,
-        memcg=MemcgUsage(usage_kb=1 << 30, limit_kb=1 << 30),
+        memcg=MemcgUsage(usage_bytes=1 << 40, limit_bytes=1 << 40),
         victims=victims,
         k8s=PodContext(namespace=pod * 4, pod=pod * 8, container=pod) if named else None,
     )
@@ -140,12 +143,13 @@ def test_verdict_fits_whatever_the_names(comm: str, pod: str, more: int, named: 
     assert len(line) <= VERDICT_MAX_CHARS and "\x1b" not in line and "\u202e" not in line
 
 
-def test_json_contract_only_grows(report, log300: str) -> None:  # type: ignore[no-untyped-def]
+def test_json_incidents_are_the_incident_fields(report, log300: str) -> None:  # type: ignore[no-untyped-def]
     doc = report(log300, "--json").json()
-    assert set(doc) == {"incidents", "warnings"} and len(doc["incidents"]) == 300
+    assert set(doc) == {"schema_version", "incidents", "warnings"}
+    assert len(doc["incidents"]) == 300
     fields = {f.name for f in dataclasses.fields(Incident)}
     for incident in doc["incidents"]:
-        assert set(incident) == fields | {"verdict", "verdict_code", "unknown"}
+        assert set(incident) == fields | {"unknown"}
     assert {i["verdict_code"] for i in doc["incidents"]} >= {"limit-pod", "limit-node"}
 
 

@@ -33,8 +33,12 @@ KUBE_STATE_METRICS = {
     "kube_daemonset_status_number_unavailable": {"OOMWatchAgentDown"},
     "kube_daemonset_status_desired_number_scheduled": {"OOMWatchAgentDown"},
 }
-# Labels Prometheus adds to every scraped series (the agent never exports them).
-TARGET_LABELS = frozenset({"instance", "job", "node"})
+# node_exporter series, allowed only in the dashboard panel that checks oomwatch's kill count
+# against the kernel's (never in a rule: a node without node_exporter must alert the same).
+NODE_EXPORTER = frozenset({"node_vmstat_oom_kill"})
+# Labels Prometheus adds to every scraped series (the agent never exports them); `cluster` is
+# a multi-cluster Prometheus's external label.
+TARGET_LABELS = frozenset({"instance", "job", "node", "cluster"})
 
 _STRING = re.compile(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'|`[^`]*`')
 _GRAFANA_VAR = re.compile(r"\$\{[^}]*\}|\$\w+")
@@ -122,13 +126,14 @@ def panel_queries() -> list[tuple[str, str]]:
 
 
 def dashboard_expressions(dashboard: dict[str, Any]) -> list[str]:
-    """Every PromQL expression of every panel and every query variable."""
+    """Every PromQL expression of every panel, annotation and query variable."""
     exprs = [
         target["expr"]
         for panel in dashboard_panels(dashboard)
         for target in panel.get("targets", [])
         if target.get("expr")
     ]
+    exprs += [a["expr"] for a in dashboard.get("annotations", {}).get("list", []) if a.get("expr")]
     for variable in dashboard.get("templating", {}).get("list", []):
         if variable.get("type") != "query":
             continue
@@ -143,7 +148,7 @@ def grafana_to_promql(expr: str) -> str:
     """A dashboard expression with Grafana's variables replaced, for a real Prometheus."""
     expr = expr.replace("$__range", "1h").replace("$__rate_interval", "1m")
     expr = expr.replace("$__interval", "1m")
-    return re.sub(r"\$\{?namespace\}?", ".*", expr)
+    return re.sub(r"\$\{?(?:cluster|node|namespace|workload)\}?", ".*", expr)
 
 
 def exported_names(exposition: str) -> dict[str, set[str] | None]:
@@ -200,7 +205,7 @@ def assert_all_exported(exported: dict[str, set[str] | None]) -> None:
     """Every name the rules and the dashboard use is exported, with the labels they match on
     (but for the few kube-state-metrics series of the agent-down alert, and only there)."""
     recorded = recording_names()
-    external = PROMETHEUS_SYNTHETIC | KUBE_STATE_METRICS.keys()
+    external = PROMETHEUS_SYNTHETIC | KUBE_STATE_METRICS.keys() | NODE_EXPORTER
     missing = {
         name: sorted(where)
         for name, where in referenced_names().items()

@@ -41,11 +41,45 @@ def test_dashboard_has_the_panels_the_issue_asks_for() -> None:
         return any(re.search(pattern, e) for e in exprs)
 
     assert some(r"sum by \(namespace, pod\) \(container:oomwatch_oom_kills:increase5m")
-    assert some(r"topk\(\d+, container:oomwatch_memory_usage_over_limit:ratio")
+    assert some(r"topk\(\d+, container:oomwatch_memory_working_set_over_limit:ratio")
+    assert some(r"^oomwatch_container_memory_working_set_bytes\{")
+    assert some(r"sum by \(finding\) .*oomwatch_oom_findings_total")
     assert some(r"sum by \(kind, scope\) \(container:oomwatch_oom_kills:increase5m")
     assert some(r"node:oomwatch_kmsg_records_lost:increase10m")
     assert some(r"node:oomwatch_oom_reports_suppressed:increase10m")
-    assert some(r'up\{job="oomwatch"\}')
+    assert some(r'up\{job="oomwatch"')
+
+
+def test_variables_for_cluster_node_namespace_and_workload() -> None:
+    dashboard = load_dashboard()
+    names = [v["name"] for v in dashboard["templating"]["list"]]
+    assert names == ["datasource", "cluster", "node", "namespace", "workload"]
+    for expr in [e for _, e in panel_queries()]:
+        if "oomwatch_" in expr or "container:" in expr or "node:" in expr:
+            assert '$cluster' in expr, expr  # every oomwatch query follows the cluster choice
+        if re.search(r"oomwatch_container_memory|container:oomwatch_|oomwatch_oom_findings", expr):
+            assert "$workload" in expr and "$namespace" in expr, expr
+
+
+def test_kills_are_marked_on_the_memory_panels() -> None:
+    dashboard = load_dashboard()
+    [kills] = [a for a in dashboard["annotations"]["list"] if a.get("name") == "OOM kills"]
+    memory = [p["id"] for p in dashboard_panels(dashboard)
+              if "oomwatch_container_memory" in " ".join(t["expr"] for t in p.get("targets", []))
+              or "working_set_over_limit" in " ".join(t["expr"] for t in p.get("targets", []))]
+    assert kills["enable"] and sorted(kills["filter"]["ids"]) == sorted(memory) and memory
+    # a kill counter appears at its first kill: the mark must see that kill too
+    assert "unless" in kills["expr"] and "offset 1m" in kills["expr"]
+
+
+def test_the_kernel_count_panel_compares_like_with_like() -> None:
+    """node_vmstat_oom_kill counts processes the OOM killer killed (the kernel's `oom_kill`
+    event, once per victim): the same unit as oomwatch_oom_kills_total, never incidents."""
+    [panel] = [p for p in dashboard_panels(load_dashboard())
+               if "node_vmstat_oom_kill" in " ".join(t["expr"] for t in p.get("targets", []))]
+    exprs = " ".join(t["expr"] for t in panel["targets"])
+    assert "oomwatch_oom_kills_total" in exprs and "oomwatch_oom_incidents_total" not in exprs
+    assert "by (node)" in exprs
 
 
 def test_every_dashboard_query_runs_in_prometheus(prometheus_binary: str, tmp_path: Path) -> None:

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from daemon.test_agent_offline import REPORT, events, make_tree
 
-from oomwatch.incident import Incident, PodContext, Victim
+from oomwatch.incident import Finding, Incident, PodContext, Victim
 from oomwatch.sinks.metrics import Metrics, SeriesLabels
 
 from .conftest import free_port, http_get
@@ -42,17 +42,19 @@ from .promql import (
 UID = "5d1c7a52-8d8e-4a53-9d0b-2f4c1d3e5a60"
 POD = PodContext(namespace="shop", pod="cart-0", container="api")
 # The label sets the rules and their templates rely on (the agreed metric contract).
-IDENTITY = {"namespace", "pod", "container", "pod_uid"}
+IDENTITY = {"namespace", "pod", "container", "pod_uid", "workload", "workload_type"}
 CONTRACT_LABELS = {
     "oomwatch_oom_kills_total": IDENTITY | {"kind", "scope", "attribution"},
     "oomwatch_oom_incidents_total": IDENTITY | {"kind", "scope", "attribution"},
     "oomwatch_group_oom_kills_total": IDENTITY,
     "oomwatch_child_process_oom_kills_total": IDENTITY,
+    "oomwatch_oom_findings_total": IDENTITY | {"finding"},
     "oomwatch_framework_oom_total": IDENTITY | {"framework"},
     "oomwatch_kmsg_records_lost_total": set(),
     "oomwatch_oom_reports_suppressed_total": set(),
     "oomwatch_last_oom_kill_timestamp_seconds": set(),
     "oomwatch_container_memory_usage_bytes": IDENTITY,
+    "oomwatch_container_memory_working_set_bytes": IDENTITY,
     "oomwatch_container_memory_limit_bytes": IDENTITY,
     "oomwatch_build_info": {"version"},
 }
@@ -167,7 +169,7 @@ def test_every_incident_kind_exports_the_contract_labels(
     served_metrics: tuple[Metrics, str],
 ) -> None:
     metrics, url = served_metrics
-    metrics.emit(_kill())
+    metrics.emit(_kill(findings=[Finding("limit-container", "info", "x")]))
     metrics.emit(_kill(kind="global", limit_scope="global"))
     metrics.emit(_kill(group_kill=True, group_cgroup="/kubepods/burstable/pod" + UID))
     metrics.emit(_kill(container_survived=True))

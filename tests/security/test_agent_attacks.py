@@ -59,7 +59,7 @@ def put(agent: AgentProc, name: str, geometry: RingGeometry, head: dict[str, Any
 
 def kernel_kill_logged(agent: AgentProc, pid: int, timeout_s: float) -> float | None:
     return agent.wait_line(lambda line: line.get("event") == "oom_kill"
-                           and line.get("victim_pid") == pid, timeout_s)  # fmt: skip
+                           and line.get("process.pid") == pid, timeout_s)  # fmt: skip
 
 
 def test_110_full_probe_files_keep_the_agent_far_under_its_limit(tmp_path: Path) -> None:

@@ -1,0 +1,76 @@
+"""The agent with a cluster on a real cgroup v2 kernel: a memory.oom.group kill (what kubelet
+>= 1.28 sets on v2 for every container) becomes one GroupOOMKill Event on the pod, through
+the fake API server -- the v2 twin of tests/kube/test_kube_e2e_kernel.py."""
+
+from __future__ import annotations
+
+import signal
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from oomwatch.lab import ScratchMemcg, kubelet_layout, spawn_hog, wait_rate_limit_window
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "kube"))
+from fakeapi import FakeApiServer, make_pod
+from test_kube_e2e_kernel import NODE, Daemon
+
+pytestmark = pytest.mark.kernel
+MIB = 1 << 20
+
+
+@pytest.fixture
+def cluster(tmp_path: Path, memcg_v2: None) -> Iterator[tuple[FakeApiServer, Daemon]]:
+    # No cursor: the agent first decodes the whole ring (earlier tests' bursts, for tens of
+    # seconds under emulation).  Header-less kills of that backlog still waiting when ours
+    # is counted must not be placed in our pod: they were read before our counter was last
+    # seen unchanged, so our rise is not theirs.
+    api = FakeApiServer().start()
+    agent = Daemon(tmp_path, api.url, [])
+    try:
+        yield api, agent
+    finally:
+        agent.stop()
+        api.stop()
+
+
+def test_group_kill_is_one_group_event_on_the_pod(
+    cluster: tuple[FakeApiServer, Daemon], scratch_v2: ScratchMemcg
+) -> None:
+    api, agent = cluster
+    pod_uid, container_id = str(uuid.uuid4()), uuid.uuid4().hex * 2
+    api.put_pod(make_pod("web-0", "shop", uid=pod_uid, node=NODE, owner=("StatefulSet", "web"),
+                         labels={}, statuses=[{
+                             "name": "app", "containerID": f"containerd://{container_id}",
+                             "restartCount": 0,
+                             "state": {"running": {"startedAt": "2026-11-22T08:00:00Z"}}}]))
+    container = kubelet_layout(scratch_v2, pod_uid, container_id, driver="systemd",
+                               container_limit_bytes=64 * MIB)
+    container.set_oom_group()
+    peer = spawn_hog(container, "idle", mb=4, comm="v2-sidekick")
+    assert peer.wait_for("holding", timeout_s=60) == "holding"
+    started = agent.wait_line(lambda line: line.get("event") == "started", timeout_s=120)
+    assert started["standalone"] is False and started["cgroup_versions"] == [2]
+    api.wait_for(lambda a: ("watch", "", "pods") in a.seen(), timeout_s=60)
+
+    wait_rate_limit_window()
+    hog = spawn_hog(container, mode="anon", mb=200, comm="v2-web")
+    assert hog.wait(60) == -signal.SIGKILL and peer.wait(10) == -signal.SIGKILL
+
+    def ours(a: FakeApiServer) -> list[dict[str, Any]]:
+        return [e for e in a.events.values() if e["regarding"].get("uid") == pod_uid]
+
+    [event] = api.wait_for(ours, timeout_s=60)
+    assert event["reason"] == "GroupOOMKill"
+    assert event["regarding"]["fieldPath"] == "spec.containers{app}"
+    line = agent.wait_line(lambda ln: ln.get("pod") == "web-0", timeout_s=20)
+    assert (line["namespace"], line["container"], line["group_kill"]) == ("shop", "app", True)
+    assert set(line["victim_pids"]) == {hog.pid, peer.pid}
+    time.sleep(5.0)  # past the reconciliation grace: the primary's second count is no event
+    assert len(ours(api)) == 1, ours(api)
+    assert [e["reason"] for e in ours(api)] == ["GroupOOMKill"]
