@@ -218,6 +218,21 @@ class Attribution:
 
 
 @dataclass(slots=True)
+class ForecastRecord:
+    """Whether oomwatch warned of this kill before it came (`MemoryLimitApproaching`), how
+    early, and what it said; or, unwarned, why the forecast held back."""
+
+    predicted: bool
+    warned_at: str | None = None  # ISO-8601 wall clock of the warning
+    lead_time_seconds: float | None = None  # from the warning to the kill
+    seconds_to_oom_at_warning: float | None = None  # what the warning predicted
+    confidence: float | None = None
+    confidence_level: str | None = None  # high, medium
+    growing: str | None = None  # what grew, in words
+    reason: str | None = None  # unwarned: the forecaster's last word on this container
+
+
+@dataclass(slots=True)
 class Incident:
     """Everything known about one OOM kill (or one group kill, or one framework OOM)."""
 
@@ -276,6 +291,8 @@ class Incident:
     # not lines of the kernel report (which never arrived, or printed no header).
     memcg_sampled: bool = False
     timeline: Timeline | None = None
+    # Joined from the pre-OOM warnings (issue 17); None where no container was forecast.
+    forecast: ForecastRecord | None = None
     # --- added by Kubernetes enrichment ---
     k8s: PodContext | None = None
     # --- added by the probe join (allocator state of the trainer) ---
@@ -326,6 +343,7 @@ class Incident:
         kwargs["memcg"] = _opt(MemcgUsage, data.get("memcg"))
         kwargs["breakdown_bytes"] = _opt(Breakdown, data.get("breakdown_bytes"))
         kwargs["k8s"] = _opt(PodContext, data.get("k8s"))
+        kwargs["forecast"] = _opt(ForecastRecord, data.get("forecast"))
         attribution = data.get("attribution")
         if attribution is not None:
             candidates = [

@@ -85,11 +85,46 @@ _MIGRATIONS: tuple[str, ...] = (
         oom_group_kill INTEGER NOT NULL
     );
     """,
+    """
+    CREATE TABLE forecasts (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        cgroup TEXT NOT NULL,
+        pod_uid TEXT,
+        container_id TEXT,
+        started_at_s REAL NOT NULL,
+        ended_at_s REAL,
+        outcome TEXT,
+        data TEXT NOT NULL
+    );
+    CREATE INDEX forecasts_cgroup ON forecasts (cgroup, started_at_s);
+    """,
 )
 SCHEMA_VERSION = len(_MIGRATIONS)
 # The migrations an agent at the schema before them cannot work with (store_upgrade): add a
 # migration's number here unless it only adds tables, indexes or columns with a default.
 _BREAKING_MIGRATIONS: tuple[int, ...] = (1,)
+
+
+@dataclass(frozen=True, slots=True)
+class StoredWarning:
+    """A pre-OOM warning as the store keeps it: when, how it ended, what it forecast."""
+
+    id: int
+    started_at_s: float
+    ended_at_s: float | None
+    outcome: str | None  # None while in force; "killed" or "cleared"
+    data: dict[str, Any]
+    cgroup: str
+
+
+def _stored_warning(row: tuple[Any, ...]) -> StoredWarning:
+    """From (id, started_at_s, ended_at_s, outcome, data, cgroup)."""
+    try:
+        data = json.loads(row[4])
+    except ValueError:
+        data = {}
+    return StoredWarning(int(row[0]), float(row[1]), row[2], row[3],
+                         data if isinstance(data, dict) else {}, str(row[5]))  # fmt: skip
 
 
 class StoreError(Exception):
@@ -457,6 +492,7 @@ class IncidentStore:
         before = self.count()
         cutoff_s = now_s - self._max_age_s
         self._db.execute("DELETE FROM incidents WHERE detected_at_s < ?", (cutoff_s,))
+        self._db.execute("DELETE FROM forecasts WHERE started_at_s < ?", (cutoff_s,))
         kernel = ",".join(f"'{k}'" for k in KERNEL_KILL_KINDS)
         for where, keep in ((f"kind IN ({kernel})", self._max_incidents),
                             (f"kind NOT IN ({kernel})", self._max_other)):  # fmt: skip
@@ -466,6 +502,51 @@ class IncidentStore:
                 (keep,),
             )
         return before - self.count()
+
+    # --- pre-OOM warnings (issue 17) ---
+
+    @_locked
+    def add_warning(
+        self, cgroup: str, pod_uid: str | None, container_id: str | None, started_at_s: float,
+        data: Mapping[str, Any],
+    ) -> int:
+        """Record a warning (a `MemoryLimitApproaching` forecast) as it starts; returns its id."""
+        cur = self._db.execute(
+            "INSERT INTO forecasts (cgroup, pod_uid, container_id, started_at_s, data)"
+            " VALUES (?, ?, ?, ?, ?)",
+            (cgroup, pod_uid, container_id, started_at_s, json.dumps(data, separators=(",", ":"))),
+        )
+        return int(cur.lastrowid or 0)
+
+    @_locked
+    def end_warning(self, warning_id: int, ended_at_s: float, outcome: str) -> None:
+        """`killed` (the kill came) or `cleared` (the forecast went away); the first word stays."""
+        self._db.execute(
+            "UPDATE forecasts SET ended_at_s = ?, outcome = ? WHERE id = ? AND outcome IS NULL",
+            (ended_at_s, outcome, warning_id),
+        )
+
+    @_locked
+    def warning_before(self, cgroup: str, at_s: float, grace_s: float) -> StoredWarning | None:
+        """The latest warning of a cgroup that started by `at_s` and was still in force, or
+        ended at most `grace_s` before it (a kill may come while the forecast wavers)."""
+        row = self._db.execute(
+            "SELECT id, started_at_s, ended_at_s, outcome, data, cgroup FROM forecasts"
+            " WHERE cgroup = ? AND started_at_s <= ? AND (ended_at_s IS NULL OR ended_at_s >= ?)"
+            " ORDER BY started_at_s DESC LIMIT 1",
+            (cgroup, at_s, at_s - grace_s),
+        ).fetchone()
+        return None if row is None else _stored_warning(row)
+
+    @_locked
+    def warnings(self, since_s: float = 0.0) -> list[StoredWarning]:
+        """Warnings started since an epoch time, oldest first (bench, report)."""
+        rows = self._db.execute(
+            "SELECT id, started_at_s, ended_at_s, outcome, data, cgroup FROM forecasts"
+            " WHERE started_at_s >= ? ORDER BY started_at_s, id",
+            (since_s,),
+        ).fetchall()
+        return [_stored_warning(row) for row in rows]
 
     # --- kmsg cursor ---
 

@@ -89,6 +89,14 @@ def parser() -> argparse.ArgumentParser:
         metavar="MB",
         help="keep a tensor of MB alive per training step",
     )
+    mem.add_argument(
+        "--min-step-s",
+        type=float,
+        default=0.0,
+        metavar="S",
+        help="make each training step take at least S seconds, as a real model's does (with"
+        " --leak-mb-per-step: a leak at a real pace rather than a burst)",
+    )
     mem.add_argument("--workers", type=int, default=0, help="DataLoader worker processes")
     mem.add_argument(
         "--shm",
@@ -179,6 +187,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         grand_chunk=args.grand_chunk,
         workers=args.workers,
         leak_mb_per_step=args.leak_mb_per_step,
+        min_step_s=args.min_step_s,
         device=args.device,
     )
     params = parameter_count(mlp(split.features, args.hidden, split.classes, 0))

@@ -29,6 +29,7 @@ class ExperimentConfig:
     grand_chunk: int = 256
     workers: int = 0
     leak_mb_per_step: float = 0.0
+    min_step_s: float = 0.0
     device: str = "cpu"
     train: TrainConfig = field(init=False)
 
@@ -46,6 +47,7 @@ class ExperimentConfig:
             hidden=self.hidden,
             workers=self.workers,
             leak_mb_per_step=self.leak_mb_per_step,
+            min_step_s=self.min_step_s,
             device=self.device,
         )
 

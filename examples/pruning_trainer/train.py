@@ -7,6 +7,7 @@ them back through shared memory.  Every step tells the probe where training is.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
@@ -34,6 +35,9 @@ class TrainConfig:
     hidden: int = 128
     workers: int = 0
     leak_mb_per_step: float = 0.0
+    # A step takes at least this long (a real model's step takes 0.1-1 s; this MLP's takes
+    # microseconds, so its leak would fill any limit in a second, a spike, not a leak).
+    min_step_s: float = 0.0
     device: str = "cpu"  # "cuda" runs model and batches on the GPU; data stays on the host
     leaked: list[torch.Tensor] = field(default_factory=list)  # the leak scenario's victims
 
@@ -86,6 +90,7 @@ def train(
     optimiser = torch.optim.Adam(model.parameters(), lr=cfg.lr, fused=True)
     gen = torch.Generator().manual_seed(seed)
     step = 0
+    started_s = time.monotonic()
     leak_elems = int(cfg.leak_mb_per_step * (1 << 20) / 4)
     model.train()
     for epoch in range(cfg.epochs):
@@ -100,6 +105,8 @@ def train(
             step += 1
             if leak_elems:
                 cfg.leaked.append(torch.ones(leak_elems, device=device))
+            if cfg.min_step_s > 0:
+                time.sleep(max(0.0, started_s + step * cfg.min_step_s - time.monotonic()))
             report(phase, epoch=epoch, step=step, batch_size=int(y.shape[0]))
     model.eval()
     return model

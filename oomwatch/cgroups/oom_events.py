@@ -47,13 +47,19 @@ class Sighting:
     at_s: float
 
 
-class OomEventfds:
-    """One eventfd per registered memcg, all in one epoll the owner polls (`fileno()`).
+class MemcgEventfds:
+    """One eventfd per registered v1 memcg, all in one epoll the owner polls (`fileno()`).
 
-    Not thread-safe: the cgroup worker thread owns it.
+    `control` is the file the notification is about and `arguments` what follows its fd in
+    `cgroup.event_control`: `memory.oom_control` for OOMs (the default), or
+    `memory.pressure_level` with `"<low|medium|critical>[,local|hierarchy]"` for reclaim pressure
+    (`mm/vmpressure.c`: an eventfd fires at its level and every level above it).
+    Not thread-safe: one thread owns it.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, control: str = "memory.oom_control", arguments: str = "") -> None:
+        self._control = control
+        self._suffix = f" {arguments}" if arguments else ""
         self._epoll = select.epoll()
         self._fd_to_rel: dict[int, str] = {}
         self._rel_to_fd: dict[str, int] = {}
@@ -67,18 +73,21 @@ class OomEventfds:
     def __contains__(self, relpath: str) -> bool:
         return relpath in self._rel_to_fd
 
+    def __len__(self) -> int:
+        return len(self._rel_to_fd)
+
     def register(self, relpath: str, fs_path: str, now_s: float) -> bool:
-        """Ask the kernel to notify this memcg's OOMs; False where it cannot (and why in
-        `failure`, after which nothing more is tried)."""
+        """Ask the kernel to notify this memcg; False where it cannot (and why in `failure`,
+        after which nothing more is tried)."""
         if self.failure is not None or relpath in self._rel_to_fd:
             return relpath in self._rel_to_fd
         efd = os.eventfd(0, os.EFD_CLOEXEC | os.EFD_NONBLOCK)
         try:
-            control = os.open(os.path.join(fs_path, "memory.oom_control"), os.O_RDONLY)
+            control = os.open(os.path.join(fs_path, self._control), os.O_RDONLY)
             try:
                 fd = os.open(os.path.join(fs_path, "cgroup.event_control"), os.O_WRONLY)
                 try:
-                    os.write(fd, f"{efd} {control}".encode())
+                    os.write(fd, f"{efd} {control}{self._suffix}".encode())
                 finally:
                     os.close(fd)
             finally:
@@ -104,17 +113,22 @@ class OomEventfds:
             self._epoll.unregister(efd)
         os.close(efd)  # the kernel drops the registration with the last reference
 
+    def fired(self) -> dict[str, int]:
+        """Notifications since the last look, counted per cgroup (an eventfd adds them up)."""
+        counts: dict[str, int] = {}
+        for efd, _ in self._epoll.poll(0):
+            count = 0
+            with contextlib.suppress(BlockingIOError, OSError):
+                count = os.eventfd_read(efd)
+            relpath = self._fd_to_rel.get(efd)
+            if relpath is not None and count:
+                counts[relpath] = counts.get(relpath, 0) + count
+        return counts
+
     def drain(self, now_s: float) -> list[OomSignal]:
         """Notifications since the last drain, each dated between that drain and now."""
         after_s, self._drained_at_s = self._drained_at_s, now_s
-        signals: list[OomSignal] = []
-        for efd, _ in self._epoll.poll(0):
-            with contextlib.suppress(BlockingIOError, OSError):
-                os.eventfd_read(efd)
-            relpath = self._fd_to_rel.get(efd)
-            if relpath is not None:
-                signals.append(OomSignal(relpath, after_s, now_s))
-        return signals
+        return [OomSignal(relpath, after_s, now_s) for relpath in self.fired()]
 
     def close(self) -> None:
         for relpath in list(self._rel_to_fd):
@@ -132,7 +146,7 @@ class OomWitness:
 
     def __init__(self, path_of: Callable[[str], str | None], *, eventfds: bool = True) -> None:
         self._path_of = path_of
-        self._events = OomEventfds() if eventfds else None
+        self._events = MemcgEventfds() if eventfds else None
         self._hot: dict[str, float] = {}  # relpath -> read its counter often until then
         self.signals: list[OomSignal] = []
         self.sightings: list[Sighting] = []

@@ -24,9 +24,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 from oomwatch.cgroups import CgroupWatcher, TimelineSampler, WatchedCgroup
+from oomwatch.cgroups.pressure import PressureWatch
 from oomwatch.daemon.cgroup_worker import CgroupWorker
 from oomwatch.daemon.checkpoint import Checkpointer
 from oomwatch.daemon.config import DaemonConfig
+from oomwatch.daemon.forecasting import ForecastJoin, ForecastWatch
 from oomwatch.daemon.host import dying, live_pids
 from oomwatch.daemon.kernel_log import KernelLog
 from oomwatch.daemon.pipeline import Pipeline
@@ -94,6 +96,17 @@ class Agent:
         if self.kube is not None:
             enrichers.append(self.kube.enricher)
             sinks.append(self.kube.sink)
+        self.forecasts = ForecastWatch(
+            timeline_for=self.cgroups.freeze,
+            store=self.store,
+            metrics=self.metrics,
+            logger=self.log,
+            labels_for=self._labels,
+            horizon_s=config.forecast_horizon_s,
+            pressure=PressureWatch(),
+            warn_pod=self.kube.warnings.warn if self.kube is not None else None,
+        )
+        enrichers.append(ForecastJoin(self.store, self.forecasts.reasons))
         self.framework_source: Any = None
         self.probe_enricher: Any = self._open_probe()
         if self.probe_enricher is not None:
@@ -386,6 +399,7 @@ class Agent:
                     labels, sample.usage_bytes, sample.limit_bytes, sample.working_set_bytes
                 )
         self.metrics.forget_stale(now_wall)
+        self.forecasts.observe(samples, now_wall)
 
     def _labels(self, pod_uid: str | None, container_id: str | None) -> SeriesLabels | None:
         if not pod_uid:
@@ -435,7 +449,8 @@ class Agent:
             self.log.exception("shutdown_flush_failed")
         if self.kube is not None and self.metrics_address is not None:
             self.kube.stop()
-        closers = [self.metrics.close, self.watcher.close, self.cgroups.sampler.close]
+        closers = [self.metrics.close, self.watcher.close, self.cgroups.sampler.close,
+                   self.forecasts.close]  # fmt: skip
         if self._health_server is not None:
             closers.append(self._health_server.stop_serving)
         closers.append(self.store.close)

@@ -51,6 +51,7 @@ class DaemonConfig:
     probe_allowed_uids: tuple[range, ...] | None = None  # None: any owner
     probe_pod_dirs: bool = False  # per-pod probe directories are enforced (admission policy)
     health_address: tuple[str, int] | None = None  # a /healthz-only port (the kubelet's probes)
+    forecast_horizon_s: float = 300.0  # warn of kills predicted within this (issue 17)
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,6 +182,12 @@ SETTINGS: tuple[_Setting, ...] = (
     _Setting("annotate_pods", _bool, False, "annotate pods with their last OOM", is_flag=True),
     _Setting("sample_interval_s", _positive_float, 1.0, "memory sampling interval"),
     _Setting("timeline_window_s", _positive_float, 600.0, "memory timeline kept per container"),
+    _Setting(
+        "forecast_horizon_s",
+        _positive_float,
+        300.0,
+        "warn (MemoryLimitApproaching) when a container's kill is predicted within this",
+    ),
     _Setting("enrich_wait_s", _positive_float, 5.0, "how long an incident may wait for enrichers"),
     _Setting("max_incidents", _positive_int, 10_000, "incidents kept in the store"),
     _Setting("max_age_days", _positive_float, 30.0, "days an incident is kept in the store"),
@@ -277,4 +284,5 @@ def resolve(args: argparse.Namespace, environ: Mapping[str, str] | None = None) 
         probe_allowed_uids=values["probe_allowed_uids"],
         probe_pod_dirs=values["probe_pod_dirs"],
         health_address=values["health_address"],
+        forecast_horizon_s=values["forecast_horizon_s"],
     )

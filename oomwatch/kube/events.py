@@ -15,11 +15,16 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from oomwatch.fleet.summary import (
+    REPORTING_CONTROLLER,
+    SUMMARY_ANNOTATION,
+    kill_summary,
+    workload_name,
+)
 from oomwatch.incident import Incident
 from oomwatch.kube.pods import PodInfo
 from oomwatch.sanitize import escape_control
 
-REPORTING_CONTROLLER = "oomwatch.io/agent"
 ANNOTATION_KEY = "oomwatch.io/last-oom-kill"
 NODE_EVENT_NAMESPACE = "default"  # the API server puts cluster-scoped objects' Events here
 NOTE_MAX_BYTES = 1024  # the API server's limit is on the UTF-8 bytes (Go len)
@@ -108,26 +113,27 @@ def build_event(
     reason = event_reason(incident)
     container = _container_name(incident, pod)
     if pod is not None and incident.pod_uid:
-        regarding: dict[str, Any] = {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "namespace": pod.namespace,
-            "name": pod.name,
-            "uid": pod.uid,
-        }
-        if container:
-            regarding["fieldPath"] = _field_path(pod, container)
+        regarding = regarding_pod(pod, container)
         namespace, object_name = pod.namespace, pod.name
+        workload = workload_name(pod.owner_kind, pod.owner_name, pod.name)
     elif reason == REASON_NODE and incident.pod_uid is None:
         regarding = {"apiVersion": "v1", "kind": "Node", "name": node_name}
         namespace, object_name = NODE_EVENT_NAMESPACE, node_name
+        workload = f"Node/{node_name}"
     else:
         return None
     digest = hashlib.sha256(f"{incident.identity_key()}\x1f{reason}".encode()).hexdigest()[:16]
     body: dict[str, Any] = {
         "apiVersion": "events.k8s.io/v1",
         "kind": "Event",
-        "metadata": {"name": f"{object_name[:236]}.{digest}", "namespace": namespace},
+        "metadata": {
+            "name": f"{object_name[:236]}.{digest}",
+            "namespace": namespace,
+            # The diagnosis as data, for `kubectl oomwatch top` (oomwatch.fleet.summary).
+            "annotations": {
+                SUMMARY_ANNOTATION: kill_summary(incident, workload, container, reason)
+            },
+        },
         "eventTime": micro_time(now),
         "type": "Warning",
         "reason": reason,
@@ -166,6 +172,20 @@ def _container_name(incident: Incident, pod: PodInfo | None) -> str | None:
 
 
 _SPEC_LIST = {"app": "containers", "init": "initContainers", "ephemeral": "ephemeralContainers"}
+
+
+def regarding_pod(pod: PodInfo, container: str | None) -> dict[str, Any]:
+    """An Event's reference to the pod, its container in `fieldPath`."""
+    regarding: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "namespace": pod.namespace,
+        "name": pod.name,
+        "uid": pod.uid,
+    }
+    if container:
+        regarding["fieldPath"] = _field_path(pod, container)
+    return regarding
 
 
 def _field_path(pod: PodInfo, container: str) -> str:

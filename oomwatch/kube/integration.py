@@ -22,6 +22,7 @@ from oomwatch.incident import Incident
 from oomwatch.kube.cache import PodCache
 from oomwatch.kube.enrich import PodEnricher
 from oomwatch.kube.events import ReportHint, annotation_value, build_event
+from oomwatch.kube.forecast_event import WarningEvents
 from oomwatch.kube.pods import PodInfo
 from oomwatch.kube.podsapi import PodsApi
 from oomwatch.kube.publisher import (
@@ -168,6 +169,7 @@ class KubeIntegration:
         self.sink = KubeSink(
             node_name, self.cache, self.publisher, annotate, self._cache_live, hint
         )
+        self.warnings = WarningEvents(node_name, self.cache, self.publisher, self._cache_live)
         self._watcher = PodWatcher(
             PodsApi(api),
             node_name,

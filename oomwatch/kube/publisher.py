@@ -198,6 +198,9 @@ class EventPublisher:
                 },
                 "note": draft.body["note"],
             }
+            annotations = draft.body["metadata"].get("annotations")
+            if annotations:  # the latest kill's summary (oomwatch.fleet.summary)
+                patch["metadata"] = {"annotations": annotations}
             try:
                 self._events.patch_namespaced_event(
                     series.name,

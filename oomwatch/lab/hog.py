@@ -5,7 +5,14 @@ It moves itself into the memcg before allocating anything, sets its comm (the ke
 comm, not argv) and its oom_score_adj, and reports progress as lines on stdout:
 `joined <pid>`, `allocated <mib>` and `holding` when it got everything it asked for without
 being killed; in child-worker mode `child <pid>` and `child-exit <wait status>` per child
-(a child that was not killed exits at once).
+(a child that was not killed exits at once).  Two modes run until stopped, for the shapes a
+pre-OOM forecast must not mistake for a leak (a leak itself is `anon` with a step interval:
+1 MiB steps for a linear one, larger and slower ones for steps):
+`sawtooth` holds `--mb` and, again and again, allocates `--cycle-mb` over `--rise-s`, holds
+it `--hold-s`, frees it and rests `--rest-s` (a garbage collector's sawtooth; a one-off
+spike with a long rest); `cache` holds `--mb` and reads a `--cycle-mb` file under
+`--cache-dir` over and over, `--rest-s` between passes, so page cache fills the limit and
+the kernel reclaims it (a steady workload near its limit).
 It dies with its parent (PR_SET_PDEATHSIG) so a crashed test leaves no hog behind.  Only the
 standard library is used, so it starts fast (bursts) and runs by path or as a module.
 """
@@ -23,7 +30,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-MODES = ("anon", "thp", "tmpfs", "untouched-mapping", "child-worker", "idle")
+MODES = ("anon", "thp", "tmpfs", "untouched-mapping", "child-worker", "idle", "sawtooth",
+         "cache")
 MIB = 1 << 20
 PAGE_BYTES = mmap.PAGESIZE
 HUGE_PAGE_BYTES = 2 * MIB
@@ -145,6 +153,34 @@ def _remove_on_sigterm(directory: Path) -> None:
     signal.signal(signal.SIGTERM, _stop)
 
 
+def _sawtooth(cycle_mib: int, rise_s: float, hold_s: float, rest_s: float) -> None:
+    """Allocate, hold, free, rest, for ever."""
+    steps = max(1, cycle_mib)
+    while True:
+        _say("cycle")
+        region = _allocate_anon(cycle_mib, 1, rise_s / steps, huge=False)
+        time.sleep(hold_s)
+        if region is not None:
+            region.close()
+        time.sleep(rest_s)
+
+
+def _read_cache(directory: Path, mib: int, rest_s: float) -> None:
+    """Write one `mib` file, then read it again and again: page cache up to the limit."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "cache.bin"
+    block = os.urandom(MIB)
+    with open(path, "wb") as handle:
+        for _ in range(mib):
+            handle.write(block)
+    _say("cache-written")
+    while True:
+        with open(path, "rb", buffering=0) as handle:
+            while handle.read(MIB):
+                pass
+        time.sleep(rest_s)
+
+
 def _hold() -> None:
     _say("holding")
     while True:
@@ -199,6 +235,11 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--start-gate", type=Path, default=None,
                         help="anon: after --prefill-mb, wait until this file exists")
     parser.add_argument("--prefill-mb", type=int, default=0, help="anon: MiB before the gate")
+    parser.add_argument("--cycle-mb", type=int, default=0, help="sawtooth, cache: MiB a cycle")
+    parser.add_argument("--rise-s", type=float, default=0.0, help="sawtooth: allocation time")
+    parser.add_argument("--hold-s", type=float, default=0.0, help="sawtooth: held this long")
+    parser.add_argument("--rest-s", type=float, default=1.0, help="sawtooth, cache: pause")
+    parser.add_argument("--cache-dir", type=Path, default=None, help="cache: a disk directory")
     return parser
 
 
@@ -216,6 +257,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.mode == "untouched-mapping":
         keep.append(mmap.mmap(-1, args.reserve_mb * MIB,
                               flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | _MAP_NORESERVE))
+    if args.mode in ("sawtooth", "cache"):
+        keep.append(_allocate_anon(args.mb, args.step_mb, args.step_interval_s, huge=False))
+        _say(f"allocated {args.mb}")
+        if args.mode == "sawtooth":
+            _sawtooth(args.cycle_mb, args.rise_s, args.hold_s, args.rest_s)
+        if args.cache_dir is None:
+            raise SystemExit("hog: --mode cache needs --cache-dir")
+        _remove_on_sigterm(args.cache_dir)
+        _read_cache(args.cache_dir, args.cycle_mb, args.rest_s)
     if args.mode == "tmpfs":
         if args.tmpfs_dir is None:
             raise SystemExit("hog: --mode tmpfs needs --tmpfs-dir")

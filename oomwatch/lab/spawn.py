@@ -16,6 +16,7 @@ from oomwatch.lab.hog import MODES
 from oomwatch.lab.memcg import TMPFS_ROOT, Memcg
 
 _tmpfs_serial = itertools.count()
+CACHE_ROOT = Path("/var/tmp")
 
 
 class HogProcess(subprocess.Popen[bytes]):
@@ -96,6 +97,10 @@ def spawn_hog(
     join_timeout_s: float = 10.0,
     start_gate: Path | None = None,
     prefill_mb: int = 0,
+    cycle_mb: int = 0,
+    rise_s: float = 0.0,
+    hold_s: float = 0.0,
+    rest_s: float = 1.0,
 ) -> HogProcess:
     """Start a hog in `memcg`; returns once it has joined the memcg (before it allocates).
 
@@ -118,10 +123,17 @@ def spawn_hog(
         argv += ["--oom-score-adj", str(oom_score_adj)]
     if start_gate is not None:  # the caller waits for "ready", then creates the file
         argv += ["--start-gate", str(start_gate), "--prefill-mb", str(prefill_mb)]
+    if mode in ("sawtooth", "cache"):
+        argv += ["--cycle-mb", str(cycle_mb), "--rise-s", str(rise_s), "--hold-s", str(hold_s),
+                 "--rest-s", str(rest_s)]  # fmt: skip
     if mode == "tmpfs":
         tmpfs_dir = TMPFS_ROOT / f"{scratch.relpath.strip('/')}-{next(_tmpfs_serial)}"
         scratch.track_tmp_path(tmpfs_dir)
         argv += ["--tmpfs-dir", str(tmpfs_dir)]
+    if mode == "cache":  # on disk: page cache the kernel can reclaim (tmpfs would be shmem)
+        cache_dir = CACHE_ROOT / f"{scratch.relpath.strip('/')}-{next(_tmpfs_serial)}"
+        scratch.track_tmp_path(cache_dir)
+        argv += ["--cache-dir", str(cache_dir)]
     hog = HogProcess(argv, memcg, comm, mode, tmpfs_dir, stdin=subprocess.DEVNULL,
                      stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     scratch.track_process(hog)

@@ -21,6 +21,7 @@ from oomwatch.diagnosis.evidence import (
     usage_bytes,
     victim_rss_bytes,
 )
+from oomwatch.forecast.text import duration
 from oomwatch.incident import Incident, Victim
 
 LARGEST_TASKS = 8
@@ -178,6 +179,25 @@ def timeline(incident: Incident) -> str | None:
     return text
 
 
+def forecast_text(incident: Incident) -> str | None:
+    """Was the kill predicted (a MemoryLimitApproaching warning), how early, and what it said;
+    unwarned, why the forecast held back."""
+    record = incident.forecast
+    if record is None:
+        return None
+    if not record.predicted:
+        return f"no warning before the kill ({record.reason or 'no forecast'})"
+    lead = duration(record.lead_time_seconds) if record.lead_time_seconds is not None else "?"
+    said = record.seconds_to_oom_at_warning
+    parts = [f"warned {lead} before the kill (MemoryLimitApproaching at {record.warned_at}"]
+    if said is not None:
+        parts.append(f"predicted {duration(said)}")
+    if record.confidence_level:
+        parts.append(f"confidence {record.confidence_level} {record.confidence or 0:.2f}")
+    text = ", ".join(parts) + ")"
+    return text + (f"; growing: {record.growing}" if record.growing else "")
+
+
 def advice(incident: Incident) -> list[tuple[str, str]]:
     """The recommendation in full, and what it rests on."""
     rec = incident.recommendation or {}
@@ -198,6 +218,8 @@ def facts(incident: Incident) -> list[tuple[str, str]]:
         rows.append(("group", f"memory.oom.group kill of {incident.group_cgroup or '?'}"))
     if (limit := limit_text(incident)) is not None:
         rows.append(("limit", limit))
+    if (warned := forecast_text(incident)) is not None:
+        rows.append(("forecast", warned))
     inv = incident.invoker
     if inv is not None:
         fields = (

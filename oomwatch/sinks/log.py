@@ -143,6 +143,9 @@ def incident_fields(incident: Incident) -> dict[str, Any]:
     if incident.timeline is not None:
         fields["peak_bytes"] = incident.timeline.peak_bytes
         fields["growth_bytes_per_second"] = incident.timeline.growth_bytes_per_second
+    if incident.forecast is not None:  # was it predicted (MemoryLimitApproaching), how early
+        fields["predicted"] = incident.forecast.predicted
+        fields["forecast_lead_time_s"] = incident.forecast.lead_time_seconds
     attribution = incident.attribution
     if attribution is not None:
         fields["attribution"] = attribution.confidence

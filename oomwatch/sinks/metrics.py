@@ -175,6 +175,13 @@ class Metrics:
             ids,
             registry=r,
         )
+        self.seconds_to_oom = Gauge(
+            "oomwatch_container_seconds_to_oom",
+            "Predicted seconds until the container's unreclaimable memory reaches its limit,"
+            " while a pre-OOM warning is in force (absent otherwise).",
+            ids,
+            registry=r,
+        )
         Gauge(
             "oomwatch_build_info", "oomwatch version (always 1).", ["version"], registry=r
         ).labels(__version__).set(1)
@@ -273,6 +280,19 @@ class Metrics:
                 cached.limit_child = self.memory_limit.labels(*identity_labels)
             cached.limit_child.set(limit_bytes)
 
+    def set_seconds_to_oom(self, identity_labels: SeriesLabels, seconds: float | None) -> None:
+        """A container's forecast time to its limit; None removes the series (no warning)."""
+        with self._lock:
+            if seconds is None:
+                self._remove(self.seconds_to_oom, identity_labels)
+                self._series.get(identity_labels, set()).discard(
+                    (self.seconds_to_oom, identity_labels)
+                )
+                return
+            self._series.setdefault(identity_labels, set())
+            self._own(identity_labels, self.seconds_to_oom, identity_labels)
+            self.seconds_to_oom.labels(*identity_labels).set(round(seconds, 1))
+
     def forget_stale(self, now_s: float | None = None) -> int:
         """Drop series of containers not seen lately (gauges first, counters later).
 
@@ -288,7 +308,8 @@ class Metrics:
                 owned = self._series[labels]
                 for metric, values in list(owned):
                     is_gauge = metric in (
-                        self.memory_usage, self.memory_working_set, self.memory_limit
+                        self.memory_usage, self.memory_working_set, self.memory_limit,
+                        self.seconds_to_oom,
                     )
                     if is_gauge or age > self._counter_grace_s:
                         self._remove(metric, values)

@@ -3,19 +3,26 @@
 Serves what oomwatch uses, the way kube-apiserver answers it: pod list with a
 resourceVersion, chunked watch streams (with bookmarks and `410 Gone` once the history is
 compacted), events.k8s.io/v1 create and merge-patch with the API server's validation of
-new-style Events, pod get and merge-patch.  Tests can fail requests (`fail_next`), answer
+new-style Events, pod get and merge-patch.  For the `kubectl oomwatch` plugin (a user's
+requests, outside the agent's RBAC guard: `guard_rbac=False`): core/v1 Event lists (the same
+objects in the core view, field selectors, `limit`/`continue`), namespaced pod lists (label
+and node selectors) and `pods/exec` over WebSocket (`v5.channel.k8s.io`, what kubectl 1.33
+speaks first), answered by the test's `exec_handler`.  Tests can fail requests (`fail_next`), answer
 503 for a while (`unavailable`), or take the server off the network (`go_down`/`come_back`).
 Every request is recorded as (verb, apiGroup, resource) for the RBAC test.
 """
 
 from __future__ import annotations
 
+import base64
 import copy
+import hashlib
 import json
 import re
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -33,12 +40,19 @@ _POD = re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/pods/(?P<name>[^/]+)$")
 _EVENTS = re.compile(
     r"^/apis/events\.k8s\.io/v1/namespaces/(?P<ns>[^/]+)/events(?:/(?P<name>[^/]+))?$"
 )
+_CORE_EVENTS = re.compile(r"^/api/v1(?:/namespaces/(?P<ns>[^/]+))?/events$")
+_NS_PODS = re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/pods$")
+_EXEC = re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/pods/(?P<name>[^/]+)/exec$")
+ExecHandler = Callable[[str, str, str, list[str]], tuple[int, bytes, bytes]]
+"""(namespace, pod, container, command) -> (exit code, stdout, stderr)."""
 
 
 class FakeApiServer:
     """One in-memory cluster; `url` is what a kubeconfig's `server:` points at."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, guard_rbac: bool = True) -> None:
+        self.guard_rbac = guard_rbac  # False: a user's requests, not the agent's
+        self.exec_handler: ExecHandler | None = None
         self.lock = threading.Condition()
         self.pods: dict[tuple[str, str], dict[str, Any]] = {}
         self.events: dict[tuple[str, str], dict[str, Any]] = {}
@@ -170,6 +184,9 @@ def _make_handler(api: FakeApiServer) -> type[BaseHTTPRequestHandler]:
             if api._server is None:  # "down": a pooled keep-alive connection is reset too
                 self.close_connection = True
                 return
+            if method == "GET" and url.path in _DISCOVERY:  # what kubectl asks first
+                self._json(200, _DISCOVERY[url.path])
+                return
             route = self._route(method, url.path, query)
             if route is None:
                 self._status(404, "NotFound", f"no route for {method} {url.path}")
@@ -178,7 +195,8 @@ def _make_handler(api: FakeApiServer) -> type[BaseHTTPRequestHandler]:
             with api.lock:
                 api.requests.append((verb, group, resource, url.path))
                 api.authorizations.add((verb, self.headers.get("Authorization") or ""))
-                ALL_REQUESTS.add((verb, group, resource))
+                if api.guard_rbac:
+                    ALL_REQUESTS.add((verb, group, resource))
                 failure = next((f for f in api.fail_next if f[0] == verb), None)
                 if failure is not None:
                     api.fail_next.remove(failure)
@@ -192,6 +210,12 @@ def _make_handler(api: FakeApiServer) -> type[BaseHTTPRequestHandler]:
             getattr(self, f"_{verb}_{resource.replace('/', '_')}")(url.path, query, body)
 
         def _route(self, method: str, path: str, query: dict[str, str]) -> Verb | None:
+            if method == "GET" and _CORE_EVENTS.match(path):
+                return ("list", "", "events")
+            if method == "GET" and _NS_PODS.match(path):
+                return ("list", "", "pods_namespaced")
+            if method in ("GET", "POST") and _EXEC.match(path):
+                return ("create", "", "pods/exec")
             if path == "/api/v1/pods" and method == "GET":
                 watching = query.get("watch") in ("true", "1", "True")
                 return ("watch" if watching else "list", "", "pods")
@@ -288,7 +312,72 @@ def _make_handler(api: FakeApiServer) -> type[BaseHTTPRequestHandler]:
                 api._record("MODIFIED", stored)
             self._json(200, stored)
 
+        def _list_pods_namespaced(self, path: str, query: dict[str, str], body: Any) -> None:
+            m = _NS_PODS.match(path)
+            assert m is not None
+            labels = _selector(query.get("labelSelector", ""))
+            fields = _selector(query.get("fieldSelector", ""))
+            with api.lock:
+                items = [
+                    copy.deepcopy(p) for (ns, _), p in api.pods.items()
+                    if ns == m["ns"]
+                    and all(p["metadata"].get("labels", {}).get(k) == v for k, v in labels.items())
+                    and all(p["spec"].get("nodeName") == v
+                            for k, v in fields.items() if k == "spec.nodeName")
+                ]  # fmt: skip
+                rv = str(api._rv)
+            self._json(200, {"kind": "PodList", "apiVersion": "v1",
+                             "metadata": {"resourceVersion": rv}, "items": items})
+
+        def _create_pods_exec(self, path: str, query: dict[str, str], body: Any) -> None:
+            m = _EXEC.match(path)
+            assert m is not None
+            if (self.headers.get("Upgrade") or "").lower() != "websocket":
+                self._status(400, "BadRequest", "this fake API serves exec over WebSocket only")
+                return
+            offered = [p.strip() for p in (self.headers.get("Sec-WebSocket-Protocol") or "")
+                       .split(",")]  # fmt: skip
+            protocol = next((p for p in ("v5.channel.k8s.io", "v4.channel.k8s.io")
+                             if p in offered), None)  # fmt: skip
+            if protocol is None or api.exec_handler is None:
+                self._status(400, "BadRequest", f"no exec for protocols {offered}")
+                return
+            command = parse_qs(urlsplit(self.path).query).get("command", [])
+            code, out, err = api.exec_handler(m["ns"], m["name"], query.get("container", ""),
+                                              command)  # fmt: skip
+            self.send_response(101, "Switching Protocols")
+            self.send_header("Upgrade", "websocket")
+            self.send_header("Connection", "Upgrade")
+            self.send_header("Sec-WebSocket-Accept", _ws_accept(self.headers["Sec-WebSocket-Key"]))
+            self.send_header("Sec-WebSocket-Protocol", protocol)
+            self.end_headers()
+            for channel, data in ((1, out), (2, err)):
+                for start in range(0, len(data), 32768):
+                    self.wfile.write(_ws_frame(bytes([channel]) + data[start : start + 32768]))
+            self.wfile.write(_ws_frame(bytes([3]) + json.dumps(_exec_status(code)).encode()))
+            self.wfile.write(_ws_frame(b"\x03\xe8", opcode=8))  # close, 1000
+            self.wfile.flush()
+            self.close_connection = True
+
         # --- events ------------------------------------------------------------------------
+        def _list_events(self, path: str, query: dict[str, str], body: Any) -> None:
+            m = _CORE_EVENTS.match(path)
+            assert m is not None
+            fields = _selector(query.get("fieldSelector", ""))
+            with api.lock:
+                items = [core_event(e) for (ns, _), e in sorted(api.events.items())
+                         if m["ns"] in (None, ns)]  # fmt: skip
+                rv = str(api._rv)
+            items = [e for e in items if all(_field(e, k) == v for k, v in fields.items())]
+            start = int(query.get("continue") or 0)
+            limit = int(query.get("limit") or 0) or len(items)
+            page, rest = items[start : start + limit], start + limit < len(items)
+            meta: dict[str, Any] = {"resourceVersion": rv}
+            if rest:
+                meta["continue"] = str(start + limit)
+            self._json(200, {"kind": "EventList", "apiVersion": "v1", "metadata": meta,
+                             "items": page})
+
         def _create_events(self, path: str, query: dict[str, str], body: Any) -> None:
             m = _EVENTS.match(path)
             assert m is not None
@@ -361,6 +450,87 @@ def _make_handler(api: FakeApiServer) -> type[BaseHTTPRequestHandler]:
             self.close_connection = True
 
     return Handler
+
+
+def _resources(group_version: str, *rows: tuple[str, str, list[str]]) -> dict[str, Any]:
+    return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version,
+            "resources": [{"name": name, "singularName": "", "namespaced": True, "kind": kind,
+                           "verbs": verbs} for name, kind, verbs in rows]}  # fmt: skip
+
+
+_EVENTS_GV = {"groupVersion": "events.k8s.io/v1", "version": "v1"}
+_DISCOVERY: dict[str, dict[str, Any]] = {
+    "/api": {"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": []},
+    "/apis": {"kind": "APIGroupList", "apiVersion": "v1", "groups": [
+        {"name": "events.k8s.io", "versions": [_EVENTS_GV], "preferredVersion": _EVENTS_GV}]},
+    "/api/v1": _resources("v1", ("pods", "Pod", ["get", "list", "watch", "patch"]),
+                          ("pods/exec", "PodExecOptions", ["create", "get"]),
+                          ("events", "Event", ["list"])),
+    "/apis/events.k8s.io/v1": _resources("events.k8s.io/v1",
+                                         ("events", "Event", ["create", "patch", "list"])),
+}  # fmt: skip
+
+
+def core_event(event: dict[str, Any]) -> dict[str, Any]:
+    """An events.k8s.io/v1 Event in the core/v1 view the API server serves of the same object."""
+    core = {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": copy.deepcopy(event["metadata"]),
+        "involvedObject": copy.deepcopy(event.get("regarding") or {}),
+        "reason": event.get("reason"),
+        "message": event.get("note"),
+        "type": event.get("type"),
+        "action": event.get("action"),
+        "eventTime": event.get("eventTime"),
+        "reportingComponent": event.get("reportingController"),
+        "reportingInstance": event.get("reportingInstance"),
+        "source": {},
+        "firstTimestamp": None,
+        "lastTimestamp": None,
+    }
+    if event.get("series"):
+        core["series"] = copy.deepcopy(event["series"])
+    return core
+
+
+def _selector(text: str) -> dict[str, str]:
+    """`a=b,c==d` (equality only, as oomwatch and the plugin ask)."""
+    pairs = (part.replace("==", "=").partition("=") for part in text.split(",") if part)
+    return {k.strip(): v.strip() for k, _, v in pairs}
+
+
+def _field(obj: dict[str, Any], path: str) -> Any:
+    value: Any = obj
+    for part in path.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    return value
+
+
+def _ws_accept(key: str) -> str:
+    digest = hashlib.sha1((key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11").encode()).digest()
+    return base64.b64encode(digest).decode()
+
+
+def _ws_frame(payload: bytes, opcode: int = 2) -> bytes:
+    """One unmasked server frame (RFC 6455 5.2), FIN set."""
+    size = len(payload)
+    if size < 126:
+        head = bytes([0x80 | opcode, size])
+    elif size < 1 << 16:
+        head = bytes([0x80 | opcode, 126]) + size.to_bytes(2, "big")
+    else:
+        head = bytes([0x80 | opcode, 127]) + size.to_bytes(8, "big")
+    return head + payload
+
+
+def _exec_status(code: int) -> dict[str, Any]:
+    """What the kubelet puts on the error channel when the command ends."""
+    if code == 0:
+        return {"metadata": {}, "status": "Success"}
+    return {"metadata": {}, "status": "Failure", "reason": "NonZeroExitCode",
+            "message": f"command terminated with non-zero exit code: exit status {code}",
+            "details": {"causes": [{"reason": "ExitCode", "message": str(code)}]}}
 
 
 def _gone() -> dict[str, Any]:

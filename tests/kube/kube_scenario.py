@@ -10,6 +10,7 @@ from typing import Any
 from fakeapi import NODE, FakeApiServer, make_pod
 
 from oomwatch.diagnosis import diagnose
+from oomwatch.fleet.summary import SUMMARY_ANNOTATION, parse_summary
 from oomwatch.incident import (
     Breakdown,
     Incident,
@@ -83,6 +84,10 @@ def assert_event(body: dict[str, Any], reason: str, action: str, note: str | Non
     name = body["metadata"]["name"]
     assert re.fullmatch(rf"{re.escape(regarding['name'])}\.[0-9a-f]{{16}}", name)
     assert MICRO.match(body.pop("eventTime"))
+    # The diagnosis as data for the fleet view (tests/fleet check its fields).
+    summary = parse_summary(body["metadata"].pop("annotations")[SUMMARY_ANNOTATION])
+    assert summary is not None and summary["reason"] == reason
+    assert summary["workload"].startswith(("Deployment/", "Pod/", "Node/", "StatefulSet/"))
     assert body == {
         "apiVersion": "events.k8s.io/v1",
         "kind": "Event",

@@ -112,7 +112,7 @@ def test_cleanup_releases_processes_it_did_not_start(memcg_v1: None) -> None:
 
 
 def test_root_limit_is_capped() -> None:
-    with pytest.raises(ValueError, match="256 MiB"):
+    with pytest.raises(ValueError, match="512 MiB"):
         ScratchMemcg(1 << 30)
 
 

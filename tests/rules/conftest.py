@@ -67,6 +67,7 @@ class PrometheusServer:
         targets: list[str],
         target_labels: dict[str, str] | None = None,
         interval_s: int = 1,
+        static_configs: list[dict[str, Any]] | None = None,  # instead of targets + labels
     ) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -81,7 +82,7 @@ class PrometheusServer:
                 {
                     "job_name": "oomwatch",
                     "honor_labels": True,
-                    "static_configs": (
+                    "static_configs": static_configs if static_configs is not None else (
                         [{"targets": targets, "labels": target_labels or {}}] if targets else []
                     ),
                 }

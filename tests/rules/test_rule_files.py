@@ -26,6 +26,7 @@ ISSUE_ALERTS = {
     "OOMKillCrashLoop",
     "NodeOOM",
     "ContainerMemoryNearLimit",
+    "MemoryLimitApproaching",
     "FrameworkOutOfMemory",
     "OOMReportsIncomplete",
     "OOMWatchAgentDown",

@@ -1,0 +1,80 @@
+"""Fixtures for the `kubectl oomwatch` tests: the fake API server (as a user's, outside the
+agent's RBAC guard) holding two nodes' agent Events and pods, each node's store, a kubeconfig,
+real kubectl 1.33 and the plugin on PATH, and an exec that runs `oomwatch report` on the
+store of the node whose agent was asked."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+sys.path[:0] = [str(Path(__file__).parents[1] / "kube"), str(Path(__file__).parents[1])]
+
+from fakeapi import FakeApiServer  # noqa: E402
+from fleet_cluster import AGENTS, Cluster, publish  # noqa: E402
+from kubernetes import client  # noqa: E402
+from rules.conftest import prometheus_binary  # noqa: E402, F401 (a fixture, for test_prometheus)
+
+REPO = Path(__file__).resolve().parents[2]
+IN_CI = bool(os.environ.get("CI"))
+
+
+def _kubeconfig(path: Path, url: str) -> Path:
+    path.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "fake",
+        "clusters": [{"name": "fake", "cluster": {"server": url}}],
+        "users": [{"name": "me", "user": {"token": "user-token"}}],
+        "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "me",
+                                                  "namespace": "shop"}}],
+    }))  # fmt: skip
+    return path
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[Cluster]:
+    api = FakeApiServer(guard_rbac=False).start()
+    configuration = client.Configuration(host=api.url)
+    configuration.retries = 0
+    now = time.time()
+    try:
+        with client.ApiClient(configuration) as api_client:
+            stores = publish(api, api_client, now, tmp_path / "stores")
+        found = Cluster(api, _kubeconfig(tmp_path / "kubeconfig", api.url), stores, now, [])
+        node_of_agent = {pod: node for node, pod in AGENTS.items()}
+
+        def run_in_agent(
+            ns: str, pod: str, container: str, cmd: list[str]
+        ) -> tuple[int, bytes, bytes]:
+            """The agent container of `pod`: `oomwatch ...` on that node's store."""
+            found.execs.append((ns, pod, container, cmd))
+            store = str(stores[node_of_agent[pod]])
+            argv = [sys.executable, "-m", "oomwatch.cli",
+                    *(store if a == "/var/lib/oomwatch" else a for a in cmd[1:])]  # fmt: skip
+            done = subprocess.run(argv, capture_output=True, timeout=60, cwd=REPO, check=False)
+            return done.returncode, done.stdout, done.stderr
+
+        api.exec_handler = run_in_agent
+        yield found
+    finally:
+        api.stop()
+
+
+@pytest.fixture(scope="session")
+def kubectl() -> str:
+    """kubectl 1.33 (dev.sh fetches it into .tools), else PATH's."""
+    found = os.environ.get("OOMWATCH_KUBECTL") or shutil.which("kubectl")
+    local = REPO / ".tools/kubectl-v33/kubectl/kubectl"
+    found = found or (str(local) if local.is_file() else None)
+    if found is None:
+        if IN_CI:
+            pytest.fail("kubectl missing in CI: dev.sh fetches kubectl 1.33")
+        pytest.skip("kubectl not found (./dev.sh test fetches kubectl 1.33 into .tools)")
+    return found

@@ -1,0 +1,122 @@
+"""`kubectl oomwatch` end to end through real kubectl 1.33: `report <pod>` finds the agent on
+the pod's node and runs the report there (kubectl exec over WebSocket into the fake API
+server, answered by `oomwatch report` on that node's store); `top` answers what died of
+memory, where and why, from the Events two nodes' agents sent."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from fleet_cluster import TRAINER, WEB_B, Cluster, plugin_env
+
+from oomwatch.fleet import plugin
+
+
+def _kubectl(kubectl: str, cluster: Cluster, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([kubectl, "oomwatch", *args], capture_output=True, text=True,
+                          timeout=120, env=plugin_env(kubectl, cluster.kubeconfig),
+                          check=False)  # fmt: skip
+
+
+def test_report_runs_in_the_agent_on_the_pods_node(kubectl: str, cluster: Cluster) -> None:
+    done = _kubectl(kubectl, cluster, "report", WEB_B.name)  # namespace shop: the context's
+    assert done.returncode == 0, done.stderr
+    assert f"# shop/{WEB_B.name}: node node-b, agent oomwatch/oomwatch-bbbbb" in done.stderr
+    [(ns, pod, container, cmd)] = cluster.execs
+    assert (ns, pod, container) == ("oomwatch", "oomwatch-bbbbb", "agent")
+    assert cmd == ["oomwatch", "report", "--store", "/var/lib/oomwatch", "--pod",
+                   f"shop/{WEB_B.name}"]  # fmt: skip
+    # node-b's store: the two kills of this pod, not node-a's three of its sibling
+    assert done.stdout.count(WEB_B.name) >= 2
+    assert "web-7d4b9c8f6d-x2x9z" not in done.stdout
+
+
+def test_report_of_a_deleted_pod_finds_its_node_by_its_events(
+    kubectl: str, cluster: Cluster
+) -> None:
+    cluster.api.delete_pod(TRAINER.namespace, TRAINER.name)
+    done = _kubectl(kubectl, cluster, "report", "ml/trainer-0", "--", "--details")
+    assert done.returncode == 0, done.stderr
+    assert "node node-b, agent oomwatch/oomwatch-bbbbb" in done.stderr
+    assert cluster.execs[0][3][-1] == "--details"
+    assert "warned 4m10s before the kill (MemoryLimitApproaching" in done.stdout
+    assert "leak-trend" in done.stdout or "grew steadily" in done.stdout
+
+
+def test_report_says_what_it_could_not_find(kubectl: str, cluster: Cluster) -> None:
+    done = _kubectl(kubectl, cluster, "report", "-n", "shop", "no-such-pod")
+    assert done.returncode == 1
+    assert "pod shop/no-such-pod not found, and no oomwatch Event names its node" in done.stderr
+    cluster.api.delete_pod("oomwatch", "oomwatch-aaaaa")
+    done = _kubectl(kubectl, cluster, "report", "-n", "batch", "etl-28391734-q7x2v")
+    assert done.returncode == 1
+    assert "no running oomwatch agent on node node-a" in done.stderr
+
+
+def _rows(out: str) -> dict[tuple[str, str, str], dict[str, Any]]:
+    data = json.loads(out)
+    return {(r["namespace"], r["workload"], r["scope"]): r for r in data["rows"]}
+
+
+def test_top_from_the_events_of_two_nodes(kubectl: str, cluster: Cluster) -> None:
+    done = _kubectl(kubectl, cluster, "top", "--since", "1h", "-o", "json")
+    assert done.returncode == 0, done.stderr
+    rows = _rows(done.stdout)
+    web = rows[("shop", "Deployment/web", "container")]
+    assert web["kills"] == 5 and web["nodes"] == ["node-a", "node-b"]
+    assert len(web["pods"]) == 2 and web["container"] == "app"
+    assert web["findings"]["limit-container"] == 5
+    assert web["recommendation"].startswith("Set the container's memory limit to at least")
+    trainer = rows[("ml", "StatefulSet/trainer", "container")]
+    assert trainer["kills"] == 1 and trainer["warnings"] == 1
+    assert trainer["lead_times_seconds"] == [250.0]
+    assert trainer["findings"].get("leak-trend") == 1
+    assert "larger limit only delays" in trainer["recommendation"]
+    etl = rows[("batch", "Job/etl-28391734", "pod")]
+    assert etl["kills"] == 1 and etl["findings"].get("limit-pod") == 1
+    node = rows[("", "Node/node-b", "global")]
+    assert node["kills"] == 1 and node["nodes"] == ["node-b"]
+
+
+def test_top_reads_as_a_table(kubectl: str, cluster: Cluster) -> None:
+    done = _kubectl(kubectl, cluster, "top", "--since", "1h")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("OOM kills since ")
+    assert lines[0].endswith(": 8 in 4 workload(s) on 2 node(s)")
+    assert "Events only" in lines[1]
+    header = next(line for line in lines if line.startswith("NAMESPACE"))
+    assert "FINDINGS" in header and "TOP RECOMMENDATION" in header
+    web = next(line for line in lines if "Deployment/web" in line)
+    assert " 5 " in web and "limit-container" in web
+    trainer = next(line for line in lines if "StatefulSet/trainer" in line)
+    assert "1 ~4m ahead" in trainer
+
+
+def test_top_pages_through_events_and_filters_a_namespace(
+    kubectl: str, cluster: Cluster, capsys: Any, monkeypatch: Any
+) -> None:
+    monkeypatch.setattr(plugin, "PAGE", 2)
+    monkeypatch.setenv("KUBECTL", kubectl)
+    assert plugin.main(["--kubeconfig", str(cluster.kubeconfig), "top", "-o", "json",
+                        "--since", "2h"]) == 0  # fmt: skip
+    assert sum(r["kills"] for r in json.loads(capsys.readouterr().out)["rows"]) == 8
+    continues = [p for v, _, r, p in cluster.api.requests if r == "events" and v == "list"]
+    assert len(continues) == 3  # 6 Events, 2 a page
+    assert plugin.main(["--kubeconfig", str(cluster.kubeconfig), "top", "-n", "ml",
+                        "-o", "json"]) == 0  # fmt: skip
+    rows = json.loads(capsys.readouterr().out)["rows"]
+    assert [r["workload"] for r in rows] == ["StatefulSet/trainer"]
+
+
+def test_krew_manifest_installs_this_plugin() -> None:
+    import yaml
+
+    repo = Path(__file__).resolve().parents[2]
+    manifest = yaml.safe_load((repo / "plugins" / "oomwatch.yaml").read_text())
+    assert manifest["kind"] == "Plugin" and manifest["metadata"]["name"] == "oomwatch"
+    for entry in manifest["spec"]["platforms"]:
+        assert entry["bin"] == "kubectl-oomwatch"

@@ -1,0 +1,111 @@
+"""The pre-OOM warning on the real kernel, kept short (bench/forecast.py measures at length):
+the v1 pressure_level eventfds report failing reclaim before a kill, and `oomwatch run` warns
+of a real leak in a kubelet-laid-out container before the kernel kills it (log line, gauge,
+store, the kill joined with its lead time) while a sawtooth and a container whose page cache
+fills its limit, beside it, get no warning."""
+
+from __future__ import annotations
+
+import re
+import secrets
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from daemon.conftest import DaemonProcess, seed_cursor_at_log_end, stored
+
+from oomwatch.cgroups.pressure import NODE_PSI, PressureWatch
+from oomwatch.lab import ScratchMemcg, kubelet_layout, spawn_hog
+from oomwatch.store import IncidentStore
+
+pytestmark = [pytest.mark.kernel, pytest.mark.slow]
+MIB = 1 << 20
+
+
+def test_pressure_level_reports_failing_reclaim_before_the_kill(scratch: ScratchMemcg) -> None:
+    memcg = scratch.create_child("pressed", 48 * MIB)
+    watch = PressureWatch(NODE_PSI)
+    try:
+        watch.watch(memcg.relpath, str(memcg.fs_path), 1, time.monotonic())
+        assert watch.failure is None
+        hog = spawn_hog(memcg, mode="anon", mb=128, step_mb=4, step_interval_s=0.02)
+        hog.wait(timeout=30)
+        watch.poll(time.monotonic())
+        pressure = watch.pressure(memcg.relpath)
+    finally:
+        watch.close()
+    assert hog.returncode == -9
+    assert pressure.critical >= 1 and pressure.medium >= pressure.critical
+    assert pressure.reclaim_failing and pressure.reported
+    assert pressure.node_some_avg10 is not None  # /proc/pressure/memory read
+
+
+def test_a_real_leak_is_warned_before_its_kill(scratch: ScratchMemcg, tmp_path: Path) -> None:
+    pod_uid = str(uuid.uuid4())
+    leak = kubelet_layout(scratch, pod_uid, secrets.token_hex(32),
+                          container_limit_bytes=64 * MIB)  # fmt: skip
+    saw = scratch.create_child("saw", 48 * MIB)
+    cache = scratch.create_child("cache", 40 * MIB)
+    state = tmp_path / "state"
+    seed_cursor_at_log_end(state)
+    daemon = DaemonProcess(state)
+    try:
+        spawn_hog(saw, mode="sawtooth", mb=8, cycle_mb=24, rise_s=20.0, comm="saw")
+        spawn_hog(cache, mode="cache", mb=24, cycle_mb=40, rest_s=1.0, comm="cache")
+        hog = spawn_hog(leak, mode="anon", mb=400, step_mb=1, step_interval_s=2.5, comm="leaky")
+        _, warned = daemon.wait_line(
+            lambda e: e.get("event") == "memory_limit_approaching", timeout_s=150
+        )
+        warned_at = time.monotonic()
+        gauge = re.search(rf'oomwatch_container_seconds_to_oom\{{[^}}]*pod_uid="{pod_uid}"'
+                          r"[^}]*\} ([0-9.]+)", daemon.metrics())  # fmt: skip
+        hog.wait(timeout=200)
+        lead_s = time.monotonic() - warned_at
+        time.sleep(3)  # the kill is stored and joined
+    finally:
+        daemon.stop()
+    assert hog.returncode == -9
+    assert warned["cgroup"] == leak.relpath and warned["pod_uid"] == pod_uid
+    assert gauge is not None, "no seconds-to-OOM gauge while the warning was in force"
+    assert 0.5 * lead_s <= warned["seconds_to_oom"] <= 1.6 * lead_s, (warned, lead_s)
+    assert lead_s >= 30
+    [kill] = [i for i in stored(state) if i.task_memcg == leak.relpath]  # others' kills too
+    assert kill.forecast is not None and kill.forecast.predicted
+    assert kill.forecast.lead_time_seconds is not None
+    assert abs(kill.forecast.lead_time_seconds - lead_s) < 5
+    store = IncidentStore.open_readonly(state)
+    try:  # the agent watches the whole machine: other test runs' cgroups are not ours
+        warnings = [w for w in store.warnings() if w.cgroup.startswith(scratch.relpath)]
+    finally:
+        store.close()
+    assert [w.cgroup for w in warnings] == [leak.relpath], "the steady neighbours were warned of"
+    assert warnings[0].outcome == "killed"
+
+
+UNIFIED = Path("/sys/fs/cgroup/unified")
+
+
+def test_a_psi_trigger_on_a_cgroup2_memory_pressure_file_fires_under_thrash(
+    scratch: ScratchMemcg,
+) -> None:
+    """The v2 path on this v1 machine: the unified hierarchy's root has no memory controller
+    but has `memory.pressure` (PSI counts every task's memory stalls there).  A trigger is
+    created on it as on a container's, and fires while a memcg's page cache thrashes."""
+    if not (UNIFIED / "memory.pressure").exists():
+        pytest.skip("no cgroup2 memory.pressure (PSI off, or no unified hierarchy)")
+    watch = PressureWatch(NODE_PSI)
+    try:
+        watch.watch("/", str(UNIFIED), 2, time.monotonic())
+        assert watch.trigger_failure is None
+        thrash = scratch.create_child("thrash", 24 * MIB)
+        spawn_hog(thrash, mode="cache", mb=8, cycle_mb=64, rest_s=0.0, comm="thrash")
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and watch.pressure("/").psi_events == 0:
+            time.sleep(0.5)
+            watch.poll(time.monotonic())
+        pressure = watch.pressure("/")
+    finally:
+        watch.close()
+    assert pressure.psi_events >= 1 and pressure.reported
+    assert pressure.some_avg10 is not None and pressure.full_avg10 is not None
