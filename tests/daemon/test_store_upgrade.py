@@ -28,6 +28,7 @@ from oomwatch.store_upgrade import NEWER, oldest_user, set_aside, usable
 FIXTURE = Path(__file__).resolve().parent / "data" / "store-0.1.0.db"
 BOOT = "8f2c1d9e-0b1a-4c3d-9e8f-7a6b5c4d3e2f"
 FIXTURE_KILLS = 3
+FIXTURE_SCHEMA = 2  # 0.1.0's: incidents, cursor, checkpoint and counters
 # The next schema: a column the older agent's INSERTs leave at its default, and a table.
 FUTURE = """
     ALTER TABLE incidents ADD COLUMN workload TEXT;
@@ -76,7 +77,7 @@ def state(tmp_path: Path) -> Path:
 
 
 def test_a_0_1_0_store_opens_with_its_incidents_and_checkpoint(state: Path) -> None:
-    assert header(state) == (OLDER, 0)  # 0.1.0 wrote no header
+    assert header(state) == (FIXTURE_SCHEMA, 0)  # 0.1.0 wrote no header
     reader = IncidentStore.open_readonly(state)
     assert reader.count() == FIXTURE_KILLS
     agent = open_store(state)
