@@ -42,13 +42,13 @@ def test_every_mode_gives_the_whole_report(path: Path) -> None:
     assert result.warnings == []
     (incident,) = result.incidents
     assert (incident.kind, incident.constraint) == ("memcg", "CONSTRAINT_MEMCG")
-    assert incident.memcg is not None and incident.memcg.limit_kb == 65536
-    assert incident.memcg.kmem_usage_kb == 136  # `kmem:` and `memory+swap:` start `word:`
+    assert incident.memcg is not None and incident.memcg.limit_bytes == 65536 * 1024
+    assert incident.memcg.kmem_usage_bytes == 136 * 1024  # `kmem:` and `memory+swap:` start `word:`
     assert "memory+swap: usage 65536kB, limit 65536kB" in incident.notes
     assert incident.invoker is not None and incident.invoker.pid == 17782
     assert incident.oom_memcg is not None and incident.oom_memcg.endswith("5e1f")
-    assert [(v.pid, v.comm, v.anon_rss_kb) for v in incident.victims] == [
-        (17782, "grower", 71808)
+    assert [(v.pid, v.comm, v.anon_rss_bytes) for v in incident.victims] == [
+        (17782, "grower", 71808 * 1024)
     ]
     assert [t.name for t in incident.tasks] == ["grower"]
     assert incident.memcg_stats is not None and incident.memcg_stats["rss"] == 66969600

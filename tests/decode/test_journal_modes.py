@@ -43,11 +43,11 @@ def test_every_format_gives_the_whole_report(path: Path) -> None:
     assert result.warnings == []
     (incident,) = result.incidents
     assert (incident.kind, incident.constraint) == ("memcg", "CONSTRAINT_MEMCG")
-    assert incident.memcg is not None and incident.memcg.limit_kb == 65536
+    assert incident.memcg is not None and incident.memcg.limit_bytes == 65536 * 1024
     assert incident.invoker is not None and incident.invoker.comm == "grower"
     assert incident.invoker.pid == 17782
-    assert [(v.pid, v.comm, v.anon_rss_kb) for v in incident.victims] == [
-        (17782, "grower", 71808)
+    assert [(v.pid, v.comm, v.anon_rss_bytes) for v in incident.victims] == [
+        (17782, "grower", 71808 * 1024)
     ]
     assert [t.name for t in incident.tasks] == ["grower"]
     assert incident.memcg_stats is not None and incident.memcg_stats["rss"] == 66969600

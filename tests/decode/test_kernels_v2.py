@@ -58,7 +58,7 @@ def test_single_kill(kernel: str) -> None:
     [incident] = ours(incidents, {doc["facts"]["victim_pid"]})
     memcg = doc["facts"]["memcg"]
     assert (incident.kind, incident.oom_memcg, incident.task_memcg) == ("memcg", memcg, memcg)
-    assert incident.memcg is not None and incident.memcg.limit_kb == 64 * 1024
+    assert incident.memcg is not None and incident.memcg.limit_bytes == 64 << 20
     stats = incident.memcg_stats or {}
     # 6.1 prints memory.stat as one record (\x0a between lines), 6.12 a record per line
     assert {"anon", "file", "kernel", "shmem"} <= set(stats)

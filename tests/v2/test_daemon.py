@@ -53,13 +53,13 @@ def test_kill_reaches_log_metric_and_store_and_a_restart_adds_nothing(
     assert hog.wait(60) == -signal.SIGKILL
     killed_at = time.monotonic()
     arrived, line = daemon.wait_line(
-        lambda e: e.get("event") == "oom_kill" and e.get("victim_pid") == hog.pid, timeout_s=20)
+        lambda e: e.get("event") == "oom_kill" and e.get("process.pid") == hog.pid, timeout_s=20)
     print(f"kill to JSON line: {arrived - killed_at:.2f} s (emulated)")
-    assert line["pod_uid"] == uid and line["container_id"] == cid
-    assert (line["victim_comm"], line["limit_scope"]) == ("v2-kill", "container")
+    assert line["k8s.pod.uid"] == uid and line["container.id"] == cid
+    assert (line["process.executable.name"], line["limit_scope"]) == ("v2-kill", "container")
     assert line["limit_bytes"] == 32 * MIB and line["oom_group_enabled"] is False
     assert line["container_survived"] is False and line["kmsg_missing"] is False
-    assert line["breakdown"]["anon"] > 16 * MIB  # from v2's `anon` stat
+    assert line["breakdown"]["anon_bytes"] > 16 * MIB  # from v2's `anon` stat
 
     def metric_seen() -> bool:
         return metric_value(daemon.metrics(), "oomwatch_oom_kills_total", pod_uid=uid,
@@ -91,8 +91,8 @@ def test_group_kill_is_one_incident_and_its_counters_are_reconciled(
     assert hog.wait(60) == -signal.SIGKILL
     members = {hog.pid, *(p.pid for p in peers)}
     _, line = daemon.wait_line(
-        lambda e: e.get("event") == "oom_kill" and e.get("pod_uid") == uid, timeout_s=20)
-    assert line["group_kill"] is True and line["victim_pid"] == hog.pid
+        lambda e: e.get("event") == "oom_kill" and e.get("k8s.pod.uid") == uid, timeout_s=20)
+    assert line["group_kill"] is True and line["process.pid"] == hog.pid
     assert line["oom_group_enabled"] is True and set(line["victim_pids"]) == members
     time.sleep(5.0)  # past the grace: a counted kill no log line explained would show now
     everything = stored(daemon.state_dir)
@@ -101,7 +101,7 @@ def test_group_kill_is_one_incident_and_its_counters_are_reconciled(
     [incident] = mine
     assert incident.group_kill and not incident.kmsg_missing
     assert {v.pid for v in incident.victims} == members
-    lines = daemon.events(lambda e: e.get("event") == "oom_kill" and e.get("pod_uid") == uid)
+    lines = daemon.events(lambda e: e.get("event") == "oom_kill" and e.get("k8s.pod.uid") == uid)
     assert len(lines) == 1
     text = daemon.metrics()
     assert metric_value(text, "oomwatch_oom_kills_total", pod_uid=uid) == len(members)
@@ -120,8 +120,8 @@ def test_pod_limit_and_a_child_worker_killed_while_the_main_process_lives(
     hog = spawn_hog(memcg, mode="child-worker", mb=128, comm="v2-worker", linger_s=10.0)
     hog.wait_for("child-exit", timeout_s=60)
     [child] = hog.child_pids
-    _, line = daemon.wait_line(lambda e: e.get("victim_pid") == child, timeout_s=20)
-    assert line["pod_uid"] == uid and line["limit_scope"] == "pod"
+    _, line = daemon.wait_line(lambda e: e.get("process.pid") == child, timeout_s=20)
+    assert line["k8s.pod.uid"] == uid and line["limit_scope"] == "pod"
     assert line["limit_bytes"] == 48 * MIB
     assert line["container_survived"] is True
     assert hog.poll() is None  # the main process is alive
@@ -150,5 +150,5 @@ def test_oomwatch_demo_records_and_prints_a_real_kill_on_v2(memcg_v2: None) -> N
     assert incident.kind == "memcg" and incident.victim is not None
     assert incident.victim.comm == "demo-hog" and incident.limit_scope == "container"
     assert incident.pod_uid and incident.container_id and incident.boot_id
-    assert incident.memcg is not None and incident.memcg.limit_kb == 32 * 1024
+    assert incident.memcg is not None and incident.memcg.limit_bytes == 32 << 20
     assert incident.timeline is not None and incident.timeline.samples

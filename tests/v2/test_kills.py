@@ -16,7 +16,6 @@ from oomwatch.lab import ScratchMemcg, kubelet_layout, provoke_kill, spawn_hog
 from .conftest import record, snapshot
 
 MIB = 1 << 20
-KIB = 1 << 10
 CONTAINER_ID = "c0ffee00" * 8
 
 pytestmark = pytest.mark.kernel
@@ -34,8 +33,8 @@ def test_single_kill(scratch_v2: ScratchMemcg) -> None:
     assert incident.oom_memcg == incident.task_memcg == memcg.relpath
     victim = incident.victim
     assert victim is not None and (victim.pid, victim.comm) == (capture.hog.pid, "v2-plain")
-    assert incident.memcg is not None and incident.memcg.limit_kb == 64 * KIB
-    assert incident.memcg.usage_kb is not None and incident.memcg.usage_kb >= 63 * KIB
+    assert incident.memcg is not None and incident.memcg.limit_bytes == 64 * MIB
+    assert incident.memcg.usage_bytes is not None and incident.memcg.usage_bytes >= 63 * MIB
     # v2 prints memory.stat names (anon, file, shmem, ...), not v1's rss/cache
     assert incident.memcg_stats is not None and "anon" in incident.memcg_stats
     assert "rss" not in incident.memcg_stats
@@ -71,7 +70,7 @@ def test_kubelet_hierarchy(scratch_v2: ScratchMemcg, driver: str, scope: str) ->
     assert incident.oom_memcg == expected_oom_memcg
     assert incident.task_memcg == container.relpath
     assert incident.memcg is not None
-    assert incident.memcg.limit_kb == (96 if scope == "pod" else 64) * KIB
+    assert incident.memcg.limit_bytes == (96 if scope == "pod" else 64) * MIB
     assert (incident.pod_uid, incident.container_id) == (pod_uid, CONTAINER_ID)
     assert (incident.qos_class, incident.limit_scope) == ("burstable", scope)
     assert (incident.cgroup_driver, incident.runtime) == (driver, "containerd")

@@ -68,8 +68,9 @@ def test_group_kill_is_one_group_event_on_the_pod(
     [event] = api.wait_for(ours, timeout_s=60)
     assert event["reason"] == "GroupOOMKill"
     assert event["regarding"]["fieldPath"] == "spec.containers{app}"
-    line = agent.wait_line(lambda ln: ln.get("pod") == "web-0", timeout_s=20)
-    assert (line["namespace"], line["container"], line["group_kill"]) == ("shop", "app", True)
+    line = agent.wait_line(lambda ln: ln.get("k8s.pod.name") == "web-0", timeout_s=20)
+    assert (line["k8s.namespace.name"], line["k8s.container.name"], line["group_kill"]) == (
+        "shop", "app", True)
     assert set(line["victim_pids"]) == {hog.pid, peer.pid}
     time.sleep(5.0)  # past the reconciliation grace: the primary's second count is no event
     assert len(ours(api)) == 1, ours(api)
