@@ -17,9 +17,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal, TypeVar, get_args
 
-IncidentKind = Literal[
-    "memcg", "global", "cpuset", "mempolicy", "unknown", "framework", "eviction", "false_oomkilled"
-]
+# Kills the kernel's OOM killer made (a `Killed process` line or an oom_kill count); `unknown`
+# is a kill whose report did not say which constraint.  The other kinds are not kernel kills:
+# a framework's own OOM, a kubelet eviction, a pod Kubernetes calls OOMKilled with no kill.
+KernelKillKind = Literal["memcg", "global", "cpuset", "mempolicy", "unknown"]
+IncidentKind = Literal[KernelKillKind, "framework", "eviction", "false_oomkilled"]
 LimitScope = Literal["container", "pod", "qos", "node", "cgroup", "global"]
 # How the victim's cgroup was established (see `Attribution`).
 AttributionMethod = Literal["report", "group", "oom_signal", "pid_seen", "counter", "none"]
@@ -29,6 +31,20 @@ CgroupDriver = Literal["cgroupfs", "systemd"]
 Runtime = Literal["containerd", "cri-o", "docker"]
 
 INCIDENT_KINDS: tuple[str, ...] = get_args(IncidentKind)
+KERNEL_KILL_KINDS: tuple[str, ...] = get_args(KernelKillKind)
+# Kernel kills under a cpuset or NUMA memory policy constraint (CONSTRAINT_CPUSET,
+# CONSTRAINT_MEMORY_POLICY in mm/oom_kill.c): the allowed nodes were full, not a limit.
+CONSTRAINED_KILL_KINDS: tuple[str, ...] = ("cpuset", "mempolicy")
+
+
+def is_kernel_kill(kind: str) -> bool:
+    """Whether an incident of this kind is a kill by the kernel's OOM killer."""
+    return kind in KERNEL_KILL_KINDS
+
+
+def is_constrained_kill(kind: str) -> bool:
+    """Whether a kernel kill was bound by a cpuset or memory policy, not by memory as such."""
+    return kind in CONSTRAINED_KILL_KINDS
 # The version of the JSON shape (`--json`'s top-level `schema_version`).  2: sizes in bytes
 # everywhere (1 had `_kb` fields and the kernel's "no limit" as a number).
 JSON_SCHEMA_VERSION = 2
@@ -368,6 +384,34 @@ class Incident:
 def iso_time(epoch_s: float) -> str:
     """The contract's time format (`wall_time`, `detected_at`): ISO-8601 UTC, microseconds."""
     return datetime.fromtimestamp(epoch_s, UTC).isoformat(timespec="microseconds")
+
+
+def parse_iso(text: str) -> datetime | None:
+    """An ISO-8601 / RFC 3339 time (`Z` or an offset, or none) as an aware datetime; None if
+    malformed.  The one rule for a time without a zone: it is UTC.  Such times come from logs
+    that do not say their zone (`dmesg -T`, syslog): reading them in the zone of whatever
+    machine runs oomwatch would date one kill differently in the store, the trends and the
+    filters (they disagreed by the machine's offset), and UTC is what the agent writes."""
+    try:
+        parsed = datetime.fromisoformat(text.strip())
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
+
+
+def iso_epoch_s(text: str | None) -> float | None:
+    """Epoch seconds of an ISO-8601 time (`parse_iso`'s rule); None if absent or malformed."""
+    parsed = parse_iso(text) if text else None
+    return parsed.timestamp() if parsed is not None else None
+
+
+def kill_epoch_s(incident: Incident) -> float | None:
+    """When the kill happened, in epoch seconds: the record's wall time, else when it was
+    detected; None if neither is known."""
+    for stamp in (incident.wall_time, incident.detected_at):
+        if (epoch_s := iso_epoch_s(stamp)) is not None:
+            return epoch_s
+    return None
 
 
 _T = TypeVar("_T")

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, TypeVar, cast
 
 from oomwatch.cgroups.counters import OomCounters
-from oomwatch.incident import Incident
+from oomwatch.incident import KERNEL_KILL_KINDS, Incident, iso_epoch_s, kill_epoch_s
 from oomwatch.sources.kmsg import KmsgCursor
 from oomwatch.store_limits import MAX_DB_BYTES, bounded, move_aside
 from oomwatch.store_upgrade import NEWER, oldest_user, schema_of, take_back_set_aside, usable
@@ -41,7 +41,6 @@ DEFAULT_MAX_INCIDENTS = 10_000  # kernel kills
 DEFAULT_MAX_OTHER_INCIDENTS = 2_000  # framework OOMs, evictions, false OOMKilled reports
 DEFAULT_MAX_AGE_SECONDS = 30 * 24 * 3600.0
 _PRUNE_EVERY_ADDS = 100
-KERNEL_KILL_KINDS = ("memcg", "global", "cpuset", "mempolicy", "unknown")
 
 # Each entry migrates the schema from version i to i+1; append, never edit.
 _MIGRATIONS: tuple[str, ...] = (
@@ -158,28 +157,6 @@ class Checkpoint:
 
     counters: dict[str, OomCounters]
     reconcile: dict[str, Any]
-
-
-def iso_to_epoch_s(value: str | None) -> float | None:
-    """Epoch seconds of an ISO-8601 time (naive means UTC); None if absent or malformed."""
-    if not value:
-        return None
-    try:
-        parsed = datetime.fromisoformat(value)
-    except ValueError:
-        return None
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=UTC)
-    return parsed.timestamp()
-
-
-def killed_at_s(incident: Incident, now_s: float) -> float:
-    """When the kill happened, in epoch seconds: the record's wall time, else detection."""
-    for value in (incident.wall_time, incident.detected_at):
-        at = iso_to_epoch_s(value)
-        if at is not None:
-            return at
-    return now_s
 
 
 def store_key(incident: Incident) -> str:
@@ -374,8 +351,8 @@ class IncidentStore:
             stored.kind,
             stored.boot_id,
             stored.kmsg_seq,
-            killed_at_s(stored, now_s),
-            iso_to_epoch_s(stored.detected_at) or now_s,
+            killed_at if (killed_at := kill_epoch_s(stored)) is not None else now_s,
+            iso_epoch_s(stored.detected_at) or now_s,
             stored.pod_uid,
             stored.container_id,
             ctx.namespace if ctx else None,

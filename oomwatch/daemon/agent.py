@@ -32,7 +32,7 @@ from oomwatch.daemon.forecasting import ForecastJoin, ForecastWatch
 from oomwatch.daemon.host import dying, live_pids
 from oomwatch.daemon.kernel_log import KernelLog
 from oomwatch.daemon.pipeline import Pipeline
-from oomwatch.daemon.reconcile import CgroupFacts, is_kernel_kill
+from oomwatch.daemon.reconcile import CgroupFacts, is_logged_kernel_kill
 from oomwatch.diagnosis.history import History
 from oomwatch.diagnosis.trends import CRASH_LOOP_WINDOW_S
 from oomwatch.incident import Incident, TimelineSample
@@ -349,7 +349,7 @@ class Agent:
         wanted = self._rescan_pending
         watched = self.cgroups.watched
         for incident in incidents:
-            if not is_kernel_kill(incident):
+            if not is_logged_kernel_kill(incident):
                 continue
             self.cgroups.request_pass()  # its counter moved before the line was printed
             cgroup = incident.task_memcg or incident.oom_memcg

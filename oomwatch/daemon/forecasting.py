@@ -27,9 +27,16 @@ from oomwatch.forecast import DEFAULT_HORIZON_S, Forecast, Outlook, outlook, unr
 from oomwatch.forecast.episodes import CLEAR_S, Episode, step
 from oomwatch.forecast.model import MIN_RISE_SHARE
 from oomwatch.forecast.text import describe, growing_text
-from oomwatch.incident import ForecastRecord, Incident, Timeline, TimelineSample, iso_time
+from oomwatch.incident import (
+    ForecastRecord,
+    Incident,
+    Timeline,
+    TimelineSample,
+    iso_epoch_s,
+    iso_time,
+)
 from oomwatch.sinks.metrics import Metrics, SeriesLabels
-from oomwatch.store import IncidentStore, iso_to_epoch_s
+from oomwatch.store import IncidentStore
 
 log = logging.getLogger("oomwatch.forecast")
 
@@ -267,7 +274,7 @@ class ForecastJoin:
         if incident.forecast is not None or incident.kind not in ("memcg", "unknown"):
             return True
         cgroup = incident.task_memcg or incident.group_cgroup
-        killed_at_s = iso_to_epoch_s(incident.wall_time) or iso_to_epoch_s(incident.detected_at)
+        killed_at_s = iso_epoch_s(incident.wall_time) or iso_epoch_s(incident.detected_at)
         if cgroup is None or killed_at_s is None:
             return True
         container = container_cgroup(cgroup)

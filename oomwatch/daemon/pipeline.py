@@ -23,13 +23,13 @@ from oomwatch.daemon.reconcile import (
     CgroupNews,
     CounterKills,
     ReconcileState,
-    is_kernel_kill,
+    is_logged_kernel_kill,
     reconcile,
 )
 from oomwatch.diagnosis.history import History
-from oomwatch.incident import Incident, Timeline, iso_time
+from oomwatch.incident import Incident, Timeline, iso_epoch_s, iso_time
 from oomwatch.stages import Enricher, Sink
-from oomwatch.store import IncidentStore, iso_to_epoch_s
+from oomwatch.store import IncidentStore
 
 log = logging.getLogger("oomwatch.pipeline")
 
@@ -114,7 +114,8 @@ class Pipeline:
     @property
     def holding(self) -> bool:
         """Whether decoded kernel-log incidents are still waiting (not yet stored)."""
-        return bool(self.state.bare) or any(is_kernel_kill(d.incident) for d in self._deferred)
+        deferred = self._deferred
+        return bool(self.state.bare) or any(is_logged_kernel_kill(d.incident) for d in deferred)
 
     @property
     def waiting(self) -> bool:
@@ -189,7 +190,7 @@ class Pipeline:
         recheck: SurvivalRecheck | None = None
         try:
             incident = annotate(incident)
-            if is_kernel_kill(incident) or incident.kmsg_missing:
+            if is_logged_kernel_kill(incident) or incident.kmsg_missing:
                 recheck = self._observe_cgroup(incident, now_mono)
         except Exception:
             log.exception("could not annotate an incident; storing it as decoded")
@@ -211,7 +212,7 @@ class Pipeline:
             return None
         container = container_cgroup(cgroup)
         if self._timeline_for is not None and incident.timeline is None:
-            at_s = iso_to_epoch_s(incident.wall_time) or self._wall()
+            at_s = iso_epoch_s(incident.wall_time) or self._wall()
             incident.timeline = self._timeline_for(container, at_s)
         fill_sampled_usage(incident)
         if self._oom_group is not None and incident.oom_group_enabled is None:

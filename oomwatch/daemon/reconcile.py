@@ -59,14 +59,14 @@ from oomwatch.incident import (
     AttributionCandidate,
     AttributionMethod,
     Incident,
+    is_kernel_kill,
     iso_time,
 )
 
-KERNEL_KILL_KINDS = frozenset({"memcg", "global", "cpuset", "mempolicy", "unknown"})
 
-
-def is_kernel_kill(incident: Incident) -> bool:
-    return incident.kind in KERNEL_KILL_KINDS and not incident.kmsg_missing
+def is_logged_kernel_kill(incident: Incident) -> bool:
+    """A kernel kill known from its log line (not only from a counter)."""
+    return is_kernel_kill(incident.kind) and not incident.kmsg_missing
 
 
 def _log_cgroup(incident: Incident) -> str | None:
@@ -132,7 +132,7 @@ def _take_incidents(
 ) -> None:
     """Reports pass on at once and claim their rises; bare kills wait to be placed."""
     for incident in incidents:
-        if not is_kernel_kill(incident):
+        if not is_logged_kernel_kill(incident):
             work.out.ready.append(incident)
             continue
         t_s = mono(incident, kernel_offset_s)
@@ -219,7 +219,7 @@ __all__ = [
     "Rise",
     "Sighting",
     "covers",
-    "is_kernel_kill",
+    "is_logged_kernel_kill",
     "missing_incident",
     "reconcile",
 ]

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from oomwatch.diagnosis.evidence import fmt_bytes, limit_bytes, usage_bytes, where, who
-from oomwatch.incident import Finding, Incident
+from oomwatch.incident import Finding, Incident, is_constrained_kill
 from oomwatch.sanitize import escape_control
 
 _SCOPE_CODES = {
@@ -74,7 +74,7 @@ def _global(incident: Incident) -> Finding | None:
 
 
 def _constrained(incident: Incident) -> Finding | None:
-    if incident.kind not in ("cpuset", "mempolicy"):
+    if not is_constrained_kill(incident.kind):
         return None
     evidence = {"kind": incident.kind, "constraint": incident.constraint}
     if incident.kind == "cpuset":

@@ -29,13 +29,18 @@ from oomwatch.diagnosis.evidence import (
     victim_rss_bytes,
     who,
 )
-from oomwatch.incident import Finding, Incident
+from oomwatch.incident import (
+    KERNEL_KILL_KINDS,
+    Finding,
+    Incident,
+    is_constrained_kill,
+    is_kernel_kill,
+)
 
 DEFAULT_BUFFER_PERCENT = 20
 # Kernel memory at least this share of what the cgroup was charged: the processes did not
 # fill it, so a limit sized from the usage would only feed what holds the kernel memory.
 KERNEL_MAJORITY = 0.5
-KERNEL_KILL_KINDS = ("memcg", "global", "cpuset", "mempolicy", "unknown")
 GROWTH_CODES = ("leak-trend",)
 NODE_SCOPES = ("node", "qos", "global")
 BESTEFFORT_SCORE_ADJ = 1000  # kubelet's oom_score_adj for BestEffort pods (no request)
@@ -84,7 +89,7 @@ def recommend(
                 " find the leak or bound the growth (caches, queues, buffers)."
             ),
         }
-    if incident.kind in ("cpuset", "mempolicy"):
+    if is_constrained_kill(incident.kind):
         return _numa_bound(incident)
     kernel = next((f for f in findings if f.code == "kernel-memory"), None)
     if kernel is not None and incident.limit_scope not in NODE_SCOPES:
@@ -135,7 +140,7 @@ def recommend(
 def _nothing_killed(incident: Incident) -> bool:
     """The report shows an OOM but no kill (nothing killable, a task already exiting, or a
     cut log); a header-suppressed or counter-only kill did kill something."""
-    kernel = incident.kind in KERNEL_KILL_KINDS
+    kernel = is_kernel_kill(incident.kind)
     return kernel and incident.victim is None and not (
         incident.header_suppressed or incident.kmsg_missing
     )

@@ -5,10 +5,9 @@ jump just before the kill, and the same container killed again and again.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
 
 from oomwatch.diagnosis.evidence import fmt_bytes, limit_bytes, own_usage_bytes, where
-from oomwatch.incident import Finding, Incident, Timeline, TimelineSample
+from oomwatch.incident import Finding, Incident, Timeline, TimelineSample, iso_epoch_s
 from oomwatch.sanitize import escape_control
 
 LEAK_MIN_SAMPLES = 10
@@ -135,12 +134,8 @@ def workload_key(incident: Incident) -> tuple[str, ...] | None:
 
 def incident_time_s(incident: Incident) -> float | None:
     """Wall clock in epoch seconds when known (kernel time only compares within one boot)."""
-    if incident.wall_time:
-        try:
-            return datetime.fromisoformat(incident.wall_time.replace("Z", "+00:00")).timestamp()
-        except ValueError:
-            pass
-    return incident.kernel_time_s
+    wall_s = iso_epoch_s(incident.wall_time)
+    return wall_s if wall_s is not None else incident.kernel_time_s
 
 
 def crash_loop(incident: Incident, history: Sequence[Incident]) -> Finding | None:

@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterator
 
 from oomwatch.diagnosis.evidence import charged_bytes, fmt_bytes, limit_bytes, pct, where, who
-from oomwatch.incident import Finding, Incident
+from oomwatch.incident import Finding, Incident, is_kernel_kill
 from oomwatch.sanitize import escape_control
 
 VERDICT_MAX_CHARS = 200
@@ -234,7 +234,7 @@ def verdict_code(incident: Incident) -> str:
 
 def unknowns(incident: Incident) -> list[str]:
     """What this incident's evidence does not say (shown by every report format)."""
-    if incident.kind in ("framework", "eviction", "false_oomkilled"):
+    if not is_kernel_kill(incident.kind):
         return [] if incident.k8s else ["pod name unknown (no Kubernetes lookup)"]
     out: list[str] = []
     if incident.victim is None:

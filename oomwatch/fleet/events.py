@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from oomwatch.fleet.summary import REPORTING_CONTROLLER, SUMMARY_ANNOTATION, parse_summary
+from oomwatch.incident import iso_epoch_s
 
 FIELD_SELECTOR = f"reportingComponent={REPORTING_CONTROLLER}"
 WARNING_REASON = "MemoryLimitApproaching"
@@ -62,12 +62,7 @@ class Sighting:
 
 def parse_time(value: object) -> float | None:
     """RFC 3339 (with or without fractions, `Z` or an offset) -> epoch seconds."""
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
+    return iso_epoch_s(value) if isinstance(value, str) else None
 
 
 def parse_event(obj: Mapping[str, Any]) -> Sighting | None:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from oomwatch.incident import Finding, Incident
+from oomwatch.incident import Finding, Incident, iso_epoch_s
 from oomwatch.kube.enrich import pod_context
 from oomwatch.kube.pods import ContainerInfo, PodInfo, Termination
 from oomwatch.sanitize import escape_control
@@ -129,9 +129,4 @@ def eviction_incident(pod: PodInfo, observed_at: datetime) -> Incident:
 
 def parse_time_s(value: str | None) -> float | None:
     """API timestamps (`2026-11-22T08:00:00Z`) -> seconds since the epoch."""
-    if not value:
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
+    return iso_epoch_s(value)

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from oomwatch.cgroup_identity import identify
-from oomwatch.incident import Incident, Invoker
+from oomwatch.incident import Incident, Invoker, iso_epoch_s
 from oomwatch.probe.identity import BY_POD_DIR, UNVERIFIED, claimed, dir_vouched_uid
 from oomwatch.probe.reader import FlightRecord, ProbeDirReader, ReaderLimits
 from oomwatch.probe.schema import FrameworkOomEvent, ProbeSample, to_payload
@@ -53,18 +53,6 @@ def _iso(wall_s: float) -> str:
     return datetime.fromtimestamp(wall_s, tz=UTC).isoformat()
 
 
-def _wall_of(text: str | None) -> float | None:
-    if not text:
-        return None
-    try:
-        parsed = datetime.fromisoformat(text)
-    except ValueError:
-        return None
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=UTC)
-    return parsed.timestamp()
-
-
 def _text(value: str | None) -> str | None:
     return None if value is None else escape_control(value)
 
@@ -76,7 +64,7 @@ def kill_clock(incident: Incident, record: FlightRecord) -> tuple[str, float] | 
     )
     if incident.kernel_time_s is not None and same_boot:
         return "mono_s", incident.kernel_time_s
-    wall = _wall_of(incident.wall_time) or _wall_of(incident.detected_at)
+    wall = iso_epoch_s(incident.wall_time) or iso_epoch_s(incident.detected_at)
     return ("wall_s", wall) if wall is not None else None
 
 

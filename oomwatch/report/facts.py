@@ -22,7 +22,7 @@ from oomwatch.diagnosis.evidence import (
     victim_rss_bytes,
 )
 from oomwatch.forecast.text import duration
-from oomwatch.incident import Incident, Victim
+from oomwatch.incident import Incident, Victim, is_constrained_kill
 
 LARGEST_TASKS = 8
 MAX_NOTES = 5
@@ -104,7 +104,7 @@ def limit_text(incident: Incident) -> str | None:
     if incident.kind == "global":
         constraint = f", {incident.constraint}" if incident.constraint else ""
         return f"node memory (global OOM{constraint})"
-    if incident.kind in ("cpuset", "mempolicy"):
+    if is_constrained_kill(incident.kind):
         return f"{incident.kind} constraint ({incident.constraint or '?'})"
     if memcg is None:
         return f"{scope} limit (numbers not in the report)" if incident.limit_scope else None

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 
 from oomwatch.diagnosis.trends import incident_time_s
-from oomwatch.incident import Incident
+from oomwatch.incident import Incident, parse_iso
 
 _RELATIVE = re.compile(r"(\d+(?:\.\d+)?)\s*(s|sec|m|min|h|d|w)", re.IGNORECASE)
 UID_PREFIX_CHARS = 8  # the summary table shows pod UIDs by their first 8 characters
@@ -22,13 +22,12 @@ def parse_since(text: str, now: datetime | None = None) -> datetime:
     m = _RELATIVE.fullmatch(text.strip())
     if m:
         return now - timedelta(seconds=float(m.group(1)) * _UNIT_SECONDS[m.group(2).lower()])
-    try:
-        parsed = datetime.fromisoformat(text.strip())
-    except ValueError:
+    parsed = parse_iso(text)
+    if parsed is None:
         raise ValueError(
             f"--since {text!r}: expected a relative time like 2h, 30m, 1d or an ISO-8601 time"
-        ) from None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+        )
+    return parsed
 
 
 def pod_matches(incident: Incident, pod: str) -> bool:

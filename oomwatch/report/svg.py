@@ -15,8 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from oomwatch.diagnosis.evidence import fmt_bytes, limit_bytes, usage_bytes
-from oomwatch.incident import Incident, TimelineSample
-from oomwatch.store import iso_to_epoch_s
+from oomwatch.incident import Incident, TimelineSample, iso_epoch_s
 
 WIDTH, HEIGHT = 760, 300
 LEFT, RIGHT, TOP, BOTTOM = 70, 150, 20, 40
@@ -157,7 +156,7 @@ def _end_s(incident: Incident) -> float | None:
     timeline = incident.timeline
     if timeline is not None and timeline.samples:
         return max(s.t_seconds for s in timeline.samples)
-    return iso_to_epoch_s(incident.wall_time)
+    return iso_epoch_s(incident.wall_time)
 
 
 class _Scale:

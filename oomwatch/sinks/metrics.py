@@ -15,7 +15,6 @@ import contextlib
 import threading
 import time
 from collections.abc import Callable
-from datetime import datetime
 from typing import Any, NamedTuple
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, disable_created_metrics
@@ -23,7 +22,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
 from oomwatch import __version__
 from oomwatch.diagnosis import CODES
-from oomwatch.incident import LIMIT_SCOPES, Incident
+from oomwatch.incident import LIMIT_SCOPES, Incident, is_kernel_kill, kill_epoch_s
 from oomwatch.probe import schema as probe_schema
 from oomwatch.sinks import http
 
@@ -31,7 +30,6 @@ disable_created_metrics()  # type: ignore[no-untyped-call]  # process-wide, as i
 
 # kubernetes-mixin's names for a pod's owner (namespace_workload_pod:kube_pod_owner:relabel).
 IDENTITY_LABELS = ("namespace", "pod", "container", "pod_uid", "workload", "workload_type")
-KERNEL_KINDS = frozenset({"memcg", "global", "cpuset", "mempolicy", "unknown"})
 FRAMEWORKS = frozenset(probe_schema.FRAMEWORKS)  # the closed set a probe file may name
 GAUGE_GRACE_S = 300.0  # a gone container's memory gauges linger this long
 COUNTER_GRACE_S = 3600.0  # its kill counters longer, so alerts on increase() still see them
@@ -203,7 +201,7 @@ class Metrics:
                 name = framework if framework in FRAMEWORKS else ""
                 self._inc(self.framework_oom, labels, (name,), 1)
                 return
-            if incident.kind not in KERNEL_KINDS:
+            if not is_kernel_kill(incident.kind):
                 return  # evictions and false OOMKilled reports are not kernel kills
             kills = max(1, len(incident.victims))
             scope = incident.limit_scope if incident.limit_scope in LIMIT_SCOPES else ""
@@ -358,10 +356,5 @@ class Metrics:
 
 def _kill_wall_time(incident: Incident) -> float:
     """Seconds since the epoch of the kill: the record's wall time, else when we saw it."""
-    for stamp in (incident.wall_time, incident.detected_at):
-        if stamp:
-            try:
-                return datetime.fromisoformat(stamp).timestamp()
-            except ValueError:
-                continue
-    return time.time()
+    killed_at = kill_epoch_s(incident)
+    return killed_at if killed_at is not None else time.time()

@@ -18,9 +18,10 @@ from oomwatch.incident import (
     Timeline,
     TimelineSample,
     Victim,
+    iso_epoch_s,
 )
 from oomwatch.sinks.log import LogSink, setup_logging
-from oomwatch.store import IncidentStore, iso_to_epoch_s
+from oomwatch.store import IncidentStore
 
 MiB = 1 << 20
 
@@ -217,7 +218,7 @@ def test_counter_only_kill_gets_the_last_sample_before_its_counter_moved(
     pipe.process()
     [got] = sink.got
     assert got.kmsg_missing and frozen_at == [counted_wall]
-    assert got.wall_time is not None and iso_to_epoch_s(got.wall_time) == counted_wall
+    assert got.wall_time is not None and iso_epoch_s(got.wall_time) == counted_wall
     assert got.memcg is not None and got.memcg.usage_bytes == 30 * MiB
     assert got.memcg.limit_bytes == 32 * MiB and got.memcg_sampled
     assert got.breakdown_bytes is not None and got.breakdown_bytes.anon == 29 << 20
