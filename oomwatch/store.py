@@ -276,17 +276,20 @@ class IncidentStore:
             if reason is not None and self.path.exists():
                 try:
                     aside = move_aside(self.path, reason)
-                    log.error(
-                        "incident store %s cannot be used (%s): moved aside to %s, starting a"
-                        " fresh one", self.path, exc, aside.name,
-                    )  # fmt: skip
+                    log.error("store_unusable", extra={
+                        "path": str(self.path), "error": str(exc), "moved_to": aside.name,
+                        "consequence": "a fresh store"})  # fmt: skip
                     return self._connect(self.path)
                 except (sqlite3.Error, _Unusable, OSError) as again:
                     exc = again
             log.error(
-                "incident store %s cannot be used (%s): incidents are kept in memory only"
-                " until the agent restarts", self.path, exc,
-            )  # fmt: skip
+                "store_unusable",
+                extra={
+                    "path": str(self.path),
+                    "error": str(exc),
+                    "consequence": "incidents kept in memory only until the agent restarts",
+                },
+            )
             return self._connect(":memory:")
 
     def _take_back_set_aside(self) -> None:
@@ -296,7 +299,9 @@ class IncidentStore:
         try:
             take_back_set_aside(self._db, self.path, SCHEMA_VERSION)
         except (sqlite3.Error, OSError) as exc:
-            log.warning("cannot look for set-aside stores beside %s: %s", self.path, exc)
+            log.warning(
+                "store_set_aside_unreadable", extra={"path": str(self.path), "error": str(exc)}
+            )
 
     @classmethod
     def open_readonly(cls, state_dir: Path) -> IncidentStore:
@@ -316,9 +321,7 @@ class IncidentStore:
                 for statement in _MIGRATIONS[version - 1].split(";"):
                     if statement.strip():
                         db.execute(statement)
-                db.execute(
-                    "INSERT INTO schema_migrations VALUES (?, ?)", (version, time.time())
-                )
+                db.execute("INSERT INTO schema_migrations VALUES (?, ?)", (version, time.time()))
                 db.execute("COMMIT")
             except BaseException:
                 db.execute("ROLLBACK")
@@ -392,7 +395,7 @@ class IncidentStore:
                 " ORDER BY id LIMIT MAX(1, (SELECT COUNT(*) FROM incidents) / 10))"
             ).rowcount
             if removed:
-                log.warning("incident store %s is full: dropped its %d oldest", self.path, removed)
+                log.warning("store_full", extra={"path": str(self.path), "dropped_oldest": removed})
                 return
 
     def iter_query(
@@ -484,7 +487,11 @@ class IncidentStore:
 
     @_locked
     def add_warning(
-        self, cgroup: str, pod_uid: str | None, container_id: str | None, started_at_s: float,
+        self,
+        cgroup: str,
+        pod_uid: str | None,
+        container_id: str | None,
+        started_at_s: float,
         data: Mapping[str, Any],
     ) -> int:
         """Record a warning (a `MemoryLimitApproaching` forecast) as it starts; returns its id."""

@@ -69,15 +69,15 @@ def take_back_set_aside(db: sqlite3.Connection, db_path: Path, mine: int) -> int
         try:
             taken = _take_back(db, aside, mine)
         except sqlite3.Error as exc:
-            log.warning("cannot take back the incidents of %s (%s): left where it is",
-                        aside.name, exc)  # fmt: skip
+            log.warning("store_take_back_failed", extra={
+                "aside": aside.name, "error": str(exc), "consequence": "left where it is"})
             continue
         if taken is None:
             continue  # still newer than this agent: for a newer one to take back
         for suffix in ("", "-wal", "-shm"):
             Path(f"{aside}{suffix}").unlink(missing_ok=True)
-        log.warning("took back %d incidents from %s, which an older oomwatch had set aside;"
-                    " removed it", taken, aside.name)  # fmt: skip
+        log.warning("store_taken_back", extra={
+            "incidents": taken, "aside": aside.name, "set_aside_by": "an older oomwatch"})
         added += taken
     return added
 

@@ -21,7 +21,6 @@ import threading
 import time
 from collections import OrderedDict
 from datetime import UTC, datetime
-from typing import Any
 
 from oomwatch.cgroups import CgroupWatcher, TimelineSampler, WatchedCgroup
 from oomwatch.cgroups.pressure import PressureWatch
@@ -40,7 +39,7 @@ from oomwatch.sinks import http
 from oomwatch.sinks.log import LogSink, get_logger
 from oomwatch.sinks.metrics import Metrics, SeriesLabels
 from oomwatch.sources.kmsg import read_boot_id
-from oomwatch.stages import Enricher, Sink
+from oomwatch.stages import ClosingEnricher, Enricher, FrameworkSource, KubeLink, Sink
 from oomwatch.store import IncidentStore
 
 MAX_WAIT_S = 0.25  # while the pipeline waits on deadlines, they are checked this often
@@ -89,7 +88,7 @@ class Agent:
             wake=self._wake,
             log=self.log,
         )
-        self.kube: Any = None if config.standalone else self._connect_kube()
+        self.kube: KubeLink | None = None if config.standalone else self._connect_kube()
         enrichers: list[Enricher] = []
         # Metrics before the log line: once the line is out, the kill is stored and counted.
         sinks: list[Sink] = [self.metrics, LogSink(self.log)]
@@ -107,8 +106,8 @@ class Agent:
             warn_pod=self.kube.warnings.warn if self.kube is not None else None,
         )
         enrichers.append(ForecastJoin(self.store, self.forecasts.reasons))
-        self.framework_source: Any = None
-        self.probe_enricher: Any = self._open_probe()
+        self.framework_source: FrameworkSource | None = None
+        self.probe_enricher: ClosingEnricher | None = self._open_probe()
         if self.probe_enricher is not None:
             enrichers.append(self.probe_enricher)
         self.pipeline = Pipeline(
@@ -146,7 +145,7 @@ class Agent:
             self.log.error("boot_id_unreadable", error=str(exc))
             return None
 
-    def _connect_kube(self) -> Any:
+    def _connect_kube(self) -> KubeLink | None:
         """Kubernetes, or None (standalone) when no cluster config is found."""
         try:
             from oomwatch.kube import KubeIntegration
@@ -161,9 +160,10 @@ class Agent:
         except Exception as exc:
             self.log.warning("standalone", reason=f"no Kubernetes cluster reachable: {exc}")
             return None
-        return kube
+        link: KubeLink = kube
+        return link
 
-    def _open_probe(self) -> Enricher | None:
+    def _open_probe(self) -> ClosingEnricher | None:
         probe_dir = self.config.probe_dir
         if probe_dir is None:
             return None
@@ -183,7 +183,7 @@ class Agent:
         self.framework_source = FrameworkOomSource(
             probe_dir, reader=reader, pod_dirs=self.config.probe_pod_dirs
         )
-        enricher: Enricher = ProbeEnricher(probe_dir, reader=reader)
+        enricher: ClosingEnricher = ProbeEnricher(probe_dir, reader=reader)
         return enricher
 
     def _history(self) -> History:

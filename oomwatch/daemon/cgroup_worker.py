@@ -18,13 +18,13 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from oomwatch.cgroups import CgroupWatcher, CounterDelta, TimelineSampler, WatchedCgroup
 from oomwatch.cgroups.counters import OomCounters
 from oomwatch.cgroups.oom_events import HOT_POLL_INTERVAL_S, OomSignal, Sighting, pids_in
 from oomwatch.daemon.reconcile import CgroupNews, CounterKills
 from oomwatch.incident import Timeline, TimelineSample
+from oomwatch.stages import EventLogger
 
 # A sample due this soon after a counter poll is taken in the same wake-up: the two 1 s
 # timers then stay in step instead of waking the thread twice a second.
@@ -62,7 +62,7 @@ class CgroupWorker:
         *,
         on_samples: OnSamples,
         wake: Callable[[], None],
-        log: Any,
+        log: EventLogger,
     ) -> None:
         self.watcher = watcher
         self.sampler = sampler

@@ -18,6 +18,7 @@ from typing import Any
 from oomwatch.cgroups.counters import OomCounters
 from oomwatch.daemon.reconcile import GRACE_S, Claim, ReconcileState, Rise, Sighting
 from oomwatch.sources.kmsg import KmsgCursor
+from oomwatch.stages import EventLogger
 from oomwatch.store import Checkpoint, IncidentStore
 
 
@@ -87,7 +88,7 @@ def _opt_float(value: Any) -> float | None:
 class Checkpointer:
     """Loads the checkpoint of this boot, and saves a new one whenever something changed."""
 
-    def __init__(self, store: IncidentStore, boot_id: str | None, log: Any) -> None:
+    def __init__(self, store: IncidentStore, boot_id: str | None, log: EventLogger) -> None:
         self._store = store
         self._boot_id = boot_id
         self._log = log

@@ -18,7 +18,6 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from oomwatch.cgroups.discovery import WatchedCgroup
 from oomwatch.cgroups.pressure import PressureWatch
@@ -36,6 +35,7 @@ from oomwatch.incident import (
     iso_time,
 )
 from oomwatch.sinks.metrics import Metrics, SeriesLabels
+from oomwatch.stages import EventLogger
 from oomwatch.store import IncidentStore
 
 log = logging.getLogger("oomwatch.forecast")
@@ -95,7 +95,7 @@ class ForecastWatch:
         timeline_for: TimelineFor,
         store: IncidentStore,
         metrics: Metrics,
-        logger: Any,
+        logger: EventLogger,
         labels_for: LabelsFor,
         horizon_s: float = DEFAULT_HORIZON_S,
         pressure: PressureWatch | None = None,
@@ -119,7 +119,7 @@ class ForecastWatch:
         try:
             self._observe(samples, now_s)
         except Exception:
-            log.exception("forecasting failed")
+            log.exception("forecast_failed")
 
     def _observe(self, samples: list[tuple[WatchedCgroup, TimelineSample]], now_s: float) -> None:
         if self._pressure is not None:
@@ -130,7 +130,7 @@ class ForecastWatch:
             try:
                 self._observe_one(cg, sample, now_s)
             except Exception:  # one container's trouble (a full store) spares the others
-                log.exception("forecasting failed for %s", cg.relpath)
+                log.exception("forecast_failed", extra={"cgroup": cg.relpath})
         self._forget(seen, now_s)
 
     def _observe_one(self, cg: WatchedCgroup, sample: TimelineSample, now_s: float) -> None:

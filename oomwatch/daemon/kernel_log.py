@@ -11,12 +11,12 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Any
 
 from oomwatch.decode import ReportAssembler, parse_kmsg_record
 from oomwatch.decode.lines import parse_killed
 from oomwatch.incident import Incident
 from oomwatch.sources.kmsg import MAX_RECORDS_PER_READ, KmsgCursor, KmsgFollower
+from oomwatch.stages import EventLogger
 
 FLUSH_IDLE_S = 0.02  # a report is complete once the kernel log is quiet this long
 # ... or this long after a `Killed process` line: the kernel prints the whole report in one
@@ -74,7 +74,7 @@ class KernelLog:
         path: str,
         cursor: KmsgCursor | None,
         boot_id: str | None,
-        log: Any,
+        log: EventLogger,
         on_lost: Callable[[int], None],
     ) -> None:
         self.log = log

@@ -150,7 +150,9 @@ class Pipeline:
                 log_read_at_s=self._log_read_at_s(),
             )
         except Exception:  # a bug here must not lose the incidents: pass them on unmatched
-            log.exception("reconciliation failed; passing incidents on unmatched")
+            log.exception(
+                "reconcile_failed", extra={"consequence": "incidents passed on unmatched"}
+            )
             self.stats.errors += 1
             ready = list(incidents)
         else:
@@ -193,7 +195,7 @@ class Pipeline:
             if is_logged_kernel_kill(incident) or incident.kmsg_missing:
                 recheck = self._observe_cgroup(incident, now_mono)
         except Exception:
-            log.exception("could not annotate an incident; storing it as decoded")
+            log.exception("annotate_failed", extra={"consequence": "stored as decoded"})
             self.stats.errors += 1
         waiting = self._enrich(incident, self.enrichers)
         if recheck is not None:
@@ -232,7 +234,7 @@ class Pipeline:
                 if not enricher.enrich(incident):
                     waiting.append(enricher)
             except Exception:
-                log.exception("enricher %s failed", type(enricher).__name__)
+                log.exception("enricher_failed", extra={"enricher": type(enricher).__name__})
                 self.stats.errors += 1
         return waiting
 
@@ -252,14 +254,14 @@ class Pipeline:
         try:
             incident = self.history.diagnose(incident)
         except Exception:
-            log.exception("could not diagnose an incident; storing it undiagnosed")
+            log.exception("diagnose_failed", extra={"consequence": "stored undiagnosed"})
             self.stats.errors += 1
         try:
             if not self.store.add(incident):
                 self.stats.duplicates += 1
                 return
         except Exception:
-            log.exception("could not store an incident; publishing it anyway")
+            log.exception("store_failed", extra={"consequence": "published anyway"})
             self.stats.errors += 1
         self.stats.stored += 1
         self.history.remember(incident)
@@ -267,6 +269,5 @@ class Pipeline:
             try:
                 sink.emit(incident)
             except Exception:
-                log.exception("sink %s failed", type(sink).__name__)
+                log.exception("sink_failed", extra={"sink": type(sink).__name__})
                 self.stats.errors += 1
-

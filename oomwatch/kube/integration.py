@@ -105,7 +105,7 @@ class KubeSink:
                 lambda: self._updates(frozen, now), f"{incident.kind} incident update"
             )
         except Exception:  # a sink never raises into the pipeline
-            log.exception("could not queue the Kubernetes Event for an incident")
+            log.exception("event_queue_failed")
 
     def _updates(self, incident: Incident, observed_at: datetime) -> list[Update]:
         pod = self._cache.get(incident.pod_uid) if incident.pod_uid else None
@@ -248,7 +248,7 @@ class KubeIntegration:
         try:
             kills = self._kernel_kills_for(container_id, *window)
         except Exception:
-            log.exception("could not count kernel kills for container %s", container_id)
+            log.exception("kernel_kills_count_failed", extra={"container_id": container_id})
             return
         if kills == 0:
             self._submit_safely(false_oomkilled_incident(claim, window))
@@ -257,7 +257,7 @@ class KubeIntegration:
         try:
             self._submit(incident)
         except Exception:
-            log.exception("pipeline refused a %s incident", incident.kind)
+            log.exception("pipeline_refused", extra={"kind": incident.kind})
 
     def _first_time(self, key: tuple[str, ...]) -> bool:
         with self._lock:

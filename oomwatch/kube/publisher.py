@@ -128,16 +128,20 @@ class EventPublisher:
                 self._deliver(item)
             except (_Retry, NotReady) as exc:
                 if self.reachable:
-                    log.warning("Kubernetes API unavailable (%s); %d queued", exc, self.pending())
+                    log.warning(
+                        "kube_api_unavailable", extra={"error": str(exc), "queued": self.pending()}
+                    )
                 self.reachable = False
                 stop.wait(self.backoff.next_s())
                 continue
             except client.ApiException as exc:  # rejected (forbidden, invalid, pod gone)
                 self.reachable = True  # it answered
-                log.warning("Kubernetes rejected %s: HTTP %s %s", _describe(item), exc.status,
-                            exc.reason)
+                log.warning(
+                    "kube_rejected",
+                    extra={"update": _describe(item), "status": exc.status, "reason": exc.reason},
+                )
             except Exception:  # a bug: say so loudly, but keep delivering the rest
-                log.exception("dropping undeliverable Kubernetes update %s", _describe(item))
+                log.exception("kube_update_dropped", extra={"update": _describe(item)})
             else:
                 self.delivered += 1
                 self.reachable = True

@@ -69,7 +69,7 @@ class PodWatcher:
                     stop.wait(self._backoff_initial_s)
             except client.ApiException as exc:
                 if exc.status == 410:  # resourceVersion expired: relist, no pause
-                    log.info("pod watch expired (410 Gone); relisting")
+                    log.info("pod_watch_expired", extra={"status": 410, "consequence": "relisting"})
                     resource_version = None
                     continue
                 self._failed(f"pods API error {exc.status}: {exc.reason}")
@@ -88,7 +88,8 @@ class PodWatcher:
 
     def _failed(self, message: str) -> None:
         if self.connected or self.last_error != message:
-            log.warning("%s; retrying within %.1fs", message, self.backoff.ceiling_s)
+            log.warning("pod_watch_failed", extra={
+                "error": message, "retry_within_s": round(self.backoff.ceiling_s, 1)})
         self.connected = False
         self.last_error = message
 
@@ -144,12 +145,12 @@ class PodWatcher:
         try:
             self._on_change(previous, pod, initial)
         except Exception:  # a bug in a consumer must not stop the cache
-            log.exception("pod change handler failed for %s/%s", pod.namespace, pod.name)
+            log.exception("pod_handler_failed", extra={"namespace": pod.namespace, "pod": pod.name})
 
 
 def _decode(raw: Any) -> PodInfo | None:
     try:
         return decode_pod(raw) if isinstance(raw, dict) else None
     except PodDecodeError as exc:
-        log.warning("ignoring pod from the API: %s", exc)
+        log.warning("pod_ignored", extra={"error": str(exc)})
         return None

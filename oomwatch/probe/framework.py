@@ -128,10 +128,9 @@ class FrameworkOomSource:
         self._seen = present  # files gone or refused are forgotten: the set stays bounded
         if suppressed:
             self.suppressed += sum(suppressed.values())
-            log.warning(
-                "framework OOMs over the rate limit, not recorded: %s",
-                ", ".join(f"{n} from owner uid {uid}" for uid, n in suppressed.most_common(5)),
-            )
+            log.warning("framework_ooms_rate_limited", extra={
+                "not_recorded": {str(uid): n for uid, n in suppressed.most_common(5)},
+            })  # fmt: skip
         return out
 
     def close(self) -> None:

@@ -233,7 +233,8 @@ class WarnOnce:
         if len(self._seen) > 4096:
             self._seen.clear()
         self._seen.add(key)
-        log.warning("probe file %s refused: %s", escape_control(record.name), reason)
+        log.warning("probe_file_refused", extra={
+            "file_name": escape_control(record.name), "reason": reason})
 
 
 class ProbeEnricher:

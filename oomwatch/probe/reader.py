@@ -189,7 +189,9 @@ class ProbeDirReader:
             try:
                 self._dir_fd = os.open(self.directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
             except OSError as exc:
-                log.debug("probe directory %s not available: %s", self.directory, exc)
+                log.debug(
+                    "probe_dir_unavailable", extra={"path": str(self.directory), "error": str(exc)}
+                )
         return self._dir_fd
 
     def _scan(self, dir_fd: int) -> tuple[list[str], bool]:
@@ -215,7 +217,9 @@ class ProbeDirReader:
                     elif POD_DIR.fullmatch(entry.name) and entry.is_dir(follow_symlinks=False):
                         names += self._list_pod_dir(dir_fd, entry.name)
         except OSError as exc:
-            log.warning("probe directory %s unreadable: %s", self.directory, exc)
+            log.warning(
+                "probe_dir_unreadable", extra={"path": str(self.directory), "error": str(exc)}
+            )
         self._offset = 0
         return sorted(names), True
 
@@ -262,7 +266,10 @@ class ProbeDirReader:
         if len(self._logged) > 4096:
             self._logged.clear()
         self._logged[key] = version
-        log.warning("probe file %s %s: %s", escape_control(name), what, escape_control(reason))
+        log.warning(  # probe_file_refused or probe_file_trimmed
+            f"probe_file_{what}",
+            extra={"file_name": escape_control(name), "reason": escape_control(reason)},
+        )
 
     def _forget(self, name: str) -> None:
         kept = self._kept.pop(name, None)

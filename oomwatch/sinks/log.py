@@ -21,6 +21,7 @@ import structlog
 
 from oomwatch.incident import AttributionCandidate, Incident
 from oomwatch.sanitize import escape_control
+from oomwatch.stages import EventLogger
 
 INCIDENT_EVENT = "oom_kill"
 LOGGER_NAME = "oomwatch"
@@ -65,7 +66,10 @@ def setup_logging(log_format: str = "json", stream: TextIO | None = None) -> Non
     handler.setFormatter(
         structlog.stdlib.ProcessorFormatter(
             processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, renderer],
-            foreign_pre_chain=[structlog.stdlib.add_logger_name, *shared],
+            # stdlib records: the message is the event key, `extra={...}` its fields
+            foreign_pre_chain=[
+                structlog.stdlib.add_logger_name, structlog.stdlib.ExtraAdder(), *shared
+            ],
         )
     )
     root = logging.getLogger()
@@ -73,8 +77,10 @@ def setup_logging(log_format: str = "json", stream: TextIO | None = None) -> Non
     root.setLevel(logging.INFO)
 
 
-def get_logger() -> Any:
-    return structlog.get_logger(LOGGER_NAME)
+def get_logger() -> EventLogger:
+    """The agent's operational logger (structlog; `setup_logging` decides where it writes)."""
+    logger: EventLogger = structlog.get_logger(LOGGER_NAME)
+    return logger
 
 
 # Where the killed pod's identity goes: OpenTelemetry's resource attribute names, so it never
@@ -184,14 +190,14 @@ def _present_dict(data: dict[str, Any] | None, skip: tuple[str, ...] = ()) -> di
 class LogSink:
     """Sink: the `oom_kill` JSON line.  Never raises into the pipeline."""
 
-    def __init__(self, logger: Any = None) -> None:
+    def __init__(self, logger: EventLogger | None = None) -> None:
         self._log = logger if logger is not None else get_logger()
 
     def emit(self, incident: Incident) -> None:
         try:
             self._log.warning(INCIDENT_EVENT, **incident_fields(incident))
         except Exception:
-            logging.getLogger(LOGGER_NAME).exception("could not log an incident")
+            logging.getLogger(LOGGER_NAME).exception("incident_log_failed")
 
     def close(self) -> None:
         """Nothing buffered: each line is written as it is logged."""

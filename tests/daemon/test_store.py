@@ -124,7 +124,7 @@ def test_newer_schema_is_moved_aside_and_refused_by_readers(
     assert store.add(kill(1, "2026-11-22T08:00:00+00:00")) and store.count() == 1
     (aside,) = [p for p in tmp_path.glob("oomwatch.db.newer-*")
                 if not p.name.endswith(("-wal", "-shm"))]  # fmt: skip
-    assert any(f"moved aside to {aside.name}" in r.getMessage() for r in caplog.records)
+    assert any(getattr(r, "moved_to", None) == aside.name for r in caplog.records)
 
 
 def test_status_incidents_are_told_apart_by_pod_container_and_time(tmp_path: Path) -> None:
@@ -235,7 +235,7 @@ def test_a_corrupt_database_is_moved_aside_and_the_store_starts_fresh(
     assert store.add(kill(1, "2026-11-22T08:00:00+00:00")) and store.count() == 1
     assert [p.name for p in tmp_path.glob("oomwatch.db.corrupt-*")
             if not p.name.endswith(("-wal", "-shm"))]  # fmt: skip
-    assert any("cannot be used" in r.getMessage() for r in caplog.records)
+    assert any(r.getMessage() == "store_unusable" for r in caplog.records)
 
 
 def test_a_state_dir_that_cannot_hold_a_database_keeps_incidents_in_memory(
@@ -244,7 +244,7 @@ def test_a_state_dir_that_cannot_hold_a_database_keeps_incidents_in_memory(
     (tmp_path / "state").write_text("a file where the directory should be")
     store = IncidentStore(tmp_path / "state")
     assert store.add(kill(1, "2026-11-22T08:00:00+00:00")) and store.count() == 1
-    assert any("in memory only" in r.getMessage() for r in caplog.records)
+    assert any("in memory only" in getattr(r, "consequence", "") for r in caplog.records)
 
 
 def test_reads_a_record_oomwatch_0_1_stored(tmp_path: Path) -> None:

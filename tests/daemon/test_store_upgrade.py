@@ -144,7 +144,8 @@ def test_a_rollback_over_a_breaking_store_loses_nothing(
         101, 102]  # each kill once
     assert len(kills) == FIXTURE_KILLS + 2
     assert not set_aside(state / "oomwatch.db", NEWER) and not list(state.glob("*.newer-*"))
-    assert any("took back 3 incidents" in r.getMessage() for r in caplog.records)
+    assert any(r.getMessage() == "store_taken_back" and getattr(r, "incidents", None) == 3
+               for r in caplog.records)
 
 
 def test_a_store_still_newer_than_its_reader_is_left_for_a_newer_agent(state: Path) -> None:

@@ -63,3 +63,12 @@ def write_record(
 
 # Real-kernel fixtures (skip with the reason where scratch memcgs cannot be made).
 from oomwatch.lab.fixtures import memcg_v1, scratch  # noqa: E402, F401
+
+
+def refusals(caplog: pytest.LogCaptureFixture, event: str = "probe_file_refused") -> dict[str, str]:
+    """File name -> reason of the reader's `probe_file_refused` (or `event`) records."""
+    return {
+        str(getattr(rec, "file_name", "")): str(getattr(rec, "reason", ""))
+        for rec in caplog.records
+        if rec.name == "oomwatch.probe.reader" and rec.getMessage() == event
+    }

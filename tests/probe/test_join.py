@@ -154,7 +154,7 @@ def test_a_file_claiming_another_pod_is_refused(
     _write_oom(probe_dir, replace(META, pod_uid="someone-else"))
     with caplog.at_level(logging.WARNING):
         assert FrameworkOomSource(probe_dir).poll(now_wall_s=1_700_000_006.0) == []
-    assert any("contradicts its memcg path" in r.getMessage() for r in caplog.records)
+    assert any("contradicts its memcg path" in getattr(r, "reason", "") for r in caplog.records)
 
 
 def test_a_cgroup_namespace_root_matches_nobody(probe_dir: Path) -> None:
@@ -202,7 +202,8 @@ def test_a_file_not_owned_by_the_victims_uid_is_refused(
     with caplog.at_level(logging.WARNING):
         ProbeEnricher(probe_dir).enrich(incident)
     assert incident.allocator is not None and incident.allocator["phase"] == "grand_scoring"
-    assert any("owner uid 65534 is not the victim's" in r.getMessage() for r in caplog.records)
+    assert any("owner uid 65534 is not the victim's" in getattr(r, "reason", "")
+               for r in caplog.records)
     # The kernel's uid decides, not freshness: had the victim run as 65534, only that file fits.
     other = _kill(task_memcg=META.cgroup, victims=[Victim(pid=999, comm="python3", uid=65534)])
     ProbeEnricher(probe_dir).enrich(other)

@@ -30,7 +30,7 @@ from oomwatch.probe.reader import (
 from oomwatch.probe.ring import HEADER_BYTES, RingGeometry, encode_header, encode_slot
 from oomwatch.probe.schema import to_payload
 
-from .conftest import META, write_record
+from .conftest import META, refusals, write_record
 
 FULL = RingGeometry(slot_bytes=2048, sample_slots=495, event_slots=16)  # 1,047,552 bytes
 
@@ -71,15 +71,6 @@ def image(geometry: RingGeometry, samples: int, events: int,
         at = geometry.sample_offset(seq)
         data[at : at + geometry.slot_bytes] = slot
     return bytes(data)
-
-
-def refusals(caplog: pytest.LogCaptureFixture) -> dict[str, str]:
-    out = {}
-    for rec in caplog.records:
-        name, sep, reason = rec.getMessage().removeprefix("probe file ").partition(" refused: ")
-        if sep:
-            out[name] = reason
-    return out
 
 
 def test_110_full_files_are_held_under_one_budget(probe_dir: Path) -> None:

@@ -14,16 +14,7 @@ from oomwatch.probe.reader import ProbeDirReader, ProbeFileError, ReaderLimits
 from oomwatch.probe.ring import HEADER_BYTES, RingGeometry, encode_header, encode_slot
 from oomwatch.probe.schema import to_payload
 
-from .conftest import META, sample, write_record
-
-
-def _refusals(caplog: pytest.LogCaptureFixture) -> dict[str, str]:
-    out = {}
-    for rec in caplog.records:
-        if rec.name == "oomwatch.probe.reader" and "refused" in rec.getMessage():
-            name, _, reason = rec.getMessage().removeprefix("probe file ").partition(" refused: ")
-            out[name] = reason
-    return out
+from .conftest import META, refusals, sample, write_record
 
 
 def _image_with(payload_edit: dict[str, object]) -> bytes:
@@ -66,7 +57,7 @@ def test_hostile_files_are_refused_with_a_log_line_and_the_good_one_is_read(
     with caplog.at_level(logging.WARNING):
         records = reader.read_all()
     assert [r.name for r in records] == ["good.trainer.ring"]
-    refused = _refusals(caplog)
+    refused = refusals(caplog)
     assert "not a regular file" in refused["symlink.ring"]  # lstat: never followed
     assert "over the cap" in refused["sparse.ring"]
     assert "bad magic" in refused["garbage.ring"]
@@ -86,7 +77,7 @@ def test_hostile_files_are_refused_with_a_log_line_and_the_good_one_is_read(
     caplog.clear()
     with caplog.at_level(logging.WARNING):
         assert len(reader.read_all()) == 1
-    assert _refusals(caplog) == {}  # each bad file is logged once, not every poll
+    assert refusals(caplog) == {}  # each bad file is logged once, not every poll
     reader.close()
 
 
@@ -107,7 +98,7 @@ def test_stale_and_too_many_files(probe_dir: Path, caplog: pytest.LogCaptureFixt
     with caplog.at_level(logging.WARNING):
         first = reader.read_all()
     assert 2 <= len(first) <= 3  # three entries a walk (one of them maybe the stale file)
-    assert any("more than 3 entries" in r.getMessage() for r in caplog.records)
+    assert any("more than 3 entries" in reason for reason in refusals(caplog).values())
     second = reader.read_all()  # the next window: the other two, and the three kept
     assert sorted(r.name for r in second) == [f"n{i}.trainer.ring" for i in range(5)]
 
@@ -155,7 +146,7 @@ def test_a_walk_stops_at_its_deadline_and_the_next_one_goes_on(
         first = reader.read_all()
     # deadline t=2.5: n0 is read at once, n1 at t=1, n2 at t=2; at t=3 the time is up
     assert [r.name for r in first] == names[:3]
-    assert any("walk over 2.5 s" in r.getMessage() for r in caplog.records)
+    assert any("walk over 2.5 s" in reason for reason in refusals(caplog).values())
     second = reader.read_all()  # goes on with n3; n0-n2 count as they were last read
     assert [r.name for r in second] == names[3:] + names[:3]
     assert all(a is b for a, b in zip(second[3:], first, strict=True))

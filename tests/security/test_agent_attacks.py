@@ -155,7 +155,8 @@ def test_an_unusable_database_is_moved_aside_and_the_agent_runs(
     with running_agent(REPO, tmp_path) as agent:
         agent.kill()
         assert kernel_kill_logged(agent, 20_001, 10) is not None
-        logs = [line for _, line in agent.lines if "moved aside" in str(line.get("event"))]
+        logs = [line for _, line in agent.lines
+                if line.get("event") == "store_unusable" and line.get("moved_to")]
     assert logs, "no log line says where the database went"
     assert list((tmp_path / "state").glob(f"oomwatch.db.{damage}-*"))
 
