@@ -84,6 +84,9 @@ def _has_memory_controller(path: str) -> bool:
         return False
 
 
+_Dir = tuple[str, str, int, int]  # fs dir, relpath, depth, depth below kubepods (-1: not)
+
+
 def discover(
     hierarchy: Hierarchy,
     *,
@@ -101,7 +104,7 @@ def discover(
     out: list[WatchedCgroup] = []
     truncated = False
     # Depth-first with an explicit stack: (fs dir, relpath, depth, depth below kubepods or -1).
-    stack: list[tuple[str, str, int, int]] = []
+    stack: list[_Dir] = []
     parts = [p for p in under.split("/") if p]
     start = hierarchy.fs_path(under)
     if not parts:
@@ -118,24 +121,7 @@ def discover(
         if descend:
             stack.append((start, rel, depth, kube_depth))
     while stack:
-        fs_dir, rel, depth, kube_depth = stack.pop()
-        children: list[tuple[str, str, int, int]] = []
-        try:
-            with os.scandir(fs_dir) as it:
-                for entry in it:
-                    if not entry.is_dir(follow_symlinks=False):
-                        continue
-                    child_rel = f"{rel}/{entry.name}"
-                    if kube_depth >= 0:
-                        child_kube = kube_depth + 1
-                    elif entry.name in KUBEPODS_NAMES:
-                        child_kube = 0
-                    else:
-                        child_kube = -1
-                    children.append((entry.path, child_rel, depth + 1, child_kube))
-        except OSError:
-            continue  # removed while we walked, or unreadable: not ours to fail on
-        for child in sorted(children, reverse=True):
+        for child in _children(*stack.pop()):
             path, child_rel, child_depth, child_kube = child
             if _beyond_bounds(child_depth, child_kube):
                 truncated = True
@@ -148,6 +134,25 @@ def discover(
             if descend:
                 stack.append(child)
     return out, truncated
+
+
+def _children(fs_dir: str, rel: str, depth: int, kube_depth: int) -> list[_Dir]:
+    """A directory's child cgroups, in the order the walk visits them (a stack: reversed);
+    none if it was removed while we walked or is unreadable (not ours to fail on)."""
+    children: list[_Dir] = []
+    try:
+        with os.scandir(fs_dir) as it:
+            for entry in it:
+                if not entry.is_dir(follow_symlinks=False):
+                    continue
+                if kube_depth >= 0:
+                    child_kube = kube_depth + 1
+                else:
+                    child_kube = 0 if entry.name in KUBEPODS_NAMES else -1
+                children.append((entry.path, f"{rel}/{entry.name}", depth + 1, child_kube))
+    except OSError:
+        return []
+    return sorted(children, reverse=True)
 
 
 def _beyond_bounds(depth: int, kube_depth: int) -> bool:

@@ -213,15 +213,8 @@ class ReportAssembler:
             if killed is not None:
                 self._killed(record, killed, done)
                 return True
-        if " invoked oom-killer" in message:
-            invoked = L.parse_invoked(message)
-            if invoked is not None:
-                report = self._start(record, HEADER, done)
-                report.incident.invoker, note = invoked
-                report.header_evidence = True
-                if note:
-                    report.incident.notes.append(note)
-                return True
+        if " invoked oom-killer" in message and self._invoked(record, message, done):
+            return True
         if message.startswith("oom-kill:"):
             self._summary(record, message, done)
             return True
@@ -236,15 +229,8 @@ class ReportAssembler:
             if selected is not None:
                 self._select(record, selected, done)
                 return True
-        if "memory.oom.group" in message:
-            group = L.parse_group(message)
-            if group is not None:
-                if report is None or not report.incident.victims:
-                    report = self._start(record, GROUP, done)
-                report.stage = GROUP
-                report.incident.group_kill = True
-                report.incident.group_cgroup = group
-                return True
+        if "memory.oom.group" in message and self._group(record, message, done):
+            return True
         if message.startswith("oom_reaper: "):
             self._reaped(message)
             return True
@@ -255,19 +241,35 @@ class ReportAssembler:
                 return True
         return False
 
+    def _invoked(self, record: LogRecord, message: str, done: list[Incident]) -> bool:
+        """`<comm> invoked oom-killer: ...` opens a report."""
+        invoked = L.parse_invoked(message)
+        if invoked is None:
+            return False
+        report = self._start(record, HEADER, done)
+        report.incident.invoker, note = invoked
+        report.header_evidence = True
+        if note:
+            report.incident.notes.append(note)
+        return True
+
+    def _group(self, record: LogRecord, message: str, done: list[Incident]) -> bool:
+        """`Tasks in <cgroup> are going to be killed due to memory.oom.group set`."""
+        group = L.parse_group(message)
+        if group is None:
+            return False
+        report = self._report
+        if report is None or not report.incident.victims:
+            report = self._start(record, GROUP, done)
+        report.stage = GROUP
+        report.incident.group_kill = True
+        report.incident.group_cgroup = group
+        return True
+
     def _detail_line(self, record: LogRecord, message: str, done: list[Incident]) -> None:
         """The lines inside a report: memcg, stats, task table, Mem-Info, stack."""
         report = self._report
-        if report is not None and "is already exiting" in message:
-            exiting = L.parse_already_exiting(message)
-            if exiting is not None:
-                report.incident.notes.append(
-                    f"pid {exiting[0]} ({escape_control(exiting[1])}) was already exiting; "
-                    "the kernel skipped killing it"
-                )
-                return
-        if report is not None and message.startswith(L.OOM_END_LINES):
-            report.incident.notes.append(escape_control(message))
+        if report is not None and _note_line(report, message):
             return
         if message.startswith(("Task in ", "Memory limit reached")):
             task_in = L.parse_task_in(message)
@@ -421,6 +423,23 @@ class ReportAssembler:
             return
         self._orphans.add(row, record.line_no)
         self._orphan_added = True
+
+
+def _note_line(report: ReportState, message: str) -> bool:
+    """Lines that only add a note to the open report: a task already exiting (the kernel
+    skipped it), the kernel's end-of-report lines."""
+    if "is already exiting" in message:
+        exiting = L.parse_already_exiting(message)
+        if exiting is not None:
+            report.incident.notes.append(
+                f"pid {exiting[0]} ({escape_control(exiting[1])}) was already exiting; "
+                "the kernel skipped killing it"
+            )
+            return True
+    if message.startswith(L.OOM_END_LINES):
+        report.incident.notes.append(escape_control(message))
+        return True
+    return False
 
 
 def _dedupe_key(record: LogRecord, message: str) -> tuple[object, ...]:

@@ -124,27 +124,7 @@ class LineParser:
 
     def feed(self, line: str, line_no: int | None = None) -> Iterator[LogRecord]:
         """Records completed by this line (a record is held back one line to join wraps)."""
-        if len(line) > MAX_MESSAGE_CHARS:
-            self.warnings.append(
-                f"line {line_no}: {len(line)} characters, longer than any kernel record; "
-                "only the start was read"
-            )
-            line = line[:MAX_MESSAGE_CHARS]
-        line = line.rstrip("\r\n")
-        if line_no == 1:
-            self.banner(line)
-        if line[:1] in (" ", "\t", ">"):
-            quote = _QUOTE.match(line)
-            if quote and ">" in quote.group(0):
-                line = line[quote.end() :]
-        if line.endswith("]"):
-            marker = _TMUX_MARKER.search(line, max(0, len(line) - 24))
-            if marker:
-                line = line[: marker.start()].rstrip()
-        if line[:2] == "**":
-            dropped = _DROPPED.match(line)
-            if dropped:
-                line = line[dropped.end() :]
+        line = self._unwrapped(line, line_no)
         stripped = line.strip()
         previous = self._pending
         indent = len(line) - len(line.lstrip())
@@ -181,6 +161,33 @@ class LineParser:
         message = stripped[level_match.end() :].strip() if level_match else stripped
         self._hold(LogRecord(message, "plain", level=level, line_no=line_no), len(line))
         self._message_col = 0
+
+    def _unwrapped(self, line: str, line_no: int | None) -> str:
+        """The line without what a paste or a terminal wrapped around it: its end of line, a
+        quote's `>`, a tmux marker, a `** N printk messages dropped **` prefix; cut to the
+        longest kernel record (with a warning)."""
+        if len(line) > MAX_MESSAGE_CHARS:
+            self.warnings.append(
+                f"line {line_no}: {len(line)} characters, longer than any kernel record; "
+                "only the start was read"
+            )
+            line = line[:MAX_MESSAGE_CHARS]
+        line = line.rstrip("\r\n")
+        if line_no == 1:
+            self.banner(line)
+        if line[:1] in (" ", "\t", ">"):
+            quote = _QUOTE.match(line)
+            if quote and ">" in quote.group(0):
+                line = line[quote.end() :]
+        if line.endswith("]"):
+            marker = _TMUX_MARKER.search(line, max(0, len(line) - 24))
+            if marker:
+                line = line[: marker.start()].rstrip()
+        if line[:2] == "**":
+            dropped = _DROPPED.match(line)
+            if dropped:
+                line = line[dropped.end() :]
+        return line
 
     def finish(self) -> Iterator[LogRecord]:
         """The record still held back at end of input."""
@@ -229,24 +236,9 @@ class LineParser:
         self._skipped = False
         first = s[:1]
         if first.isdigit():
-            if "," in s[:8] and ";" in s[:240]:
-                record = kmsg_record_from_text(s, line_no)
-                if record is not None:
-                    return record
-                if re.match(r"\d{1,3},\d{1,20},\d{1,20},[-c+]", s):
-                    self._skipped = True  # a userspace record written to /dev/kmsg
-                    return None
-            if s[4:5] == "-":
-                record = self._from_iso(s, line_no)
-                if record is not None or self._skipped:
-                    return record
-            elif "] " in s[:24]:
-                stamp = dmesg_stamp(s)  # a paste that begins inside the first stamp
-                if stamp is not None:
-                    return self._from_dmesg(stamp, s, line_no)
-            unix = _UNIX_JOURNAL.match(s)
-            if unix:
-                return self._from_unix(unix, s, line_no)
+            record = self._from_digit(s, line_no)
+            if record is not None or self._skipped:
+                return record
         elif first == "[" or first == "<":
             dmesg = _DMESG.match(s)  # the common `[ 1234.567890] msg`, without a Stamp
             if dmesg:
@@ -266,6 +258,33 @@ class LineParser:
             stamp = dmesg_stamp(s)  # dmesg -x: `kern  :warn  : ...`
             if stamp is not None:
                 return self._from_dmesg(stamp, s, line_no)
+        return self._from_syslog_or_inner(s, line_no)
+
+    def _from_digit(self, s: str, line_no: int | None) -> LogRecord | None:
+        """A line that begins with a digit: a /dev/kmsg record, an ISO stamp, a dmesg stamp cut
+        at its start, `journalctl -o short-unix`; None (and `_skipped` if it is a program's
+        record) otherwise."""
+        if "," in s[:8] and ";" in s[:240]:
+            record = kmsg_record_from_text(s, line_no)
+            if record is not None:
+                return record
+            if re.match(r"\d{1,3},\d{1,20},\d{1,20},[-c+]", s):
+                self._skipped = True  # a userspace record written to /dev/kmsg
+                return None
+        if s[4:5] == "-":
+            record = self._from_iso(s, line_no)
+            if record is not None or self._skipped:
+                return record
+        elif "] " in s[:24]:
+            stamp = dmesg_stamp(s)  # a paste that begins inside the first stamp
+            if stamp is not None:
+                return self._from_dmesg(stamp, s, line_no)
+        unix = _UNIX_JOURNAL.match(s)
+        return self._from_unix(unix, s, line_no) if unix else None
+
+    def _from_syslog_or_inner(self, s: str, line_no: int | None) -> LogRecord | None:
+        """BSD syslog, journalctl's full stamps, `talosctl dmesg`, or a dmesg stamp further in
+        (under a collector's or CRI prefix); None if none."""
         bsd = _BSD_SYSLOG.match(s)
         if bsd:
             return self._from_bsd(bsd, s, line_no)

@@ -98,6 +98,11 @@ def recommend(
             return _kernel_bound(incident, ev)
     if incident.limit_scope in NODE_SCOPES or incident.kind == "global":
         return _node_ran_out(incident, buffer_percent)
+    return _resize(incident, codes, buffer_percent)
+
+
+def _resize(incident: Incident, codes: set[str], buffer_percent: int) -> dict[str, Any] | None:
+    """A limit (and request) sized from what the workload used; None without sizes."""
     sizes = _sizes(incident)
     if sizes is None:
         return None
