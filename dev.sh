@@ -81,6 +81,7 @@ print(describe(sys.argv[1]))' /sys/fs/cgroup)" >&2
     setup_test_extras
     shift
     "$VENV/bin/ruff" check oomwatch tests bench examples
+    "$VENV/bin/ruff" format --check oomwatch tests bench examples
     "$VENV/bin/mypy"
     exec "$VENV/bin/pytest" "$@"
     ;;

@@ -70,8 +70,13 @@ def oom_event(i: int, message: str = "CUDA out of memory.") -> dict[str, Any]:
             "requested_bytes": 2 << 30}  # fmt: skip
 
 
-def ring(geometry: RingGeometry, head: dict[str, Any], samples: list[dict[str, Any]],
-         events: list[dict[str, Any]], raw_slots: dict[int, bytes] | None = None) -> bytes:
+def ring(
+    geometry: RingGeometry,
+    head: dict[str, Any],
+    samples: list[dict[str, Any]],
+    events: list[dict[str, Any]],
+    raw_slots: dict[int, bytes] | None = None,
+) -> bytes:
     """A file image; `raw_slots` puts arbitrary payload bytes (with a valid CRC) in a slot."""
     import struct
     import zlib
@@ -80,15 +85,15 @@ def ring(geometry: RingGeometry, head: dict[str, Any], samples: list[dict[str, A
     data[:HEADER_BYTES] = encode_header(geometry, head)
     for seq, payload in enumerate(samples, 1):
         off = geometry.sample_offset(seq)
-        data[off:off + geometry.slot_bytes] = encode_slot(seq, payload, geometry.slot_bytes)
+        data[off : off + geometry.slot_bytes] = encode_slot(seq, payload, geometry.slot_bytes)
     for seq, payload in enumerate(events, 1):
         off = geometry.event_offset(seq)
-        data[off:off + geometry.slot_bytes] = encode_slot(seq, payload, geometry.slot_bytes)
+        data[off : off + geometry.slot_bytes] = encode_slot(seq, payload, geometry.slot_bytes)
     for seq, body in (raw_slots or {}).items():
         crc = zlib.crc32(struct.pack("<QI", seq, len(body)) + body)
         slot = (struct.pack("<QII", seq, len(body), crc) + body).ljust(geometry.slot_bytes, b"\0")
         off = geometry.sample_offset(seq)
-        data[off:off + geometry.slot_bytes] = slot
+        data[off : off + geometry.slot_bytes] = slot
     return bytes(data)
 
 
@@ -150,8 +155,12 @@ def claim_pod(repo: Path, tmp: Path) -> dict[str, Any]:
             kubeconfig = _kube_agent(sub, api)
             with running_agent(repo, sub, "--annotate-pods", kubeconfig=kubeconfig) as agent:
                 os.chmod(agent.probe_dir, 0o1777)
-                image = ring(RingGeometry(1024, 4, 2), meta(**claims), [sample(0)],
-                             [{**oom_event(0), "phase": "ATTACKER-TEXT wire $$ to x"}])
+                image = ring(
+                    RingGeometry(1024, 4, 2),
+                    meta(**claims),
+                    [sample(0)],
+                    [{**oom_event(0), "phase": "ATTACKER-TEXT wire $$ to x"}],
+                )
                 put(agent.probe_dir, "evil.ring", image, owner=65534)
                 time.sleep(8)
             with api.lock:
@@ -172,17 +181,26 @@ def claim_pod(repo: Path, tmp: Path) -> dict[str, Any]:
 def claim_etcd(repo: Path, tmp: Path) -> dict[str, Any]:
     """A file claiming kube-system/etcd-node-a: whose labels does the framework metric get?"""
     with running_agent(repo, tmp) as agent:
-        image = ring(RingGeometry(1024, 4, 2), meta(
-            pod_uid="e7cd0000-0000-4000-8000-000000000001", namespace="kube-system",
-            pod_name="etcd-node-a", container="etcd"), [sample(0)],
-            [{**oom_event(0, "out of memory"), "framework": "torch", "device": None}])
+        image = ring(
+            RingGeometry(1024, 4, 2),
+            meta(
+                pod_uid="e7cd0000-0000-4000-8000-000000000001",
+                namespace="kube-system",
+                pod_name="etcd-node-a",
+                container="etcd",
+            ),
+            [sample(0)],
+            [{**oom_event(0, "out of memory"), "framework": "torch", "device": None}],
+        )
         put(agent.probe_dir, "etcd.ring", image, owner=65534)
         time.sleep(6)
         metrics = agent.get("/metrics")[1]
     series = [line for line in metrics.splitlines()
               if line.startswith("oomwatch_framework_oom_total{")]  # fmt: skip
-    return {"framework_series": series,
-            "etcd_labels": any('namespace="kube-system"' in s and "etcd" in s for s in series)}
+    return {
+        "framework_series": series,
+        "etcd_labels": any('namespace="kube-system"' in s and "etcd" in s for s in series),
+    }
 
 
 def bomb(repo: Path, tmp: Path) -> dict[str, Any]:
@@ -192,15 +210,21 @@ def bomb(repo: Path, tmp: Path) -> dict[str, Any]:
         image = ring(RingGeometry(2048, 4, 2), meta(), [], [], raw_slots={1: body})
         put(agent.probe_dir, "a-bomb.ring", image)
         time.sleep(1)
-        put(agent.probe_dir, "b-good.ring",
-            ring(RingGeometry(1024, 4, 2), meta(), [sample(0)], [oom_event(0)]))
+        put(
+            agent.probe_dir,
+            "b-good.ring",
+            ring(RingGeometry(1024, 4, 2), meta(), [sample(0)], [oom_event(0)]),
+        )
         started = time.monotonic()
         seen = agent.wait_line(lambda line: line.get("kind") == "framework", 8.0)
         time.sleep(max(0.0, 5 - (time.monotonic() - started)))
         tracebacks = sum("RecursionError" in line for line in agent.stderr_lines)
         logged = sum("RecursionError" in json.dumps(line) for _, line in agent.lines)
-    return {"bomb_bytes": len(body), "good_file_oom_recorded": seen is not None,
-            "recursion_errors_logged": tracebacks + logged}
+    return {
+        "bomb_bytes": len(body),
+        "good_file_oom_recorded": seen is not None,
+        "recursion_errors_logged": tracebacks + logged,
+    }
 
 
 def flood(repo: Path, tmp: Path) -> dict[str, Any]:
@@ -211,8 +235,11 @@ def flood(repo: Path, tmp: Path) -> dict[str, Any]:
         agent.wait_line(lambda line: line.get("event") == "oom_kill", 10)
         time.sleep(1.5)
         for i in range(45):
-            put(agent.probe_dir, f"f{i}.ring", ring(geometry, meta(pid=1000 + i), [sample(0)],
-                                                     [oom_event(e) for e in range(256)]))
+            put(
+                agent.probe_dir,
+                f"f{i}.ring",
+                ring(geometry, meta(pid=1000 + i), [sample(0)], [oom_event(e) for e in range(256)]),
+            )
         time.sleep(0.5)
         written = agent.kill()
         logged = agent.wait_line(
@@ -227,10 +254,12 @@ def flood(repo: Path, tmp: Path) -> dict[str, Any]:
     finally:
         store.close()
     kernel = [i for i in stored if i.kind != "framework"]
-    return {"stored_incidents": len(stored),
-            "framework_incidents": len(stored) - len(kernel),
-            "kernel_kills_kept": f"{len(kernel)} of 2",
-            "second_kill_logged_after_s": round(logged - written, 2) if logged else None}
+    return {
+        "stored_incidents": len(stored),
+        "framework_incidents": len(stored) - len(kernel),
+        "kernel_kills_kept": f"{len(kernel)} of 2",
+        "second_kill_logged_after_s": round(logged - written, 2) if logged else None,
+    }
 
 
 def churn(repo: Path, tmp: Path) -> dict[str, Any]:
@@ -263,8 +292,11 @@ def junk(repo: Path, tmp: Path) -> dict[str, Any]:
             (agent.probe_dir / f"junk-{i}.ring").write_bytes(b"x")
         time.sleep(2)
         started = time.monotonic()
-        put(agent.probe_dir, "trainer.ring",
-            ring(RingGeometry(1024, 4, 2), meta(), [sample(0)], [oom_event(0)]))
+        put(
+            agent.probe_dir,
+            "trainer.ring",
+            ring(RingGeometry(1024, 4, 2), meta(), [sample(0)], [oom_event(0)]),
+        )
         seen = agent.wait_line(lambda line: line.get("kind") == "framework", 20.0)
     return {"entries": 2201, "trainer_oom_recorded_after_s":
             round(seen - started, 1) if seen else "never (20 s)"}  # fmt: skip

@@ -30,8 +30,8 @@ _CHATTER = (
     "eth0: renamed from veth{n:x}",
     "IPv6: ADDRCONF(NETDEV_CHANGE): cali{n:x}: link becomes ready",
     "cni0: port {p}(veth{n:x}) entered forwarding state",
-    "audit: type=1400 audit({n}.{p}:{p}): apparmor=\"STATUS\" operation=\"profile_load\" "
-    "profile=\"unconfined\" name=\"cri-containerd.apparmor.d\" pid={n} comm=\"apparmor_parser\"",
+    'audit: type=1400 audit({n}.{p}:{p}): apparmor="STATUS" operation="profile_load" '
+    'profile="unconfined" name="cri-containerd.apparmor.d" pid={n} comm="apparmor_parser"',
     "EXT4-fs (nvme0n1p{p}): mounted filesystem with ordered data mode. Quota mode: none.",
     "kauditd_printk_skb: {p} callbacks suppressed",
     "overlayfs: upper fs does not support tmpfile.",
@@ -174,10 +174,12 @@ def bench_report(mib: int, repeat: int, form: str = "plain", as_text: bool = Fal
         count = incidents.decode() if incidents else done.stdout.count(b'"verdict"')
     best = min(runs)
     what = f"oomwatch report {'' if as_text else '--json '}FILE ({form})"
-    print(f"{what}: {text_mb:.1f} MB of log text, {reports} reports -> {count}"
-          f" incidents, best of {repeat}: {best:.2f} s  {text_mb / best:6.1f} MB/s"
-          f" (runs: {', '.join(f'{r:.2f}' for r in runs)} s), peak RSS"
-          f" {max(peaks_kib) / 1024:.1f} MiB")
+    print(
+        f"{what}: {text_mb:.1f} MB of log text, {reports} reports -> {count}"
+        f" incidents, best of {repeat}: {best:.2f} s  {text_mb / best:6.1f} MB/s"
+        f" (runs: {', '.join(f'{r:.2f}' for r in runs)} s), peak RSS"
+        f" {max(peaks_kib) / 1024:.1f} MiB"
+    )
 
 
 def main() -> None:
@@ -188,7 +190,9 @@ def main() -> None:
         "--report", action="store_true", help="time the whole `oomwatch report --json FILE`"
     )
     parser.add_argument(
-        "--form", choices=("plain", "gzip", "journal"), default="plain",
+        "--form",
+        choices=("plain", "gzip", "journal"),
+        default="plain",
         help="--report: the log as written, gzip-compressed, or as journalctl -o json",
     )
     parser.add_argument("--text", action="store_true", help="--report: the text report")
@@ -204,27 +208,37 @@ def main() -> None:
     seconds = _best(args.repeat, lambda: decode_text(text))
     seconds_bytes = _best(args.repeat, lambda: decode_text(data))
     lines = text.count("\n")
-    print(f"dmesg log: {mb:.1f} MB, {lines} lines, {oom_lines} OOM report lines "
-          f"(1 per {lines // max(oom_lines, 1)}), {reports} reports -> {incidents} incidents")
-    print(f"  decode_text(str):   {seconds:.3f} s  {mb / seconds:7.1f} MB/s  "
-          f"{reports / seconds:8.1f} reports/s")
-    print(f"  decode_text(bytes): {seconds_bytes:.3f} s  {mb / seconds_bytes:7.1f} MB/s  "
-          f"(UTF-8 decoding included)")
+    print(
+        f"dmesg log: {mb:.1f} MB, {lines} lines, {oom_lines} OOM report lines "
+        f"(1 per {lines // max(oom_lines, 1)}), {reports} reports -> {incidents} incidents"
+    )
+    print(
+        f"  decode_text(str):   {seconds:.3f} s  {mb / seconds:7.1f} MB/s  "
+        f"{reports / seconds:8.1f} reports/s"
+    )
+    print(
+        f"  decode_text(bytes): {seconds_bytes:.3f} s  {mb / seconds_bytes:7.1f} MB/s  "
+        f"(UTF-8 decoding included)"
+    )
 
     chatter = "\n".join(_chatter(random.Random(3), 1.0 + i) for i in range(len(text) // 110))
     chatter_mb = len(chatter) / 1e6
     seconds = _best(args.repeat, lambda: decode_text(chatter))
-    print(f"ordinary chatter only: {chatter_mb:.1f} MB in {seconds:.3f} s  "
-          f"{chatter_mb / seconds:7.1f} MB/s")
+    print(
+        f"ordinary chatter only: {chatter_mb:.1f} MB in {seconds:.3f} s  "
+        f"{chatter_mb / seconds:7.1f} MB/s"
+    )
 
     records, kmsg_reports = build_kmsg_backlog(16 << 20)
     backlog_mib = sum(len(r) for r in records) / (1 << 20)
 
     found = len(decode_kmsg_records(records).incidents)
     seconds = _best(args.repeat, lambda: decode_kmsg_records(records))
-    print(f"kmsg backlog: {backlog_mib:.1f} MiB, {len(records)} records, {kmsg_reports} reports "
-          f"-> {found} incidents in {seconds:.3f} s  ({len(records) / seconds / 1e3:.0f}k "
-          f"records/s, {kmsg_reports / seconds:.0f} reports/s)")
+    print(
+        f"kmsg backlog: {backlog_mib:.1f} MiB, {len(records)} records, {kmsg_reports} reports "
+        f"-> {found} incidents in {seconds:.3f} s  ({len(records) / seconds / 1e3:.0f}k "
+        f"records/s, {kmsg_reports / seconds:.0f} reports/s)"
+    )
 
 
 if __name__ == "__main__":

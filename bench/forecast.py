@@ -131,8 +131,10 @@ def results(state_dir: Path, leaks: list[dict[str, Any]], steady: dict[str, str]
     false = in_soak  # the soak's tree root (its limit holds them all) counts too
     return {
         "leaks": leaks,
-        "false_warnings": [{"cgroup": w.cgroup, "started_at_s": w.started_at_s,
-                            "text": w.data.get("text")} for w in false],
+        "false_warnings": [
+            {"cgroup": w.cgroup, "started_at_s": w.started_at_s, "text": w.data.get("text")}
+            for w in false
+        ],
         "soak_containers": steady,
         "leak_parent_warnings": sum(1 for w in warnings if w.cgroup in leak_roots),
         "other_warnings": sum(1 for w in warnings if w.cgroup not in mine),

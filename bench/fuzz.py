@@ -56,8 +56,13 @@ def base_image(rng: random.Random) -> bytes:
     data = bytearray(geometry.file_bytes)
     data[:HEADER_BYTES] = encode_header(geometry, meta)
     for seq in range(1, rng.randint(1, 12)):
-        sample = {"wall_s": 2.0 + seq, "mono_s": 2.0 + seq, "rss_bytes": seq << 20,
-                  "phase": "train", "cuda": {"device": "cuda:0", "allocated_bytes": seq}}
+        sample = {
+            "wall_s": 2.0 + seq,
+            "mono_s": 2.0 + seq,
+            "rss_bytes": seq << 20,
+            "phase": "train",
+            "cuda": {"device": "cuda:0", "allocated_bytes": seq},
+        }
         at = geometry.sample_offset(seq)
         data[at : at + 512] = encode_slot(seq, sample, 512)
     event = {"wall_s": 3.0, "mono_s": 3.0, "framework": "torch-cuda", "message": "CUDA oom"}
@@ -86,8 +91,12 @@ def mutate_probe(rng: random.Random, data: bytes) -> bytes:
             at = HEADER_BYTES + (seq - 1) * 512
             buf[at : at + len(slot)] = slot
         elif op == 4 and len(buf) > 40:  # the header's geometry words
-            struct.pack_into("<I", buf, 8 + 4 * rng.randrange(6), rng.choice(
-                [0, 1, 255, 256, 4096, 65536, 2**31, 2**32 - 1, rng.randrange(2**32)]))
+            struct.pack_into(
+                "<I",
+                buf,
+                8 + 4 * rng.randrange(6),
+                rng.choice([0, 1, 255, 256, 4096, 65536, 2**31, 2**32 - 1, rng.randrange(2**32)]),
+            )
         else:  # splice two regions
             a, b = rng.randrange(len(buf) + 1), rng.randrange(len(buf) + 1)
             buf = buf[:a] + buf[b:]

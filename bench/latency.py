@@ -82,10 +82,24 @@ class Agent:
         store.close()
         self.port = free_port()
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "oomwatch.cli", "run", "--standalone", "--state-dir",
-             str(state_dir), "--metrics-address", f"127.0.0.1:{self.port}",
-             "--cgroup-root", "/sys/fs/cgroup", "--log-format", "json"],
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=REPO,
+            [
+                sys.executable,
+                "-m",
+                "oomwatch.cli",
+                "run",
+                "--standalone",
+                "--state-dir",
+                str(state_dir),
+                "--metrics-address",
+                f"127.0.0.1:{self.port}",
+                "--cgroup-root",
+                "/sys/fs/cgroup",
+                "--log-format",
+                "json",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            cwd=REPO,
             env={**os.environ, "PYTHONPATH": str(REPO)},
         )
         self.lines: dict[int, tuple[float, dict[str, Any]]] = {}
@@ -135,8 +149,10 @@ def summary(name: str, values_s: list[float]) -> str:
     if not values_s:
         return f"{name}: no samples"
     ms = [v * 1000 for v in values_s]
-    return (f"{name}: n={len(ms)} p50={pct(ms, 50):.1f} ms p99={pct(ms, 99):.1f} ms "
-            f"max={max(ms):.1f} ms mean={statistics.fmean(ms):.1f} ms")
+    return (
+        f"{name}: n={len(ms)} p50={pct(ms, 50):.1f} ms p99={pct(ms, 99):.1f} ms "
+        f"max={max(ms):.1f} ms mean={statistics.fmean(ms):.1f} ms"
+    )
 
 
 def spend_report_budget(memcg: Memcg) -> None:
@@ -145,8 +161,9 @@ def spend_report_budget(memcg: Memcg) -> None:
     if used >= RATE_LIMIT_BURST:
         return
     children = RATE_LIMIT_BURST - used
-    hog = spawn_hog(memcg, mode="child-worker", mb=32, comm="spender", children=children,
-                    linger_s=0)
+    hog = spawn_hog(
+        memcg, mode="child-worker", mb=32, comm="spender", children=children, linger_s=0
+    )
     hog.wait_for_count("child-exit", children, timeout_s=30)
     hog.wait(10)
 

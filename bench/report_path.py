@@ -61,10 +61,14 @@ def measure(path: Path, repeat: int) -> None:
     victims = {v["pid"] for i in reported["incidents"] for v in i["victims"]}
     scan_s = best["naive scan"]
     for name, seconds in best.items():
-        print(f"{name:14s} best of {repeat}: {seconds:.3f} s  speed vs the scan: "
-              f"{scan_s / seconds:.2f}x")
-    print(f"kills: the scan found {len(scanned)} killed pids; report --json "
-          f"{len(reported['incidents'])} incidents naming {len(victims)}")
+        print(
+            f"{name:14s} best of {repeat}: {seconds:.3f} s  speed vs the scan: "
+            f"{scan_s / seconds:.2f}x"
+        )
+    print(
+        f"kills: the scan found {len(scanned)} killed pids; report --json "
+        f"{len(reported['incidents'])} incidents naming {len(victims)}"
+    )
     if missed := scanned - victims:
         raise SystemExit(f"the report missed kills the scan found: pids {sorted(missed)}")
 

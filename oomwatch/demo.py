@@ -41,8 +41,12 @@ WAIT_S = 10.0
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--limit-mb", type=int, default=64, help="container memory limit")
     parser.add_argument("--json", action="store_true", help="print the incident as JSON")
-    parser.add_argument("--log-format", choices=("json", "console"), default="console",
-                        help="format of the agent's own log (on stderr)")
+    parser.add_argument(
+        "--log-format",
+        choices=("json", "console"),
+        default="console",
+        help="format of the agent's own log (on stderr)",
+    )
 
 
 def _start_at_log_end(state_dir: Path) -> None:
@@ -85,8 +89,10 @@ def _render(incident: Incident, as_json: bool) -> str:
 def main(args: argparse.Namespace) -> int:
     version = lab_cgroup_version()
     if version is None:
-        print(f"oomwatch demo: cannot provoke a real OOM kill here: {lab_unavailable_reason()}",
-              file=sys.stderr)
+        print(
+            f"oomwatch demo: cannot provoke a real OOM kill here: {lab_unavailable_reason()}",
+            file=sys.stderr,
+        )
         return 1
     setup_logging(args.log_format, stream=sys.stderr)
     pod_uid = str(uuid.uuid4())
@@ -95,8 +101,10 @@ def main(args: argparse.Namespace) -> int:
         tempfile.TemporaryDirectory(prefix="oomwatch-demo-") as tmp,
         ScratchMemcg(version=version) as scratch,
     ):
-        print(f"oomwatch demo: cgroup v{version} (the memory controller is at {scratch.mount})",
-              file=sys.stderr)
+        print(
+            f"oomwatch demo: cgroup v{version} (the memory controller is at {scratch.mount})",
+            file=sys.stderr,
+        )
         state_dir = Path(tmp)
         container = kubelet_layout(
             scratch, pod_uid, container_id, container_limit_bytes=args.limit_mb * MIB
@@ -106,16 +114,35 @@ def main(args: argparse.Namespace) -> int:
         # Started before the agent, ramping slowly: the agent samples the growth into the
         # incident's timeline, and the lab's hog helper never sees the agent's many fds.
         step_mb = max(1, args.limit_mb // 16)
-        hog = spawn_hog(container, mode="anon", mb=args.limit_mb * 4, comm="demo-hog",
-                        step_mb=step_mb, step_interval_s=0.25)
-        print(f"pod {pod_uid}: demo-hog (pid {hog.pid}) grows past its {args.limit_mb} MiB "
-              f"limit at {container.relpath}", file=sys.stderr)
+        hog = spawn_hog(
+            container,
+            mode="anon",
+            mb=args.limit_mb * 4,
+            comm="demo-hog",
+            step_mb=step_mb,
+            step_interval_s=0.25,
+        )
+        print(
+            f"pod {pod_uid}: demo-hog (pid {hog.pid}) grows past its {args.limit_mb} MiB "
+            f"limit at {container.relpath}",
+            file=sys.stderr,
+        )
         config = DaemonConfig(
-            node_name="demo", metrics_host="127.0.0.1", metrics_port=0, state_dir=state_dir,
-            cgroup_roots=("/sys/fs/cgroup",), kmsg_path=KMSG_PATH, standalone=True,
-            log_format=args.log_format, probe_dir=None, annotate_pods=False,
-            sample_interval_s=0.5, timeline_window_s=600.0, enrich_wait_s=1.0,
-            max_incidents=100, max_age_days=1.0,
+            node_name="demo",
+            metrics_host="127.0.0.1",
+            metrics_port=0,
+            state_dir=state_dir,
+            cgroup_roots=("/sys/fs/cgroup",),
+            kmsg_path=KMSG_PATH,
+            standalone=True,
+            log_format=args.log_format,
+            probe_dir=None,
+            annotate_pods=False,
+            sample_interval_s=0.5,
+            timeline_window_s=600.0,
+            enrich_wait_s=1.0,
+            max_incidents=100,
+            max_age_days=1.0,
         )
         agent = Agent(config)
         loop = threading.Thread(target=agent.run, name="oomwatch-demo-agent", daemon=True)
@@ -123,9 +150,7 @@ def main(args: argparse.Namespace) -> int:
         try:
             status = hog.wait(WAIT_S * 3)
             print(f"demo-hog ended with status {status}", file=sys.stderr)
-            incident = _wait_for_incident(
-                state_dir, container.relpath, time.monotonic() + WAIT_S
-            )
+            incident = _wait_for_incident(state_dir, container.relpath, time.monotonic() + WAIT_S)
         finally:
             agent.stop()
             loop.join(WAIT_S)

@@ -45,6 +45,8 @@ def is_kernel_kill(kind: str) -> bool:
 def is_constrained_kill(kind: str) -> bool:
     """Whether a kernel kill was bound by a cpuset or memory policy, not by memory as such."""
     return kind in CONSTRAINED_KILL_KINDS
+
+
 # The version of the JSON shape (`--json`'s top-level `schema_version`).  2: sizes in bytes
 # everywhere (1 had `_kb` fields and the kernel's "no limit" as a number).
 JSON_SCHEMA_VERSION = 2
@@ -431,7 +433,12 @@ def _opt(cls: type[_T], value: dict[str, Any] | None) -> _T | None:
 _V1_KB = {
     "memcg": ("usage", "limit", "swap_usage", "swap_limit", "kmem_usage"),
     "victims": (
-        "total_vm", "anon_rss", "file_rss", "shmem_rss", "pgtables", "reaped_anon_rss",
+        "total_vm",
+        "anon_rss",
+        "file_rss",
+        "shmem_rss",
+        "pgtables",
+        "reaped_anon_rss",
     ),
 }
 _V1_LIMITS = ("limit", "swap_limit")
@@ -442,9 +449,11 @@ def upgrade_v1(data: dict[str, Any]) -> dict[str, Any]:
     current record is returned as it is."""
     memcg, victims = data.get("memcg"), data.get("victims") or []
     tasks = data.get("tasks") or []
-    old = (isinstance(memcg, dict) and any(k.endswith("_kb") for k in memcg)) or any(
-        isinstance(v, dict) and any(k.endswith("_kb") for k in v) for v in victims
-    ) or any(isinstance(t, dict) and "swapents" in t for t in tasks)
+    old = (
+        (isinstance(memcg, dict) and any(k.endswith("_kb") for k in memcg))
+        or any(isinstance(v, dict) and any(k.endswith("_kb") for k in v) for v in victims)
+        or any(isinstance(t, dict) and "swapents" in t for t in tasks)
+    )
     if not old:
         return data
     data = dict(data)
@@ -455,12 +464,14 @@ def upgrade_v1(data: dict[str, Any]) -> dict[str, Any]:
     ]
     data["tasks"] = [
         {("swapents_pages" if k == "swapents" else k): v for k, v in t.items()}
-        if isinstance(t, dict) else t
+        if isinstance(t, dict)
+        else t
         for t in tasks
     ]
     data["findings"] = [  # 0.1.0's evidence: usage_kb, limit_kb, total_vm_kb
         {**f, "evidence": _kb_to_bytes(f["evidence"], _kb_names(f["evidence"]))}
-        if isinstance(f, dict) and isinstance(f.get("evidence"), dict) else f
+        if isinstance(f, dict) and isinstance(f.get("evidence"), dict)
+        else f
         for f in data.get("findings") or []
     ]
     return data

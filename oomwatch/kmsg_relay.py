@@ -66,7 +66,7 @@ def relay(records: Iterator[bytes], fifo_path: str) -> None:
         for record in records:
             view = memoryview(record)
             while view:
-                view = view[os.write(out, view):]
+                view = view[os.write(out, view) :]
     finally:
         os.close(out)
 
@@ -85,8 +85,11 @@ def main(argv: list[str] | None = None) -> int:
     def on_lost() -> None:
         nonlocal lost
         lost += 1
-        print(f"kmsg-relay: kernel log records overwritten before read ({lost} times)",
-              file=sys.stderr, flush=True)
+        print(
+            f"kmsg-relay: kernel log records overwritten before read ({lost} times)",
+            file=sys.stderr,
+            flush=True,
+        )
 
     try:
         kmsg_fd = os.open(args.kmsg, os.O_RDONLY)

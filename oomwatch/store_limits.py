@@ -36,8 +36,10 @@ def incident_json(incident: Incident) -> str:
 
 def capped(incident: Incident) -> Incident:
     """The incident with its task table and notes capped (itself when nothing is over)."""
-    if len(incident.tasks) <= MAX_TASK_ROWS and len(incident.notes) <= MAX_NOTES and all(
-        len(n) <= MAX_NOTE_CHARS for n in incident.notes
+    if (
+        len(incident.tasks) <= MAX_TASK_ROWS
+        and len(incident.notes) <= MAX_NOTES
+        and all(len(n) <= MAX_NOTE_CHARS for n in incident.notes)
     ):
         return incident
     notes = [n[:MAX_NOTE_CHARS] for n in incident.notes[:MAX_NOTES]]

@@ -32,8 +32,7 @@ def schema_of(db: sqlite3.Connection, schema: str = "main") -> tuple[int, int]:
     """(schema version, oldest schema that may use it) of a database; (0, 0) if it has no
     migrations table yet."""
     has_table = db.execute(
-        f"SELECT 1 FROM {schema}.sqlite_master WHERE type = 'table'"
-        " AND name = 'schema_migrations'"
+        f"SELECT 1 FROM {schema}.sqlite_master WHERE type = 'table' AND name = 'schema_migrations'"
     ).fetchone()
     version = 0
     if has_table:
@@ -69,15 +68,19 @@ def take_back_set_aside(db: sqlite3.Connection, db_path: Path, mine: int) -> int
         try:
             taken = _take_back(db, aside, mine)
         except sqlite3.Error as exc:
-            log.warning("store_take_back_failed", extra={
-                "aside": aside.name, "error": str(exc), "consequence": "left where it is"})
+            log.warning(
+                "store_take_back_failed",
+                extra={"aside": aside.name, "error": str(exc), "consequence": "left where it is"},
+            )
             continue
         if taken is None:
             continue  # still newer than this agent: for a newer one to take back
         for suffix in ("", "-wal", "-shm"):
             Path(f"{aside}{suffix}").unlink(missing_ok=True)
-        log.warning("store_taken_back", extra={
-            "incidents": taken, "aside": aside.name, "set_aside_by": "an older oomwatch"})
+        log.warning(
+            "store_taken_back",
+            extra={"incidents": taken, "aside": aside.name, "set_aside_by": "an older oomwatch"},
+        )
         added += taken
     return added
 

@@ -34,8 +34,9 @@ def _validator(ref: str | None) -> Draft202012Validator:
 def _check(validator: Draft202012Validator, data: Any, what: str) -> None:
     errors = sorted(validator.iter_errors(data), key=lambda e: list(e.absolute_path))
     if errors:
-        shown = "\n".join(f"  {'/'.join(map(str, e.absolute_path))}: {e.message}"
-                          for e in errors[:10])
+        shown = "\n".join(
+            f"  {'/'.join(map(str, e.absolute_path))}: {e.message}" for e in errors[:10]
+        )
         raise AssertionError(f"{what} does not follow schemas/report.schema.json:\n{shown}")
 
 

@@ -26,7 +26,8 @@ def _log_calls(tree: ast.AST) -> list[ast.Call]:
 def _is_logger(value: ast.expr) -> bool:
     name = value.attr if isinstance(value, ast.Attribute) else getattr(value, "id", "")
     return name in {"log", "_log", "logger"} or (
-        isinstance(value, ast.Call) and getattr(value.func, "attr", "") == "getLogger")
+        isinstance(value, ast.Call) and getattr(value.func, "attr", "") == "getLogger"
+    )
 
 
 def _string_constants(tree: ast.Module) -> dict[str, str]:
@@ -51,8 +52,13 @@ def test_every_log_line_starts_with_a_snake_case_key() -> None:
             first = call.args[0] if call.args else None
             if isinstance(first, ast.JoinedStr) and rel == "probe/reader.py":
                 continue  # f"probe_file_{what}": refused or trimmed, both keys
-            key = (first.value if isinstance(first, ast.Constant)
-                   else constants.get(first.id) if isinstance(first, ast.Name) else None)
+            key = (
+                first.value
+                if isinstance(first, ast.Constant)
+                else constants.get(first.id)
+                if isinstance(first, ast.Name)
+                else None
+            )
             if not (isinstance(key, str) and KEY.fullmatch(key)):
                 offenders.append(f"{rel}:{call.lineno}")
     assert offenders == []

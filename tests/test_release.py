@@ -33,12 +33,18 @@ def test_the_chart_and_the_kustomize_image_tag_are_the_package_version() -> None
 
 
 def test_documented_image_tags_are_the_package_version() -> None:
-    paths = [REPO / "Dockerfile", REPO / "README.md", REPO / "daemonset" / "README.md",
-             REPO / "charts" / "oomwatch" / "README.md", REPO / "daemonset" / "kustomization.yaml",
-             *sorted((REPO / "examples").rglob("*.yaml")),
-             *sorted((REPO / "examples").rglob("Dockerfile"))]
-    stated = {(str(p.relative_to(REPO)), tag) for p in paths
-              for tag in IMAGE_TAG.findall(p.read_text())}
+    paths = [
+        REPO / "Dockerfile",
+        REPO / "README.md",
+        REPO / "daemonset" / "README.md",
+        REPO / "charts" / "oomwatch" / "README.md",
+        REPO / "daemonset" / "kustomization.yaml",
+        *sorted((REPO / "examples").rglob("*.yaml")),
+        *sorted((REPO / "examples").rglob("Dockerfile")),
+    ]
+    stated = {
+        (str(p.relative_to(REPO)), tag) for p in paths for tag in IMAGE_TAG.findall(p.read_text())
+    }
     assert stated, "no image tag found: the pattern no longer matches the docs"
     assert {tag for _, tag in stated} == {__version__}, sorted(stated)
 

@@ -22,7 +22,12 @@ LIMIT_REFRESH_SAMPLES = 10  # limits change rarely (in-place resize): re-read ev
 
 # (anon, file, shmem, thp, kernel parts, inactive file) keys of memory.stat, by version.
 _V1_KEYS = (
-    b"total_rss", b"total_cache", b"total_shmem", b"total_rss_huge", (), b"total_inactive_file"
+    b"total_rss",
+    b"total_cache",
+    b"total_shmem",
+    b"total_rss_huge",
+    (),
+    b"total_inactive_file",
 )
 _V2_KEYS = (
     b"anon",

@@ -114,7 +114,6 @@ class CgroupWatcher:
         """The inotify descriptor to poll for readability (None: polling only)."""
         return None if self._inotify is None else self._inotify.fileno()
 
-
     def cgroups(self) -> list[WatchedCgroup]:
         return list(self._cgroups.values())
 
@@ -154,8 +153,11 @@ class CgroupWatcher:
             quiet = {1: v1_quiet_before, 2: v2_quiet_before}
             deltas.extend(self._dated(d, quiet) for d in self._pass(dirty, now))
         self.witness.note_v2(
-            ((d.cgroup.relpath, d.since_s, d.observed_at_s) for d in deltas
-             if d.oom > 0 and not d.vanished and d.cgroup.version == 2),
+            (
+                (d.cgroup.relpath, d.since_s, d.observed_at_s)
+                for d in deltas
+                if d.oom > 0 and not d.vanished and d.cgroup.version == 2
+            ),
             now,
         )
         return deltas

@@ -145,8 +145,7 @@ def options(
             by_cgroup = {
                 cgroup: js
                 for cgroup, js in by_cgroup.items()
-                if assigned.get(i) in js
-                or any(_can_take(i, j, edges, owner, assigned) for j in js)
+                if assigned.get(i) in js or any(_can_take(i, j, edges, owner, assigned) for j in js)
             }
         essential = small and len(by_cgroup) == 1 and _essential(i, edges, len(owner))
         out.append(Options(by_cgroup, method, assigned.get(i), essential))

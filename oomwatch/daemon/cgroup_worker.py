@@ -110,8 +110,9 @@ class CgroupWorker:
             if batch.started_at_s is not None:
                 counted_at_s = max(counted_at_s or batch.started_at_s, batch.started_at_s)
             kills += [
-                CounterKills(d.cgroup.relpath, d.oom_kill, d.observed_at_s, d.oom_group_kill,
-                             d.since_s)
+                CounterKills(
+                    d.cgroup.relpath, d.oom_kill, d.observed_at_s, d.oom_group_kill, d.since_s
+                )
                 for d in batch.deltas
                 if not d.vanished and d.oom_kill > 0
             ]
@@ -220,7 +221,8 @@ class CgroupWorker:
             cg.relpath: s.limit_bytes for cg, s in samples if s.limit_bytes is not None
         }
         near = [
-            cg for cg, s in samples
+            cg
+            for cg, s in samples
             if s.limit_bytes and s.usage_bytes >= NEAR_LIMIT_FRACTION * s.limit_bytes
         ][:MAX_NEAR_LIMIT_CGROUPS]
         if not near:

@@ -44,9 +44,7 @@ def restore_reconcile(data: Mapping[str, Any], now_s: float) -> ReconcileState:
     try:
         # restored claims arrive now: they take part once the restarted agent read counters
         claims = [
-            Claim(
-                tuple(str(c) for c in cgroups), _opt_float(at), max(float(expires), soon), now_s
-            )
+            Claim(tuple(str(c) for c in cgroups), _opt_float(at), max(float(expires), soon), now_s)
             for cgroups, at, expires in data.get("claims", ())
         ]
         claims += [  # before attribution: one report kill per row

@@ -158,8 +158,7 @@ class ForecastWatch:
         about to be: its kill comes first, and this one's usage falls with it."""
         prefix = relpath.rstrip("/") + "/"
         return any(
-            rel.startswith(prefix)
-            and (t.episode.warning or t.episode.pending_since_s is not None)
+            rel.startswith(prefix) and (t.episode.warning or t.episode.pending_since_s is not None)
             for rel, t in self._tracks.items()
         )
 

@@ -60,4 +60,3 @@ def install_signal_handlers(stop: Callable[[], None]) -> None:
 
     signal.signal(signal.SIGTERM, _handler)
     signal.signal(signal.SIGINT, _handler)
-

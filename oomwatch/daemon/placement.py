@@ -28,9 +28,7 @@ from oomwatch.incident import (
 )
 
 
-def place(
-    work: Work, facts: CgroupFacts, now_s: float, kernel_offset_s: float | None
-) -> None:
+def place(work: Work, facts: CgroupFacts, now_s: float, kernel_offset_s: float | None) -> None:
     """Decide the bare kills the evidence now decides (each becomes a claim), settle the
     claims whose rises no later kill can need, and note which rises are still wanted.
 
@@ -59,15 +57,16 @@ def place(
     for waiting_kill in [b for b in work.bare if b.due_at_s <= now_s]:
         work.bare.remove(waiting_kill)
         attribute(
-            waiting_kill.incident, "none", "unknown", [],
+            waiting_kill.incident,
+            "none",
+            "unknown",
+            [],
             "no watched cgroup's oom_kill counter rose at the time of this kill",
         )
         work.out.ready.append(waiting_kill.incident)
 
 
-def _options(
-    work: Work, facts: CgroupFacts, kernel_offset_s: float | None
-) -> dict[int, Options]:
+def _options(work: Work, facts: CgroupFacts, kernel_offset_s: float | None) -> dict[int, Options]:
     """Options of every counted claim and waiting bare kill, from one joint matching;
     keyed by the `id()` of the claim or bare kill."""
     keys: list[int] = []

@@ -151,9 +151,7 @@ def _take_incidents(
         attribute(incident, method, "certain", [cgroup], "named by the kernel's report")
         work.out.ready.append(incident)
         for _ in range(incident.kills_counted or max(1, len(incident.victims))):
-            work.claims.append(
-                Claim((cgroup,), incident.kernel_time_s, now_s + work.keep_s, now_s)
-            )
+            work.claims.append(Claim((cgroup,), incident.kernel_time_s, now_s + work.keep_s, now_s))
 
 
 def _take_news(work: Work, news: CgroupNews, now_s: float, grace_s: float) -> None:
@@ -197,7 +195,9 @@ def missing_incident(cgroup: str, *, group_kill: bool = False) -> Incident:
         group_cgroup=cgroup if group_kill else None,
         notes=[MISSING_NOTE],
         attribution=Attribution(
-            "counter", "certain", [AttributionCandidate(cgroup)],
+            "counter",
+            "certain",
+            [AttributionCandidate(cgroup)],
             "counted by this cgroup's oom_kill counter",
         ),
     )

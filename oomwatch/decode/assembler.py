@@ -42,8 +42,15 @@ REPORT_GAP_S = 10.0
 # Lines that open, place or close a report: a gap in kernel time before one of them ends
 # the open report; any other line that far away is another report's, pasted in (ignored).
 _REPORT_LINES = (
-    " invoked oom-killer", "Killed process ", "ill process ", "oom-kill:", "memory.oom.group",
-    "Task in ", "Memory limit reached", "memory: usage", "Memory cgroup stats for ",
+    " invoked oom-killer",
+    "Killed process ",
+    "ill process ",
+    "oom-kill:",
+    "memory.oom.group",
+    "Task in ",
+    "Memory limit reached",
+    "memory: usage",
+    "Memory cgroup stats for ",
     "callbacks suppressed",
 )
 
@@ -53,7 +60,16 @@ _REPORT_LINES = (
 # needs the stack's pid line and the global meminfo lines.
 _KEYS = ("oom", " process ", "emory", "Task")
 _PRE_TABLE_KEYS = (
-    *_KEYS, "swap: ", "kmem: ", "PID: ", "Pid: ", "Mem-Info", "Node ", "_anon:", "_file:", "kB ",
+    *_KEYS,
+    "swap: ",
+    "kmem: ",
+    "PID: ",
+    "Pid: ",
+    "Mem-Info",
+    "Node ",
+    "_anon:",
+    "_file:",
+    "kB ",
 )
 _KEY_RE = re.compile("|".join(map(re.escape, _KEYS)))
 _KILLED_PID = re.compile(r"Killed process \d")
@@ -103,8 +119,10 @@ class ReportAssembler:
             keys = self._keys()
             if keys is None or _has_key(message, keys):
                 self._line(record, message, done)
-            if self._orphans.rows and not self._orphan_added and not self._orphans.bridged_by(
-                record, _KEY_RE.search(message) is not None
+            if (
+                self._orphans.rows
+                and not self._orphan_added
+                and not self._orphans.bridged_by(record, _KEY_RE.search(message) is not None)
             ):
                 self._orphans.clear()
         return done
@@ -151,8 +169,11 @@ class ReportAssembler:
     def _start(self, record: LogRecord, stage: int, done: list[Incident]) -> ReportState:
         self._close(done)
         report = ReportState(
-            first=record, stage=stage, last_time_s=record.kernel_time_s,
-            complete_log=self.complete_log, clock=self.clock,
+            first=record,
+            stage=stage,
+            last_time_s=record.kernel_time_s,
+            complete_log=self.complete_log,
+            clock=self.clock,
         )
         report.seen.add(_dedupe_key(record, record.message))
         rows = self._orphans.take(record.line_no)
@@ -301,7 +322,7 @@ class ReportAssembler:
         if report is not None:
             report.foreign_table = False
         if message.startswith("Tasks state ("):
-            if (self._report is not None and table_elsewhere(self._report)):
+            if self._report is not None and table_elsewhere(self._report):
                 return
             report = self._continue(record, TASKS, done)
             report.header_evidence = True
@@ -322,8 +343,11 @@ class ReportAssembler:
         if summary is None:
             return
         report = self._report
-        if report is None or report.summary is not None or report.stage > SUMMARY or (
-            report.incident.victims
+        if (
+            report is None
+            or report.summary is not None
+            or report.stage > SUMMARY
+            or (report.incident.victims)
         ):
             report = self._start(record, SUMMARY, done)
         add_summary(report, summary)
@@ -393,7 +417,7 @@ class ReportAssembler:
         if self._report is not None and self._report.foreign_table:
             return  # a row of another report's table
         if columns is not None:
-            if (self._report is not None and table_elsewhere(self._report)):
+            if self._report is not None and table_elsewhere(self._report):
                 return
             opened = self._continue(record, TASKS, done)
             opened.header_evidence = True
@@ -444,4 +468,3 @@ def _note_line(report: ReportState, message: str) -> bool:
 
 def _dedupe_key(record: LogRecord, message: str) -> tuple[object, ...]:
     return (record.kernel_time_s, record.wall_time, record.kmsg_seq, record.time_text, message)
-

@@ -50,7 +50,8 @@ class OrphanRows:
         rows: list[TaskRow] = []
         if self.rows and _near(self.rows[-1][1], line_no):
             rows = [
-                row for row, n in self.rows
+                row
+                for row, n in self.rows
                 if n is None or line_no is None or line_no - n <= ORPHAN_LEAD_LINES
             ]
         self.rows.clear()

@@ -115,9 +115,7 @@ def dmesg_stamp(s: str) -> Stamp | None:
         return Stamp(pos, level=level) if first != "<" and pos else None
     caller = _CALLER.match(s, stamp.end)
     if caller is not None:
-        return Stamp(
-            caller.end(), stamp.kernel_time_s, stamp.wall_time, stamp.time_text, level
-        )
+        return Stamp(caller.end(), stamp.kernel_time_s, stamp.wall_time, stamp.time_text, level)
     return stamp
 
 
@@ -177,7 +175,11 @@ def dmesg_record(
 
 
 def numeric_record(
-    s: str, end: int, kernel_time_s: float | None, level: int | None, line_no: int | None,
+    s: str,
+    end: int,
+    kernel_time_s: float | None,
+    level: int | None,
+    line_no: int | None,
     outer_wall: str | None = None,
 ) -> LogRecord:
     """The record of a line whose dmesg prefix ends at `end` and carries no wall clock
@@ -187,10 +189,18 @@ def numeric_record(
     monotonic = _MONOTONIC_KERNEL.match(body) if kernel_time_s is not None else None
     if monotonic:
         return LogRecord(
-            body[monotonic.end() :], "journal", kernel_time_s=kernel_time_s,
-            wall_time=outer_wall, level=level, line_no=line_no,
+            body[monotonic.end() :],
+            "journal",
+            kernel_time_s=kernel_time_s,
+            wall_time=outer_wall,
+            level=level,
+            line_no=line_no,
         )
     return LogRecord(
-        body, "dmesg", kernel_time_s=kernel_time_s, wall_time=outer_wall, level=level,
+        body,
+        "dmesg",
+        kernel_time_s=kernel_time_s,
+        wall_time=outer_wall,
+        level=level,
         line_no=line_no,
     )

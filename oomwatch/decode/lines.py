@@ -17,9 +17,7 @@ from oomwatch.incident import UNLIMITED_BYTES, Invoker, Victim
 _S = re.S  # names may hold newlines (a /dev/kmsg `\x0a` inside a comm)
 
 # The kernel's own `<message>` before a kill line (identical 2.6 -> 6.19, bar 2.6's case).
-_OOM_MESSAGE = (
-    r"(?i:out of memory)(?: \(oom_kill_allocating_task\))?|Memory cgroup out of memory"
-)
+_OOM_MESSAGE = r"(?i:out of memory)(?: \(oom_kill_allocating_task\))?|Memory cgroup out of memory"
 _INVOKED = re.compile(
     r"(?P<comm>.*) invoked oom-killer: gfp_mask=(?P<gfp>0x[0-9a-fA-F]+(?:\([^)]*\))?),"
     r"(?: nodemask=(?P<nodemask>\S*?),)?\s*order=(?P<order>-?\d{1,20})"
@@ -382,9 +380,8 @@ def message_lines(message: str) -> list[str]:
     if "\n" not in message:
         return [message]
     first = message.split("\n", 1)[0].strip()
-    if (
-        parse_stat_line(first) is not None
-        or first.startswith(("active_anon:", "Memory cgroup stats for", "Mem-Info"))
+    if parse_stat_line(first) is not None or first.startswith(
+        ("active_anon:", "Memory cgroup stats for", "Mem-Info")
     ):
         return [part.strip() for part in message.split("\n") if part.strip()]
     return [message]

@@ -35,9 +35,7 @@ _TMUX_MARKER = re.compile(r"  \[\d{1,9}/\d{1,9}\]$")
 _DMESG = re.compile(r"(?:<(\d)>)?\[\s*(\d{1,12}\.\d{1,9})\](?: ?\[\s*[TC]\d{1,10}\])?[ \t]?")
 # A kernel line inside another log's line (a VM's serial log: `... Guest: <6>[ 12.3] msg`):
 # only with its printk level, so an application's text that quotes a dmesg line is not one.
-_DMESG_ANYWHERE = re.compile(
-    r"<(\d)>\[\s*(\d{1,12}\.\d{3,9})\](?:\[\s*[TC]\d{1,10}\])?[ \t]?"
-)
+_DMESG_ANYWHERE = re.compile(r"<(\d)>\[\s*(\d{1,12}\.\d{3,9})\](?:\[\s*[TC]\d{1,10}\])?[ \t]?")
 # BSD syslog and journalctl short/short-precise: the month as the locale spells it (`Jun`,
 # `juil.`, `мар`, `3月`), then day, time, optional host and the tag.
 # A host never ends with `:`, so `kernel: memory: usage ...` (journalctl --no-hostname, a
@@ -307,7 +305,11 @@ class LineParser:
         return None
 
     def _kernel_body(
-        self, body: str, source_format: str, wall_time: str | None, time_text: str | None,
+        self,
+        body: str,
+        source_format: str,
+        wall_time: str | None,
+        time_text: str | None,
         line_no: int | None,
     ) -> LogRecord:
         inner = _DMESG.match(body)
@@ -332,8 +334,14 @@ class LineParser:
         )
 
     def _tagged(
-        self, m: re.Match[str], tag_group: int, s: str, source_format: str, wall: str | None,
-        text: str | None, line_no: int | None,
+        self,
+        m: re.Match[str],
+        tag_group: int,
+        s: str,
+        source_format: str,
+        wall: str | None,
+        text: str | None,
+        line_no: int | None,
     ) -> LogRecord | None:
         """A kernel line of a syslog/journal, or None (and `_skipped`) for other programs'.
 

@@ -255,9 +255,7 @@ def finish(report: ReportState) -> Incident:
     incident = report.incident
     summary = report.summary
     if not incident.victims and summary is not None and summary.pid is not None:
-        incident.victims.append(
-            Victim(pid=summary.pid, comm=summary.task or "", uid=summary.uid)
-        )
+        incident.victims.append(Victim(pid=summary.pid, comm=summary.task or "", uid=summary.uid))
         incident.notes.append("victim known only from the oom-kill: summary line")
     anchor = report.kill_record or report.summary_record or report.stamped or report.first
     incident.kernel_time_s = anchor.kernel_time_s
@@ -280,9 +278,7 @@ def finish(report: ReportState) -> Incident:
         incident.memcg_stats = {k: v for k, v in report.line_stats.items() if is_byte_stat(k)}
         incident.breakdown_bytes = memcg_breakdown(report.line_stats, kmem)
     elif report.inline_first is not None:
-        incident.memcg_stats = {
-            k: v for k, v in report.inline_first.items() if is_byte_stat(k)
-        }
+        incident.memcg_stats = {k: v for k, v in report.inline_first.items() if is_byte_stat(k)}
         incident.breakdown_bytes = memcg_breakdown(report.inline_sum, kmem)
     elif report.nodes:
         incident.breakdown_bytes = node_breakdown(report.nodes)
@@ -291,15 +287,12 @@ def finish(report: ReportState) -> Incident:
         usage = incident.memcg.usage_bytes or 0
         if memsw_usage_kb * 1024 >= usage and memsw_usage_kb > 0:
             incident.memcg.swap_usage_bytes = memsw_usage_kb * 1024 - usage
-        incident.notes.append(
-            f"memory+swap: usage {memsw_usage_kb}kB, limit {memsw_limit_kb}kB"
-        )
+        incident.notes.append(f"memory+swap: usage {memsw_usage_kb}kB, limit {memsw_limit_kb}kB")
     _cross_check(incident, summary)
     _page_size(report)
     if not incident.victims:
         incident.notes.append(
-            "no kill line: the report ends without a kill (no killable process, or the log "
-            "is cut)"
+            "no kill line: the report ends without a kill (no killable process, or the log is cut)"
         )
     return incident
 

@@ -103,7 +103,9 @@ def _line_fill(line: str) -> int | None:
     """How far a report may run after this line; None if it is no anchor line."""
     fill: int | None = None
     for anchors, value in (
-        (_OPENING, MAX_FILL_CHARS), (_TABLE, MAX_TABLE_FILL_CHARS), (_CLOSING, 0),
+        (_OPENING, MAX_FILL_CHARS),
+        (_TABLE, MAX_TABLE_FILL_CHARS),
+        (_CLOSING, 0),
     ):
         if any(anchor in line for anchor in anchors):
             fill = value if fill is None else max(fill, value)

@@ -216,9 +216,7 @@ def _parse_stamp(text: str) -> tuple[int, int, tuple[int, int, int], int] | None
     return month, int(match.group(2)), hms, micros
 
 
-def _at(
-    year: int, month: int, day: int, hms: tuple[int, int, int], micros: int
-) -> datetime | None:
+def _at(year: int, month: int, day: int, hms: tuple[int, int, int], micros: int) -> datetime | None:
     try:
         return datetime(year, month, day, *hms, micros)  # local time, as printed
     except ValueError:

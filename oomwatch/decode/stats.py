@@ -13,8 +13,21 @@ from oomwatch.incident import Breakdown
 
 # Stats that count events, not bytes: kept out of `memcg_stats` (a name -> bytes map).
 _EVENT_PREFIXES = (
-    "pg", "workingset_", "thp_", "numa_", "pswp", "swpin", "swpout", "zswpin", "zswpout",
-    "zswpwb", "oom", "hugetlb_", "total_pg", "total_workingset_", "total_thp_",
+    "pg",
+    "workingset_",
+    "thp_",
+    "numa_",
+    "pswp",
+    "swpin",
+    "swpout",
+    "zswpin",
+    "zswpout",
+    "zswpwb",
+    "oom",
+    "hugetlb_",
+    "total_pg",
+    "total_workingset_",
+    "total_thp_",
 )
 _V2_KERNEL_PARTS = ("kernel_stack", "pagetables", "sec_pagetables", "percpu", "vmalloc")
 

@@ -146,8 +146,10 @@ def _nothing_killed(incident: Incident) -> bool:
     """The report shows an OOM but no kill (nothing killable, a task already exiting, or a
     cut log); a header-suppressed or counter-only kill did kill something."""
     kernel = is_kernel_kill(incident.kind)
-    return kernel and incident.victim is None and not (
-        incident.header_suppressed or incident.kmsg_missing
+    return (
+        kernel
+        and incident.victim is None
+        and not (incident.header_suppressed or incident.kmsg_missing)
     )
 
 

@@ -74,8 +74,9 @@ def short_where(incident: Incident) -> str:
     attribution = incident.attribution
     if attribution is not None and attribution.ambiguous and not incident.pod_uid:
         names = [
-            f"{c.namespace}/{c.pod}" if c.pod and c.namespace else c.pod or (c.pod_uid or "")[:8]
-            or short_cgroup(c.cgroup)
+            f"{c.namespace}/{c.pod}"
+            if c.pod and c.namespace
+            else c.pod or (c.pod_uid or "")[:8] or short_cgroup(c.cgroup)
             for c in attribution.candidates
         ]
         text = "one of pods " if all(c.pod_uid for c in attribution.candidates) else "one of "

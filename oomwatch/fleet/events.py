@@ -93,9 +93,7 @@ def parse_event(obj: Mapping[str, Any]) -> Sighting | None:
     )
     if kind == "Node":
         node = node or _str(involved.get("name"))
-    workload = _str(summary.get("workload")) or (
-        f"Pod/{pod}" if pod else f"Node/{node or '?'}"
-    )
+    workload = _str(summary.get("workload")) or (f"Pod/{pod}" if pod else f"Node/{node or '?'}")
     findings = summary.get("findings")
     namespace = str(involved.get("namespace") or meta.get("namespace") or "")
     return Sighting(

@@ -131,11 +131,15 @@ def _top(args: argparse.Namespace, kubectl: Kubectl) -> int:
     workloads = sum(1 for r in rows if r.kills)
     header = (f"OOM kills since {_iso(since_s)[:16]}Z: {kills} in {workloads} workload(s) on"
               f" {len(nodes)} node(s)")  # fmt: skip
-    notes = [f"counts: Prometheus ({args.prometheus}), per {_span(step)}"] if args.prometheus else [
-        "counts: Events only (the API server keeps them for --event-ttl, 1h by default;"
-        f" the oldest here is from {_iso(oldest)[:16] + 'Z' if oldest else '-'}): give"
-        " --prometheus for the whole window"
-    ]
+    notes = (
+        [f"counts: Prometheus ({args.prometheus}), per {_span(step)}"]
+        if args.prometheus
+        else [
+            "counts: Events only (the API server keeps them for --event-ttl, 1h by default;"
+            f" the oldest here is from {_iso(oldest)[:16] + 'Z' if oldest else '-'}): give"
+            " --prometheus for the whole window"
+        ]
+    )
     notes.append(f"why: {len(seen)} oomwatch Event(s), findings and advice from their summaries")
     print(render(rows, header, notes, wide=args.wide), end="")
     return 0

@@ -17,9 +17,7 @@ import random
 class Backoff:
     """`next_s()` for each failure in a row, `reset()` after a success."""
 
-    def __init__(
-        self, initial_s: float, max_s: float, rng: random.Random | None = None
-    ) -> None:
+    def __init__(self, initial_s: float, max_s: float, rng: random.Random | None = None) -> None:
         self.initial_s = initial_s
         self.max_s = max(max_s, initial_s)
         self._rng = rng or random.Random()

@@ -211,8 +211,10 @@ def event_note(incident: Incident, hint: ReportHint, node: str, pod: str | None)
     head = escape_control(verdict)
     advice = (incident.recommendation or {}).get("message")
     if isinstance(advice, str) and advice:
-        room = NOTE_MAX_BYTES - len(head.encode(errors="replace")) - len(
-            escape_control(tail).encode(errors="replace")
+        room = (
+            NOTE_MAX_BYTES
+            - len(head.encode(errors="replace"))
+            - len(escape_control(tail).encode(errors="replace"))
         )
         head += clip_utf8(" Advice: " + escape_control(advice), max(room, 0))
     return clip_utf8(head + escape_control(tail), NOTE_MAX_BYTES)

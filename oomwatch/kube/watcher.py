@@ -88,8 +88,10 @@ class PodWatcher:
 
     def _failed(self, message: str) -> None:
         if self.connected or self.last_error != message:
-            log.warning("pod_watch_failed", extra={
-                "error": message, "retry_within_s": round(self.backoff.ceiling_s, 1)})
+            log.warning(
+                "pod_watch_failed",
+                extra={"error": message, "retry_within_s": round(self.backoff.ceiling_s, 1)},
+            )
         self.connected = False
         self.last_error = message
 

@@ -37,8 +37,10 @@ def scratch(memcg_v1: None) -> Iterator[ScratchMemcg]:
 def memcg_v2() -> None:
     reason = memcg_v2_unavailable_reason()
     if reason is not None:
-        pytest.skip(f"needs root, cgroup v2 memory and /dev/kmsg ({reason}); "
-                    "tests/vm runs these in the lab VM on Debian's 6.1 and 6.12 kernels")
+        pytest.skip(
+            f"needs root, cgroup v2 memory and /dev/kmsg ({reason}); "
+            "tests/vm runs these in the lab VM on Debian's 6.1 and 6.12 kernels"
+        )
 
 
 @pytest.fixture

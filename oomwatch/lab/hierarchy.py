@@ -72,8 +72,10 @@ def memcg_v2_unavailable_reason(
     except OSError as exc:
         return f"cannot read {root}/cgroup.subtree_control: {exc}"
     if "memory" not in enabled:
-        return (f"memory is not enabled for children of {root} "
-                f"(echo +memory > {root}/cgroup.subtree_control)")
+        return (
+            f"memory is not enabled for children of {root} "
+            f"(echo +memory > {root}/cgroup.subtree_control)"
+        )
     return _common_reason(root, kmsg_path)
 
 
@@ -90,8 +92,7 @@ def lab_unavailable_reason() -> str | None:
     """Why the lab can make no scratch memcg here on either version, or None."""
     if lab_cgroup_version() is not None:
         return None
-    return (f"cgroup v1: {memcg_v1_unavailable_reason()}; "
-            f"cgroup v2: {memcg_v2_unavailable_reason()}")
+    return f"cgroup v1: {memcg_v1_unavailable_reason()}; cgroup v2: {memcg_v2_unavailable_reason()}"
 
 
 def unavailable_reason(version: Version) -> str | None:

@@ -30,8 +30,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-MODES = ("anon", "thp", "tmpfs", "untouched-mapping", "child-worker", "idle", "sawtooth",
-         "cache")
+MODES = ("anon", "thp", "tmpfs", "untouched-mapping", "child-worker", "idle", "sawtooth", "cache")
 MIB = 1 << 20
 PAGE_BYTES = mmap.PAGESIZE
 HUGE_PAGE_BYTES = 2 * MIB
@@ -69,8 +68,10 @@ def _set_oom_score_adj(adj: int) -> None:
         with open("/proc/self/oom_score_adj", "w") as handle:
             handle.write(str(adj))
     except PermissionError as exc:
-        raise SystemExit(f"hog: cannot set oom_score_adj {adj} (lowering it below the "
-                         f"inherited minimum needs CAP_SYS_RESOURCE): {exc}") from exc
+        raise SystemExit(
+            f"hog: cannot set oom_score_adj {adj} (lowering it below the "
+            f"inherited minimum needs CAP_SYS_RESOURCE): {exc}"
+        ) from exc
 
 
 def _join(cgroup_procs: str) -> None:
@@ -232,8 +233,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--reserve-mb", type=int, default=0, help="untouched mapping size")
     parser.add_argument("--children", type=int, default=1, help="child-worker: how many")
     parser.add_argument("--linger-s", type=float, default=2.0, help="child-worker parent")
-    parser.add_argument("--start-gate", type=Path, default=None,
-                        help="anon: after --prefill-mb, wait until this file exists")
+    parser.add_argument(
+        "--start-gate",
+        type=Path,
+        default=None,
+        help="anon: after --prefill-mb, wait until this file exists",
+    )
     parser.add_argument("--prefill-mb", type=int, default=0, help="anon: MiB before the gate")
     parser.add_argument("--cycle-mb", type=int, default=0, help="sawtooth, cache: MiB a cycle")
     parser.add_argument("--rise-s", type=float, default=0.0, help="sawtooth: allocation time")
@@ -255,8 +260,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _run_child_worker(args)
     keep: list[object] = []
     if args.mode == "untouched-mapping":
-        keep.append(mmap.mmap(-1, args.reserve_mb * MIB,
-                              flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | _MAP_NORESERVE))
+        keep.append(
+            mmap.mmap(
+                -1,
+                args.reserve_mb * MIB,
+                flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | _MAP_NORESERVE,
+            )
+        )
     if args.mode in ("sawtooth", "cache"):
         keep.append(_allocate_anon(args.mb, args.step_mb, args.step_interval_s, huge=False))
         _say(f"allocated {args.mb}")
@@ -273,8 +283,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         _fill_tmpfs(args.tmpfs_dir, args.mb, args.step_mb, args.step_interval_s)
     else:
         gate = None if args.start_gate is None else Gate(args.start_gate, args.prefill_mb)
-        keep.append(_allocate_anon(args.mb, args.step_mb, args.step_interval_s,
-                                   huge=args.mode == "thp", gate=gate))
+        keep.append(
+            _allocate_anon(
+                args.mb, args.step_mb, args.step_interval_s, huge=args.mode == "thp", gate=gate
+            )
+        )
     _say(f"allocated {args.mb}")
     _hold()
     return 0

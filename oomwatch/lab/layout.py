@@ -15,19 +15,20 @@ Qos = Literal["burstable", "besteffort", "guaranteed"]
 Driver = Literal["cgroupfs", "systemd"]
 LabRuntime = Literal["containerd", "cri-o", "docker"]
 
-_SCOPE_PREFIX: dict[str, str] = {"containerd": "cri-containerd-", "cri-o": "crio-",
-                                 "docker": "docker-"}
+_SCOPE_PREFIX: dict[str, str] = {
+    "containerd": "cri-containerd-",
+    "cri-o": "crio-",
+    "docker": "docker-",
+}
 
 
-def _cgroupfs_names(pod_uid: str, container_id: str, qos: Qos,
-                    runtime: LabRuntime) -> list[str]:
+def _cgroupfs_names(pod_uid: str, container_id: str, qos: Qos, runtime: LabRuntime) -> list[str]:
     qos_dirs = [] if qos == "guaranteed" else [qos]
     container = f"crio-{container_id}" if runtime == "cri-o" else container_id
     return ["kubepods", *qos_dirs, f"pod{pod_uid}", container]
 
 
-def _systemd_names(pod_uid: str, container_id: str, qos: Qos,
-                   runtime: LabRuntime) -> list[str]:
+def _systemd_names(pod_uid: str, container_id: str, qos: Qos, runtime: LabRuntime) -> list[str]:
     uid = pod_uid.replace("-", "_")
     names = ["kubepods.slice"]
     if qos == "guaranteed":

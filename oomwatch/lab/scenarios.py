@@ -50,8 +50,11 @@ class KillCapture:
                 decoded.extend(assembler.feed(record))
         decoded.extend(assembler.flush())
         ours = set(self.victim_pids)
-        return [incident for incident in decoded
-                if any(victim.pid in ours for victim in incident.victims)]
+        return [
+            incident
+            for incident in decoded
+            if any(victim.pid in ours for victim in incident.victims)
+        ]
 
     def full_incident(self) -> Incident:
         """The one incident of our victims, with its whole report (tests assert on it).
@@ -61,11 +64,13 @@ class KillCapture:
         """
         incidents = self.incidents()
         if len(incidents) != 1:
-            raise AssertionError(f"{len(incidents)} incidents of our victims: {incidents}; "
-                                 f"records {self.records}")
+            raise AssertionError(
+                f"{len(incidents)} incidents of our victims: {incidents}; records {self.records}"
+            )
         if incidents[0].header_suppressed:
-            raise AssertionError("the kernel rate-limited the report twice "
-                                 "(others' kills in the window)")
+            raise AssertionError(
+                "the kernel rate-limited the report twice (others' kills in the window)"
+            )
         return incidents[0]
 
     def has_full_report(self, pid: int) -> bool:
@@ -79,8 +84,9 @@ def _victim_line(pids: set[int]) -> Callable[[bytes], bool]:
     return lambda record: any(needle in record for needle in needles)
 
 
-def _capture(memcg: Memcg, hog_kwargs: dict[str, Any], children: int,
-             timeout_s: float) -> KillCapture:
+def _capture(
+    memcg: Memcg, hog_kwargs: dict[str, Any], children: int, timeout_s: float
+) -> KillCapture:
     with KmsgTail() as tail:
         hog = spawn_hog(memcg, **hog_kwargs)
         if hog.mode == "child-worker":
@@ -100,13 +106,15 @@ def _capture(memcg: Memcg, hog_kwargs: dict[str, Any], children: int,
             victims = [hog.pid]
         capture = KillCapture(hog, victims)
         last = {victims[-1]}
-        capture.records = tail.collect(until=_victim_line(last), timeout_s=timeout_s,
-                                       settle_s=_SETTLE_S)
+        capture.records = tail.collect(
+            until=_victim_line(last), timeout_s=timeout_s, settle_s=_SETTLE_S
+        )
     return capture
 
 
-def provoke_kill(memcg: Memcg, *, retries: int = 1, timeout_s: float = _KILL_TIMEOUT_S,
-                 **hog_kwargs: Any) -> KillCapture:
+def provoke_kill(
+    memcg: Memcg, *, retries: int = 1, timeout_s: float = _KILL_TIMEOUT_S, **hog_kwargs: Any
+) -> KillCapture:
     """Run `spawn_hog(memcg, **hog_kwargs)` until the kernel kills it; capture the report.
 
     The hog (in child-worker mode: its child) must outgrow the memcg's limit.  Waits for

@@ -22,8 +22,15 @@ CACHE_ROOT = Path("/var/tmp")
 class HogProcess(subprocess.Popen[bytes]):
     """A running hog: a Popen that also knows its memcg, comm and status lines."""
 
-    def __init__(self, args: list[str], memcg: Memcg, comm: str, mode: str,
-                 tmpfs_dir: Path | None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        args: list[str],
+        memcg: Memcg,
+        comm: str,
+        mode: str,
+        tmpfs_dir: Path | None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(args, **kwargs)
         self.memcg = memcg
         self.comm = comm
@@ -54,8 +61,10 @@ class HogProcess(subprocess.Popen[bytes]):
                 return found
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                raise TimeoutError(f"hog {self.pid} ({self.mode}) said {len(found)} of "
-                                   f"{count} {prefix!r} in {timeout_s} s; said {self.lines}")
+                raise TimeoutError(
+                    f"hog {self.pid} ({self.mode}) said {len(found)} of "
+                    f"{count} {prefix!r} in {timeout_s} s; said {self.lines}"
+                )
             if not self._read_more(remaining):
                 return found
 
@@ -112,12 +121,28 @@ def spawn_hog(
     scratch = memcg.scratch
     tmpfs_dir = None
     argv = [
-        sys.executable, str(Path(hog_module.__file__)),
-        "--cgroup-procs", str(memcg.fs_path / "cgroup.procs"),
-        "--mode", mode, "--mb", str(mb), "--comm", comm, "--parent-comm", parent_comm,
-        "--step-mb", str(step_mb), "--step-interval-s", str(step_interval_s),
-        "--reserve-mb", str(reserve_mb), "--linger-s", str(linger_s),
-        "--children", str(children),
+        sys.executable,
+        str(Path(hog_module.__file__)),
+        "--cgroup-procs",
+        str(memcg.fs_path / "cgroup.procs"),
+        "--mode",
+        mode,
+        "--mb",
+        str(mb),
+        "--comm",
+        comm,
+        "--parent-comm",
+        parent_comm,
+        "--step-mb",
+        str(step_mb),
+        "--step-interval-s",
+        str(step_interval_s),
+        "--reserve-mb",
+        str(reserve_mb),
+        "--linger-s",
+        str(linger_s),
+        "--children",
+        str(children),
     ]
     if oom_score_adj is not None:
         argv += ["--oom-score-adj", str(oom_score_adj)]
@@ -134,8 +159,16 @@ def spawn_hog(
         cache_dir = CACHE_ROOT / f"{scratch.relpath.strip('/')}-{next(_tmpfs_serial)}"
         scratch.track_tmp_path(cache_dir)
         argv += ["--cache-dir", str(cache_dir)]
-    hog = HogProcess(argv, memcg, comm, mode, tmpfs_dir, stdin=subprocess.DEVNULL,
-                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    hog = HogProcess(
+        argv,
+        memcg,
+        comm,
+        mode,
+        tmpfs_dir,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     scratch.track_process(hog)
     if hog.wait_for("joined", join_timeout_s) is None:
         hog.wait()

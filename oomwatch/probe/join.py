@@ -233,8 +233,9 @@ class WarnOnce:
         if len(self._seen) > 4096:
             self._seen.clear()
         self._seen.add(key)
-        log.warning("probe_file_refused", extra={
-            "file_name": escape_control(record.name), "reason": reason})
+        log.warning(
+            "probe_file_refused", extra={"file_name": escape_control(record.name), "reason": reason}
+        )
 
 
 class ProbeEnricher:

@@ -25,8 +25,14 @@ _TORCH_DEVICE = re.compile(r"\b(?:(CUDA|HIP|XPU) out of memory|(MPS) backend out
 _DEVICE_TYPES = {"CUDA": "cuda", "HIP": "cuda", "XPU": "xpu", "MPS": "mps"}
 _TORCH_REQUESTED = re.compile(r"(?:CUDA|HIP|XPU) out of memory\. Tried to allocate " + _SIZE)
 _TORCH_MPS = re.compile(
-    r"MPS backend out of memory \(MPS allocated: " + _MPS_SIZE + r", other allocations: "
-    + _MPS_SIZE + r", max allowed: " + _MPS_SIZE + r"\)\. Tried to allocate " + _MPS_SIZE
+    r"MPS backend out of memory \(MPS allocated: "
+    + _MPS_SIZE
+    + r", other allocations: "
+    + _MPS_SIZE
+    + r", max allowed: "
+    + _MPS_SIZE
+    + r"\)\. Tried to allocate "
+    + _MPS_SIZE
 )
 # Some builds print no device number ("GPU  has a total capacity"), seen from TGI; torch 2.1
 # printed "capacty".

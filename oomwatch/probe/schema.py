@@ -35,13 +35,23 @@ CUDA_KEYS = (
 TF_KEYS = ("device", "current_bytes", "peak_bytes")
 # The CUDA allocator's snapshot summary of a CUDA OOM (oomwatch.probe.snapshot).
 SNAPSHOT_KEYS = {
-    "device": "count", "segments": "count", "reserved_bytes": "int", "allocated_bytes": "int",
-    "active_bytes": "int", "inactive_split_bytes": "int", "largest_free_block_bytes": "int",
-    "fragmentation": "float", "largest_segments": "segments",
+    "device": "count",
+    "segments": "count",
+    "reserved_bytes": "int",
+    "allocated_bytes": "int",
+    "active_bytes": "int",
+    "inactive_split_bytes": "int",
+    "largest_free_block_bytes": "int",
+    "fragmentation": "float",
+    "largest_segments": "segments",
 }
 SEGMENT_KEYS = {
-    "total_bytes": "int", "allocated_bytes": "int", "active_bytes": "int",
-    "largest_free_block_bytes": "int", "blocks": "count", "segment_type": "text",
+    "total_bytes": "int",
+    "allocated_bytes": "int",
+    "active_bytes": "int",
+    "largest_free_block_bytes": "int",
+    "blocks": "count",
+    "segment_type": "text",
 }
 MAX_SEGMENTS = 8
 

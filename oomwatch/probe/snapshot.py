@@ -38,9 +38,7 @@ def _free_blocks(segment: dict[str, Any]) -> list[int]:
     if not isinstance(blocks, list):
         return []
     return [
-        _int(b.get("size"))
-        for b in blocks
-        if isinstance(b, dict) and b.get("state") == "inactive"
+        _int(b.get("size")) for b in blocks if isinstance(b, dict) and b.get("state") == "inactive"
     ]
 
 

@@ -129,8 +129,7 @@ def _json_notes(
         source += f" ({', '.join(loaded.forms)})"
     notes = unread_warnings(source, loaded.unread) if loaded.unread else []
     if args.pod and seen and not any(filters.pod_matches(i, args.pod) for i in seen):
-        notes.append(" ".join(line.strip() for line in filters.no_pod_notice(list(seen),
-                                                                             args.pod)))
+        notes.append(" ".join(line.strip() for line in filters.no_pod_notice(list(seen), args.pod)))
     return notes
 
 

@@ -125,7 +125,7 @@ def _body(incident: Incident, n: int) -> str:
         parts.append(f"<h3>Decoder notes</h3><ul>{notes}</ul>")
     if missing := unknowns(incident):
         parts.append(
-            "<h3>Unknown</h3><ul class=\"unknown\">"
+            '<h3>Unknown</h3><ul class="unknown">'
             + "".join(f"<li>{_e(m)}</li>" for m in missing)
             + "</ul>"
         )
@@ -162,7 +162,7 @@ def _top(incidents: Sequence[Incident]) -> str:
         first = incidents[row.numbers[0] - 1]
         count = row.count
         items.append(
-            f'<h3>#{row.numbers[0]} ({count})</h3>'
+            f"<h3>#{row.numbers[0]} ({count})</h3>"
             f'<p class="verdict">{_e(first.verdict or "?")}</p>'
             f"{_findings(first)}"
         )

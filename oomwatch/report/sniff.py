@@ -24,8 +24,11 @@ _FOREIGN = (
     (b"\x28\xb5\x2f\xfd", "zstd-compressed", "zstd -dc {name} | oomwatch report -"),
     (b"BZh", "bzip2-compressed", "bzip2 -dc {name} | oomwatch report -"),
     (b"\x04\x22\x4d\x18", "lz4-compressed", "lz4 -dc {name} | oomwatch report -"),
-    (b"LPKSHHRH", "a binary systemd journal file",
-     "journalctl --file {name} -k -o json | oomwatch report -"),
+    (
+        b"LPKSHHRH",
+        "a binary systemd journal file",
+        "journalctl --file {name} -k -o json | oomwatch report -",
+    ),
     (b"PK\x03\x04", "a zip archive", "unzip -p {name} | oomwatch report -"),
     (b"\x7fELF", "an executable (ELF), not a log", None),
 )

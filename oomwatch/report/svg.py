@@ -115,9 +115,7 @@ DEVICE_SERIES = (("allocated", "#2ca02c"), ("reserved", "#9467bd"))
 DEVICE_AXIS_PX = 62  # room right of the plot for the device axis' ticks
 
 
-def _device_series(
-    incident: Incident, end_s: float | None
-) -> dict[str, list[tuple[float, float]]]:
+def _device_series(incident: Incident, end_s: float | None) -> dict[str, list[tuple[float, float]]]:
     """The trainer's device memory (CUDA allocator allocated/reserved, or TensorFlow's
     current bytes as allocated) over time relative to the kill, from the probe's samples
     (`device_samples`; records of older agents: the last sample only).
@@ -287,7 +285,7 @@ def _device_axis(
                 f' stroke-width="2" points="{_poly(shown)}"/>'
             )
         elif shown:
-            (cx, cy), = shown
+            ((cx, cy),) = shown
             out.append(
                 f'<circle class="allocator-{name}" cx="{cx:.1f}" cy="{cy:.1f}" r="5"'
                 f' fill="{colour}" stroke="#fff"/>'

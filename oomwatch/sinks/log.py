@@ -68,7 +68,9 @@ def setup_logging(log_format: str = "json", stream: TextIO | None = None) -> Non
             processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, renderer],
             # stdlib records: the message is the event key, `extra={...}` its fields
             foreign_pre_chain=[
-                structlog.stdlib.add_logger_name, structlog.stdlib.ExtraAdder(), *shared
+                structlog.stdlib.add_logger_name,
+                structlog.stdlib.ExtraAdder(),
+                *shared,
             ],
         )
     )
@@ -163,13 +165,18 @@ def incident_fields(incident: Incident) -> dict[str, Any]:
 
 
 def _candidate(candidate: AttributionCandidate) -> dict[str, Any]:
-    return _present_dict({
-        "cgroup": candidate.cgroup,
-        "k8s.namespace.name": candidate.namespace,
-        "k8s.pod.name": candidate.pod,
-        "k8s.pod.uid": candidate.pod_uid,
-        "container.id": candidate.container_id,
-    }) or {}
+    return (
+        _present_dict(
+            {
+                "cgroup": candidate.cgroup,
+                "k8s.namespace.name": candidate.namespace,
+                "k8s.pod.name": candidate.pod,
+                "k8s.pod.uid": candidate.pod_uid,
+                "container.id": candidate.container_id,
+            }
+        )
+        or {}
+    )
 
 
 def _present_dict(data: dict[str, Any] | None, skip: tuple[str, ...] = ()) -> dict[str, Any] | None:

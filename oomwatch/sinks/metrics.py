@@ -306,7 +306,9 @@ class Metrics:
                 owned = self._series[labels]
                 for metric, values in list(owned):
                     is_gauge = metric in (
-                        self.memory_usage, self.memory_working_set, self.memory_limit,
+                        self.memory_usage,
+                        self.memory_working_set,
+                        self.memory_limit,
                         self.seconds_to_oom,
                     )
                     if is_gauge or age > self._counter_grace_s:

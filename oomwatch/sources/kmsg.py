@@ -216,4 +216,3 @@ class KmsgFollower:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
-

@@ -177,8 +177,11 @@ def _restart(late_reading: OomCounters, gained: OomCounters) -> list[tuple[str, 
     known = [NODE, QOS, pod, CONTAINERS[0]]
     first = CounterBook()
     first.add([_cg(rel) for rel in known], dict.fromkeys(known, OomCounters()), 0.0)
-    readings = {**dict.fromkeys((NODE, QOS, pod), gained), CONTAINERS[0]: OomCounters(),
-                late: late_reading}
+    readings = {
+        **dict.fromkeys((NODE, QOS, pod), gained),
+        CONTAINERS[0]: OomCounters(),
+        late: late_reading,
+    }
     rerun = CounterBook(prior=first.levels())
     deltas = rerun.add([_cg(rel) for rel in [*known, late]], readings, 5.0)
     return [(d.cgroup.relpath, d.oom_kill) for d in deltas]
@@ -190,8 +193,9 @@ def test_a_container_made_and_killed_while_the_daemon_was_down_reports_its_own_k
     assert _restart(two, gained=two) == [(LATE[0], 2)]
 
 
-def test_a_new_container_with_more_kills_than_its_ancestors_gained_keeps_them_as_a_baseline(
-) -> None:
+def test_a_new_container_with_more_kills_than_its_ancestors_gained_keeps_them_as_a_baseline() -> (
+    None
+):
     """Its counters predate the checkpoint (they cannot all be news): the pod reports the
     one kill it gained, as before."""
     assert _restart(OomCounters(3, 3, 0), gained=OomCounters(1, 1, 0)) == [(PODS[0], 1)]

@@ -33,8 +33,9 @@ def _replay(tmp_path: Path, kernel: str, scenario: str) -> tuple[list[Any], dict
     root = tmp_path / "cgroup"
     _lay_out(root, doc["before"])
     clock = Clock()
-    watcher = CgroupWatcher([str(root)], use_inotify=False, rescan_interval_s=3600.0,
-                            clock=clock, node_vmstat=None)
+    watcher = CgroupWatcher(
+        [str(root)], use_inotify=False, rescan_interval_s=3600.0, clock=clock, node_vmstat=None
+    )
     try:
         assert watcher.poll_changes() == []  # the counters before the kill: a baseline
         _lay_out(root, doc["after"])
@@ -53,14 +54,16 @@ def test_single_kill_is_one_delta_where_it_happened(tmp_path: Path, kernel: str)
 
 
 @pytest.mark.parametrize("kernel", KERNELS)
-@pytest.mark.parametrize("scenario", ["kubelet-systemd-pod-limit", "kubelet-cgroupfs-pod-limit",
-                                      "watcher-pod-limit"])
+@pytest.mark.parametrize(
+    "scenario", ["kubelet-systemd-pod-limit", "kubelet-cgroupfs-pod-limit", "watcher-pod-limit"]
+)
 def test_pod_limit_is_the_oom_at_the_pod_and_the_kill_at_the_container(
     tmp_path: Path, kernel: str, scenario: str
 ) -> None:
     rows, facts = _replay(tmp_path, kernel, scenario)
-    assert sorted(rows) == sorted([(facts["container"], 0, 1, 0, False),
-                                   (facts["pod"], 1, 0, 0, False)])
+    assert sorted(rows) == sorted(
+        [(facts["container"], 0, 1, 0, False), (facts["pod"], 1, 0, 0, False)]
+    )
 
 
 @pytest.mark.parametrize("kernel", KERNELS)

@@ -77,10 +77,20 @@ class DaemonProcess:
         self.state_dir = state_dir
         self.port = free_port()
         argv = [
-            sys.executable, "-m", "oomwatch.cli", "run",
+            sys.executable,
+            "-m",
+            "oomwatch.cli",
+            "run",
             *(["--standalone"] if kubeconfig is None else []),
-            "--state-dir", str(state_dir), "--metrics-address", f"127.0.0.1:{self.port}",
-            "--cgroup-root", "/sys/fs/cgroup", "--log-format", "json", *extra,
+            "--state-dir",
+            str(state_dir),
+            "--metrics-address",
+            f"127.0.0.1:{self.port}",
+            "--cgroup-root",
+            "/sys/fs/cgroup",
+            "--log-format",
+            "json",
+            *extra,
         ]
         env = {**os.environ, "PYTHONPATH": str(REPO)}
         if kubeconfig is not None:

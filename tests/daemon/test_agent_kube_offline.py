@@ -46,10 +46,21 @@ current-context: fake
 def test_kill_gets_pod_names_and_an_event(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     api = FakeApiServer().start()
     try:
-        api.put_pod(make_pod("trainer-0", "ml", uid=POD_UID, statuses=[{
-            "name": "app", "containerID": f"containerd://{CONTAINER_ID}", "restartCount": 0,
-            "state": {"running": {"startedAt": "2026-11-22T08:00:00Z"}},
-        }]))
+        api.put_pod(
+            make_pod(
+                "trainer-0",
+                "ml",
+                uid=POD_UID,
+                statuses=[
+                    {
+                        "name": "app",
+                        "containerID": f"containerd://{CONTAINER_ID}",
+                        "restartCount": 0,
+                        "state": {"running": {"startedAt": "2026-11-22T08:00:00Z"}},
+                    }
+                ],
+            )
+        )
         kubeconfig = tmp_path / "kubeconfig"
         kubeconfig.write_text(KUBECONFIG.format(url=api.url))
         monkeypatch.setenv("KUBECONFIG", str(kubeconfig))

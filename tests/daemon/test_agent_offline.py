@@ -67,11 +67,21 @@ def make_tree(root: Path) -> Path:
 def config_for(tmp_path: Path, **changes: Any) -> DaemonConfig:
     """The agent's settings for a fake tree at tmp/cgroup and the kernel log at tmp/kmsg.fifo."""
     config = DaemonConfig(
-        node_name="test-node", metrics_host="127.0.0.1", metrics_port=0,
-        state_dir=tmp_path / "state", cgroup_roots=(str(tmp_path / "cgroup"),),
-        kmsg_path=str(tmp_path / "kmsg.fifo"), standalone=True, log_format="json",
-        probe_dir=None, annotate_pods=False, sample_interval_s=0.2, timeline_window_s=60.0,
-        enrich_wait_s=1.0, max_incidents=100, max_age_days=1.0,
+        node_name="test-node",
+        metrics_host="127.0.0.1",
+        metrics_port=0,
+        state_dir=tmp_path / "state",
+        cgroup_roots=(str(tmp_path / "cgroup"),),
+        kmsg_path=str(tmp_path / "kmsg.fifo"),
+        standalone=True,
+        log_format="json",
+        probe_dir=None,
+        annotate_pods=False,
+        sample_interval_s=0.2,
+        timeline_window_s=60.0,
+        enrich_wait_s=1.0,
+        max_incidents=100,
+        max_age_days=1.0,
     )
     return dataclasses.replace(config, **changes)
 
@@ -110,10 +120,6 @@ def agent_env(tmp_path: Path) -> Iterator[tuple[Agent, Path, int, io.StringIO]]:
             yield agent, container_dir, writer, out
     finally:
         os.close(writer)
-
-
-
-
 
 
 def test_fifo_report_and_counters_become_incidents(
@@ -173,9 +179,11 @@ def test_restart_resumes_after_the_cursor(tmp_path: Path) -> None:
 def killed_line(seq: int, pid: int, comm: str) -> bytes:
     """A header-less kill as the kernel prints it once its report rate limit is spent."""
     usec = int(time.monotonic() * 1e6)
-    return (f"3,{seq},{usec},-;Memory cgroup out of memory: Killed process {pid} ({comm})"
-            " total-vm:114996kB, anon-rss:39168kB, file-rss:6644kB, shmem-rss:0kB, UID:0"
-            " pgtables:136kB oom_score_adj:0\n").encode()
+    return (
+        f"3,{seq},{usec},-;Memory cgroup out of memory: Killed process {pid} ({comm})"
+        " total-vm:114996kB, anon-rss:39168kB, file-rss:6644kB, shmem-rss:0kB, UID:0"
+        " pgtables:136kB oom_score_adj:0\n"
+    ).encode()
 
 
 def test_kills_counted_while_the_agent_was_down_are_recorded_after_a_restart(
@@ -275,9 +283,13 @@ def test_age_retention_runs_on_a_quiet_node(
     config = config_for(tmp_path, max_age_days=1.0)
     with running(config) as agent:
         three_days_ago = datetime.now(UTC) - timedelta(days=3)
-        old = Incident(kind="eviction", boot_id="b", pod_uid="u",
-                       wall_time=three_days_ago.isoformat(),
-                       detected_at=three_days_ago.isoformat())
+        old = Incident(
+            kind="eviction",
+            boot_id="b",
+            pod_uid="u",
+            wall_time=three_days_ago.isoformat(),
+            detected_at=three_days_ago.isoformat(),
+        )
         writer = IncidentStore(config.state_dir)
         try:
             assert writer.add(old) and writer.count() == 1

@@ -43,7 +43,10 @@ class Kill:
 
 kills_strategy = st.lists(
     st.tuples(
-        st.floats(0.0, 2.0), st.integers(0, 4), st.booleans(), st.floats(0.0001, 0.05),
+        st.floats(0.0, 2.0),
+        st.integers(0, 4),
+        st.booleans(),
+        st.floats(0.0001, 0.05),
         st.booleans(),
     ),
     min_size=1,
@@ -54,8 +57,13 @@ kills_strategy = st.lists(
 def _incident(kill: Kill) -> Incident:
     victim = Victim(pid=kill.pid, comm="python3")
     if kill.full:
-        return Incident(kind="memcg", kernel_time_s=kill.t, oom_memcg=kill.cgroup,
-                        task_memcg=kill.cgroup, victims=[victim])
+        return Incident(
+            kind="memcg",
+            kernel_time_s=kill.t,
+            oom_memcg=kill.cgroup,
+            task_memcg=kill.cgroup,
+            victims=[victim],
+        )
     return Incident(kind="memcg", kernel_time_s=kill.t, header_suppressed=True, victims=[victim])
 
 
@@ -68,14 +76,19 @@ def _incident(kill: Kill) -> Incident:
     clock_late=st.floats(0.0, 0.045),
 )
 def test_no_kill_is_ever_charged_to_a_wrong_cgroup(
-    raw: list[tuple[float, int, bool, float, bool]], read_every: float, line_lag: float,
-    with_signals: bool, clock_late: float,
+    raw: list[tuple[float, int, bool, float, bool]],
+    read_every: float,
+    line_lag: float,
+    with_signals: bool,
+    clock_late: float,
 ) -> None:
     """`clock_late`: the agent's estimate of the kernel clock's offset errs by up to 45 ms,
     always towards converting kill times late (it takes the promptest record it read)."""
     kills = sorted(
-        (Kill(t, [*CGROUPS, UNWATCHED][c], 1000 + i, full, lag, seen)
-         for i, (t, c, full, lag, seen) in enumerate(raw)),
+        (
+            Kill(t, [*CGROUPS, UNWATCHED][c], 1000 + i, full, lag, seen)
+            for i, (t, c, full, lag, seen) in enumerate(raw)
+        ),
         key=lambda k: k.t,
     )
     truth = {k.pid: k.cgroup for k in kills}
@@ -106,8 +119,10 @@ def test_no_kill_is_ever_charged_to_a_wrong_cgroup(
         if what == 0 and with_signals:
             assert isinstance(kill, Kill)
             sightings = [Sighting(kill.pid, kill.cgroup, when + 0.0005)] if kill.seen else []
-            news = CgroupNews(signals=[OomSignal(kill.cgroup, last_signal_check, when + 0.0005)],
-                              sightings=sightings)
+            news = CgroupNews(
+                signals=[OomSignal(kill.cgroup, last_signal_check, when + 0.0005)],
+                sightings=sightings,
+            )
             last_signal_check = when + 0.0005
         elif what == 1:  # every line that arrived at this moment comes in one read
             assert isinstance(kill, Kill)
@@ -123,23 +138,41 @@ def test_no_kill_is_ever_charged_to_a_wrong_cgroup(
             for cgroup in CGROUPS:
                 now_count = sum(1 for k in kills if k.cgroup == cgroup and k.t <= read_s)
                 if now_count > counted[cgroup]:
-                    rises.append(CounterKills(cgroup, now_count - counted[cgroup], read_s,
-                                              since_s=last_read[cgroup]))
+                    rises.append(
+                        CounterKills(
+                            cgroup, now_count - counted[cgroup], read_s, since_s=last_read[cgroup]
+                        )
+                    )
                     counted[cgroup] = now_count
                 last_read[cgroup] = read_s
-            r = reconcile(state, incidents, [], when, facts=facts, kernel_offset_s=offset,
-                          log_read_at_s=when - line_lag)
+            r = reconcile(
+                state,
+                incidents,
+                [],
+                when,
+                facts=facts,
+                kernel_offset_s=offset,
+                log_read_at_s=when - line_lag,
+            )
             ready += r.ready
             state = r.state
             news = CgroupNews(kills=rises, counted_at_s=when + 0.0001)
             incidents = []
         # the lines of kills up to `line_lag` ago are in: the log was read through then
-        r = reconcile(state, incidents, news, when + 0.0002, facts=facts, kernel_offset_s=offset,
-                      log_read_at_s=when - line_lag)
+        r = reconcile(
+            state,
+            incidents,
+            news,
+            when + 0.0002,
+            facts=facts,
+            kernel_offset_s=offset,
+            log_read_at_s=when - line_lag,
+        )
         ready += r.ready
         state = r.state
-    r = reconcile(state, [], [], end + 60.0, facts=facts, kernel_offset_s=offset,
-                  log_read_at_s=end + 60.0)
+    r = reconcile(
+        state, [], [], end + 60.0, facts=facts, kernel_offset_s=offset, log_read_at_s=end + 60.0
+    )
     ready += r.ready
     by_pid: dict[int, Incident] = {}
     for incident in ready:

@@ -31,17 +31,24 @@ def test_pending_state_round_trips_through_json_with_deadlines_re_armed() -> Non
     assert restored.sightings == state.sightings
     # deadlines already past get one grace period: the replay may still explain them
     assert restored.claims == (
-        Claim((CTR,), 10.0, 50.0 + GRACE_S, 50.0), Claim((CTR, CTR + "x"), None, 99.0, 50.0)
+        Claim((CTR,), 10.0, 50.0 + GRACE_S, 50.0),
+        Claim((CTR, CTR + "x"), None, 99.0, 50.0),
     )
-    assert restored.rises == (Rise(CTR, 10.5, 11.0, 50.0 + GRACE_S, True),
-                              Rise(CTR, None, 11.0, 60.0))
+    assert restored.rises == (
+        Rise(CTR, 10.5, 11.0, 50.0 + GRACE_S, True),
+        Rise(CTR, None, 11.0, 60.0),
+    )
 
 
 def test_a_checkpoint_from_before_attribution_is_read() -> None:
     """Earlier agents saved owed counts and known pids/names: the owed kills come back as
     rises whose start is unknown, the rest is dropped."""
-    old = {"unmatched": [[CTR, 10.0, 40.0]], "owed": [[CTR, 2, 1, 11.0, 13.5]],
-           "known_pids": [[7, CTR]], "known_names": [["java", CTR]]}
+    old = {
+        "unmatched": [[CTR, 10.0, 40.0]],
+        "owed": [[CTR, 2, 1, 11.0, 13.5]],
+        "known_pids": [[7, CTR]],
+        "known_names": [["java", CTR]],
+    }
     restored = restore_reconcile(old, now_s=12.0)
     assert restored.claims == (Claim((CTR,), 10.0, 40.0, 12.0),)
     assert restored.rises == (Rise(CTR, None, 11.0, 14.5, True), Rise(CTR, None, 11.0, 14.5))

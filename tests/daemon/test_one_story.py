@@ -170,12 +170,18 @@ def put_trainer(api: FakeApiServer, name: str, uid: str, container_id: str, limi
 
 
 def write_kubeconfig(api: FakeApiServer, path: Path) -> Path:
-    path.write_text(json.dumps({
-        "apiVersion": "v1", "kind": "Config", "current-context": "fake",
-        "clusters": [{"name": "fake", "cluster": {"server": api.url}}],
-        "users": [{"name": "agent", "user": {"token": "not-a-secret"}}],
-        "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "agent"}}],
-    }))
+    path.write_text(
+        json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "current-context": "fake",
+                "clusters": [{"name": "fake", "cluster": {"server": api.url}}],
+                "users": [{"name": "agent", "user": {"token": "not-a-secret"}}],
+                "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "agent"}}],
+            }
+        )
+    )
     return path
 
 
@@ -253,16 +259,18 @@ def test_a_real_tmpfs_kill_tells_one_story_everywhere(
         kubeconfig = write_kubeconfig(api, tmp_path / "kubeconfig")
         state = tmp_path / "state"
         seed_cursor_at_log_end(state)  # the ring's earlier kills are not this test's
-        daemon = DaemonProcess(state, f"--node-name={NODE}", "--sample-interval-s", "0.25",
-                               kubeconfig=kubeconfig)
+        daemon = DaemonProcess(
+            state, f"--node-name={NODE}", "--sample-interval-s", "0.25", kubeconfig=kubeconfig
+        )
         try:
             api.wait_for(lambda a: ("watch", "", "pods") in a.seen(), timeout_s=30)
             line: dict[str, Any] = {}
             for _ in range(2):  # another test's kills may take the report's slot: again
                 pod_uid, cid = str(uuid.uuid4()), uuid.uuid4().hex * 2
                 put_trainer(api, "trainer-1", pod_uid, cid, "64Mi")
-                container = kubelet_layout(scratch, pod_uid, cid, qos="burstable",
-                                           container_limit_bytes=64 * MIB)
+                container = kubelet_layout(
+                    scratch, pod_uid, cid, qos="burstable", container_limit_bytes=64 * MIB
+                )
                 wait_rate_limit_window()
                 # Filled at once: no spike or leak window, so the kernel's report is the
                 # evidence both the agent and a saved log have (the agent adds survival).
@@ -298,4 +306,5 @@ def test_a_real_tmpfs_kill_tells_one_story_everywhere(
     assert_same_kill(story, from_log)
     shmem = [f for f in from_log["findings"] if f["code"] == "tmpfs-shmem"]
     assert shmem and shmem[0]["evidence"] == next(
-        f.evidence for f in incident.findings if f.code == "tmpfs-shmem")
+        f.evidence for f in incident.findings if f.code == "tmpfs-shmem"
+    )

@@ -104,9 +104,7 @@ def make(tmp_path: Path, clock: Clock, **kw: object) -> tuple[Pipeline, Collect]
     return pipe, sink
 
 
-def test_kill_is_annotated_observed_stored_and_published_once(
-    tmp_path: Path, clock: Clock
-) -> None:
+def test_kill_is_annotated_observed_stored_and_published_once(tmp_path: Path, clock: Clock) -> None:
     seen: list[tuple[str, frozenset[int]]] = []
 
     def survived(rel: str, victims: frozenset[int]) -> bool:
@@ -159,9 +157,7 @@ def test_container_cgroup_walks_up_from_a_sub_cgroup() -> None:
     assert container_cgroup("/oomwatch-lab/plain") == "/oomwatch-lab/plain"
 
 
-def test_enricher_not_ready_defers_then_stores_with_pod_names(
-    tmp_path: Path, clock: Clock
-) -> None:
+def test_enricher_not_ready_defers_then_stores_with_pod_names(tmp_path: Path, clock: Clock) -> None:
     lookup = SlowPodLookup(ready_after=3)
     pipe, sink = make(tmp_path, clock, enrichers=[lookup], enrich_wait_s=5.0)
     pipe.process([memcg_kill(7, 99.9)])
@@ -176,8 +172,9 @@ def test_enricher_not_ready_defers_then_stores_with_pod_names(
 
 
 def test_enricher_that_never_answers_is_bounded(tmp_path: Path, clock: Clock) -> None:
-    pipe, sink = make(tmp_path, clock, enrichers=[SlowPodLookup(ready_after=10**9)],
-                      enrich_wait_s=2.0)
+    pipe, sink = make(
+        tmp_path, clock, enrichers=[SlowPodLookup(ready_after=10**9)], enrich_wait_s=2.0
+    )
     pipe.process([memcg_kill(7, 99.9)])
     clock.advance(2.5)
     pipe.process()
@@ -202,8 +199,9 @@ def test_counter_only_kill_gets_the_last_sample_before_its_counter_moved(
     """Frozen when the counter showed the kill (not 2.5 s later, memory freed), usage,
     limit and breakdown from the last sample before it, flagged as sampled."""
     frozen_at: list[float] = []
-    before = TimelineSample(clock.wall - 0.5, 30 << 20, 32 << 20, anon_bytes=29 << 20,
-                            file_bytes=1 << 20)
+    before = TimelineSample(
+        clock.wall - 0.5, 30 << 20, 32 << 20, anon_bytes=29 << 20, file_bytes=1 << 20
+    )
     after = TimelineSample(clock.wall + 1.0, 1 << 20, 32 << 20, anon_bytes=0, file_bytes=1 << 20)
 
     def timeline_for(rel: str, at_s: float) -> Timeline:
@@ -237,8 +235,12 @@ def test_header_suppressed_kill_gets_sampled_usage_at_its_kernel_time(
         return Timeline(samples=[sample])
 
     pipe, sink = make(tmp_path, clock, timeline_for=timeline_for)
-    bare = Incident(kind="memcg", kernel_time_s=clock.mono - 1.0, header_suppressed=True,
-                    victims=[Victim(pid=5, comm="w")])
+    bare = Incident(
+        kind="memcg",
+        kernel_time_s=clock.mono - 1.0,
+        header_suppressed=True,
+        victims=[Victim(pid=5, comm="w")],
+    )
     # a counter pass that began after the line arrived shows its counter's rise
     pipe.process([bare], CgroupNews([CounterKills(CTR, 1, clock.mono)], counted_at_s=clock.mono))
     [got] = sink.got
@@ -259,8 +261,9 @@ def test_kernel_printed_usage_is_never_replaced_by_a_sample(tmp_path: Path, cloc
 
 def test_drain_at_shutdown_stores_waiting_bare_kill(tmp_path: Path, clock: Clock) -> None:
     pipe, sink = make(tmp_path, clock)
-    bare = Incident(kind="memcg", kernel_time_s=99.0, header_suppressed=True,
-                    victims=[Victim(pid=5, comm="w")])
+    bare = Incident(
+        kind="memcg", kernel_time_s=99.0, header_suppressed=True, victims=[Victim(pid=5, comm="w")]
+    )
     pipe.process([bare])
     assert sink.got == [] and pipe.holding
     pipe.drain()
@@ -270,10 +273,16 @@ def test_drain_at_shutdown_stores_waiting_bare_kill(tmp_path: Path, clock: Clock
 def test_log_line_fields_and_escaping(tmp_path: Path, clock: Clock) -> None:
     out = io.StringIO()
     setup_logging("json", stream=out)
-    pipe = Pipeline(store=IncidentStore(tmp_path), sinks=[LogSink()], boot_id="b", node="n",
-                    wall_clock=lambda: clock.wall, mono_clock=lambda: clock.mono)
+    pipe = Pipeline(
+        store=IncidentStore(tmp_path),
+        sinks=[LogSink()],
+        boot_id="b",
+        node="n",
+        wall_clock=lambda: clock.wall,
+        mono_clock=lambda: clock.mono,
+    )
     evil = memcg_kill(8, 99.0)
-    evil.victims[0].comm = "x\n{\"event\": \"oom_kill\"}\x1b[2J"
+    evil.victims[0].comm = 'x\n{"event": "oom_kill"}\x1b[2J'
     pipe.process([evil])
     lines = [json.loads(line) for line in out.getvalue().splitlines()]
     [line] = [entry for entry in lines if entry["event"] == "oom_kill"]
@@ -286,14 +295,28 @@ def test_log_line_fields_and_escaping(tmp_path: Path, clock: Clock) -> None:
     assert line["verdict_code"] == "limit-container"
     assert line["findings"] == [f.code for f in stored.findings]
     assert stored.recommendation is None and "recommendation" not in line  # no usage line
-    for key in ("group_kill", "kmsg_missing", "memcg_sampled", "kernel_time_s", "wall_time",
-                "detected_at", "k8s.node.name"):
+    for key in (
+        "group_kill",
+        "kmsg_missing",
+        "memcg_sampled",
+        "kernel_time_s",
+        "wall_time",
+        "detected_at",
+        "k8s.node.name",
+    ):
         assert key in line
     # Unknown facts are left out, never null: no pod names (no Kubernetes), no survival
     # check, no usage or breakdown (the report had no `memory:` line or stats).
     assert None not in json_values(line)
-    for absent in ("k8s.pod.name", "k8s.namespace.name", "container_survived", "notes",
-                   "usage_bytes", "limit_bytes", "breakdown"):
+    for absent in (
+        "k8s.pod.name",
+        "k8s.namespace.name",
+        "container_survived",
+        "notes",
+        "usage_bytes",
+        "limit_bytes",
+        "breakdown",
+    ):
         assert absent not in line
 
 

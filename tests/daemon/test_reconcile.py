@@ -141,8 +141,7 @@ def test_two_rises_that_both_fit_make_the_kill_ambiguous_and_name_both() -> None
 def test_a_report_arriving_meanwhile_takes_its_rise_and_settles_the_bare_kill() -> None:
     kill = bare(10.0, 500)
     r = reconcile(ReconcileState(), [kill], [], now_s=10.001)
-    both = news(counted(CTR_A, 1, 10.03, since=9.0), counted(CTR_B, 1, 10.03, since=9.0),
-                at=10.002)
+    both = news(counted(CTR_A, 1, 10.03, since=9.0), counted(CTR_B, 1, 10.03, since=9.0), at=10.002)
     r = reconcile(r.state, [], both, now_s=10.03)
     assert r.ready == []
     r = reconcile(r.state, [full(CTR_B, 10.02, 600)], [], now_s=10.04)
@@ -159,8 +158,9 @@ def test_counter_brackets_separate_kills_that_one_slow_read_would_mix() -> None:
     after 10.10: each kill has one fitting rise."""
     first, second = bare(10.0, 1), bare(10.2, 2)
     r = reconcile(ReconcileState(), [first, second], [], now_s=10.21)
-    rises = news(counted(CTR_A, 1, 10.05, since=9.9), counted(CTR_B, 1, 10.25, since=10.1),
-                 at=10.22)
+    rises = news(
+        counted(CTR_A, 1, 10.05, since=9.9), counted(CTR_B, 1, 10.25, since=10.1), at=10.22
+    )
     r = reconcile(r.state, [], rises, now_s=10.25)
     assert placed(r) == {1: CTR_A, 2: CTR_B} and settles(r)
 
@@ -169,8 +169,7 @@ def test_matching_decides_a_kill_that_fits_two_rises_when_the_other_kill_fits_on
     """Kill 1 fits both rises; kill 2 fits only A's: so kill 1 is B's."""
     one, two = bare(10.0, 1), bare(10.35, 2)
     r = reconcile(ReconcileState(), [one, two], [], now_s=10.36)
-    rises = news(counted(CTR_A, 1, 10.4, since=9.0), counted(CTR_B, 1, 10.25, since=9.0),
-                 at=10.37)
+    rises = news(counted(CTR_A, 1, 10.4, since=9.0), counted(CTR_B, 1, 10.25, since=9.0), at=10.37)
     r = reconcile(r.state, [], rises, now_s=10.4)
     assert placed(r) == {1: CTR_B, 2: CTR_A}
 
@@ -208,10 +207,12 @@ def test_the_victims_pid_seen_in_a_cgroup_decides() -> None:
 
 def test_a_pid_seen_long_ago_may_be_reused_and_decides_nothing() -> None:
     kill = bare(1000.0, 4242)
-    r = reconcile(ReconcileState(), [kill], news(sightings=[Sighting(4242, CTR_B, 100.0)]),
-                  now_s=1000.01)
-    both = news(counted(CTR_A, 1, 1000.02, since=999.0), counted(CTR_B, 1, 1000.02, since=999.0),
-                at=1000.01)
+    r = reconcile(
+        ReconcileState(), [kill], news(sightings=[Sighting(4242, CTR_B, 100.0)]), now_s=1000.01
+    )
+    both = news(
+        counted(CTR_A, 1, 1000.02, since=999.0), counted(CTR_B, 1, 1000.02, since=999.0), at=1000.01
+    )
     r = reconcile(r.state, [], both, now_s=1001.0)
     assert kill.attribution is not None and kill.attribution.confidence == "ambiguous"
 
@@ -298,8 +299,12 @@ def test_storm_read_promptly_places_every_bare_kill() -> None:
         line = full(cg, t, pid, tasks=(pid,)) if k < 10 else bare(t, pid)
         r = reconcile(state, [line], [], now_s=t + 0.002)
         ready += r.ready
-        r = reconcile(r.state, [], news(counted(cg, 1, t + 0.005, since=last_read), at=t + 0.003),
-                      now_s=t + 0.006)
+        r = reconcile(
+            r.state,
+            [],
+            news(counted(cg, 1, t + 0.005, since=last_read), at=t + 0.003),
+            now_s=t + 0.006,
+        )
         ready += r.ready
         state, last_read = r.state, t + 0.005
     r = reconcile(state, [], [], now_s=40.0)
@@ -356,8 +361,7 @@ def test_the_kernel_clock_offset_maps_kill_times_onto_the_counters_clock() -> No
     the rise seen at 10.05, not the one seen at 9.90."""
     kill = bare(110.0, 1)
     r = reconcile(ReconcileState(), [kill], [], now_s=10.01, kernel_offset_s=100.0)
-    rises = news(counted(CTR_A, 1, 9.90, since=9.8), counted(CTR_B, 1, 10.05, since=9.98),
-                 at=10.02)
+    rises = news(counted(CTR_A, 1, 9.90, since=9.8), counted(CTR_B, 1, 10.05, since=9.98), at=10.02)
     r = reconcile(r.state, [], rises, now_s=10.05, kernel_offset_s=100.0)
     assert kill.task_memcg == CTR_B
 
@@ -376,8 +380,10 @@ def test_a_kill_read_from_the_backlog_never_takes_a_later_kills_rise() -> None:
     assert new.task_memcg == CTR_A
     assert new.attribution is not None and new.attribution.confidence == "certain"
     r = reconcile(r.state, [], [], now_s=203.0 + 60, kernel_offset_s=None)
-    assert all(k.task_memcg is None and k.attribution is not None
-               and k.attribution.confidence == "unknown" for k in old)
+    assert all(
+        k.task_memcg is None and k.attribution is not None and k.attribution.confidence == "unknown"
+        for k in old
+    )
 
 
 def test_two_kills_for_one_rise_are_not_both_certain() -> None:

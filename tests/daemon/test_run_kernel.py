@@ -41,10 +41,6 @@ def container(scratch: ScratchMemcg, limit_mb: int = 32) -> tuple[Memcg, str, st
     return kubelet_layout(scratch, uid, cid, container_limit_bytes=limit_mb * MIB), uid, cid
 
 
-
-
-
-
 def metric_value(text: str, name: str, **labels: str) -> float | None:
     for line in text.splitlines():
         if not line.startswith(name + "{") and line.split(" ")[0] != name:
@@ -80,13 +76,20 @@ def test_kill_reaches_log_metric_and_store_within_a_second(
     assert line["breakdown"]["anon_bytes"] > 16 * MIB
 
     def metric_seen() -> bool:
-        value = metric_value(daemon.metrics(), "oomwatch_oom_kills_total", pod_uid=uid,
-                             kind="memcg", scope="container")
+        value = metric_value(
+            daemon.metrics(),
+            "oomwatch_oom_kills_total",
+            pod_uid=uid,
+            kind="memcg",
+            scope="container",
+        )
         return value == 1.0
 
     def store_seen() -> bool:
-        return any(i.victim and i.victim.pid == hog.pid and i.pod_uid == uid
-                   for i in stored(daemon.state_dir))
+        return any(
+            i.victim and i.victim.pid == hog.pid and i.pod_uid == uid
+            for i in stored(daemon.state_dir)
+        )
 
     assert wait_for(metric_seen, max(0.0, killed_at + 1.0 - time.monotonic()))
     assert wait_for(store_seen, max(0.0, killed_at + 1.0 - time.monotonic()))
@@ -133,8 +136,7 @@ def test_child_worker_killed_while_main_process_survives(
 def burst(memcgs: list[Memcg], per_memcg: int) -> list[int]:
     """`per_memcg` children killed one after another in each memcg, memcgs in parallel."""
     hogs = [
-        spawn_hog(m, mode="child-worker", mb=96, comm=f"h4-b{i}", children=per_memcg,
-                  linger_s=0.5)
+        spawn_hog(m, mode="child-worker", mb=96, comm=f"h4-b{i}", children=per_memcg, linger_s=0.5)
         for i, m in enumerate(memcgs)
     ]
     pids: list[int] = []
@@ -147,7 +149,8 @@ def burst(memcgs: list[Memcg], per_memcg: int) -> list[int]:
 
 def incidents_for(state_dir: Path, pids: set[int], scratch: ScratchMemcg) -> list[Incident]:
     return [
-        i for i in stored(state_dir)
+        i
+        for i in stored(state_dir)
         if (i.victim and i.victim.pid in pids)
         or (i.kmsg_missing and (i.task_memcg or "").startswith(scratch.relpath))
     ]
@@ -204,8 +207,7 @@ def kill_9_mid_burst_and_restart(
     total = memcgs * children
     wait_rate_limit_window()  # full reports (and the names they list) for the first kills
     hogs = [
-        spawn_hog(m, mode="child-worker", mb=96, comm=f"{comm}{i}", children=children,
-                  linger_s=0.5)
+        spawn_hog(m, mode="child-worker", mb=96, comm=f"{comm}{i}", children=children, linger_s=0.5)
         for i, (m, _, _) in enumerate(made)
     ]
     hogs[0].wait_for_count("child-exit", 2, timeout_s=60)
@@ -242,8 +244,10 @@ def kill_9_mid_burst_and_restart(
             assert incident.task_memcg == truth and incident.pod_uid == uid_of[truth], incident
     assert not [i for i in mine if i.kmsg_missing]  # each counted kill explained once
     ambiguous = sum(1 for i in mine if i.attribution and i.attribution.ambiguous)
-    print(f"kill -9: {sum(i.header_suppressed for i in mine)} header-less, "
-          f"{ambiguous} ambiguous, {sum(i.kmsg_missing for i in mine)} counter-only")
+    print(
+        f"kill -9: {sum(i.header_suppressed for i in mine)} header-less, "
+        f"{ambiguous} ambiguous, {sum(i.kmsg_missing for i in mine)} counter-only"
+    )
 
 
 def test_kill_9_mid_burst_and_restart_loses_and_doubles_nothing(
@@ -348,9 +352,19 @@ def test_pid_1_killed_takes_its_namespace_down_so_the_container_did_not_survive(
     memcg, uid, _ = container(scratch)
     wait_rate_limit_window()
     proc = subprocess.Popen(
-        ["unshare", "--pid", "--fork", "--kill-child", sys.executable, "-c", PID_1_SCRIPT,
-         str(memcg.fs_path / "cgroup.procs")],
-        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        [
+            "unshare",
+            "--pid",
+            "--fork",
+            "--kill-child",
+            sys.executable,
+            "-c",
+            PID_1_SCRIPT,
+            str(memcg.fs_path / "cgroup.procs"),
+        ],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
     )
     scratch.track_process(proc)
     _, line = daemon.wait_line(
@@ -368,7 +382,10 @@ def test_oomwatch_demo_records_and_prints_a_real_kill() -> None:
         pytest.skip(reason)
     result = subprocess.run(
         [sys.executable, "-m", "oomwatch.cli", "demo", "--json", "--limit-mb", "32"],
-        capture_output=True, timeout=120, env={**os.environ, "PYTHONPATH": str(REPO)}, cwd=REPO,
+        capture_output=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        cwd=REPO,
     )
     assert result.returncode == 0, result.stderr.decode(errors="replace")[-3000:]
     incident = Incident.from_dict(json.loads(result.stdout))

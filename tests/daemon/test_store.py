@@ -43,10 +43,21 @@ def test_add_dedupes_and_roundtrips(tmp_path: Path) -> None:
 
 def test_header_suppressed_kill_dedupes_whatever_cgroup_it_was_given(tmp_path: Path) -> None:
     store = IncidentStore(tmp_path)
-    a = Incident(kind="memcg", boot_id=BOOT, kernel_time_s=5.0, header_suppressed=True,
-                 victims=[Victim(pid=9, comm="x")], task_memcg="/a")
-    b = Incident(kind="memcg", boot_id=BOOT, kernel_time_s=5.0, header_suppressed=True,
-                 victims=[Victim(pid=9, comm="x")])
+    a = Incident(
+        kind="memcg",
+        boot_id=BOOT,
+        kernel_time_s=5.0,
+        header_suppressed=True,
+        victims=[Victim(pid=9, comm="x")],
+        task_memcg="/a",
+    )
+    b = Incident(
+        kind="memcg",
+        boot_id=BOOT,
+        kernel_time_s=5.0,
+        header_suppressed=True,
+        victims=[Victim(pid=9, comm="x")],
+    )
     assert store.add(a) and not store.add(b)
 
 
@@ -129,12 +140,15 @@ def test_newer_schema_is_moved_aside_and_refused_by_readers(
 
 def test_status_incidents_are_told_apart_by_pod_container_and_time(tmp_path: Path) -> None:
     store = IncidentStore(tmp_path)
-    evicted = Incident(kind="eviction", boot_id=BOOT, pod_uid="u1",
-                       wall_time="2026-11-22T08:00:00+00:00")
-    other_pod = Incident(kind="eviction", boot_id=BOOT, pod_uid="u2",
-                         wall_time="2026-11-22T08:00:00+00:00")
-    later = Incident(kind="eviction", boot_id=BOOT, pod_uid="u1",
-                     wall_time="2026-11-22T09:00:00+00:00")
+    evicted = Incident(
+        kind="eviction", boot_id=BOOT, pod_uid="u1", wall_time="2026-11-22T08:00:00+00:00"
+    )
+    other_pod = Incident(
+        kind="eviction", boot_id=BOOT, pod_uid="u2", wall_time="2026-11-22T08:00:00+00:00"
+    )
+    later = Incident(
+        kind="eviction", boot_id=BOOT, pod_uid="u1", wall_time="2026-11-22T09:00:00+00:00"
+    )
     assert store.add(evicted) and store.add(other_pod) and store.add(later)
     assert not store.add(Incident.from_dict(evicted.to_dict()))
 
@@ -257,7 +271,8 @@ def test_reads_a_record_oomwatch_0_1_stored(tmp_path: Path) -> None:
     db = sqlite3.connect(tmp_path / "oomwatch.db")
     db.execute(
         "INSERT INTO incidents (identity_key, kind, killed_at_s, detected_at_s, data)"
-        " VALUES ('v1', 'memcg', 1.0, 1.0, ?)", (record,),
+        " VALUES ('v1', 'memcg', 1.0, 1.0, ?)",
+        (record,),
     )
     db.commit()
     db.close()
@@ -267,7 +282,10 @@ def test_reads_a_record_oomwatch_0_1_stored(tmp_path: Path) -> None:
     assert incident.memcg.swap_usage_bytes == 0 and incident.memcg.swap_limit_bytes is None
     victim = incident.victims[0]
     assert (victim.pid, victim.anon_rss_bytes, victim.pgtables_bytes) == (
-        7788, 7165824 * 1024, 14076 * 1024)
+        7788,
+        7165824 * 1024,
+        14076 * 1024,
+    )
     assert all(hasattr(t, "swapents_pages") for t in incident.tasks)
     assert incident.tasks and incident.tasks[0].swapents_pages is not None
     # Read back, it is the current shape (its findings are the 0.1.0 diagnosis until the

@@ -39,10 +39,17 @@ NEWER_SCHEMA = OLDER + 1
 
 
 def kill(pid: int) -> Incident:
-    return Incident(kind="memcg", boot_id=BOOT, kernel_time_s=float(pid),
-                    wall_time="2026-11-22T08:00:00+00:00", task_memcg="/kubepods/podu/c",
-                    victims=[Victim(pid=pid, comm="java")], pod_uid="u", container_id="c",
-                    k8s=PodContext(namespace="shop", pod="web-1", container="app"))
+    return Incident(
+        kind="memcg",
+        boot_id=BOOT,
+        kernel_time_s=float(pid),
+        wall_time="2026-11-22T08:00:00+00:00",
+        task_memcg="/kubepods/podu/c",
+        victims=[Victim(pid=pid, comm="java")],
+        pod_uid="u",
+        container_id="c",
+        k8s=PodContext(namespace="shop", pod="web-1", container="app"),
+    )
 
 
 @contextmanager
@@ -65,7 +72,8 @@ def header(state: Path) -> tuple[int, int]:
     db = sqlite3.connect(state / "oomwatch.db")
     try:
         return int(db.execute("SELECT MAX(version) FROM schema_migrations").fetchone()[0]), int(
-            db.execute("PRAGMA user_version").fetchone()[0])
+            db.execute("PRAGMA user_version").fetchone()[0]
+        )
     finally:
         db.close()
 
@@ -112,7 +120,8 @@ def test_an_older_agent_keeps_using_an_additive_newer_store(state: Path) -> None
         newer.close()
     db = sqlite3.connect(state / "oomwatch.db")
     assert db.execute("SELECT COUNT(*) FROM incidents WHERE workload IS NULL").fetchone()[0] == (
-        FIXTURE_KILLS + 2)  # the older agent's row took the new column's default
+        FIXTURE_KILLS + 2
+    )  # the older agent's row took the new column's default
     assert db.execute("SELECT COUNT(*) FROM owners").fetchone()[0] == 0
     db.close()
 
@@ -141,11 +150,15 @@ def test_a_rollback_over_a_breaking_store_loses_nothing(
         kills = newer.query()
         newer.close()
     assert sorted(k.victims[0].pid for k in kills if k.kind == "memcg" and k.boot_id == BOOT) == [
-        101, 102]  # each kill once
+        101,
+        102,
+    ]  # each kill once
     assert len(kills) == FIXTURE_KILLS + 2
     assert not set_aside(state / "oomwatch.db", NEWER) and not list(state.glob("*.newer-*"))
-    assert any(r.getMessage() == "store_taken_back" and getattr(r, "incidents", None) == 3
-               for r in caplog.records)
+    assert any(
+        r.getMessage() == "store_taken_back" and getattr(r, "incidents", None) == 3
+        for r in caplog.records
+    )
 
 
 def test_a_store_still_newer_than_its_reader_is_left_for_a_newer_agent(state: Path) -> None:
@@ -166,8 +179,15 @@ def test_set_aside_newer_stores_are_not_pushed_out_by_corrupt_ones(tmp_path: Pat
     assert newer.exists() and len(set_aside(db_path, "corrupt")) <= KEEP_ASIDE
 
 
-@pytest.mark.parametrize("version,oldest,mine,expected", [
-    (2, 0, 2, True), (3, 0, 2, False), (3, 1, 2, True), (3, 3, 2, False), (1, 0, 2, True),
-])
+@pytest.mark.parametrize(
+    "version,oldest,mine,expected",
+    [
+        (2, 0, 2, True),
+        (3, 0, 2, False),
+        (3, 1, 2, True),
+        (3, 3, 2, False),
+        (1, 0, 2, True),
+    ],
+)
 def test_usable(version: int, oldest: int, mine: int, expected: bool) -> None:
     assert usable(version, oldest, mine) is expected

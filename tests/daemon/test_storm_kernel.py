@@ -51,14 +51,11 @@ def containers(
     out = []
     for _ in range(n):
         uid, cid = str(uuid.uuid4()), uuid.uuid4().hex * 2
-        memcg = kubelet_layout(scratch, uid, cid, qos="besteffort", driver=driver,
-                               container_limit_bytes=limit_mb * MIB)
+        memcg = kubelet_layout(
+            scratch, uid, cid, qos="besteffort", driver=driver, container_limit_bytes=limit_mb * MIB
+        )
         out.append(Container(memcg, uid))
     return out
-
-
-
-
 
 
 def judge(incidents: list[Incident], truth: dict[int, Container]) -> Outcome:
@@ -82,13 +79,15 @@ def judge(incidents: list[Incident], truth: dict[int, Container]) -> Outcome:
             outcome.reasons.append(attribution.reason or "")
             assert incident.pod_uid is None and incident.task_memcg is None
             true = home.memcg.relpath
-            if not any(true == c.cgroup or true.startswith(c.cgroup + "/")
-                       for c in attribution.candidates):
+            if not any(
+                true == c.cgroup or true.startswith(c.cgroup + "/") for c in attribution.candidates
+            ):
                 outcome.wrong.append(f"pid {incident.victim.pid}: true cgroup not a candidate")
         elif incident.pod_uid == home.pod_uid and placed == home.memcg.relpath:
             outcome.right += 1
         elif home.memcg.relpath.startswith(placed + "/") and incident.pod_uid in (
-            None, home.pod_uid
+            None,
+            home.pod_uid,
         ):
             outcome.upper += 1
         else:
@@ -106,8 +105,10 @@ def timeline(incidents: list[Incident], truth: dict[int, Container]) -> str:
         assert i.victim is not None and i.attribution is not None
         said = [c.cgroup[-24:] for c in i.attribution.candidates]
         home = truth[i.victim.pid].memcg.relpath[-24:]
-        rows.append(f"{i.kernel_time_s} pid {i.victim.pid} in {home}: "
-                    f"{i.attribution.method} {i.attribution.confidence} {said}")
+        rows.append(
+            f"{i.kernel_time_s} pid {i.victim.pid} in {home}: "
+            f"{i.attribution.method} {i.attribution.confidence} {said}"
+        )
     return "\n".join(rows)
 
 
@@ -140,7 +141,9 @@ class Storm:
 
 
 def storm(
-    scratch: ScratchMemcg, start_daemon: Callable[..., DaemonProcess], tmp_path: Path,
+    scratch: ScratchMemcg,
+    start_daemon: Callable[..., DaemonProcess],
+    tmp_path: Path,
     plan: Storm,
 ) -> None:
     """Kills round-robin over `plan.pods` containers, the agent SIGKILLed half-way and
@@ -189,22 +192,33 @@ def storm(
     assert sorted(i.victim.pid for i in incidents if i.victim) == sorted(truth)
     bare = sum(1 for i in incidents if i.header_suppressed)
     outcome = judge(incidents, truth)
-    print(f"storm: {plan.kills} kills in {storm_s:.1f} s, {bare} header-less; right "
-          f"{outcome.right}, at an ancestor {outcome.upper}, ambiguous {outcome.ambiguous}, "
-          f"wrong {len(outcome.wrong or [])}")
+    print(
+        f"storm: {plan.kills} kills in {storm_s:.1f} s, {bare} header-less; right "
+        f"{outcome.right}, at an ancestor {outcome.upper}, ambiguous {outcome.ambiguous}, "
+        f"wrong {len(outcome.wrong or [])}"
+    )
     assert outcome.wrong == [], timeline(incidents, truth)
     assert bare >= plan.min_bare, "too few header-less kills: the storm missed the rate limit"
-    counters_only = [i for i in stored(agent.state_dir)
-                     if i.kmsg_missing and (i.task_memcg or "").startswith(scratch.relpath)]
+    counters_only = [
+        i
+        for i in stored(agent.state_dir)
+        if i.kmsg_missing and (i.task_memcg or "").startswith(scratch.relpath)
+    ]
     assert counters_only == []  # every counted kill was explained by its own log line
     # Kills a running agent saw are placed; only those made while no agent ran may be
     # ambiguous (their counters were first read after the restart, all at once).
     [(up_at, _)] = agent.events(lambda e: e.get("event") == "started")
     first_half = {h.pid for h in hogs[:half]}
-    live = [i for i in incidents if i.victim and (
-        i.victim.pid in first_half or spawned_at[i.victim.pid] > up_at + 0.5)]
-    uncertain = [i.victim.pid for i in live if i.victim and i.attribution
-                 and i.attribution.confidence != "certain"]
+    live = [
+        i
+        for i in incidents
+        if i.victim and (i.victim.pid in first_half or spawned_at[i.victim.pid] > up_at + 0.5)
+    ]
+    uncertain = [
+        i.victim.pid
+        for i in live
+        if i.victim and i.attribution and i.attribution.confidence != "certain"
+    ]
     print(f"storm: {len(live)} kills while an agent ran, {len(uncertain)} not certain")
     assert uncertain == [], timeline(incidents, truth)
 
@@ -225,8 +239,12 @@ def test_simultaneous_burst_of_eight_puts_no_kill_in_the_wrong_pod(
 
 
 def burst(
-    scratch: ScratchMemcg, daemon: DaemonProcess, tmp_path: Path, pods: int,
-    driver: Driver = "cgroupfs", within_ms: float = 100.0,
+    scratch: ScratchMemcg,
+    daemon: DaemonProcess,
+    tmp_path: Path,
+    pods: int,
+    driver: Driver = "cgroupfs",
+    within_ms: float = 100.0,
 ) -> None:
     """Barrier-released bursts of `pods` kills until one falls within `within_ms` with
     most reports suppressed (four rounds at most); no round may put a kill in a wrong pod.
@@ -239,17 +257,23 @@ def burst(
     rounds: list[tuple[float, int]] = []
     for attempt in range(4):
         spread_ms, bare = burst_round(
-            scratch, spender, daemon, tmp_path / f"gate{attempt}", pods, driver)
+            scratch, spender, daemon, tmp_path / f"gate{attempt}", pods, driver
+        )
         rounds.append((round(spread_ms, 1), bare))
         if spread_ms < within_ms and bare >= pods // 2:
             return
     raise AssertionError(
         f"no round of {pods} kills fell within {within_ms} ms with at least {pods // 2} "
-        f"header-less (spread ms, header-less per round: {rounds})")
+        f"header-less (spread ms, header-less per round: {rounds})"
+    )
 
 
 def burst_round(
-    scratch: ScratchMemcg, spender: Memcg, daemon: DaemonProcess, gate: Path, n: int,
+    scratch: ScratchMemcg,
+    spender: Memcg,
+    daemon: DaemonProcess,
+    gate: Path,
+    n: int,
     driver: Driver,
 ) -> tuple[float, int]:
     """One barrier-released burst of `n`; asserts no kill went to a wrong pod."""
@@ -257,8 +281,9 @@ def burst_round(
     truth: dict[int, Container] = {}
     hogs = []
     for pod in pods:
-        hog = spawn_hog(pod.memcg, mode="anon", mb=64, comm="python3", start_gate=gate,
-                        prefill_mb=14, step_mb=1)
+        hog = spawn_hog(
+            pod.memcg, mode="anon", mb=64, comm="python3", start_gate=gate, prefill_mb=14, step_mb=1
+        )
         assert hog.wait_for("ready", 20) is not None
         truth[hog.pid] = pod
         hogs.append(hog)
@@ -273,16 +298,17 @@ def burst_round(
     spread_ms = (max(times) - min(times)) * 1000
     outcome = judge(incidents, truth)
     bare = sum(1 for i in incidents if i.header_suppressed)
-    print(f"burst: {n} kills within {spread_ms:.1f} ms, {bare} header-less; right "
-          f"{outcome.right}, at an ancestor {outcome.upper}, ambiguous {outcome.ambiguous}, "
-          f"wrong {len(outcome.wrong or [])}")
+    print(
+        f"burst: {n} kills within {spread_ms:.1f} ms, {bare} header-less; right "
+        f"{outcome.right}, at an ancestor {outcome.upper}, ambiguous {outcome.ambiguous}, "
+        f"wrong {len(outcome.wrong or [])}"
+    )
     assert outcome.wrong == [], timeline(incidents, truth)
     return spread_ms, bare
 
 
 def spend_the_rate_limit(memcg: Memcg) -> None:
     """Kill 10 small children at once so the next kills within 5 s print no report."""
-    hog = spawn_hog(memcg, mode="child-worker", mb=32, comm="spender", children=10,
-                    linger_s=0)
+    hog = spawn_hog(memcg, mode="child-worker", mb=32, comm="spender", children=10, linger_s=0)
     hog.wait_for_count("child-exit", 10, timeout_s=30)
     hog.wait(10)

@@ -29,8 +29,16 @@ CORPUS_DIR = Path(__file__).resolve().parent.parent / "data" / "corpus"
 EXPECTED_DIR = CORPUS_DIR / "expected"
 FILES = sorted(CORPUS_DIR.glob("*.log"))
 _SPECIAL = {
-    "victims", "tasks_count", "first_task", "task_names", "notes_contain", "memcg_stats_subset",
-    "advice", "advice_limit_bytes", "findings_include", "findings_exclude",
+    "victims",
+    "tasks_count",
+    "first_task",
+    "task_names",
+    "notes_contain",
+    "memcg_stats_subset",
+    "advice",
+    "advice_limit_bytes",
+    "findings_include",
+    "findings_exclude",
 }
 # The first corpus (files 01-30) came from /work/shared/corpus/public; later files name
 # their source in the expectations.

@@ -31,9 +31,19 @@ def _wall(name: str) -> str | None:
 
 
 def _kernel_time(name: str) -> float | None:
-    return 5175.978445 if name.split("-", 1)[1] in {
-        "default.txt", "d.txt", "r.txt", "x.txt", "x-d.txt", "buffer.txt",
-    } else None
+    return (
+        5175.978445
+        if name.split("-", 1)[1]
+        in {
+            "default.txt",
+            "d.txt",
+            "r.txt",
+            "x.txt",
+            "x-d.txt",
+            "buffer.txt",
+        }
+        else None
+    )
 
 
 @pytest.mark.parametrize("path", FILES, ids=[p.stem for p in FILES])
@@ -55,9 +65,7 @@ def test_every_mode_gives_the_whole_report(path: Path) -> None:
     assert incident.wall_time == _wall(path.name)
     assert incident.kernel_time_s == _kernel_time(path.name)
     text = path.read_text(encoding="utf-8")
-    assert [i.to_dict() for i in decode_lines(text.split("\n")).incidents] == [
-        incident.to_dict()
-    ]
+    assert [i.to_dict() for i in decode_lines(text.split("\n")).incidents] == [incident.to_dict()]
 
 
 def test_programs_records_in_the_kernel_log_are_dropped() -> None:
@@ -100,10 +108,14 @@ def test_caller_id_after_a_space_and_a_collectors_stamp() -> None:
         (f"[Mon Nov 23 21:06:04 2026] [  T1234] {KILLED}", (None, "2026-11-23T21:06:04")),
         (f"kern  :err   : [ 5175.978300] [  T1234] {KILLED}", (5175.9783, None)),
         # kubectl logs --timestamps / a CRI log of a pod that prints the kernel log
-        (f"2024-03-01T10:00:00.123456789Z [12345.678] {KILLED}",
-         (12345.678, "2024-03-01T10:00:00.123456789Z")),
-        (f"2024-03-01T10:00:00.123456789Z stdout F [ 12345.678] {KILLED}",
-         (12345.678, "2024-03-01T10:00:00.123456789Z")),
+        (
+            f"2024-03-01T10:00:00.123456789Z [12345.678] {KILLED}",
+            (12345.678, "2024-03-01T10:00:00.123456789Z"),
+        ),
+        (
+            f"2024-03-01T10:00:00.123456789Z stdout F [ 12345.678] {KILLED}",
+            (12345.678, "2024-03-01T10:00:00.123456789Z"),
+        ),
         (f"[ 8341.856870 <    0.000012>] node-2 kernel: {KILLED}", (8341.85687, None)),
     ):
         (record,) = parse_lines([line])
@@ -132,12 +144,14 @@ def test_ctime_stamp_layouts(stamp: str, expected: tuple[str | None, str | None]
 def test_talosctl_dmesg_lines() -> None:
     """Talos has no dmesg: `talosctl dmesg` prints `<node>: <facility>: <level>: [<time>]: `."""
     cases = {
-        f"10.200.70.91: kern:    info: [2025-06-04T04:51:57.572293906Z]: {KILLED}":
-            "2025-06-04T04:51:57.572293906+00:00",
-        f"mc-pt1-pkp-srv-1a: kern:     err: [2025-09-13T20:46:45.2Z]: {KILLED}":
-            "2025-09-13T20:46:45.2+00:00",
-        f" kern: warning: [2025-05-18T15:40:20.653515542Z]: {KILLED}" + " " * 40:
-            "2025-05-18T15:40:20.653515542+00:00",
+        f"10.200.70.91: kern:    info: [2025-06-04T04:51:57.572293906Z]: {KILLED}": (
+            "2025-06-04T04:51:57.572293906+00:00"
+        ),
+        f"mc-pt1-pkp-srv-1a: kern:     err: [2025-09-13T20:46:45.2Z]: {KILLED}": (
+            "2025-09-13T20:46:45.2+00:00"
+        ),
+        f" kern: warning: [2025-05-18T15:40:20.653515542Z]: {KILLED}"
+        + " " * 40: "2025-05-18T15:40:20.653515542+00:00",
     }
     for line, wall in cases.items():
         (record,) = parse_lines([line])

@@ -103,14 +103,18 @@ def test_dmesg_t_locales() -> None:
 def test_dmesg_iso_time_format() -> None:
     record = _one(f"2024-05-01T10:00:01,123456+02:00 {KILLED}")
     assert (record.source_format, record.wall_time, record.message) == (
-        "dmesg-T", "2024-05-01T10:00:01.123456+02:00", KILLED,
+        "dmesg-T",
+        "2024-05-01T10:00:01.123456+02:00",
+        KILLED,
     )
 
 
 def test_journal_short_monotonic() -> None:
     record = _one(f"[ 8341.856870] node-2 kernel: {KILLED}")
     assert (record.source_format, record.kernel_time_s, record.message) == (
-        "journal", 8341.85687, KILLED,
+        "journal",
+        8341.85687,
+        KILLED,
     )
 
 
@@ -159,7 +163,10 @@ def test_journal_short_precise_and_continuation_lines() -> None:
     ]
     records = list(parse_lines(lines))
     assert [r.message for r in records] == [
-        "Memory cgroup stats for /mem_test:", "anon 9842688", "file 0", "shmem 4096",
+        "Memory cgroup stats for /mem_test:",
+        "anon 9842688",
+        "file 0",
+        "shmem 4096",
     ]
     assert {r.source_format for r in records} == {"journal"}
     assert records[2].time_text == "Jun 13 14:21:19.050705"

@@ -14,7 +14,10 @@ def test_name_with_fake_total_vm() -> None:
     assert parsed is not None
     _, victim = parsed
     assert (victim.pid, victim.comm, victim.total_vm_bytes, victim.anon_rss_bytes) == (
-        5, "a) total-vm:1kB", 10 * 1024, 5 * 1024,
+        5,
+        "a) total-vm:1kB",
+        10 * 1024,
+        5 * 1024,
     )
 
 
@@ -26,7 +29,10 @@ def test_name_with_fake_pid_and_uid_in_summary() -> None:
     summary = L.parse_oom_kill(line)
     assert summary is not None
     assert (summary.task, summary.pid, summary.uid, summary.task_memcg) == (
-        "x,pid=1,uid=0", 4242, 1000, "/a",
+        "x,pid=1,uid=0",
+        4242,
+        1000,
+        "/a",
     )
 
 
@@ -38,7 +44,9 @@ def test_name_with_fake_task_memcg_in_summary() -> None:
     summary = L.parse_oom_kill(line)
     assert summary is not None
     assert (summary.oom_memcg, summary.task_memcg, summary.task) == (
-        "/real", "/real/c", ",task_memcg=/x",
+        "/real",
+        "/real/c",
+        ",task_memcg=/x",
     )
 
 
@@ -68,8 +76,7 @@ def test_header_text_inside_a_victim_name_is_not_a_header() -> None:
 
 def test_invoker_named_like_a_summary_line() -> None:
     line = (
-        "[1.0] oom-kill:x invoked oom-killer: gfp_mask=0xcc0(GFP_KERNEL), order=0, "
-        "oom_score_adj=0"
+        "[1.0] oom-kill:x invoked oom-killer: gfp_mask=0xcc0(GFP_KERNEL), order=0, oom_score_adj=0"
     )
     [incident] = decode_lines([line]).incidents
     assert incident.invoker is not None and incident.invoker.comm == "oom-kill:x"

@@ -39,7 +39,9 @@ def test_real_6_18_report_from_this_machine() -> None:
     assert (incident.invoker.comm, incident.invoker.pid) == ("hog x) total-vm", 24480)
     assert incident.memcg is not None
     assert (incident.memcg.usage_bytes, incident.memcg.limit_bytes, incident.memcg.failcnt) == (
-        65536 * 1024, 65536 * 1024, 19,
+        65536 * 1024,
+        65536 * 1024,
+        19,
     )
     assert incident.memcg.kmem_usage_bytes == 128 * 1024
     assert incident.memcg_stats is not None
@@ -49,11 +51,17 @@ def test_real_6_18_report_from_this_machine() -> None:
     assert (incident.breakdown_bytes.anon, incident.breakdown_bytes.kernel) == (66977792, 131072)
     [row] = incident.tasks
     assert (row.pid, row.name, row.rss_anon_pages, row.pgtables_bytes) == (
-        24480, "hog x) total-vm", 18048, 196608,
+        24480,
+        "hog x) total-vm",
+        18048,
+        196608,
     )
     [victim] = incident.victims
     assert (victim.pid, victim.comm, victim.anon_rss_bytes, victim.file_rss_bytes) == (
-        24480, "hog x) total-vm", 72192 * 1024, 6572 * 1024,
+        24480,
+        "hog x) total-vm",
+        72192 * 1024,
+        6572 * 1024,
     )
     assert (incident.kmsg_seq, incident.kernel_time_s) == (5145, 7198.884038)
     assert not incident.header_suppressed
@@ -66,21 +74,23 @@ def test_real_6_18_report_from_this_machine() -> None:
         (
             "prometheus invoked oom-killer: gfp_mask=0x24201ca(GFP_HIGHUSER_MOVABLE|__GFP_COLD), "
             "nodemask=0-1, order=0, oom_score_adj=179",
-            "0x24201ca(GFP_HIGHUSER_MOVABLE|__GFP_COLD)", 0, 179,
+            "0x24201ca(GFP_HIGHUSER_MOVABLE|__GFP_COLD)",
+            0,
+            179,
         ),
         (  # 4.14: pr_cont pieces, two spaces before order
             "x y invoked oom-killer: gfp_mask=0x14200ca(GFP_HIGHUSER_MOVABLE), nodemask=(null),"
             "  order=3, oom_score_adj=0",
-            "0x14200ca(GFP_HIGHUSER_MOVABLE)", 3, 0,
+            "0x14200ca(GFP_HIGHUSER_MOVABLE)",
+            3,
+            0,
         ),
         ("sh invoked oom-killer: gfp_mask=0xd0, order=1, oom_adj=0, oom_score_adj=5", "0xd0", 1, 5),
         ("rsyslogd invoked oom-killer: gfp_mask=0xd0, order=1, oomkilladj=0", "0xd0", 1, None),
         ("a invoked oom-killer: gfp_mask=0x0(), order=0, oom_score_adj=0", "0x0()", 0, 0),
     ],
 )
-def test_invoked_header_every_version(
-    line: str, gfp: str, order: int, adj: int | None
-) -> None:
+def test_invoked_header_every_version(line: str, gfp: str, order: int, adj: int | None) -> None:
     parsed = L.parse_invoked(line)
     assert parsed is not None
     invoker, _ = parsed
@@ -110,8 +120,18 @@ def test_invoked_header_every_version(
             "Memory cgroup out of memory: Killed process 68061 (stress) total-vm:4195088kB, "
             "anon-rss:2884696kB, file-rss:288kB, shmem-rss:0kB, UID:0 pgtables:5696kB "
             "oom_score_adj:872",
-            ("Memory cgroup out of memory", 68061, "stress", 4195088, 2884696, 288, 0, 0, 5696,
-             872),
+            (
+                "Memory cgroup out of memory",
+                68061,
+                "stress",
+                4195088,
+                2884696,
+                288,
+                0,
+                0,
+                5696,
+                872,
+            ),
         ),
         (  # 2.6.3x (RHEL 6)
             "Killed process 2290, UID 27, (mysqld) total-vm:1000kB, anon-rss:800kB, file-rss:20kB",
@@ -133,8 +153,10 @@ def test_killed_line_every_version(line: str, fields: tuple[object, ...]) -> Non
     parsed = L.parse_killed(line)
     assert parsed is not None
     message, v = parsed
-    kb = [None if b is None else b // 1024 for b in (
-        v.total_vm_bytes, v.anon_rss_bytes, v.file_rss_bytes, v.shmem_rss_bytes)]
+    kb = [
+        None if b is None else b // 1024
+        for b in (v.total_vm_bytes, v.anon_rss_bytes, v.file_rss_bytes, v.shmem_rss_bytes)
+    ]
     pgtables = None if v.pgtables_bytes is None else v.pgtables_bytes // 1024
     assert (message, v.pid, v.comm, *kb, v.uid, pgtables, v.oom_score_adj) == fields
 
@@ -145,8 +167,16 @@ def test_killed_line_every_version(line: str, fields: tuple[object, ...]) -> Non
         (
             "oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),cpuset=c.scope,mems_allowed=0-1,"
             "oom_memcg=/kubepods.slice,task_memcg=/kubepods.slice/c.scope,task=bash,pid=7,uid=0",
-            ("CONSTRAINT_MEMCG", "c.scope", "/kubepods.slice", False, "/kubepods.slice/c.scope",
-             "bash", 7, 0),
+            (
+                "CONSTRAINT_MEMCG",
+                "c.scope",
+                "/kubepods.slice",
+                False,
+                "/kubepods.slice/c.scope",
+                "bash",
+                7,
+                0,
+            ),
         ),
         (  # no cpusets (CONFIG_CPUSETS=n), global OOM
             "oom-kill:constraint=CONSTRAINT_NONE,nodemask=(null),global_oom,task_memcg=/,"
@@ -174,7 +204,14 @@ def test_oom_kill_summary_variants(line: str, expected: tuple[object, ...]) -> N
     s = L.parse_oom_kill(line)
     assert s is not None
     assert (
-        s.constraint, s.cpuset, s.oom_memcg, s.global_oom, s.task_memcg, s.task, s.pid, s.uid,
+        s.constraint,
+        s.cpuset,
+        s.oom_memcg,
+        s.global_oom,
+        s.task_memcg,
+        s.task,
+        s.pid,
+        s.uid,
     ) == expected
 
 
@@ -184,8 +221,15 @@ def test_oom_kill_summary_variants(line: str, expected: tuple[object, ...]) -> N
         (
             "[ pid ]   uid  tgid total_vm      rss nr_ptes swapents oom_score_adj name",
             "[28438]     0 28438  5063909   119961    1661   136409          -998 java",
-            dict(pid=28438, total_vm_pages=5063909, rss_pages=119961, swapents_pages=136409,
-                 oom_score_adj=-998, pgtables_bytes=None, name="java"),
+            dict(
+                pid=28438,
+                total_vm_pages=5063909,
+                rss_pages=119961,
+                swapents_pages=136409,
+                oom_score_adj=-998,
+                pgtables_bytes=None,
+                name="java",
+            ),
         ),
         (
             "[ pid ]   uid  tgid total_vm      rss nr_ptes nr_pmds swapents oom_score_adj name",
@@ -202,8 +246,14 @@ def test_oom_kill_summary_variants(line: str, expected: tuple[object, ...]) -> N
             "swapents oom_score_adj name",
             "[1234567]   104 1234567  1207814   762501   761861      640         0  6586368"
             "        0             0 a  b",
-            dict(pid=1234567, rss_anon_pages=761861, rss_file_pages=640, rss_shmem_pages=0,
-                 pgtables_bytes=6586368, name="a  b"),
+            dict(
+                pid=1234567,
+                rss_anon_pages=761861,
+                rss_file_pages=640,
+                rss_shmem_pages=0,
+                pgtables_bytes=6586368,
+                name="a  b",
+            ),
         ),
     ],
 )
@@ -338,11 +388,16 @@ def test_memory_limit_reached_without_task() -> None:
 
 def test_streaming_assembler_emits_when_next_report_starts() -> None:
     assembler = ReportAssembler()
-    first = [parse_kmsg_record(f"6,{i},{i},-;{m}".encode()) for i, m in enumerate([
-        "a invoked oom-killer: gfp_mask=0xcc0(GFP_KERNEL), order=0, oom_score_adj=0",
-        "Memory cgroup out of memory: Killed process 5 (a) total-vm:1kB, anon-rss:1kB, "
-        "file-rss:0kB, shmem-rss:0kB",
-    ])]
+    first = [
+        parse_kmsg_record(f"6,{i},{i},-;{m}".encode())
+        for i, m in enumerate(
+            [
+                "a invoked oom-killer: gfp_mask=0xcc0(GFP_KERNEL), order=0, oom_score_adj=0",
+                "Memory cgroup out of memory: Killed process 5 (a) total-vm:1kB, anon-rss:1kB, "
+                "file-rss:0kB, shmem-rss:0kB",
+            ]
+        )
+    ]
     emitted: list[Incident] = []
     for record in first:
         assert record is not None

@@ -70,8 +70,11 @@ def test_single_kill(kernel: str) -> None:
 @pytest.mark.parametrize("kernel", KERNELS)
 @pytest.mark.parametrize(
     ("scenario", "scope"),
-    [("kubelet-cgroupfs-pod-limit", "pod"), ("kubelet-systemd-pod-limit", "pod"),
-     ("kubelet-systemd-container-limit", "container")],
+    [
+        ("kubelet-cgroupfs-pod-limit", "pod"),
+        ("kubelet-systemd-pod-limit", "pod"),
+        ("kubelet-systemd-container-limit", "container"),
+    ],
 )
 def test_kubelet_trees_name_the_pod_and_the_limit(kernel: str, scenario: str, scope: str) -> None:
     incidents, doc = load(kernel, scenario)
@@ -83,8 +86,10 @@ def test_kubelet_trees_name_the_pod_and_the_limit(kernel: str, scenario: str, sc
     # the OOM counts where the limit was hit, the kill where the victim lived
     local = doc["after"][incident.oom_memcg]["memory.events.local"].encode()
     assert keyed_value(local, b"oom") == 1
-    assert keyed_value(doc["after"][facts["container"]]["memory.events.local"].encode(),
-                       b"oom_kill") == 1
+    assert (
+        keyed_value(doc["after"][facts["container"]]["memory.events.local"].encode(), b"oom_kill")
+        == 1
+    )
 
 
 @pytest.mark.parametrize("kernel", KERNELS)
@@ -96,8 +101,9 @@ def test_group_kill_is_one_incident_counting_the_primary_twice(kernel: str) -> N
     assert incident.group_kill and incident.group_cgroup == facts["container"]
     assert incident.victim is not None and incident.victim.pid == facts["victim_pid"]
     assert {v.pid for v in incident.victims} == members and len(incident.victims) == len(members)
-    gained = (events(doc, facts["container"], "oom_kill")
-              - events(doc, facts["container"], "oom_kill", "before"))
+    gained = events(doc, facts["container"], "oom_kill") - events(
+        doc, facts["container"], "oom_kill", "before"
+    )
     assert incident.kills_counted == gained == len(members) + 1
     # oom_group_kill counts up the hierarchy like the others
     assert {events(doc, rel, "oom_group_kill") for rel in doc["after"]} == {1}
@@ -106,8 +112,13 @@ def test_group_kill_is_one_incident_counting_the_primary_twice(kernel: str) -> N
     logged = reconcile(ReconcileState(), [incident], [], now_s=t + 0.1, kernel_offset_s=0.0)
     assert logged.ready == [incident]
     rise = CounterKills(facts["container"], gained, t + 0.2, oom_group_kill=1)
-    matched = reconcile(logged.state, [], CgroupNews(kills=(rise,), counted_at_s=t + 0.15),
-                        now_s=t + 0.2, kernel_offset_s=0.0)
+    matched = reconcile(
+        logged.state,
+        [],
+        CgroupNews(kills=(rise,), counted_at_s=t + 0.15),
+        now_s=t + 0.2,
+        kernel_offset_s=0.0,
+    )
     later = reconcile(matched.state, [], [], now_s=t + 0.2 + SETTLE_S, kernel_offset_s=0.0)
     assert matched.ready == later.ready == [] and later.state.quiet  # nothing counter-only
 

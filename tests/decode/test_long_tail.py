@@ -152,23 +152,27 @@ def _global_report(*meminfo: str, rows: tuple[str, ...] = (), kill: str = KILL) 
 def test_sparc64_8k_pages_from_the_buddy_lists() -> None:
     """Mem-Info of a sparc64 machine (stress-ng issue #177 prints `Normal free:...`; the
     order-0 block of its buddy lists is one 8 KiB page)."""
-    incident = _one(_global_report(
-        "active_anon:0 inactive_anon:0 isolated_anon:0",
-        "Node 0 active_anon:0kB inactive_anon:0kB active_file:184kB inactive_file:240kB",
-        "Node 0 Normal: 23*8kB (UME) 12*16kB (UME) 3*32kB (M) = 472kB",
-        rows=("[ 4242]  1000  4242  1000000   800000  1040384        0             0 java",),
-    ))
+    incident = _one(
+        _global_report(
+            "active_anon:0 inactive_anon:0 isolated_anon:0",
+            "Node 0 active_anon:0kB inactive_anon:0kB active_file:184kB inactive_file:240kB",
+            "Node 0 Normal: 23*8kB (UME) 12*16kB (UME) 3*32kB (M) = 472kB",
+            rows=("[ 4242]  1000  4242  1000000   800000  1040384        0             0 java",),
+        )
+    )
     assert incident.page_size_bytes == 8192
     assert any("pages are 8 KiB here" in n for n in incident.notes)
 
 
 def test_64k_pages_from_show_mem_counts_against_kb() -> None:
-    incident = _one(_global_report(
-        "active_anon:100000 inactive_anon:2000 isolated_anon:0",
-        " active_file:23 inactive_file:30 isolated_file:0",
-        "Node 0 active_anon:6400000kB inactive_anon:128000kB active_file:1472kB"
-        " inactive_file:1920kB",
-    ))
+    incident = _one(
+        _global_report(
+            "active_anon:100000 inactive_anon:2000 isolated_anon:0",
+            " active_file:23 inactive_file:30 isolated_file:0",
+            "Node 0 active_anon:6400000kB inactive_anon:128000kB active_file:1472kB"
+            " inactive_file:1920kB",
+        )
+    )
     assert incident.page_size_bytes == 65536
 
 
@@ -211,7 +215,9 @@ def test_abridged_header_keeps_what_it_has() -> None:
     incident = _one(["[1.0] java invoked oom-killer: gfp_mask=0x201da, [...]", "[1.0] " + KILL])
     assert incident.invoker is not None
     assert (incident.invoker.comm, incident.invoker.gfp_mask, incident.invoker.order) == (
-        "java", "0x201da", None,
+        "java",
+        "0x201da",
+        None,
     )
     assert any("abridged" in n for n in incident.notes)
 

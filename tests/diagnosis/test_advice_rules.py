@@ -96,9 +96,14 @@ def test_no_recommendation_for_a_kill_of_unknown_kind(prefix: str, index: int) -
     assert incident.recommendation is None
 
 
-@pytest.mark.parametrize(("prefix", "index", "kind"), [
-    ("09", 0, "cpuset"), ("27", 0, "cpuset"), ("27", 1, "mempolicy"),
-])
+@pytest.mark.parametrize(
+    ("prefix", "index", "kind"),
+    [
+        ("09", 0, "cpuset"),
+        ("27", 0, "cpuset"),
+        ("27", 1, "mempolicy"),
+    ],
+)
 def test_no_limit_for_a_cpuset_or_numa_policy_kill(prefix: str, index: int, kind: str) -> None:
     incident = _corpus(prefix)[index]
     rec = incident.recommendation

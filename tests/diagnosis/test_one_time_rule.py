@@ -17,8 +17,12 @@ from oomwatch.incident import kill_epoch_s
 from oomwatch.report.filters import parse_since
 from oomwatch.store import IncidentStore
 
-DMESG_T = Path(__file__).resolve().parent.parent / "data" / "corpus" / (
-    "11-k8s-issue45911-dmesg-T-grep-filtered-coreos-4.9-global.log")
+DMESG_T = (
+    Path(__file__).resolve().parent.parent
+    / "data"
+    / "corpus"
+    / ("11-k8s-issue45911-dmesg-T-grep-filtered-coreos-4.9-global.log")
+)
 
 
 @pytest.fixture(params=["UTC", "America/New_York", "Asia/Kolkata"])

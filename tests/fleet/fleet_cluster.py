@@ -71,7 +71,7 @@ AGENTS = {"node-a": "oomwatch-aaaaa", "node-b": "oomwatch-bbbbb"}
 def kill(pod: Pod | None, node: str, t: float, *, scope: str = "container",
          comm: str = "python", **kwargs: Any) -> Incident:  # fmt: skip
     """A kill as the agent stores and publishes it (decoded, attributed, enriched)."""
-    memcg = (f"/kubepods/burstable/pod{pod.uid}/{pod.cid}" if pod else "/system.slice/cron")
+    memcg = f"/kubepods/burstable/pod{pod.uid}/{pod.cid}" if pod else "/system.slice/cron"
     if scope == "pod" and pod:
         memcg = f"/kubepods/burstable/pod{pod.uid}"
     fields: dict[str, Any] = dict(

@@ -96,7 +96,10 @@ def test_every_kill_reason_the_agent_sends_has_a_scope() -> None:
     from oomwatch.kube import events as kube_events
 
     kill_reasons = {
-        kube_events.REASON_CONTAINER, kube_events.REASON_CHILD, kube_events.REASON_GROUP,
-        kube_events.REASON_POD_LIMIT, kube_events.REASON_NODE,
+        kube_events.REASON_CONTAINER,
+        kube_events.REASON_CHILD,
+        kube_events.REASON_GROUP,
+        kube_events.REASON_POD_LIMIT,
+        kube_events.REASON_NODE,
     }
     assert kill_reasons <= set(_REASON_SCOPE)

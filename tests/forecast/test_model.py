@@ -71,8 +71,11 @@ def test_a_fast_leak_is_called_once_90_s_of_growth_are_seen() -> None:
         ("GC sawtooth, 40 s rises to 90 % of the limit", sawtooth(100, 230, 40), {}),
         ("batch sawtooth, 80 s rises", sawtooth(60, 200, 80), {}),
         ("spike to 94 % for 20 s", spike(150, 90, 600, 20), {}),
-        ("steady at 90 % with page cache filling the rest", flat(230),
-         {"cache_mib": 100, "noise_mib": 2}),
+        (
+            "steady at 90 % with page cache filling the rest",
+            flat(230),
+            {"cache_mib": 100, "noise_mib": 2},
+        ),
         ("a step up that stays", after(300, flat(60), flat(200)), {}),
     ],
 )

@@ -60,8 +60,14 @@ def timeline(
         cache = min(int(cache_mib * MIB), limit - nr)
         out.append(
             TimelineSample(
-                T0 + t, nr + cache, limit, anon_bytes=nr, file_bytes=cache, shmem_bytes=0,
-                thp_bytes=0, kernel_bytes=None,
+                T0 + t,
+                nr + cache,
+                limit,
+                anon_bytes=nr,
+                file_bytes=cache,
+                shmem_bytes=0,
+                thp_bytes=0,
+                kernel_bytes=None,
             )
         )
     return out

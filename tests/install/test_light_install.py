@@ -59,8 +59,11 @@ def test_nothing_but_oomwatch_is_installed(light: Path) -> None:
 
 def test_the_probe_records_without_the_agents_libraries(light: Path, tmp_path: Path) -> None:
     script = f"AGENTS = {AGENT!r}\n" + TRAINING_SCRIPT
-    run = _run([str(light / "bin" / "python"), "-c", script], cwd=tmp_path,
-               env={"OOMWATCH_PROBE_DIR": str(tmp_path / "probe"), "PATH": "/usr/bin:/bin"})
+    run = _run(
+        [str(light / "bin" / "python"), "-c", script],
+        cwd=tmp_path,
+        env={"OOMWATCH_PROBE_DIR": str(tmp_path / "probe"), "PATH": "/usr/bin:/bin"},
+    )
     assert run.returncode == 0, run.stderr
     out = json.loads(run.stdout)
     assert out["agent_modules"] == []

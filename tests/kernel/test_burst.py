@@ -15,8 +15,9 @@ pytestmark = pytest.mark.kernel
 
 def test_burst_of_kills_decodes_every_kill_once(scratch: ScratchMemcg) -> None:
     memcg = scratch.create_child("burst", 32 * MIB)
-    capture = provoke_kill(memcg, mode="child-worker", children=KILLS, mb=96, comm="burst-child",
-                           linger_s=0)
+    capture = provoke_kill(
+        memcg, mode="child-worker", children=KILLS, mb=96, comm="burst-child", linger_s=0
+    )
     assert len(capture.victim_pids) == KILLS
     assert memcg.oom_kill_count() == KILLS
 

@@ -69,7 +69,11 @@ def test_plain_kill(scratch: ScratchMemcg, comm: str) -> None:
 def test_kubelet_hierarchy(scratch: ScratchMemcg, driver: str, scope: str) -> None:
     pod_uid = str(uuid.uuid4())
     container = kubelet_layout(
-        scratch, pod_uid, CONTAINER_ID, qos="burstable", driver=driver,  # type: ignore[arg-type]
+        scratch,
+        pod_uid,
+        CONTAINER_ID,
+        qos="burstable",
+        driver=driver,  # type: ignore[arg-type]
         pod_limit_bytes=96 * MIB,
         container_limit_bytes=64 * MIB if scope == "container" else None,
     )
@@ -96,7 +100,10 @@ def test_node_allocatable_limit(scratch: ScratchMemcg) -> None:
     incident = annotate(provoke_kill(container, mode="anon", mb=200).full_incident())
     assert (incident.oom_memcg, incident.task_memcg) == (kubepods.relpath, container.relpath)
     assert (incident.limit_scope, incident.qos_class, incident.pod_uid) == (
-        "node", "besteffort", pod_uid)
+        "node",
+        "besteffort",
+        pod_uid,
+    )
 
 
 def test_transparent_hugepages(scratch: ScratchMemcg) -> None:
@@ -127,8 +134,9 @@ def test_tmpfs_shmem_dominant(scratch: ScratchMemcg) -> None:
 
 def test_untouched_mapping(scratch: ScratchMemcg) -> None:
     memcg = scratch.create_child("vm", 64 * MIB)
-    capture = provoke_kill(memcg, mode="untouched-mapping", mb=200, reserve_mb=4096,
-                           comm="reserver")
+    capture = provoke_kill(
+        memcg, mode="untouched-mapping", mb=200, reserve_mb=4096, comm="reserver"
+    )
     incident = capture.full_incident()
     victim = incident.victim
     assert victim is not None
@@ -162,8 +170,14 @@ def test_oom_score_adj_picks_a_smaller_victim(scratch: ScratchMemcg) -> None:
 
 def test_child_worker_killed_while_its_parent_lives(scratch: ScratchMemcg) -> None:
     memcg = scratch.create_child("worker", 64 * MIB)
-    capture = provoke_kill(memcg, mode="child-worker", mb=200, comm="dl-worker",
-                           parent_comm="trainer-main", linger_s=30)
+    capture = provoke_kill(
+        memcg,
+        mode="child-worker",
+        mb=200,
+        comm="dl-worker",
+        parent_comm="trainer-main",
+        linger_s=30,
+    )
     incident = capture.full_incident()
     [child] = capture.victim_pids
     parent = capture.hog

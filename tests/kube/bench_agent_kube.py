@@ -26,13 +26,25 @@ from fakeapi import NODE, FakeApiServer
 TICK_S = os.sysconf("SC_CLK_TCK")
 
 
-def measure(args: list[str], env: dict[str, str], seconds: float, api: FakeApiServer | None
-            ) -> tuple[float, float, float]:
+def measure(
+    args: list[str], env: dict[str, str], seconds: float, api: FakeApiServer | None
+) -> tuple[float, float, float]:
     with tempfile.TemporaryDirectory() as state:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "oomwatch.cli", "run", f"--node-name={NODE}",
-             f"--state-dir={state}", "--metrics-address=127.0.0.1:0", *args],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+            [
+                sys.executable,
+                "-m",
+                "oomwatch.cli",
+                "run",
+                f"--node-name={NODE}",
+                f"--state-dir={state}",
+                "--metrics-address=127.0.0.1:0",
+                *args,
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env=env,
+        )
         time.sleep(5.0)  # start-up (imports, backlog, first list) is not steady state
         cpu0 = _cpu_s(proc.pid)
         t0 = time.monotonic()
@@ -73,15 +85,23 @@ def main() -> None:
             pod["spec"]["nodeName"] = NODE
             api.put_pod(pod)
         with tempfile.NamedTemporaryFile("w", suffix=".kubeconfig", delete=False) as cfg:
-            json.dump({"apiVersion": "v1", "kind": "Config", "current-context": "fake",
-                       "clusters": [{"name": "fake", "cluster": {"server": api.url}}],
-                       "users": [{"name": "agent", "user": {}}],
-                       "contexts": [{"name": "fake",
-                                     "context": {"cluster": "fake", "user": "agent"}}]}, cfg)
+            json.dump(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Config",
+                    "current-context": "fake",
+                    "clusters": [{"name": "fake", "cluster": {"server": api.url}}],
+                    "users": [{"name": "agent", "user": {}}],
+                    "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "agent"}}],
+                },
+                cfg,
+            )
         env = {**os.environ, "KUBECONFIG": cfg.name}
         rss, hwm, cpu = measure([], env, seconds, api)
-        print(f"with Kubernetes (110 pods, 4 pod updates/s): RSS {rss:.1f} MiB (peak {hwm:.1f}),"
-              f" CPU {cpu * 1000:.1f} millicores")
+        print(
+            f"with Kubernetes (110 pods, 4 pod updates/s): RSS {rss:.1f} MiB (peak {hwm:.1f}),"
+            f" CPU {cpu * 1000:.1f} millicores"
+        )
         os.unlink(cfg.name)
     finally:
         api.stop()

@@ -45,11 +45,17 @@ def make_kube(api_client: client.ApiClient) -> Iterator[Callable[..., KubeIntegr
         **kwargs: Any,
     ) -> KubeIntegration:
         sink = submitted if submitted is not None else []
-        kube = KubeIntegration(NODE, annotate=annotate, submit=sink.append,
-                               kernel_kills_for=kills, api_client=api_client,
-                               verify_delay_s=kwargs.pop("verify_delay_s", 0.2),
-                               watch_timeout_s=kwargs.pop("watch_timeout_s", 5),
-                               backoff_max_s=0.4, **kwargs)
+        kube = KubeIntegration(
+            NODE,
+            annotate=annotate,
+            submit=sink.append,
+            kernel_kills_for=kills,
+            api_client=api_client,
+            verify_delay_s=kwargs.pop("verify_delay_s", 0.2),
+            watch_timeout_s=kwargs.pop("watch_timeout_s", 5),
+            backoff_max_s=0.4,
+            **kwargs,
+        )
         kube.start()
         started.append(kube)
         return kube

@@ -242,8 +242,15 @@ def _make_handler(api: FakeApiServer) -> type[BaseHTTPRequestHandler]:  # noqa: 
             with api.lock:
                 items = copy.deepcopy(self._node_pods(query))
                 rv = str(api._rv)
-            self._json(200, {"kind": "PodList", "apiVersion": "v1",
-                             "metadata": {"resourceVersion": rv}, "items": items})
+            self._json(
+                200,
+                {
+                    "kind": "PodList",
+                    "apiVersion": "v1",
+                    "metadata": {"resourceVersion": rv},
+                    "items": items,
+                },
+            )
 
         def _watch_pods(self, path: str, query: dict[str, str], body: Any) -> None:
             since = int(query.get("resourceVersion") or 0)
@@ -281,9 +288,16 @@ def _make_handler(api: FakeApiServer) -> type[BaseHTTPRequestHandler]:  # noqa: 
                 if bookmarks:  # as the API server does before it ends a watch at its timeout
                     with api.lock:
                         since = max(since, api._rv)
-                    self._chunk({"type": "BOOKMARK", "object": {
-                        "kind": "Pod", "apiVersion": "v1",
-                        "metadata": {"resourceVersion": str(since)}}})
+                    self._chunk(
+                        {
+                            "type": "BOOKMARK",
+                            "object": {
+                                "kind": "Pod",
+                                "apiVersion": "v1",
+                                "metadata": {"resourceVersion": str(since)},
+                            },
+                        }
+                    )
             finally:
                 self._end_chunks()
 
@@ -326,8 +340,15 @@ def _make_handler(api: FakeApiServer) -> type[BaseHTTPRequestHandler]:  # noqa: 
                             for k, v in fields.items() if k == "spec.nodeName")
                 ]  # fmt: skip
                 rv = str(api._rv)
-            self._json(200, {"kind": "PodList", "apiVersion": "v1",
-                             "metadata": {"resourceVersion": rv}, "items": items})
+            self._json(
+                200,
+                {
+                    "kind": "PodList",
+                    "apiVersion": "v1",
+                    "metadata": {"resourceVersion": rv},
+                    "items": items,
+                },
+            )
 
         def _create_pods_exec(self, path: str, query: dict[str, str], body: Any) -> None:
             m = _EXEC.match(path)
@@ -375,8 +396,9 @@ def _make_handler(api: FakeApiServer) -> type[BaseHTTPRequestHandler]:  # noqa: 
             meta: dict[str, Any] = {"resourceVersion": rv}
             if rest:
                 meta["continue"] = str(start + limit)
-            self._json(200, {"kind": "EventList", "apiVersion": "v1", "metadata": meta,
-                             "items": page})
+            self._json(
+                200, {"kind": "EventList", "apiVersion": "v1", "metadata": meta, "items": page}
+            )
 
         def _create_events(self, path: str, query: dict[str, str], body: Any) -> None:
             m = _EVENTS.match(path)
@@ -433,8 +455,17 @@ def _make_handler(api: FakeApiServer) -> type[BaseHTTPRequestHandler]:  # noqa: 
             self.wfile.write(data)
 
         def _status(self, code: int, reason: str, message: str) -> None:
-            self._json(code, {"kind": "Status", "apiVersion": "v1", "status": "Failure",
-                              "reason": reason, "message": message, "code": code})
+            self._json(
+                code,
+                {
+                    "kind": "Status",
+                    "apiVersion": "v1",
+                    "status": "Failure",
+                    "reason": reason,
+                    "message": message,
+                    "code": code,
+                },
+            )
 
         def _chunk(self, obj: Any) -> None:
             data = json.dumps(obj).encode() + b"\n"
@@ -528,12 +559,24 @@ def _exec_status(code: int) -> dict[str, Any]:
     """What the kubelet puts on the error channel when the command ends."""
     if code == 0:
         return {"metadata": {}, "status": "Success"}
-    return {"metadata": {}, "status": "Failure", "reason": "NonZeroExitCode",
-            "message": f"command terminated with non-zero exit code: exit status {code}",
-            "details": {"causes": [{"reason": "ExitCode", "message": str(code)}]}}
+    return {
+        "metadata": {},
+        "status": "Failure",
+        "reason": "NonZeroExitCode",
+        "message": f"command terminated with non-zero exit code: exit status {code}",
+        "details": {"causes": [{"reason": "ExitCode", "message": str(code)}]},
+    }
 
 
 def _gone() -> dict[str, Any]:
-    return {"type": "ERROR", "object": {"kind": "Status", "apiVersion": "v1", "status": "Failure",
-                                        "message": "too old resource version", "reason": "Expired",
-                                        "code": 410}}
+    return {
+        "type": "ERROR",
+        "object": {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "status": "Failure",
+            "message": "too old resource version",
+            "reason": "Expired",
+            "code": 410,
+        },
+    }

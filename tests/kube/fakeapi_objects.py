@@ -69,15 +69,29 @@ def make_pod(
     status_extra: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """A pod as the API server serves it (camelCase JSON), with sensible defaults."""
-    containers = containers if containers is not None else [
-        {"name": "app", "resources": {"requests": {"memory": "128Mi"},
-                                      "limits": {"memory": "256Mi"}}},
-    ]
-    statuses = statuses if statuses is not None else [
-        {"name": c["name"], "containerID": f"containerd://{'a' * 63}{i}",
-         "restartCount": 0, "state": {"running": {"startedAt": "2026-11-22T08:00:00Z"}}}
-        for i, c in enumerate(containers)
-    ]
+    containers = (
+        containers
+        if containers is not None
+        else [
+            {
+                "name": "app",
+                "resources": {"requests": {"memory": "128Mi"}, "limits": {"memory": "256Mi"}},
+            },
+        ]
+    )
+    statuses = (
+        statuses
+        if statuses is not None
+        else [
+            {
+                "name": c["name"],
+                "containerID": f"containerd://{'a' * 63}{i}",
+                "restartCount": 0,
+                "state": {"running": {"startedAt": "2026-11-22T08:00:00Z"}},
+            }
+            for i, c in enumerate(containers)
+        ]
+    )
     for c in containers:
         c.setdefault("image", "registry.example/app:1.0")
     for s in statuses:
@@ -88,15 +102,28 @@ def make_pod(
         "name": name,
         "namespace": namespace,
         "uid": uid or str(uuid.uuid4()),
-        "labels": labels if labels is not None else {"app": "web",
-                                                      "pod-template-hash": "7d4b9c8f6d"},
+        "labels": labels
+        if labels is not None
+        else {"app": "web", "pod-template-hash": "7d4b9c8f6d"},
     }
     if owner:
-        meta["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": owner[0], "name": owner[1],
-                                    "uid": str(uuid.uuid4()), "controller": True}]
+        meta["ownerReferences"] = [
+            {
+                "apiVersion": "apps/v1",
+                "kind": owner[0],
+                "name": owner[1],
+                "uid": str(uuid.uuid4()),
+                "controller": True,
+            }
+        ]
     if annotations:
         meta["annotations"] = annotations
     status: dict[str, Any] = {"phase": "Running", "qosClass": qos, "containerStatuses": statuses}
     status.update(status_extra or {})
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta,
-            "spec": {"nodeName": node, "containers": containers}, "status": status}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": meta,
+        "spec": {"nodeName": node, "containers": containers},
+        "status": status,
+    }

@@ -42,8 +42,14 @@ KUBERNETES_VERSION = "1.33.0"
 IN_CI = bool(os.environ.get("CI"))
 
 # Labels helm's chart adds to every object's metadata, and the kustomize base does not.
-HELM_LABELS = frozenset({"app.kubernetes.io/instance", "app.kubernetes.io/managed-by",
-                         "app.kubernetes.io/version", "helm.sh/chart"})
+HELM_LABELS = frozenset(
+    {
+        "app.kubernetes.io/instance",
+        "app.kubernetes.io/managed-by",
+        "app.kubernetes.io/version",
+        "helm.sh/chart",
+    }
+)
 
 Doc = dict[str, Any]
 
@@ -62,10 +68,11 @@ def tool(name: str) -> str:
 
 def _run(command: list[str]) -> str:
     home = Path(tempfile.gettempdir()) / "oomwatch-helm-home"  # helm's cache/config, not ~
-    env = {**os.environ, **{f"HELM_{kind}_HOME": str(home / kind.lower())
-                            for kind in ("CACHE", "CONFIG", "DATA")}}
-    out = subprocess.run(command, capture_output=True, text=True, timeout=120, env=env,
-                         check=False)
+    env = {
+        **os.environ,
+        **{f"HELM_{kind}_HOME": str(home / kind.lower()) for kind in ("CACHE", "CONFIG", "DATA")},
+    }
+    out = subprocess.run(command, capture_output=True, text=True, timeout=120, env=env, check=False)
     if out.returncode != 0:
         raise RenderError(f"{' '.join(command)}: exit {out.returncode}\n{out.stderr[-3000:]}")
     return out.stdout
@@ -84,9 +91,14 @@ def kustomize(path: Path) -> list[Doc]:
     return documents(_run([tool("kubectl"), "kustomize", str(path)]))
 
 
-def helm_template(*, values: Iterable[str] = (), sets: Iterable[str] = (),
-                  chart: Path = CHART_DIR, release: str = "oomwatch",
-                  namespace: str = "oomwatch") -> list[Doc]:
+def helm_template(
+    *,
+    values: Iterable[str] = (),
+    sets: Iterable[str] = (),
+    chart: Path = CHART_DIR,
+    release: str = "oomwatch",
+    namespace: str = "oomwatch",
+) -> list[Doc]:
     """`helm template` with values files (relative to the chart) and --set pairs: what
     `helm install` sends."""
     command = [tool("helm"), "template", release, str(chart), "--namespace", namespace]
@@ -120,6 +132,7 @@ def without_helm_labels(doc: Doc) -> Doc:
 
 # --- validation ---
 
+
 @functools.cache
 def _crd_validators() -> dict[tuple[str, str], jsonschema.Draft4Validator]:
     validators = {}
@@ -140,8 +153,11 @@ def _strict(schema: Any) -> Any:
     if not isinstance(schema, dict):
         return schema
     strict = {k: _strict(v) for k, v in schema.items()}
-    if ("properties" in strict and "additionalProperties" not in strict
-            and not strict.get("x-kubernetes-preserve-unknown-fields")):
+    if (
+        "properties" in strict
+        and "additionalProperties" not in strict
+        and not strict.get("x-kubernetes-preserve-unknown-fields")
+    ):
         strict["additionalProperties"] = False
     return strict
 
@@ -158,8 +174,11 @@ _QUALIFIED_NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
 
 def _key_ok(key: str) -> bool:
     prefix, _, name = key.rpartition("/")
-    return (len(name) <= 63 and bool(_QUALIFIED_NAME.fullmatch(name))
-            and (not prefix or (len(prefix) <= 253 and bool(_DNS_SUBDOMAIN.fullmatch(prefix)))))
+    return (
+        len(name) <= 63
+        and bool(_QUALIFIED_NAME.fullmatch(name))
+        and (not prefix or (len(prefix) <= 253 and bool(_DNS_SUBDOMAIN.fullmatch(prefix))))
+    )
 
 
 def _metadata_errors(doc: Doc) -> list[str]:
@@ -180,8 +199,11 @@ def _metadata_errors(doc: Doc) -> list[str]:
     for label, value in labels.items():
         if not _key_ok(label):
             errors.append(f"label key {label!r}")
-        if not isinstance(value, str) or len(value) > 63 or (
-                value and not _QUALIFIED_NAME.fullmatch(value)):
+        if (
+            not isinstance(value, str)
+            or len(value) > 63
+            or (value and not _QUALIFIED_NAME.fullmatch(value))
+        ):
             errors.append(f"label {label}={value!r}: not a label value")
     errors += [f"annotation key {k!r}" for k in meta.get("annotations", {}) if not _key_ok(k)]
     return errors
@@ -195,6 +217,5 @@ def validate(doc: Doc) -> None:
     if crd is None:
         kubernetes_validate.validate(doc, KUBERNETES_VERSION, strict=True)
         return
-    problems = [f"{'/'.join(map(str, e.absolute_path))}: {e.message}"
-                for e in crd.iter_errors(doc)]
+    problems = [f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in crd.iter_errors(doc)]
     assert not problems, f"{key(doc)}: {problems}"

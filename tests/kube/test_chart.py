@@ -77,8 +77,14 @@ def test_every_rendered_object_is_valid(values: str | None) -> None:
     for doc in docs:
         validate(doc)
     kinds = {d["kind"] for d in docs}
-    assert {"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Secret", "Service",
-            "DaemonSet"} <= kinds
+    assert {
+        "ServiceAccount",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Secret",
+        "Service",
+        "DaemonSet",
+    } <= kinds
     assert "Namespace" not in kinds  # helm installs into a namespace that exists
 
 
@@ -91,8 +97,9 @@ def equivalent(helm_docs: list[dict[str, Any]], kustomize_docs: list[dict[str, A
         assert chart[shared] == base[shared], f"{shared} differs between helm and kustomize"
 
 
-def user_kustomization(tmp_path: Path, components: list[str],
-                       settings: dict[str, str] | None = None) -> Path:
+def user_kustomization(
+    tmp_path: Path, components: list[str], settings: dict[str, str] | None = None
+) -> Path:
     """A copy of daemonset/ with `components` enabled and settings.yaml changed."""
     base = tmp_path / "daemonset"
     shutil.copytree(DAEMONSET_DIR, base)
@@ -110,36 +117,48 @@ def test_defaults_render_what_kubectl_apply_k_applies() -> None:
     equivalent(rendered(None), kustomize(DAEMONSET_DIR))
 
 
-@pytest.mark.parametrize("values,components", [
-    ("annotate-values.yaml", ["annotate"]),
-    ("openshift-values.yaml", ["openshift"]),
-])
+@pytest.mark.parametrize(
+    "values,components",
+    [
+        ("annotate-values.yaml", ["annotate"]),
+        ("openshift-values.yaml", ["openshift"]),
+    ],
+)
 def test_optional_parts_render_what_the_kustomize_components_add(
-        tmp_path: Path, values: str, components: list[str]) -> None:
+    tmp_path: Path, values: str, components: list[str]
+) -> None:
     equivalent(rendered(values), kustomize(user_kustomization(tmp_path, components)))
 
 
 def test_runbook_base_and_scraper_namespace_are_set_alike(tmp_path: Path) -> None:
     base_url, namespace = "https://wiki.example/sre/oom", "observability"
-    chart = helm_template(sets=[f"runbookURLBase={base_url}",
-                                f"networkPolicy.scraperNamespace={namespace}"])
-    built = kustomize(user_kustomization(
-        tmp_path, [], {"runbookURLBase": base_url, "scraperNamespace": namespace}))
+    chart = helm_template(
+        sets=[f"runbookURLBase={base_url}", f"networkPolicy.scraperNamespace={namespace}"]
+    )
+    built = kustomize(
+        user_kustomization(
+            tmp_path, [], {"runbookURLBase": base_url, "scraperNamespace": namespace}
+        )
+    )
     equivalent(chart, built)
     for docs in (chart, built):
         urls = [a["annotations"]["runbook_url"] for a in alerts(docs)]
-        assert urls and all(u == f"{base_url}#{a['alert'].lower()}"
-                            for u, a in zip(urls, alerts(docs), strict=True)), urls
+        assert urls and all(
+            u == f"{base_url}#{a['alert'].lower()}" for u, a in zip(urls, alerts(docs), strict=True)
+        ), urls
         (policy,) = [d for d in docs if d["kind"] == "NetworkPolicy"]
         (peer,) = policy["spec"]["ingress"][0]["from"]
         assert peer["namespaceSelector"]["matchLabels"] == {
-            "kubernetes.io/metadata.name": namespace}
+            "kubernetes.io/metadata.name": namespace
+        }
 
 
 def test_defaults_keep_the_rule_files_runbook_urls() -> None:
     for docs in (rendered(None), kustomize(DAEMONSET_DIR)):
-        assert all(a["annotations"]["runbook_url"] == DEFAULT_RUNBOOKS + a["alert"].lower()
-                   for a in alerts(docs))
+        assert all(
+            a["annotations"]["runbook_url"] == DEFAULT_RUNBOOKS + a["alert"].lower()
+            for a in alerts(docs)
+        )
 
 
 def test_the_prometheusrule_holds_the_rule_files_groups() -> None:
@@ -181,8 +200,9 @@ def test_custom_values_reach_every_place_they_name() -> None:
         assert container(docs, name)["imagePullPolicy"] == "IfNotPresent"
     proxy = container(docs, "kube-rbac-proxy")
     proxy_image = custom["kubeRbacProxy"]["image"]
-    assert proxy["image"] == (f"{proxy_image['repository']}:{proxy_image['tag']}"
-                              f"@{proxy_image['digest']}")
+    assert proxy["image"] == (
+        f"{proxy_image['repository']}:{proxy_image['tag']}@{proxy_image['digest']}"
+    )
     assert proxy["args"][-1] == custom["kubeRbacProxy"]["extraArgs"][0]
     spec = pod_spec(docs)
     assert spec["imagePullSecrets"] == custom["imagePullSecrets"]
@@ -213,8 +233,10 @@ def test_custom_values_reach_every_place_they_name() -> None:
     assert dashboard["metadata"]["namespace"] == "monitoring"
     assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"
     assert dashboard["metadata"]["annotations"] == {"grafana_folder": "Kubernetes"}
-    assert all(a["annotations"]["runbook_url"].startswith(custom["runbookURLBase"] + "#")
-               for a in alerts(docs))
+    assert all(
+        a["annotations"]["runbook_url"].startswith(custom["runbookURLBase"] + "#")
+        for a in alerts(docs)
+    )
 
 
 def test_the_dashboard_configmap_is_the_dashboard_file() -> None:
@@ -227,12 +249,14 @@ def test_the_dashboard_configmap_is_the_dashboard_file() -> None:
 def test_another_namespace_is_followed_everywhere_and_names_stay_fixed() -> None:
     """Object names never follow the release name (the alerts select job and DaemonSet
     `oomwatch`); the namespace reaches every reference to the agent's service account."""
-    docs = helm_template(values=["ci/annotate-values.yaml"], release="oom",
-                         namespace="platform-oom")
+    docs = helm_template(
+        values=["ci/annotate-values.yaml"], release="oom", namespace="platform-oom"
+    )
     for doc in docs:
         validate(doc)
         assert doc["metadata"].get("namespace", "platform-oom") == "platform-oom" or (
-            doc["kind"] == "ConfigMap")
+            doc["kind"] == "ConfigMap"
+        )
     assert {key(d)[2] for d in docs} == {key(d)[2] for d in rendered("annotate-values.yaml")}
     subjects = [s for d in docs if d["kind"] == "ClusterRoleBinding" for s in d["subjects"]]
     assert subjects and all(s["namespace"] == "platform-oom" for s in subjects)
@@ -250,13 +274,16 @@ def test_every_object_carries_helms_labels_and_only_the_name_selects() -> None:
     assert daemonset["spec"]["selector"]["matchLabels"] == {"app.kubernetes.io/name": "oomwatch"}
 
 
-@pytest.mark.parametrize("setting,complaint", [
-    ("image.digest=latest", "/image/digest"),
-    ("runbookURLBase=https://wiki.example/page#section", "/runbookURLBase"),
-    ("grafanaDashboard.labels.grafana_dashboard=1", "want string"),
-    ("cgroupRecursiveReadOnly=Disabled", "/cgroupRecursiveReadOnly"),
-    ("agnet.resources.limits.memory=1Gi", "agnet"),
-])
+@pytest.mark.parametrize(
+    "setting,complaint",
+    [
+        ("image.digest=latest", "/image/digest"),
+        ("runbookURLBase=https://wiki.example/page#section", "/runbookURLBase"),
+        ("grafanaDashboard.labels.grafana_dashboard=1", "want string"),
+        ("cgroupRecursiveReadOnly=Disabled", "/cgroupRecursiveReadOnly"),
+        ("agnet.resources.limits.memory=1Gi", "agnet"),
+    ],
+)
 def test_the_schema_refuses_bad_values(setting: str, complaint: str) -> None:
     with pytest.raises(RenderError, match=re.escape(complaint)):
         helm_template(sets=[setting])
@@ -288,7 +315,15 @@ def test_notes_tell_what_is_left_to_do() -> None:
     """The placeholder digest and an empty selector label are said at install time."""
     notes = helm("install", "oomwatch", str(CHART_DIR), "--dry-run=client", "-n", "oomwatch")
     assert "image.digest" in notes and "selectorLabels" in notes
-    custom = helm("install", "oomwatch", str(CHART_DIR), "--dry-run=client", "-n", "oomwatch",
-                  "--values", str(CHART_DIR / "ci" / "custom-values.yaml"))
+    custom = helm(
+        "install",
+        "oomwatch",
+        str(CHART_DIR),
+        "--dry-run=client",
+        "-n",
+        "oomwatch",
+        "--values",
+        str(CHART_DIR / "ci" / "custom-values.yaml"),
+    )
     assert "image.digest" not in custom.partition("NOTES:")[2]
     assert documents(notes.partition("MANIFEST:")[2].partition("NOTES:")[0])

@@ -49,7 +49,9 @@ def test_the_dockerfile_installs_only_from_the_locks() -> None:
     assert steps and all("--no-deps" in step for step in steps)
     assert all("--require-hashes" in step for step in steps if " -r " in step)
     assert {m for s in steps for m in re.findall(r"-r (\S+)", s)} == {
-        "requirements.lock", "requirements-build.lock"}
+        "requirements.lock",
+        "requirements-build.lock",
+    }
     assert any("--no-build-isolation" in s and s.rstrip().endswith(" .") for s in steps)
 
 
@@ -64,4 +66,5 @@ def test_the_locked_files_match_their_hashes(tmp_path: Path) -> None:
     )  # fmt: skip
     assert run.returncode == 0, run.stderr[-2000:]
     assert len(list(tmp_path.iterdir())) == len(locked(REPO / "requirements.lock")) + len(
-        locked(REPO / "requirements-build.lock"))
+        locked(REPO / "requirements-build.lock")
+    )

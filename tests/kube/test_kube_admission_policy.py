@@ -40,8 +40,9 @@ def admitted(request: dict[str, Any], old: dict[str, Any] | None, new: dict[str,
         return True  # the policy does not apply to this request
     variables: dict[str, Any] = {}
     for variable in spec["variables"]:
-        variables[variable["name"]] = evaluate(variable["expression"],
-                                               {**activation, "variables": variables})
+        variables[variable["name"]] = evaluate(
+            variable["expression"], {**activation, "variables": variables}
+        )
     activation["variables"] = variables
     for validation in spec["validations"]:
         try:

@@ -66,8 +66,14 @@ def test_watch_timeouts_spread_like_client_go() -> None:
 
 def test_the_publisher_and_the_pod_watcher_back_off_with_jitter() -> None:
     publisher = EventPublisher(None, None, backoff_initial_s=0.5, backoff_max_s=30.0)  # type: ignore[arg-type]
-    watcher = PodWatcher(None, "node-a", None, lambda *_: None,  # type: ignore[arg-type]
-                         backoff_initial_s=0.5, backoff_max_s=30.0)
+    watcher = PodWatcher(
+        None,
+        "node-a",
+        None,
+        lambda *_: None,  # type: ignore[arg-type]
+        backoff_initial_s=0.5,
+        backoff_max_s=30.0,
+    )
     for backoff in (publisher.backoff, watcher.backoff):
         assert isinstance(backoff, Backoff) and (backoff.initial_s, backoff.max_s) == (0.5, 30.0)
     assert publisher.backoff is not watcher.backoff

@@ -29,10 +29,17 @@ def test_enrichment_from_the_node_scoped_list(
     kube = make_kube()
     incident = enriched(kube, kill())
     assert incident.k8s == PodContext(
-        namespace="shop", pod="web-7d4b9c8f6d-x2x9z", container="app", node=NODE,
-        owner_kind="Deployment", owner_name="web", qos_class="burstable",
-        container_memory_request_bytes=128 * 2**20, container_memory_limit_bytes=256 * 2**20,
-        pod_memory_request_bytes=128 * 2**20, pod_memory_limit_bytes=256 * 2**20,
+        namespace="shop",
+        pod="web-7d4b9c8f6d-x2x9z",
+        container="app",
+        node=NODE,
+        owner_kind="Deployment",
+        owner_name="web",
+        qos_class="burstable",
+        container_memory_request_bytes=128 * 2**20,
+        container_memory_limit_bytes=256 * 2**20,
+        pod_memory_request_bytes=128 * 2**20,
+        pod_memory_limit_bytes=256 * 2**20,
         restart_count=0,
     )
     assert [p.name for p in kube.cache.pods()] == ["web-7d4b9c8f6d-x2x9z"]
@@ -57,14 +64,27 @@ def test_restarted_container_is_matched_by_its_last_state(
     fake_api: FakeApiServer, make_kube: Callable[..., KubeIntegration]
 ) -> None:
     new_id = "d" * 64
-    fake_api.put_pod(app_pod(statuses=[{
-        "name": "app", "containerID": f"containerd://{new_id}", "restartCount": 1,
-        "state": {"running": {"startedAt": "2026-11-22T08:01:00Z"}},
-        "lastState": {"terminated": {"reason": "OOMKilled", "exitCode": 137,
-                                     "containerID": f"containerd://{CID}",
-                                     "startedAt": "2026-11-22T08:00:00Z",
-                                     "finishedAt": "2026-11-22T08:00:59Z"}},
-    }]))
+    fake_api.put_pod(
+        app_pod(
+            statuses=[
+                {
+                    "name": "app",
+                    "containerID": f"containerd://{new_id}",
+                    "restartCount": 1,
+                    "state": {"running": {"startedAt": "2026-11-22T08:01:00Z"}},
+                    "lastState": {
+                        "terminated": {
+                            "reason": "OOMKilled",
+                            "exitCode": 137,
+                            "containerID": f"containerd://{CID}",
+                            "startedAt": "2026-11-22T08:00:00Z",
+                            "finishedAt": "2026-11-22T08:00:59Z",
+                        }
+                    },
+                }
+            ]
+        )
+    )
     kube = make_kube()
     incident = enriched(kube, kill())
     assert incident.k8s is not None
@@ -77,8 +97,14 @@ def test_static_pod_is_found_by_the_mirror_annotation(
     fake_api: FakeApiServer, make_kube: Callable[..., KubeIntegration]
 ) -> None:
     config_hash = "6b1e2f3a4c5d6e7f8a9b0c1d2e3f4a5b"
-    mirror = make_pod("etcd-node-a", "kube-system", owner=("Node", NODE), labels={},
-                      annotations={"kubernetes.io/config.mirror": config_hash}, qos="Burstable")
+    mirror = make_pod(
+        "etcd-node-a",
+        "kube-system",
+        owner=("Node", NODE),
+        labels={},
+        annotations={"kubernetes.io/config.mirror": config_hash},
+        qos="Burstable",
+    )
     stored = fake_api.put_pod(mirror)
     kube = make_kube()
     incident = kill(pod_uid=config_hash, container_id="a" * 63 + "0")
@@ -123,12 +149,18 @@ def test_every_request_carries_the_service_account_token(fake_api: FakeApiServer
     configuration.api_key = {"authorization": "t0ken"}
     configuration.api_key_prefix = {"authorization": "Bearer"}
     with client.ApiClient(configuration) as api:
-        kube = KubeIntegration(NODE, annotate=True, submit=lambda _: None,
-                               kernel_kills_for=lambda *_: 0, api_client=api)
+        kube = KubeIntegration(
+            NODE,
+            annotate=True,
+            submit=lambda _: None,
+            kernel_kills_for=lambda *_: 0,
+            api_client=api,
+        )
         kube.start()
         kube.sink.emit(enriched(kube, kill()))
-        fake_api.wait_for(lambda a: {v for v, _ in a.authorizations} >= {
-            "list", "watch", "create", "patch"})
+        fake_api.wait_for(
+            lambda a: {v for v, _ in a.authorizations} >= {"list", "watch", "create", "patch"}
+        )
         kube.stop(timeout_s=5)
     assert {auth for _, auth in fake_api.authorizations} == {"Bearer t0ken"}
 

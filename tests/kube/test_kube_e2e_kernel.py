@@ -33,12 +33,18 @@ MiB = 2**20
 
 
 def kubeconfig(path: Path, server: str) -> Path:
-    path.write_text(json.dumps({
-        "apiVersion": "v1", "kind": "Config", "current-context": "fake",
-        "clusters": [{"name": "fake", "cluster": {"server": server}}],
-        "users": [{"name": "agent", "user": {}}],
-        "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "agent"}}],
-    }))
+    path.write_text(
+        json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "current-context": "fake",
+                "clusters": [{"name": "fake", "cluster": {"server": server}}],
+                "users": [{"name": "agent", "user": {}}],
+                "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "agent"}}],
+            }
+        )
+    )
     return path
 
 
@@ -48,9 +54,19 @@ class Daemon:
     def __init__(self, tmp: Path, server: str, extra_args: list[str]) -> None:
         env = {**os.environ, "KUBECONFIG": str(kubeconfig(tmp / "kubeconfig", server))}
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "oomwatch.cli", "run", f"--node-name={NODE}",
-             f"--state-dir={tmp / 'state'}", "--metrics-address=127.0.0.1:0", *extra_args],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
+            [
+                sys.executable,
+                "-m",
+                "oomwatch.cli",
+                "run",
+                f"--node-name={NODE}",
+                f"--state-dir={tmp / 'state'}",
+                "--metrics-address=127.0.0.1:0",
+                *extra_args,
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env=env,
         )
         self.lines: list[dict[str, Any]] = []
         self.raw: list[str] = []
@@ -94,8 +110,7 @@ def daemon(
     extra: list[str] = []
     if request.param == "relay":
         fifo = tmp_path / "kmsg.fifo"
-        relay = subprocess.Popen([sys.executable, "-m", "oomwatch.kmsg_relay", "--fifo",
-                                  str(fifo)])
+        relay = subprocess.Popen([sys.executable, "-m", "oomwatch.kmsg_relay", "--fifo", str(fifo)])
         deadline = time.monotonic() + 10
         while not fifo.exists() and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -116,13 +131,27 @@ def test_real_kill_produces_an_event_on_the_pod(
     fake_api: FakeApiServer, scratch: ScratchMemcg, daemon: Daemon
 ) -> None:
     pod_uid, container_id = str(uuid.uuid4()), uuid.uuid4().hex + uuid.uuid4().hex
-    fake_api.put_pod(make_pod("trainer-0", "ml", uid=pod_uid, node=NODE,
-                              owner=("Job", "trainer"), labels={}, statuses=[{
-                                  "name": "app", "containerID": f"containerd://{container_id}",
-                                  "restartCount": 0,
-                                  "state": {"running": {"startedAt": "2026-11-22T08:00:00Z"}}}]))
-    container = kubelet_layout(scratch, pod_uid, container_id, qos="burstable",
-                               container_limit_bytes=64 * MiB)
+    fake_api.put_pod(
+        make_pod(
+            "trainer-0",
+            "ml",
+            uid=pod_uid,
+            node=NODE,
+            owner=("Job", "trainer"),
+            labels={},
+            statuses=[
+                {
+                    "name": "app",
+                    "containerID": f"containerd://{container_id}",
+                    "restartCount": 0,
+                    "state": {"running": {"startedAt": "2026-11-22T08:00:00Z"}},
+                }
+            ],
+        )
+    )
+    container = kubelet_layout(
+        scratch, pod_uid, container_id, qos="burstable", container_limit_bytes=64 * MiB
+    )
     started = daemon.wait_line(lambda line: line.get("event") == "started", timeout_s=60)
     assert started["standalone"] is False
     fake_api.wait_for(lambda api: ("watch", "", "pods") in api.seen(), timeout_s=30)
@@ -132,13 +161,17 @@ def test_real_kill_produces_an_event_on_the_pod(
     assert hog.wait(30) == -signal.SIGKILL
 
     def our_event(api: FakeApiServer) -> dict[str, Any] | None:
-        return next((e for e in api.events.values()
-                     if e["regarding"].get("uid") == pod_uid), None)
+        return next((e for e in api.events.values() if e["regarding"].get("uid") == pod_uid), None)
 
     event = fake_api.wait_for(our_event, timeout_s=30)
-    assert event["regarding"] == {"apiVersion": "v1", "kind": "Pod", "namespace": "ml",
-                                  "name": "trainer-0", "uid": pod_uid,
-                                  "fieldPath": "spec.containers{app}"}
+    assert event["regarding"] == {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "namespace": "ml",
+        "name": "trainer-0",
+        "uid": pod_uid,
+        "fieldPath": "spec.containers{app}",
+    }
     assert event["reason"] in ("ContainerOOMKill", "ChildProcessOOMKilled")
     assert event["reportingInstance"] == f"oomwatch-{NODE}"
     assert "in pod ml/trainer-0" in event["note"]  # the container: regarding's fieldPath
@@ -149,7 +182,10 @@ def test_real_kill_produces_an_event_on_the_pod(
         assert "e2e-hog" in event["note"] and " Advice: " in event["note"]
     line = daemon.wait_line(lambda ln: ln.get("k8s.pod.name") == "trainer-0", timeout_s=10)
     assert (line["event"], line["k8s.namespace.name"], line["k8s.container.name"]) == (
-        "oom_kill", "ml", "app")
+        "oom_kill",
+        "ml",
+        "app",
+    )
     assert line["k8s.job.name"] == "trainer" and line["k8s.node.name"] == NODE
     assert line["message"] == event["note"].split(" Advice: ")[0].split(" Findings: ")[0]
     assert line["k8s.pod.uid"] == pod_uid and line["container.id"] == container_id
@@ -180,19 +216,33 @@ def test_oomkilled_status_is_checked_against_real_kernel_kills(
 
     def status(name: str, cid: str, terminated: dict[str, Any] | None) -> dict[str, Any]:
         entry: dict[str, Any] = {
-            "name": name, "containerID": f"containerd://{cid}", "restartCount": 0,
-            "image": "img:1", "imageID": "img@sha256:" + "0" * 64, "ready": True,
-            "state": {"running": {"startedAt": _stamp(time.time() - 60)}}}
+            "name": name,
+            "containerID": f"containerd://{cid}",
+            "restartCount": 0,
+            "image": "img:1",
+            "imageID": "img@sha256:" + "0" * 64,
+            "ready": True,
+            "state": {"running": {"startedAt": _stamp(time.time() - 60)}},
+        }
         if terminated:
             entry.update(state={"terminated": terminated}, ready=False)
         return entry
 
     def pod(terminated: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
         done = terminated or {}
-        return make_pod("trainer-1", "ml", uid=pod_uid, node=NODE, owner=("Job", "trainer"),
-                        labels={}, containers=containers,
-                        statuses=[status("app", app_id, done.get("app")),
-                                  status("sidecar", sidecar_id, done.get("sidecar"))])
+        return make_pod(
+            "trainer-1",
+            "ml",
+            uid=pod_uid,
+            node=NODE,
+            owner=("Job", "trainer"),
+            labels={},
+            containers=containers,
+            statuses=[
+                status("app", app_id, done.get("app")),
+                status("sidecar", sidecar_id, done.get("sidecar")),
+            ],
+        )
 
     fake_api.put_pod(pod())
     memcg = kubelet_layout(scratch, pod_uid, app_id, container_limit_bytes=64 * MiB)
@@ -202,21 +252,35 @@ def test_oomkilled_status_is_checked_against_real_kernel_kills(
     wait_rate_limit_window()
     hog = spawn_hog(memcg, mode="anon", mb=200, comm="e2e-real")
     assert hog.wait(30) == -signal.SIGKILL
-    fake_api.wait_for(lambda api: any(e["reason"] == "ContainerOOMKill"
-                                      for e in api.events.values()), timeout_s=30)
+    fake_api.wait_for(
+        lambda api: any(e["reason"] == "ContainerOOMKill" for e in api.events.values()),
+        timeout_s=30,
+    )
 
     def oomkilled(cid: str) -> dict[str, Any]:
-        return {"reason": "OOMKilled", "exitCode": 137, "containerID": f"containerd://{cid}",
-                "startedAt": _stamp(started_s - 30), "finishedAt": _stamp(time.time())}
+        return {
+            "reason": "OOMKilled",
+            "exitCode": 137,
+            "containerID": f"containerd://{cid}",
+            "startedAt": _stamp(started_s - 30),
+            "finishedAt": _stamp(time.time()),
+        }
 
     fake_api.put_pod(pod({"app": oomkilled(app_id), "sidecar": oomkilled(sidecar_id)}))
     # The agent waits 15 s (so the kernel kill is stored first), then asks the store.
     flagged = fake_api.wait_for(
-        lambda api: [e for e in api.events.values()
-                     if e["reason"] == "OOMKilledWithoutKernelKill"], timeout_s=40)
+        lambda api: [e for e in api.events.values() if e["reason"] == "OOMKilledWithoutKernelKill"],
+        timeout_s=40,
+    )
     time.sleep(1.0)
-    assert len(flagged) == 1 and len([e for e in fake_api.events.values()
-                                      if e["reason"] == "OOMKilledWithoutKernelKill"]) == 1
+    assert (
+        len(flagged) == 1
+        and len(
+            [e for e in fake_api.events.values() if e["reason"] == "OOMKilledWithoutKernelKill"]
+        )
+        == 1
+    )
     assert flagged[0]["regarding"]["fieldPath"] == "spec.containers{sidecar}"
     assert flagged[0]["note"].startswith(
-        "Kubernetes shows pod ml/trainer-1 container sidecar as OOMKilled")
+        "Kubernetes shows pod ml/trainer-1 container sidecar as OOMKilled"
+    )

@@ -43,13 +43,19 @@ POD = "--pod shop/web-7d4b9c8f6d-x2x9z"
     ("changes", "reason", "codes"),
     [
         ({}, "ContainerOOMKill", ["limit-container"]),
-        ({"container_survived": True}, "ChildProcessOOMKilled",
-         ["limit-container", "child-process-kill"]),
+        (
+            {"container_survived": True},
+            "ChildProcessOOMKilled",
+            ["limit-container", "child-process-kill"],
+        ),
     ],
 )
 def test_event_for_a_container_limit_kill(
-    fake_api: FakeApiServer, make_kube: Callable[..., KubeIntegration],
-    changes: dict[str, Any], reason: str, codes: list[str],
+    fake_api: FakeApiServer,
+    make_kube: Callable[..., KubeIntegration],
+    changes: dict[str, Any],
+    reason: str,
+    codes: list[str],
 ) -> None:
     fake_api.put_pod(app_pod())
     kube = make_kube()
@@ -63,7 +69,8 @@ def test_event_for_a_container_limit_kill(
         "python (pid 4242) in pod shop/web-7d4b9c8f6d-x2x9z container app was killed at its"
         " container memory limit of 256 MiB: mostly heap (97 %); set the container's memory"
         " limit to at least 308Mi. Advice: Set the container's memory limit to at least 308Mi"
-        " (20 % above usage at the kill).")
+        " (20 % above usage at the kill)."
+    )
 
 
 def test_event_for_a_group_kill(
@@ -71,8 +78,11 @@ def test_event_for_a_group_kill(
 ) -> None:
     fake_api.put_pod(app_pod())
     kube = make_kube()
-    group = kill(group_kill=True, group_cgroup=f"/kubepods/burstable/pod{UID}/{CID}",
-                 victims=[Victim(pid=10 + i, comm=f"worker{i}") for i in range(7)])
+    group = kill(
+        group_kill=True,
+        group_cgroup=f"/kubepods/burstable/pod{UID}/{CID}",
+        victims=[Victim(pid=10 + i, comm=f"worker{i}") for i in range(7)],
+    )
     group = enriched(kube, group)
     kube.sink.emit(group)
     (body,) = event_for(fake_api)
@@ -87,8 +97,13 @@ def test_event_for_a_pod_limit_kill(
 ) -> None:
     fake_api.put_pod(app_pod())
     kube = make_kube()
-    pod_kill = kill(limit_scope="pod", oom_memcg=f"/kubepods/burstable/pod{UID}", memcg=None,
-                    breakdown_bytes=None, tasks=[])
+    pod_kill = kill(
+        limit_scope="pod",
+        oom_memcg=f"/kubepods/burstable/pod{UID}",
+        memcg=None,
+        breakdown_bytes=None,
+        tasks=[],
+    )
     pod_kill = enriched(kube, pod_kill)
     kube.sink.emit(pod_kill)
     (body,) = event_for(fake_api)
@@ -101,19 +116,30 @@ def test_global_oom_without_a_pod_goes_on_the_node(
     fake_api: FakeApiServer, make_kube: Callable[..., KubeIntegration]
 ) -> None:
     kube = make_kube()
-    node_kill = Incident(kind="global", constraint="CONSTRAINT_NONE", kernel_time_s=99.0,
-                         limit_scope="global", victims=[Victim(pid=881, comm="containerd",
-                                                               anon_rss_bytes=1024 * 1024)])
+    node_kill = Incident(
+        kind="global",
+        constraint="CONSTRAINT_NONE",
+        kernel_time_s=99.0,
+        limit_scope="global",
+        victims=[Victim(pid=881, comm="containerd", anon_rss_bytes=1024 * 1024)],
+    )
     assert kube.enricher.enrich(node_kill) is True  # nothing to wait for
     node_kill = diagnose(node_kill)
     kube.sink.emit(node_kill)
     (body,) = event_for(fake_api)
-    assert_event(body, "NodeOOMKill", "Killed", None,
-                 {"apiVersion": "v1", "kind": "Node", "name": NODE}, namespace="default")
+    assert_event(
+        body,
+        "NodeOOMKill",
+        "Killed",
+        None,
+        {"apiVersion": "v1", "kind": "Node", "name": NODE},
+        namespace="default",
+    )
     assert_note(body["note"], node_kill, "--last 5")
-    assert body["note"].startswith("containerd (pid 881) in an unknown cgroup was killed when"
-                                   " the node ran out of memory (global OOM)")
-
+    assert body["note"].startswith(
+        "containerd (pid 881) in an unknown cgroup was killed when"
+        " the node ran out of memory (global OOM)"
+    )
 
 
 def test_framework_oom_event_from_the_probe_allocator(
@@ -121,8 +147,13 @@ def test_framework_oom_event_from_the_probe_allocator(
 ) -> None:
     fake_api.put_pod(app_pod())
     kube = make_kube()
-    cuda = Incident(kind="framework", kernel_time_s=50.0, pod_uid=UID, container_id=CID,
-                    allocator=probe_allocator())
+    cuda = Incident(
+        kind="framework",
+        kernel_time_s=50.0,
+        pod_uid=UID,
+        container_id=CID,
+        allocator=probe_allocator(),
+    )
     cuda = enriched(kube, cuda)
     kube.sink.emit(cuda)
     (body,) = event_for(fake_api)
@@ -130,7 +161,8 @@ def test_framework_oom_event_from_the_probe_allocator(
     assert_note(body["note"], cuda, POD)
     assert body["note"].startswith(
         "Torch-cuda ran out of device memory in pod shop/web-7d4b9c8f6d-x2x9z container app"
-        " asking for 2 GiB; a memory limit will not help.")
+        " asking for 2 GiB; a memory limit will not help."
+    )
 
 
 def test_a_long_multibyte_note_is_accepted_by_the_api(
@@ -140,8 +172,9 @@ def test_a_long_multibyte_note_is_accepted_by_the_api(
     fake_api.put_pod(app_pod())
     kube = make_kube()
     advice = "容器内存不足，驱逐中。" * 80
-    evicted = enriched(kube, Incident(kind="eviction", kernel_time_s=3.0, pod_uid=UID,
-                                      container_id=CID))
+    evicted = enriched(
+        kube, Incident(kind="eviction", kernel_time_s=3.0, pod_uid=UID, container_id=CID)
+    )
     evicted.recommendation = {"action": "x", "message": advice}
     kube.sink.emit(evicted)
     (body,) = event_for(fake_api)  # the fake API rejects a note over 1024 bytes, as the real one
@@ -155,12 +188,18 @@ def test_a_long_multibyte_note_is_accepted_by_the_api(
 
 
 def test_the_fake_api_counts_note_bytes() -> None:
-    event = {"eventTime": "2026-11-22T08:00:00.000000Z", "type": "Warning", "action": "Killed",
-             "reason": "ContainerOOMKill", "reportingController": "oomwatch.io/agent",
-             "reportingInstance": "oomwatch-node-a"}
+    event = {
+        "eventTime": "2026-11-22T08:00:00.000000Z",
+        "type": "Warning",
+        "action": "Killed",
+        "reason": "ContainerOOMKill",
+        "reportingController": "oomwatch.io/agent",
+        "reportingInstance": "oomwatch-node-a",
+    }
     assert validate_new_event({**event, "note": "x" * 1024}, "shop", creating=True) is None
     assert validate_new_event({**event, "note": "é" * 1000}, "shop", creating=True) == (
-        "note: Too long: may not be longer than 1024")
+        "note: Too long: may not be longer than 1024"
+    )
 
 
 def test_names_claimed_by_a_probe_file_never_aim_the_event(
@@ -170,13 +209,21 @@ def test_names_claimed_by_a_probe_file_never_aim_the_event(
     kube = make_kube()
     wait(lambda: kube.cache.synced)
     forged = PodContext(namespace="kube-system", pod="etcd-node-a", container="etcd")
-    unknown = Incident(kind="framework", kernel_time_s=1.0, pod_uid=str(uuid.uuid4()),
-                       k8s=forged, allocator=probe_allocator())
+    unknown = Incident(
+        kind="framework",
+        kernel_time_s=1.0,
+        pod_uid=str(uuid.uuid4()),
+        k8s=forged,
+        allocator=probe_allocator(),
+    )
     kube.sink.emit(diagnose(unknown))  # a pod the API does not show: logged and stored, no Event
-    known = Incident(kind="framework", kernel_time_s=2.0, pod_uid=UID,
-                     k8s=PodContext(namespace="kube-system", pod="etcd-node-a",
-                                    container="etcd"),
-                     allocator=probe_allocator())
+    known = Incident(
+        kind="framework",
+        kernel_time_s=2.0,
+        pod_uid=UID,
+        k8s=PodContext(namespace="kube-system", pod="etcd-node-a", container="etcd"),
+        allocator=probe_allocator(),
+    )
     kube.sink.emit(diagnose(known))  # not enriched yet: the cache, not the claim, names it
     (body,) = event_for(fake_api)
     assert body["metadata"]["namespace"] == "shop"
@@ -225,7 +272,9 @@ def test_a_different_container_or_reason_starts_its_own_event(
     kube.sink.emit(enriched(kube, kill(pid=5, t=3.0, container_survived=True)))
     fake_api.wait_for(lambda api: len(api.events) == 2)
     assert sorted(e["reason"] for e in fake_api.events.values()) == [
-        "ChildProcessOOMKilled", "ContainerOOMKill"]
+        "ChildProcessOOMKilled",
+        "ContainerOOMKill",
+    ]
 
 
 def test_expired_series_event_is_created_again(
@@ -250,17 +299,26 @@ def test_annotation_on_the_pod_is_opt_in(
     kube = make_kube(annotate=True)
     kube.sink.emit(enriched(kube, kill(wall_time="2026-11-22T08:05:00.000000+00:00")))
     pod = fake_api.wait_for(
-        lambda api: api.pods[("shop", "web-7d4b9c8f6d-x2x9z")]["metadata"].get("annotations"))
+        lambda api: api.pods[("shop", "web-7d4b9c8f6d-x2x9z")]["metadata"].get("annotations")
+    )
     assert json.loads(pod["oomwatch.io/last-oom-kill"]) == {
-        "time": "2026-11-22T08:05:00.000000+00:00", "kind": "memcg",
-        "reason": "ContainerOOMKill", "container": "app", "victim": "python", "pid": 4242,
-        "scope": "container", "usage_bytes": 256 * 2**20, "limit_bytes": 256 * 2**20,
+        "time": "2026-11-22T08:05:00.000000+00:00",
+        "kind": "memcg",
+        "reason": "ContainerOOMKill",
+        "container": "app",
+        "victim": "python",
+        "pid": 4242,
+        "scope": "container",
+        "usage_bytes": 256 * 2**20,
+        "limit_bytes": 256 * 2**20,
         "container_survived": False,
         "verdict": "python (pid 4242) in pod shop/web-7d4b9c8f6d-x2x9z container app was"
         " killed at its container memory limit of 256 MiB: mostly heap (97 %); set the"
         " container's memory limit to at least 308Mi.",
-        "verdict_code": "limit-container", "findings": ["limit-container"],
-        "advice": "resize", "memory_limit": "308Mi",
+        "verdict_code": "limit-container",
+        "findings": ["limit-container"],
+        "advice": "resize",
+        "memory_limit": "308Mi",
     }
 
 
@@ -283,11 +341,20 @@ def test_an_ambiguous_kill_sends_no_event_and_no_annotation_to_any_candidate(
     kube = make_kube(annotate=True)
     wait(lambda: kube.cache.synced)
     other = f"/kubepods/burstable/pod{uuid.uuid4()}/{'c' * 64}"
-    candidates = [AttributionCandidate(f"/kubepods/burstable/pod{UID}/{CID}", UID, CID),
-                  AttributionCandidate(other)]
-    unsure = kill(task_memcg=None, oom_memcg=None, pod_uid=None, container_id=None,
-                  limit_scope=None, header_suppressed=True, tasks=[],
-                  attribution=Attribution("counter", "ambiguous", candidates, "two rose"))
+    candidates = [
+        AttributionCandidate(f"/kubepods/burstable/pod{UID}/{CID}", UID, CID),
+        AttributionCandidate(other),
+    ]
+    unsure = kill(
+        task_memcg=None,
+        oom_memcg=None,
+        pod_uid=None,
+        container_id=None,
+        limit_scope=None,
+        header_suppressed=True,
+        tasks=[],
+        attribution=Attribution("counter", "ambiguous", candidates, "two rose"),
+    )
     kube.enricher.enrich(unsure)
     assert unsure.attribution is not None
     assert unsure.attribution.candidates[0].pod == "web-7d4b9c8f6d-x2x9z"  # named, not charged
@@ -296,7 +363,8 @@ def test_an_ambiguous_kill_sends_no_event_and_no_annotation_to_any_candidate(
     (body,) = event_for(fake_api)
     assert body["regarding"]["name"] == "web-7d4b9c8f6d-x2x9z"
     annotated = fake_api.wait_for(
-        lambda api: api.pods[("shop", "web-7d4b9c8f6d-x2x9z")]["metadata"].get("annotations"))
+        lambda api: api.pods[("shop", "web-7d4b9c8f6d-x2x9z")]["metadata"].get("annotations")
+    )
     assert json.loads(annotated["oomwatch.io/last-oom-kill"])["time"].startswith("20")
     time.sleep(0.3)
     assert len(fake_api.events) == 1  # the sure kill's; none for the ambiguous one

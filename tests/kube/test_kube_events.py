@@ -19,19 +19,33 @@ INIT_ID = "9" * 64
 
 def pod_with_init() -> dict[str, object]:
     raw = make_pod(uid="11111111-2222-3333-4444-555555555555")
-    raw["spec"]["initContainers"] = [{"name": "migrate", "image": "m:1",
-                                      "resources": {"limits": {"memory": "64Mi"}}}]
-    raw["status"]["initContainerStatuses"] = [{
-        "name": "migrate", "containerID": f"containerd://{INIT_ID}", "restartCount": 0,
-        "image": "m:1", "imageID": "m@sha256:" + "0" * 64, "ready": False,
-        "state": {"running": {}}}]
+    raw["spec"]["initContainers"] = [
+        {"name": "migrate", "image": "m:1", "resources": {"limits": {"memory": "64Mi"}}}
+    ]
+    raw["status"]["initContainerStatuses"] = [
+        {
+            "name": "migrate",
+            "containerID": f"containerd://{INIT_ID}",
+            "restartCount": 0,
+            "image": "m:1",
+            "imageID": "m@sha256:" + "0" * 64,
+            "ready": False,
+            "state": {"running": {}},
+        }
+    ]
     return raw
 
 
 def test_init_container_kill_points_at_spec_init_containers() -> None:
     pod = decode_pod(pod_with_init())
-    incident = Incident(kind="memcg", kernel_time_s=5.0, pod_uid=pod.uid, container_id=INIT_ID,
-                        limit_scope="container", victims=[Victim(pid=3, comm="migrate")])
+    incident = Incident(
+        kind="memcg",
+        kernel_time_s=5.0,
+        pod_uid=pod.uid,
+        container_id=INIT_ID,
+        limit_scope="container",
+        victims=[Victim(pid=3, comm="migrate")],
+    )
     draft = build_event(incident, "node-a", NOW, pod)
     assert draft is not None and draft.container == "migrate"
     assert draft.body["regarding"]["fieldPath"] == "spec.initContainers{migrate}"
@@ -40,8 +54,13 @@ def test_init_container_kill_points_at_spec_init_containers() -> None:
 
 def test_note_is_cut_at_1024_bytes_in_the_advice_never_the_command() -> None:
     pod = decode_pod(make_pod(uid="11111111-2222-3333-4444-555555555555"))
-    incident = diagnose(Incident(kind="eviction", pod_uid=pod.uid, findings=[
-        Finding("memory_pressure_eviction", "warning", "x" * 3000)]))
+    incident = diagnose(
+        Incident(
+            kind="eviction",
+            pod_uid=pod.uid,
+            findings=[Finding("memory_pressure_eviction", "warning", "x" * 3000)],
+        )
+    )
     incident.recommendation = {"action": "x", "message": "y" * 3000}
     draft = build_event(incident, "node-a", NOW, pod)
     assert draft is not None
@@ -64,17 +83,26 @@ def test_multibyte_note_is_cut_at_a_character_boundary_within_1024_bytes(char: s
 
 
 def test_no_event_for_a_pod_the_api_does_not_show_or_a_non_pod_cgroup() -> None:
-    in_unknown_pod = Incident(kind="memcg", pod_uid="22222222-0000-0000-0000-000000000000",
-                              limit_scope="container", victims=[Victim(pid=1, comm="a")])
+    in_unknown_pod = Incident(
+        kind="memcg",
+        pod_uid="22222222-0000-0000-0000-000000000000",
+        limit_scope="container",
+        victims=[Victim(pid=1, comm="a")],
+    )
     assert build_event(in_unknown_pod, "node-a", NOW, None) is None
-    system_service = Incident(kind="memcg", limit_scope="cgroup", oom_memcg="/system.slice/x",
-                              victims=[Victim(pid=1, comm="a")])
+    system_service = Incident(
+        kind="memcg",
+        limit_scope="cgroup",
+        oom_memcg="/system.slice/x",
+        victims=[Victim(pid=1, comm="a")],
+    )
     assert build_event(system_service, "node-a", NOW, None) is None
 
 
 def test_kubepods_limit_kill_without_a_pod_is_a_node_event() -> None:
-    incident = Incident(kind="memcg", limit_scope="node", oom_memcg="/kubepods",
-                        victims=[Victim(pid=1, comm="a")])
+    incident = Incident(
+        kind="memcg", limit_scope="node", oom_memcg="/kubepods", victims=[Victim(pid=1, comm="a")]
+    )
     assert event_reason(incident) == "NodeOOMKill"
     draft = build_event(incident, "node-a", NOW, None)
     assert draft is not None
@@ -84,33 +112,48 @@ def test_kubepods_limit_kill_without_a_pod_is_a_node_event() -> None:
     diagnosed = build_event(diagnose(incident), "node-a", NOW, None)
     assert diagnosed is not None
     assert diagnosed.body["note"].startswith(
-        "a (pid 1) in cgroup /kubepods was killed when node allocatable (all pods together)"
-        " ran out")
+        "a (pid 1) in cgroup /kubepods was killed when node allocatable (all pods together) ran out"
+    )
     assert diagnosed.body["note"].endswith("oomwatch report --store /var/lib/oomwatch --last 5")
 
 
 def test_event_names_are_stable_for_the_same_kill() -> None:
     pod = decode_pod(make_pod(uid="11111111-2222-3333-4444-555555555555"))
-    incident = Incident(kind="memcg", kernel_time_s=7.0, pod_uid=pod.uid,
-                        limit_scope="pod", victims=[Victim(pid=3, comm="a")])
+    incident = Incident(
+        kind="memcg",
+        kernel_time_s=7.0,
+        pod_uid=pod.uid,
+        limit_scope="pod",
+        victims=[Victim(pid=3, comm="a")],
+    )
     first = build_event(incident, "node-a", NOW, pod)
     again = build_event(incident, "node-a", datetime.now(UTC), pod)
     assert first is not None and again is not None
     assert first.name == again.name  # a retried create after a lost reply is a 409, not a copy
 
 
-TF_OOM = ("OOM when allocating tensor with shape[1099511627776] and type float on "
-          "/job:localhost/replica:0/task:0/device:{} by allocator {}")
+TF_OOM = (
+    "OOM when allocating tensor with shape[1099511627776] and type float on "
+    "/job:localhost/replica:0/task:0/device:{} by allocator {}"
+)
 
 
 @pytest.mark.parametrize(
     ("framework", "message", "reason"),
     [
-        ("torch-cuda", "CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 2.00 GiB total "
-         "capacity; 1.44 GiB already allocated; 0 bytes free; 1.50 GiB reserved in total by "
-         "PyTorch)", "CUDAOutOfMemory"),
-        ("torch-cuda", "CUDA out of memory. Tried to allocate 20.00 MiB. GPU  has a total "
-         "capacity of 22.19 GiB of which 8.50 MiB is free.", "CUDAOutOfMemory"),  # no number
+        (
+            "torch-cuda",
+            "CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 2.00 GiB total "
+            "capacity; 1.44 GiB already allocated; 0 bytes free; 1.50 GiB reserved in total by "
+            "PyTorch)",
+            "CUDAOutOfMemory",
+        ),
+        (
+            "torch-cuda",
+            "CUDA out of memory. Tried to allocate 20.00 MiB. GPU  has a total "
+            "capacity of 22.19 GiB of which 8.50 MiB is free.",
+            "CUDAOutOfMemory",
+        ),  # no number
         ("tensorflow", TF_OOM.format("GPU:0", "GPU_0_bfc"), "CUDAOutOfMemory"),
         ("tensorflow", TF_OOM.format("CPU:0", "mklcpu"), "FrameworkOutOfMemory"),
         ("tensorflow", "ResourceExhaustedError: out of memory", "FrameworkOutOfMemory"),

@@ -26,8 +26,12 @@ def test_manifest_validates_against_the_kubernetes_schema(path: Path) -> None:
 
 
 def one(kind: str, name: str = "oomwatch") -> dict[str, Any]:
-    found = [d for p in manifest_files() for d in documents(p)
-             if d["kind"] == kind and d["metadata"]["name"] == name]
+    found = [
+        d
+        for p in manifest_files()
+        for d in documents(p)
+        if d["kind"] == kind and d["metadata"]["name"] == name
+    ]
     assert len(found) == 1, f"expected one {kind}/{name}, found {len(found)}"
     return found[0]
 
@@ -65,9 +69,16 @@ def user_kustomization(tmp_path: Path, annotate: bool) -> Path:
     if not annotate:
         return DAEMONSET_DIR
     base = os.path.relpath(DAEMONSET_DIR, tmp_path)
-    (tmp_path / "kustomization.yaml").write_text(yaml.safe_dump({
-        "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
-        "resources": [base], "components": [f"{base}/components/annotate"]}))
+    (tmp_path / "kustomization.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "kustomize.config.k8s.io/v1beta1",
+                "kind": "Kustomization",
+                "resources": [base],
+                "components": [f"{base}/components/annotate"],
+            }
+        )
+    )
     return tmp_path
 
 
@@ -84,13 +95,23 @@ def test_kustomize_builds_valid_objects(tmp_path: Path, annotate: bool) -> None:
     assert ("--annotate-pods" in agent["args"]) is annotate
     placeholder = "@sha256:" + "0" * 64  # pinned by digest; the user sets the real ones
     assert {c["image"] for c in pod_spec["containers"] + pod_spec["initContainers"]} == {
-        "oomwatch:0.1.0" + placeholder, "quay.io/brancz/kube-rbac-proxy:v0.19.1" + placeholder}
+        "oomwatch:0.1.0" + placeholder,
+        "quay.io/brancz/kube-rbac-proxy:v0.19.1" + placeholder,
+    }
     roles = {d["metadata"]["name"] for d in docs if d["kind"] == "ClusterRole"}
     base = {"oomwatch", "oomwatch-kube-rbac-proxy", "oomwatch-metrics-reader"}
     assert roles == (base | {"oomwatch-annotate"} if annotate else base)
     kinds = {d["kind"] for d in docs}
-    assert {"Namespace", "ServiceAccount", "ClusterRoleBinding", "DaemonSet", "Service",
-            "NetworkPolicy", "PodMonitor", "PrometheusRule"} <= kinds
+    assert {
+        "Namespace",
+        "ServiceAccount",
+        "ClusterRoleBinding",
+        "DaemonSet",
+        "Service",
+        "NetworkPolicy",
+        "PodMonitor",
+        "PrometheusRule",
+    } <= kinds
     assert "ConfigMap" not in kinds  # settings.yaml is local config, consumed by the build
     policies = {"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
     assert (policies <= kinds) is annotate  # the patch grant never ships without its policy
@@ -104,8 +125,9 @@ def test_agent_runs_unprivileged_and_only_the_relay_is_privileged() -> None:
     assert agent["capabilities"] == {"drop": ["ALL"]}
     assert agent["readOnlyRootFilesystem"] is True
     assert agent["allowPrivilegeEscalation"] is False
-    privileged = [name for name, c in containers().items()
-                  if c.get("securityContext", {}).get("privileged")]
+    privileged = [
+        name for name, c in containers().items() if c.get("securityContext", {}).get("privileged")
+    ]
     assert privileged == ["kmsg-relay"]
     proxy = containers()["kube-rbac-proxy"]["securityContext"]
     assert proxy["runAsNonRoot"] is True and proxy["capabilities"] == {"drop": ["ALL"]}
@@ -126,8 +148,12 @@ def test_daemonset_mounts_env_probe_and_scheduling() -> None:
     assert volumes["probe"]["hostPath"]["path"] == "/var/run/oomwatch/probe"
     agent = containers()["agent"]
     mounts = {m["name"]: m for m in agent["volumeMounts"]}
-    assert mounts["cgroup"] == {"name": "cgroup", "mountPath": "/host/sys/fs/cgroup",
-                                "readOnly": True, "recursiveReadOnly": "Enabled"}
+    assert mounts["cgroup"] == {
+        "name": "cgroup",
+        "mountPath": "/host/sys/fs/cgroup",
+        "readOnly": True,
+        "recursiveReadOnly": "Enabled",
+    }
     assert mounts["relay"]["readOnly"] is True
     args = agent["args"]
     assert args[0] == "run" and "--node-name=$(NODE_NAME)" in args
@@ -158,10 +184,12 @@ def test_podmonitor_scrapes_the_agent_with_honor_labels() -> None:
     assert secret["type"] == "kubernetes.io/service-account-token" and credentials["key"] == "token"
     scraper = secret["metadata"]["annotations"]["kubernetes.io/service-account.name"]
     reader = one("ClusterRoleBinding", "oomwatch-metrics-reader")
-    assert reader["subjects"] == [{"kind": "ServiceAccount", "name": scraper,
-                                   "namespace": "oomwatch"}]
+    assert reader["subjects"] == [
+        {"kind": "ServiceAccount", "name": scraper, "namespace": "oomwatch"}
+    ]
     assert one("ClusterRole", "oomwatch-metrics-reader")["rules"] == [
-        {"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
+        {"nonResourceURLs": ["/metrics"], "verbs": ["get"]}
+    ]
     pod_labels = one("DaemonSet")["spec"]["template"]["metadata"]["labels"]
     selector = monitor["spec"]["selector"]["matchLabels"]
     assert selector.items() <= pod_labels.items()
@@ -169,32 +197,46 @@ def test_podmonitor_scrapes_the_agent_with_honor_labels() -> None:
     assert monitor["spec"]["namespaceSelector"] == {"matchNames": ["oomwatch"]}
     # the alerts name the node (`node` target label), as the plain scrape config in
     # rules/README.md also adds it
-    assert endpoint["relabelings"] == [{"sourceLabels": ["__meta_kubernetes_pod_node_name"],
-                                        "targetLabel": "node"}]
+    assert endpoint["relabelings"] == [
+        {"sourceLabels": ["__meta_kubernetes_pod_node_name"], "targetLabel": "node"}
+    ]
 
 
 def test_report_commands_in_alerts_and_docs_read_the_agents_store() -> None:
     """`oomwatch report` without --store reads /dev/kmsg, which the agent container cannot."""
     args = containers()["agent"]["args"]
     (state_dir,) = [a.split("=", 1)[1] for a in args if a.startswith("--state-dir=")]
-    texts = {path: path.read_text() for path in (
-        REPO / "rules" / "oomwatch.rules.yaml", REPO / "rules" / "README.md",
-        DAEMONSET_DIR / "README.md", REPO / "README.md")}
-    stores = {str(path.relative_to(REPO)): set(re.findall(r"--store\s+(\S+?)[`\s]", text))
-              for path, text in texts.items()}
+    texts = {
+        path: path.read_text()
+        for path in (
+            REPO / "rules" / "oomwatch.rules.yaml",
+            REPO / "rules" / "README.md",
+            DAEMONSET_DIR / "README.md",
+            REPO / "README.md",
+        )
+    }
+    stores = {
+        str(path.relative_to(REPO)): set(re.findall(r"--store\s+(\S+?)[`\s]", text))
+        for path, text in texts.items()
+    }
     assert all(found == {state_dir} for found in stores.values()), (state_dir, stores)
-    alert_commands = re.findall(r"`oomwatch report[^`]*`",
-                                texts[REPO / "rules" / "oomwatch.rules.yaml"])
+    alert_commands = re.findall(
+        r"`oomwatch report[^`]*`", texts[REPO / "rules" / "oomwatch.rules.yaml"]
+    )
     assert alert_commands and all("--store" in c for c in alert_commands), alert_commands
 
 
 def test_service_account_is_bound_to_its_cluster_roles() -> None:
     for name in ("oomwatch", "oomwatch-annotate", "oomwatch-kube-rbac-proxy"):
         binding = one("ClusterRoleBinding", name)
-        assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io",
-                                      "kind": "ClusterRole", "name": name}
-        assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "oomwatch",
-                                        "namespace": "oomwatch"}]
+        assert binding["roleRef"] == {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "ClusterRole",
+            "name": name,
+        }
+        assert binding["subjects"] == [
+            {"kind": "ServiceAccount", "name": "oomwatch", "namespace": "oomwatch"}
+        ]
     assert one("DaemonSet")["spec"]["template"]["spec"]["serviceAccountName"] == "oomwatch"
 
 
@@ -220,8 +262,11 @@ def test_the_token_is_mounted_only_where_the_api_is_used() -> None:
     sources = volume["projected"]["sources"]
     assert sources[0]["serviceAccountToken"]["path"] == "token"
     assert sources[1]["configMap"]["name"] == "kube-root-ca.crt"
-    holders = {name for name, c in containers().items()
-               if any(m["name"] == "api-token" for m in c.get("volumeMounts", []))}
+    holders = {
+        name
+        for name, c in containers().items()
+        if any(m["name"] == "api-token" for m in c.get("volumeMounts", []))
+    }
     assert holders == {"agent", "kube-rbac-proxy"}
     for name in holders:
         (mount,) = [m for m in containers()[name]["volumeMounts"] if m["name"] == "api-token"]
@@ -243,8 +288,10 @@ def test_metrics_reach_scrapers_only_through_kube_rbac_proxy() -> None:
     assert policy["policyTypes"] == ["Ingress"]
     (rule,) = policy["ingress"]
     assert rule["ports"] == [{"port": "metrics", "protocol": "TCP"}]  # not the health port
-    assert policy["podSelector"]["matchLabels"].items() <= one("DaemonSet")["spec"]["template"][
-        "metadata"]["labels"].items()
+    assert (
+        policy["podSelector"]["matchLabels"].items()
+        <= one("DaemonSet")["spec"]["template"]["metadata"]["labels"].items()
+    )
 
 
 def test_the_documented_overlay_gives_the_operator_objects_a_selector_label(

@@ -46,25 +46,45 @@ def test_runtime_prefix_is_stripped() -> None:
 
 
 def test_decode_pod_fields() -> None:
-    raw = make_pod(containers=[
-        {"name": "app", "resources": {"requests": {"memory": "100Mi"},
-                                      "limits": {"memory": "200Mi"}}},
-        {"name": "sidecar", "resources": {"requests": {"memory": "10Mi"},
-                                          "limits": {"memory": "50Mi"}}},
-    ], statuses=[
-        {"name": "app", "containerID": "containerd://" + "1" * 64, "restartCount": 2,
-         "state": {"terminated": {"reason": "OOMKilled", "exitCode": 137, "signal": 9,
-                                  "finishedAt": "2026-11-22T08:00:00Z",
-                                  "containerID": "containerd://" + "1" * 64}},
-         "lastState": {"terminated": {"reason": "Error", "exitCode": 1,
-                                      "containerID": "containerd://" + "0" * 64}}},
-    ])
+    raw = make_pod(
+        containers=[
+            {
+                "name": "app",
+                "resources": {"requests": {"memory": "100Mi"}, "limits": {"memory": "200Mi"}},
+            },
+            {
+                "name": "sidecar",
+                "resources": {"requests": {"memory": "10Mi"}, "limits": {"memory": "50Mi"}},
+            },
+        ],
+        statuses=[
+            {
+                "name": "app",
+                "containerID": "containerd://" + "1" * 64,
+                "restartCount": 2,
+                "state": {
+                    "terminated": {
+                        "reason": "OOMKilled",
+                        "exitCode": 137,
+                        "signal": 9,
+                        "finishedAt": "2026-11-22T08:00:00Z",
+                        "containerID": "containerd://" + "1" * 64,
+                    }
+                },
+                "lastState": {
+                    "terminated": {
+                        "reason": "Error",
+                        "exitCode": 1,
+                        "containerID": "containerd://" + "0" * 64,
+                    }
+                },
+            },
+        ],
+    )
     pod = decode_pod(raw)
-    assert (pod.namespace, pod.name, pod.qos_class) == ("shop", "web-7d4b9c8f6d-x2x9z",
-                                                        "burstable")
+    assert (pod.namespace, pod.name, pod.qos_class) == ("shop", "web-7d4b9c8f6d-x2x9z", "burstable")
     assert (pod.owner_kind, pod.owner_name) == ("Deployment", "web")
-    assert (pod.pod_memory_request_bytes, pod.pod_memory_limit_bytes) == (
-        110 * 2**20, 250 * 2**20)
+    assert (pod.pod_memory_request_bytes, pod.pod_memory_limit_bytes) == (110 * 2**20, 250 * 2**20)
     app = pod.container_by_id("0" * 64)
     assert app is not None and app.name == "app" and app.restart_count == 2
     assert app.terminated is not None and app.terminated.signal == 9
@@ -73,10 +93,14 @@ def test_decode_pod_fields() -> None:
 
 
 def test_pod_limit_needs_every_container_limited() -> None:
-    pod = decode_pod(make_pod(containers=[
-        {"name": "a", "resources": {"limits": {"memory": "1Gi"}}},
-        {"name": "b", "resources": {}},
-    ]))
+    pod = decode_pod(
+        make_pod(
+            containers=[
+                {"name": "a", "resources": {"limits": {"memory": "1Gi"}}},
+                {"name": "b", "resources": {}},
+            ]
+        )
+    )
     assert pod.pod_memory_limit_bytes is None and pod.pod_memory_request_bytes is None
 
 
@@ -102,10 +126,12 @@ def test_static_pod_uses_the_config_hash() -> None:
 
 
 def test_hostile_or_malformed_fields_decode_to_none() -> None:
-    raw = make_pod(containers=[{"name": "app", "resources": {"limits": {"memory": ["x"]},
-                                                             "requests": "nope"}}],
-                   statuses=[{"name": "app", "restartCount": "7", "containerID": 5,
-                              "state": "running"}])
+    raw = make_pod(
+        containers=[
+            {"name": "app", "resources": {"limits": {"memory": ["x"]}, "requests": "nope"}}
+        ],
+        statuses=[{"name": "app", "restartCount": "7", "containerID": 5, "state": "running"}],
+    )
     raw["status"]["qosClass"] = 3
     pod = decode_pod(raw)
     app = pod.containers[0]

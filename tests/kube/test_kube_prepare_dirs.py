@@ -25,10 +25,14 @@ _STRING = re.compile(r'"([^"]*)"')
 
 
 def _prepare_dirs() -> dict[str, Any]:
-    (daemonset,) = [d for d in documents(DAEMONSET_DIR / "daemonset.yaml")
-                    if d["kind"] == "DaemonSet"]
-    (init,) = [c for c in daemonset["spec"]["template"]["spec"]["initContainers"]
-               if c["name"] == "prepare-dirs"]
+    (daemonset,) = [
+        d for d in documents(DAEMONSET_DIR / "daemonset.yaml") if d["kind"] == "DaemonSet"
+    ]
+    (init,) = [
+        c
+        for c in daemonset["spec"]["template"]["spec"]["initContainers"]
+        if c["name"] == "prepare-dirs"
+    ]
     return init
 
 
@@ -39,7 +43,7 @@ def _localized(script: str, mounts: dict[str, Path]) -> str:
         text = match.group(1)
         for mount_path, local in mounts.items():
             if text == mount_path or text.startswith(mount_path + "/"):
-                return f'"{local}{text[len(mount_path):]}"'
+                return f'"{local}{text[len(mount_path) :]}"'
         return match.group(0)
 
     return _STRING.sub(move, script)
@@ -51,12 +55,16 @@ def _run_with_granted_caps(init: dict[str, Any], script: str) -> subprocess.Comp
     assert context["capabilities"]["drop"] == ["ALL"]
     granted = ",".join(f"+{cap.lower()}" for cap in context["capabilities"].get("add", []))
     command = [
-        "setpriv", "--inh-caps=-all", f"--bounding-set=-all{',' + granted if granted else ''}",
-        "--no-new-privs", sys.executable, "-c", script,
+        "setpriv",
+        "--inh-caps=-all",
+        f"--bounding-set=-all{',' + granted if granted else ''}",
+        "--no-new-privs",
+        sys.executable,
+        "-c",
+        script,
     ]
     env = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONDONTWRITEBYTECODE": "1"}
-    return subprocess.run(command, capture_output=True, text=True, timeout=60, env=env,
-                          check=False)
+    return subprocess.run(command, capture_output=True, text=True, timeout=60, env=env, check=False)
 
 
 def test_prepare_dirs_succeeds_with_only_the_granted_caps_and_again_on_restart(

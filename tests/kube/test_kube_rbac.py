@@ -24,31 +24,71 @@ CID = "f" * 64
 def test_cluster_role_grants_exactly_what_is_used(
     fake_api: FakeApiServer, api_client: client.ApiClient, annotate: bool
 ) -> None:
-    pod = fake_api.put_pod(make_pod(statuses=[{
-        "name": "app", "containerID": f"containerd://{CID}", "restartCount": 0,
-        "image": "app:1", "imageID": "app@sha256:" + "0" * 64, "ready": True,
-        "state": {"running": {"startedAt": "2026-11-22T08:00:00Z"}}}]))
+    pod = fake_api.put_pod(
+        make_pod(
+            statuses=[
+                {
+                    "name": "app",
+                    "containerID": f"containerd://{CID}",
+                    "restartCount": 0,
+                    "image": "app:1",
+                    "imageID": "app@sha256:" + "0" * 64,
+                    "ready": True,
+                    "state": {"running": {"startedAt": "2026-11-22T08:00:00Z"}},
+                }
+            ]
+        )
+    )
     uid = pod["metadata"]["uid"]
     submitted: list[Incident] = []
-    kube = KubeIntegration(NODE, annotate=annotate, submit=submitted.append,
-                           kernel_kills_for=lambda *_: 0, api_client=api_client,
-                           verify_delay_s=0.1, watch_timeout_s=5, backoff_max_s=0.4)
+    kube = KubeIntegration(
+        NODE,
+        annotate=annotate,
+        submit=submitted.append,
+        kernel_kills_for=lambda *_: 0,
+        api_client=api_client,
+        verify_delay_s=0.1,
+        watch_timeout_s=5,
+        backoff_max_s=0.4,
+    )
     kube.start()
     try:
         for i in range(2):  # the second kill patches the Event's series
-            incident = Incident(kind="memcg", kernel_time_s=float(i), pod_uid=uid,
-                                container_id=CID, limit_scope="container",
-                                victims=[Victim(pid=i + 1, comm="python")])
+            incident = Incident(
+                kind="memcg",
+                kernel_time_s=float(i),
+                pod_uid=uid,
+                container_id=CID,
+                limit_scope="container",
+                victims=[Victim(pid=i + 1, comm="python")],
+            )
             fake_api.wait_for(lambda _, inc=incident: kube.enricher.enrich(inc))
             kube.sink.emit(incident)
         finished = (datetime.now(UTC) + timedelta(seconds=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
-        fake_api.put_pod(make_pod(uid=uid, statuses=[{
-            "name": "app", "containerID": "containerd://" + "e" * 64, "restartCount": 1,
-            "image": "app:1", "imageID": "app@sha256:" + "0" * 64, "ready": True,
-            "state": {"running": {"startedAt": finished}},
-            "lastState": {"terminated": {"reason": "OOMKilled", "exitCode": 137,
-                                         "containerID": f"containerd://{CID}",
-                                         "finishedAt": finished}}}]))
+        fake_api.put_pod(
+            make_pod(
+                uid=uid,
+                statuses=[
+                    {
+                        "name": "app",
+                        "containerID": "containerd://" + "e" * 64,
+                        "restartCount": 1,
+                        "image": "app:1",
+                        "imageID": "app@sha256:" + "0" * 64,
+                        "ready": True,
+                        "state": {"running": {"startedAt": finished}},
+                        "lastState": {
+                            "terminated": {
+                                "reason": "OOMKilled",
+                                "exitCode": 137,
+                                "containerID": f"containerd://{CID}",
+                                "finishedAt": finished,
+                            }
+                        },
+                    }
+                ],
+            )
+        )
         fake_api.wait_for(lambda _: submitted)
         kube.sink.emit(submitted[0])
         # create, series patch, and the false-OOMKilled Event

@@ -45,11 +45,17 @@ def test_stop_sends_what_is_queued_first(
     fake_api: FakeApiServer, api_client: client.ApiClient
 ) -> None:
     fake_api.put_pod(app_pod())
-    kube = KubeIntegration(NODE, annotate=False, submit=lambda _: None,
-                           kernel_kills_for=lambda *_: 0, api_client=api_client)
+    kube = KubeIntegration(
+        NODE,
+        annotate=False,
+        submit=lambda _: None,
+        kernel_kills_for=lambda *_: 0,
+        api_client=api_client,
+    )
     kube.start()
-    incidents = [enriched(kube, kill(pid=i, t=float(i), container_survived=i % 2 == 1))
-                 for i in range(2)]
+    incidents = [
+        enriched(kube, kill(pid=i, t=float(i), container_survived=i % 2 == 1)) for i in range(2)
+    ]
     for incident in incidents:
         kube.sink.emit(incident)
     kube.stop(timeout_s=5)
@@ -102,8 +108,9 @@ def test_queue_is_bounded_while_the_api_is_down(
 ) -> None:
     fake_api.put_pod(app_pod())
     kube = make_kube(max_queue=3)
-    incidents = [enriched(kube, kill(pid=i, t=float(i), container_survived=i % 2 == 0))
-                 for i in range(6)]
+    incidents = [
+        enriched(kube, kill(pid=i, t=float(i), container_survived=i % 2 == 0)) for i in range(6)
+    ]
     fake_api.go_down()
     for incident in incidents:
         kube.sink.emit(incident)

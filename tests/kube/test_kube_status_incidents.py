@@ -33,19 +33,32 @@ def test_memory_eviction_becomes_an_incident(
     submitted: list[Incident] = []
     kube = make_kube(submitted=submitted)
     wait(lambda: kube.cache.synced)
-    message = ("The node was low on resource: memory. Threshold quantity: 100Mi, available:"
-               " 90Mi. Container app was using 900Mi, request is 128Mi, has larger consumption"
-               " of memory. ")
-    fake_api.put_pod(app_pod(status_extra={"phase": "Failed", "reason": "Evicted",
-                                           "message": message}))
-    fake_api.put_pod(make_pod("batch-1", owner=("Job", "batch"), labels={}, status_extra={
-        "phase": "Failed", "reason": "Evicted",
-        "message": "The node was low on resource: ephemeral-storage. "}))
+    message = (
+        "The node was low on resource: memory. Threshold quantity: 100Mi, available:"
+        " 90Mi. Container app was using 900Mi, request is 128Mi, has larger consumption"
+        " of memory. "
+    )
+    fake_api.put_pod(
+        app_pod(status_extra={"phase": "Failed", "reason": "Evicted", "message": message})
+    )
+    fake_api.put_pod(
+        make_pod(
+            "batch-1",
+            owner=("Job", "batch"),
+            labels={},
+            status_extra={
+                "phase": "Failed",
+                "reason": "Evicted",
+                "message": "The node was low on resource: ephemeral-storage. ",
+            },
+        )
+    )
     (incident,) = wait(lambda: submitted)
     assert incident.kind == "eviction" and incident.pod_uid == UID
     assert incident.k8s is not None and incident.k8s.pod == "web-7d4b9c8f6d-x2x9z"
     assert incident.findings[0].message.startswith(
-        "Pod evicted by the kubelet for node memory pressure: The node was low on resource:")
+        "Pod evicted by the kubelet for node memory pressure: The node was low on resource:"
+    )
     time.sleep(0.3)
     assert len(submitted) == 1  # ephemeral-storage evictions are not ours
     kube.sink.emit(incident)
@@ -57,11 +70,23 @@ def test_memory_eviction_becomes_an_incident(
 def oomkilled_status(finished: datetime, container_id: str = CID) -> list[dict[str, Any]]:
     stamp = finished.strftime("%Y-%m-%dT%H:%M:%SZ")
     started = (finished - timedelta(seconds=30)).strftime("%Y-%m-%dT%H:%M:%SZ")
-    return [{"name": "app", "containerID": "containerd://" + "e" * 64, "restartCount": 1,
-             "state": {"running": {"startedAt": stamp}},
-             "lastState": {"terminated": {"reason": "OOMKilled", "exitCode": 137,
-                                          "containerID": f"containerd://{container_id}",
-                                          "startedAt": started, "finishedAt": stamp}}}]
+    return [
+        {
+            "name": "app",
+            "containerID": "containerd://" + "e" * 64,
+            "restartCount": 1,
+            "state": {"running": {"startedAt": stamp}},
+            "lastState": {
+                "terminated": {
+                    "reason": "OOMKilled",
+                    "exitCode": 137,
+                    "containerID": f"containerd://{container_id}",
+                    "startedAt": started,
+                    "finishedAt": stamp,
+                }
+            },
+        }
+    ]
 
 
 @pytest.mark.parametrize("kernel_kills", [0, 1])
@@ -87,15 +112,15 @@ def test_oomkilled_without_a_kernel_kill_is_flagged(
         assert submitted == []
         return
     (incident,) = submitted
-    assert (incident.kind, incident.pod_uid, incident.container_id) == (
-        "false_oomkilled", UID, CID)
+    assert (incident.kind, incident.pod_uid, incident.container_id) == ("false_oomkilled", UID, CID)
     assert incident.k8s is not None and incident.k8s.container == "app"
     assert incident.findings[0].code == "false_oomkilled"
     kube.sink.emit(diagnose(incident))  # the pipeline diagnoses it, as every incident
     (body,) = event_for(fake_api)
     assert (body["reason"], body["action"]) == ("OOMKilledWithoutKernelKill", "Verified")
     assert body["note"].startswith(
-        "Kubernetes shows pod shop/web-7d4b9c8f6d-x2x9z container app as OOMKilled")
+        "Kubernetes shows pod shop/web-7d4b9c8f6d-x2x9z container app as OOMKilled"
+    )
     assert " Findings: false-oomkilled. " in body["note"]
 
 

@@ -17,10 +17,20 @@ from oomwatch.store import IncidentStore
 @pytest.mark.parametrize("kind", ["eviction", "false_oomkilled"])
 def test_two_status_incidents_are_both_stored(tmp_path: Path, kind: str) -> None:
     store = IncidentStore(tmp_path)
-    first = Incident(kind=kind, boot_id="b", pod_uid="u1", container_id="c1",
-                     wall_time="2026-11-22T08:00:00+00:00")
-    second = Incident(kind=kind, boot_id="b", pod_uid="u2", container_id="c2",
-                      wall_time="2026-11-22T09:00:00+00:00")
+    first = Incident(
+        kind=kind,
+        boot_id="b",
+        pod_uid="u1",
+        container_id="c1",
+        wall_time="2026-11-22T08:00:00+00:00",
+    )
+    second = Incident(
+        kind=kind,
+        boot_id="b",
+        pod_uid="u2",
+        container_id="c2",
+        wall_time="2026-11-22T09:00:00+00:00",
+    )
     assert store.add(first) is True
     assert store.add(second) is True
     assert store.add(second) is False  # the same one again is still a duplicate

@@ -68,8 +68,7 @@ def test_comm_and_oom_score_adj_are_set(scratch: ScratchMemcg) -> None:
 @kernel
 def test_cleanup_leaves_nothing_behind(memcg_v1: None) -> None:
     with ScratchMemcg(128 * MIB) as tree:
-        container = kubelet_layout(tree, str(uuid.uuid4()), CONTAINER_ID,
-                                   pod_limit_bytes=100 * MIB)
+        container = kubelet_layout(tree, str(uuid.uuid4()), CONTAINER_ID, pod_limit_bytes=100 * MIB)
         holder = spawn_hog(container, "idle", mb=8)
         writer = spawn_hog(container, "tmpfs", mb=16, step_mb=4)
         # A child still allocating (slowly) when cleanup comes: a grandchild of the test.
@@ -123,21 +122,39 @@ def test_root_limit_is_capped() -> None:
         ("burstable", "cgroupfs", "containerd", "/kubepods/burstable/pod{uid}/{cid}"),
         ("besteffort", "cgroupfs", "cri-o", "/kubepods/besteffort/pod{uid}/crio-{cid}"),
         ("guaranteed", "cgroupfs", "docker", "/kubepods/pod{uid}/{cid}"),
-        ("burstable", "systemd", "containerd",
-         "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{uid_}.slice"
-         "/cri-containerd-{cid}.scope"),
-        ("besteffort", "systemd", "cri-o",
-         "/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod{uid_}.slice"
-         "/crio-{cid}.scope"),
-        ("guaranteed", "systemd", "docker",
-         "/kubepods.slice/kubepods-pod{uid_}.slice/docker-{cid}.scope"),
+        (
+            "burstable",
+            "systemd",
+            "containerd",
+            "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{uid_}.slice"
+            "/cri-containerd-{cid}.scope",
+        ),
+        (
+            "besteffort",
+            "systemd",
+            "cri-o",
+            "/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod{uid_}.slice"
+            "/crio-{cid}.scope",
+        ),
+        (
+            "guaranteed",
+            "systemd",
+            "docker",
+            "/kubepods.slice/kubepods-pod{uid_}.slice/docker-{cid}.scope",
+        ),
     ],
 )
-def test_kubelet_layout_names(scratch: ScratchMemcg, qos: str, driver: str, runtime: str,
-                              expected_tail: str) -> None:
+def test_kubelet_layout_names(
+    scratch: ScratchMemcg, qos: str, driver: str, runtime: str, expected_tail: str
+) -> None:
     uid = str(uuid.uuid4())
     container = kubelet_layout(
-        scratch, uid, CONTAINER_ID, qos=qos, driver=driver, runtime=runtime,  # type: ignore[arg-type]
+        scratch,
+        uid,
+        CONTAINER_ID,
+        qos=qos,
+        driver=driver,
+        runtime=runtime,  # type: ignore[arg-type]
         pod_limit_bytes=96 * MIB,
     )
     tail = expected_tail.format(uid=uid, uid_=uid.replace("-", "_"), cid=CONTAINER_ID)
@@ -146,8 +163,7 @@ def test_kubelet_layout_names(scratch: ScratchMemcg, qos: str, driver: str, runt
     pod = container.fs_path.parent
     assert int((pod / "memory.limit_in_bytes").read_text()) == 96 * MIB
     identity = identify(container.relpath)
-    assert (identity.pod_uid, identity.container_id, identity.qos_class) == (uid, CONTAINER_ID,
-                                                                            qos)
+    assert (identity.pod_uid, identity.container_id, identity.qos_class) == (uid, CONTAINER_ID, qos)
     assert (identity.driver, identity.level) == (driver, "container")
     if not (driver == "cgroupfs" and runtime == "docker"):  # a bare id does not name it
         assert identity.runtime == runtime
@@ -162,16 +178,18 @@ def test_kmsg_tail_sees_new_records_only(memcg_v1: None) -> None:
             os.write(fd, f"<6>{token}\n".encode())
         finally:
             os.close(fd)
-        records = tail.collect(until=lambda record: token.encode() in record, timeout_s=5,
-                               settle_s=0)
+        records = tail.collect(
+            until=lambda record: token.encode() in record, timeout_s=5, settle_s=0
+        )
     assert [kmsg_message(record) for record in records] == [token]
 
 
 @kernel
 def test_child_worker_parent_survives_its_killed_child(scratch: ScratchMemcg) -> None:
     memcg = scratch.create_child("worker", 64 * MIB)
-    capture = provoke_kill(memcg, mode="child-worker", mb=200, comm="lab-worker",
-                           parent_comm="lab-main", linger_s=30)
+    capture = provoke_kill(
+        memcg, mode="child-worker", mb=200, comm="lab-worker", parent_comm="lab-main", linger_s=30
+    )
     parent = capture.hog
     [child] = capture.victim_pids
     assert child != parent.pid
@@ -237,4 +255,5 @@ def test_unavailable_reason_names_what_is_missing(tmp_path: Path) -> None:
 def test_unavailable_reason_when_not_root(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
     assert memcg_v1_unavailable_reason() == (
-        "not root (euid 1000): scratch memcgs and /dev/kmsg need root")
+        "not root (euid 1000): scratch memcgs and /dev/kmsg need root"
+    )

@@ -49,7 +49,8 @@ def test_requests_are_bounded_and_checked() -> None:
     port = server.server_address[1]
     try:
         assert raw(port, b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n").startswith(
-            b"HTTP/1.0 503 Service Unavailable")  # a failing check is unhealthy, not a crash
+            b"HTTP/1.0 503 Service Unavailable"
+        )  # a failing check is unhealthy, not a crash
         head = raw(port, b"HEAD /healthz HTTP/1.1\r\n\r\n")
         assert head.startswith(b"HTTP/1.0 503") and head.endswith(b"\r\n\r\n")
         assert raw(port, b"POST /healthz HTTP/1.1\r\n\r\n").startswith(b"HTTP/1.0 405")

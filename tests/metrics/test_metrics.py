@@ -24,10 +24,22 @@ from oomwatch.incident import (
 from oomwatch.sinks.metrics import Metrics, SeriesLabels
 
 UID = "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0"
-IDS = {"namespace": "ml", "pod": "trainer-0", "container": "main", "pod_uid": UID,
-       "workload": "", "workload_type": ""}
-EMPTY = {"namespace": "", "pod": "", "container": "", "pod_uid": "", "workload": "",
-         "workload_type": ""}
+IDS = {
+    "namespace": "ml",
+    "pod": "trainer-0",
+    "container": "main",
+    "pod_uid": UID,
+    "workload": "",
+    "workload_type": "",
+}
+EMPTY = {
+    "namespace": "",
+    "pod": "",
+    "container": "",
+    "pod_uid": "",
+    "workload": "",
+    "workload_type": "",
+}
 
 
 class FakeClock:
@@ -113,11 +125,19 @@ def test_an_ambiguous_kill_is_counted_on_no_pod(served: tuple[Metrics, str, list
     """Two candidates: the kill is counted, with empty identity labels and `ambiguous`, so
     no alert names a pod that may be innocent (and one series for all such kills)."""
     metrics, base, _ = served
-    candidates = [AttributionCandidate("/kubepods/pod1/a", "1"),
-                  AttributionCandidate("/kubepods/pod2/b", "2")]
+    candidates = [
+        AttributionCandidate("/kubepods/pod1/a", "1"),
+        AttributionCandidate("/kubepods/pod2/b", "2"),
+    ]
     for _ in range(2):
-        metrics.emit(_kill(pod_uid=None, k8s=None, limit_scope=None, attribution=Attribution(
-            "counter", "ambiguous", candidates, "two counters rose")))
+        metrics.emit(
+            _kill(
+                pod_uid=None,
+                k8s=None,
+                limit_scope=None,
+                attribution=Attribution("counter", "ambiguous", candidates, "two counters rose"),
+            )
+        )
     scraped = _scrape(base)
     assert scraped["oomwatch_oom_kills_total"] == [
         (dict(EMPTY, kind="memcg", scope="", attribution="ambiguous"), 2.0)
@@ -180,17 +200,22 @@ def test_memory_gauges_and_stale_series_are_forgotten(
 
 
 def test_working_set_workload_labels_findings_and_no_created_series(
-    served: tuple[Metrics, str, list[bool]]
+    served: tuple[Metrics, str, list[bool]],
 ) -> None:
     """`ContainerMemoryNearLimit` reads the working set (usage minus inactive file cache), not
     usage with its page cache; the owner is a label; findings are counted by code; and no
     counter has a `_created` twin."""
     metrics, base, _ = served
-    web = PodContext("shop", "web-7d4b9c8f6d-x2x9z", "app", owner_kind="Deployment",
-                     owner_name="web")
-    kill = diagnose(_kill(k8s=web, memcg=MemcgUsage(usage_bytes=256 << 20, limit_bytes=256 << 20),
-                          breakdown_bytes=Breakdown(anon=40 << 20, file=210 << 20,
-                                                    shmem=200 << 20)))
+    web = PodContext(
+        "shop", "web-7d4b9c8f6d-x2x9z", "app", owner_kind="Deployment", owner_name="web"
+    )
+    kill = diagnose(
+        _kill(
+            k8s=web,
+            memcg=MemcgUsage(usage_bytes=256 << 20, limit_bytes=256 << 20),
+            breakdown_bytes=Breakdown(anon=40 << 20, file=210 << 20, shmem=200 << 20),
+        )
+    )
     metrics.emit(kill)
     labels = SeriesLabels.of(kill)
     assert (labels.workload, labels.workload_type) == ("web", "deployment")
@@ -199,8 +224,11 @@ def test_working_set_workload_labels_findings_and_no_created_series(
     ids = dict(labels._asdict())
     assert scraped["oomwatch_container_memory_working_set_bytes"] == [(ids, float(300 << 20))]
     assert scraped["oomwatch_container_memory_usage_bytes"] == [(ids, float(900 << 20))]
-    assert {lab["finding"] for lab, _ in scraped["oomwatch_oom_findings_total"]} == {
-        f.code for f in kill.findings} == {"limit-container", "tmpfs-shmem"}
+    assert (
+        {lab["finding"] for lab, _ in scraped["oomwatch_oom_findings_total"]}
+        == {f.code for f in kill.findings}
+        == {"limit-container", "tmpfs-shmem"}
+    )
     assert not [name for name in scraped if name.endswith("_created")]
 
 

@@ -100,8 +100,9 @@ def cuda_in_use(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
-    monkeypatch.setattr(torch.cuda, "memory_stats", lambda device=None: dict(
-        memory_stats_after_one_64_mib_tensor()))
+    monkeypatch.setattr(
+        torch.cuda, "memory_stats", lambda device=None: dict(memory_stats_after_one_64_mib_tensor())
+    )
     monkeypatch.setattr(torch.cuda, "memory_snapshot", memory_snapshot)
     return calls
 

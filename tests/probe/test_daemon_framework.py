@@ -50,8 +50,10 @@ def test_framework_oom_through_the_daemon(memcg_v1: None, tmp_path: Path) -> Non
         )
         assert run.returncode == 1 and "OutOfMemoryError" in run.stderr  # it still dies
         found = agent.wait_for(
-            lambda i: i.kind == "framework"
-            and (i.allocator or {}).get("claimed", {}).get("pod_uid") == POD_UID
+            lambda i: (
+                i.kind == "framework"
+                and (i.allocator or {}).get("claimed", {}).get("pod_uid") == POD_UID
+            )
         )
         metrics = agent.metrics()
     assert len(found) == 1
@@ -63,9 +65,7 @@ def test_framework_oom_through_the_daemon(memcg_v1: None, tmp_path: Path) -> Non
     assert alloc["requested_bytes"] == 6 << 30
     assert alloc["reserved_unallocated_bytes"] == round(23.91 * (1 << 30))
     series = [
-        line
-        for line in metrics.splitlines()
-        if line.startswith("oomwatch_framework_oom_total{")
+        line for line in metrics.splitlines() if line.startswith("oomwatch_framework_oom_total{")
     ]
     assert len(series) == 1 and 'framework="torch-cuda"' in series[0]
     assert 'pod_uid=""' in series[0] and 'namespace=""' in series[0]

@@ -202,8 +202,9 @@ def test_a_file_not_owned_by_the_victims_uid_is_refused(
     with caplog.at_level(logging.WARNING):
         ProbeEnricher(probe_dir).enrich(incident)
     assert incident.allocator is not None and incident.allocator["phase"] == "grand_scoring"
-    assert any("owner uid 65534 is not the victim's" in getattr(r, "reason", "")
-               for r in caplog.records)
+    assert any(
+        "owner uid 65534 is not the victim's" in getattr(r, "reason", "") for r in caplog.records
+    )
     # The kernel's uid decides, not freshness: had the victim run as 65534, only that file fits.
     other = _kill(task_memcg=META.cgroup, victims=[Victim(pid=999, comm="python3", uid=65534)])
     ProbeEnricher(probe_dir).enrich(other)

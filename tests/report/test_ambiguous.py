@@ -17,10 +17,13 @@ REASON = "two cgroups' oom_kill counters rose at its time"
 
 def ambiguous() -> Incident:
     incident = Incident(
-        kind="memcg", kernel_time_s=10.0, header_suppressed=True,
+        kind="memcg",
+        kernel_time_s=10.0,
+        header_suppressed=True,
         victims=[Victim(pid=4242, comm="python3", anon_rss_bytes=40000 * 1024)],
-        attribution=Attribution("counter", "ambiguous",
-                                [AttributionCandidate(A), AttributionCandidate(B)], REASON),
+        attribution=Attribution(
+            "counter", "ambiguous", [AttributionCandidate(A), AttributionCandidate(B)], REASON
+        ),
     )
     incident = annotate(incident)
     assert incident.attribution is not None
@@ -34,9 +37,12 @@ def test_candidates_get_their_pod_uids_and_no_pod_is_charged() -> None:
     assert incident.pod_uid is None and incident.container_id is None
     assert incident.attribution is not None
     assert [c.pod_uid for c in incident.attribution.candidates] == [
-        "11111111-0000-4000-8000-000000000001", "22222222-0000-4000-8000-000000000002"]
+        "11111111-0000-4000-8000-000000000001",
+        "22222222-0000-4000-8000-000000000002",
+    ]
     assert incident.attribution.describe() == (
-        "one of pods ml/worker-0, uid 22222222-0000-4000-8000-000000000002")
+        "one of pods ml/worker-0, uid 22222222-0000-4000-8000-000000000002"
+    )
 
 
 def test_text_and_html_reports_say_one_of_pods() -> None:
@@ -67,5 +73,4 @@ def test_log_line_names_the_candidates_and_why() -> None:
 
 
 def test_the_verdict_and_summary_cell_say_one_of_pods() -> None:
-    assert short_where(ambiguous()) == (
-        "one of pods ml/worker-0, 22222222")
+    assert short_where(ambiguous()) == ("one of pods ml/worker-0, 22222222")

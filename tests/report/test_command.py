@@ -216,7 +216,10 @@ def test_no_incidents_is_success(report, tmp_path: Path) -> None:  # type: ignor
     run = report(str(quiet))
     assert run.rc == 0 and "No OOM kills found" in run.out
     assert report(str(quiet), "--json").json() == {
-        "schema_version": 2, "incidents": [], "warnings": []}
+        "schema_version": 2,
+        "incidents": [],
+        "warnings": [],
+    }
 
 
 @pytest.mark.parametrize(

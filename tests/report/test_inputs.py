@@ -27,8 +27,21 @@ JOURNAL = Path(__file__).resolve().parents[1] / "data" / "journal"
 SYSLOG = "02"  # the syslog of one AKS node: a pod-limit kill, then the next invocation
 UID = "5931aa75-4603-4e65-b552-7c71cf55cfb5"
 # What a decode must keep whatever the input form (wall clock and format may differ).
-SAME = ("kind", "kernel_time_s", "victims", "pod_uid", "container_id", "memcg", "tasks",
-        "breakdown_bytes", "limit_scope", "oom_memcg", "task_memcg", "invoker", "findings")
+SAME = (
+    "kind",
+    "kernel_time_s",
+    "victims",
+    "pod_uid",
+    "container_id",
+    "memcg",
+    "tasks",
+    "breakdown_bytes",
+    "limit_scope",
+    "oom_memcg",
+    "task_memcg",
+    "invoker",
+    "findings",
+)
 
 
 def _report(args: list[str], data: bytes | None = None) -> tuple[int, dict[str, Any], str]:
@@ -94,8 +107,8 @@ FORMS: dict[str, Callable[[str], bytes]] = {
     "utf-16-le-bom": lambda t: t.encode("utf-16"),  # what PowerShell's `>` writes
     "utf-16-be-bom": lambda t: codecs.BOM_UTF16_BE + t.encode("utf-16-be"),
     "utf-16-le": lambda t: t.encode("utf-16-le"),
-    "windows-paste": lambda t: t.replace("\n", "\r\n").replace(" invoked", "\xa0invoked").encode(
-        "cp1252"
+    "windows-paste": lambda t: (
+        t.replace("\n", "\r\n").replace(" invoked", "\xa0invoked").encode("cp1252")
     ),
     "gzip-of-crlf-utf16": lambda t: gzip.compress(t.replace("\n", "\r\n").encode("utf-16")),
 }
@@ -118,8 +131,13 @@ def test_windows_1252_bytes_become_their_characters(plain: dict[str, Any], tmp_p
 
 
 @pytest.mark.parametrize(
-    "name", ["02-aks-journal.json", "02-aks-journal-k.json", "02-aks-journal.json-pretty",
-             "02-aks-journal.export"],
+    "name",
+    [
+        "02-aks-journal.json",
+        "02-aks-journal-k.json",
+        "02-aks-journal.json-pretty",
+        "02-aks-journal.export",
+    ],
 )
 def test_journalctl_dumps_decode_with_the_journal_clock(
     name: str, plain: dict[str, Any], tmp_path: Path

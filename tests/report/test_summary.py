@@ -46,7 +46,16 @@ def test_300_kills_read_in_one_screen(report, log300: str) -> None:  # type: ign
     table = _table(run.out)
     assert lines.index(table[0]) == 2  # the table comes right after the headline
     assert table[0].split() == [
-        "#", "time", "kills", "pod", "/", "cgroup", "victim", "kind", "limit", "dominant",
+        "#",
+        "time",
+        "kills",
+        "pod",
+        "/",
+        "cgroup",
+        "victim",
+        "kind",
+        "limit",
+        "dominant",
         "verdict",
     ]
     assert all(len(line) <= TERMINAL_COLUMNS for line in table)
@@ -88,7 +97,11 @@ def test_summary_cells_of_a_group_kill(corpus: Path) -> None:
     incident = diagnose(annotate(incident))
     [row] = summary.rows([incident])
     assert row.cells[3:] == (
-        "pod a5d8fdd1", "bash (7788) +4", "memcg", "7.1 GiB", "heap 99 %",
+        "pod a5d8fdd1",
+        "bash (7788) +4",
+        "memcg",
+        "7.1 GiB",
+        "heap 99 %",
         "limit-node-allocatable",
     )
 
@@ -113,7 +126,9 @@ def test_every_corpus_verdict_is_one_sentence_to_read_aloud() -> None:
         # it starts with the victim's name, which may be `(resolved)` (corpus 74)
         assert line.endswith(".") and "\n" not in line and not line[0].isspace()
         assert verdict_code(incident) in {
-            *(f.code for f in incident.findings), "no-kill", "limit-unknown"
+            *(f.code for f in incident.findings),
+            "no-kill",
+            "limit-unknown",
         }
     # the reasoning and full advice are not lost: findings and the recommendation carry them
     assert any(len(i.recommendation["message"]) > 200 for i in incidents if i.recommendation)
@@ -153,8 +168,10 @@ def test_json_incidents_are_the_incident_fields(report, log300: str) -> None:  #
     assert {i["verdict_code"] for i in doc["incidents"]} >= {"limit-pod", "limit-node"}
 
 
-@pytest.mark.parametrize(("span", "ticks", "step"), [(7.6, 4, 2), (108, 4, 50), (1, 5, 0.2),
-                                                     (179, 5, 50), (0.03, 4, 0.01)])
+@pytest.mark.parametrize(
+    ("span", "ticks", "step"),
+    [(7.6, 4, 2), (108, 4, 50), (1, 5, 0.2), (179, 5, 50), (0.03, 4, 0.01)],
+)
 def test_nice_steps_are_1_2_5(span: float, ticks: int, step: float) -> None:
     assert nice_step(span, ticks) == pytest.approx(step)
 
@@ -162,14 +179,26 @@ def test_nice_steps_are_1_2_5(span: float, ticks: int, step: float) -> None:
 def test_axis_ticks_are_round_in_human_units() -> None:
     top, marks = byte_ticks(7.6 * 2**30)
     assert top == 8 * 2**30 and [label for _, label in marks] == [
-        "0", "2 GiB", "4 GiB", "6 GiB", "8 GiB"
+        "0",
+        "2 GiB",
+        "4 GiB",
+        "6 GiB",
+        "8 GiB",
     ]
     assert [label for _, label in byte_ticks(108 * 2**20)[1]] == [
-        "0", "50 MiB", "100 MiB", "150 MiB"
+        "0",
+        "50 MiB",
+        "100 MiB",
+        "150 MiB",
     ]
     start, marks = time_ticks(600)
     assert start == -600 and [label for _, label in marks] == [
-        "-10 min", "-8 min", "-6 min", "-4 min", "-2 min", "0"
+        "-10 min",
+        "-8 min",
+        "-6 min",
+        "-4 min",
+        "-2 min",
+        "0",
     ]
     seconds = [label for _, label in time_ticks(179)[1]]
     assert seconds == ["-200 s", "-150 s", "-100 s", "-50 s", "0"]

@@ -82,9 +82,9 @@ class PrometheusServer:
                 {
                     "job_name": "oomwatch",
                     "honor_labels": True,
-                    "static_configs": static_configs if static_configs is not None else (
-                        [{"targets": targets, "labels": target_labels or {}}] if targets else []
-                    ),
+                    "static_configs": static_configs
+                    if static_configs is not None
+                    else ([{"targets": targets, "labels": target_labels or {}}] if targets else []),
                 }
             ],
         }

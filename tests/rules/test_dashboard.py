@@ -56,7 +56,7 @@ def test_variables_for_cluster_node_namespace_and_workload() -> None:
     assert names == ["datasource", "cluster", "node", "namespace", "workload"]
     for expr in [e for _, e in panel_queries()]:
         if "oomwatch_" in expr or "container:" in expr or "node:" in expr:
-            assert '$cluster' in expr, expr  # every oomwatch query follows the cluster choice
+            assert "$cluster" in expr, expr  # every oomwatch query follows the cluster choice
         if re.search(r"oomwatch_container_memory|container:oomwatch_|oomwatch_oom_findings", expr):
             assert "$workload" in expr and "$namespace" in expr, expr
 
@@ -64,9 +64,12 @@ def test_variables_for_cluster_node_namespace_and_workload() -> None:
 def test_kills_are_marked_on_the_memory_panels() -> None:
     dashboard = load_dashboard()
     [kills] = [a for a in dashboard["annotations"]["list"] if a.get("name") == "OOM kills"]
-    memory = [p["id"] for p in dashboard_panels(dashboard)
-              if "oomwatch_container_memory" in " ".join(t["expr"] for t in p.get("targets", []))
-              or "working_set_over_limit" in " ".join(t["expr"] for t in p.get("targets", []))]
+    memory = [
+        p["id"]
+        for p in dashboard_panels(dashboard)
+        if "oomwatch_container_memory" in " ".join(t["expr"] for t in p.get("targets", []))
+        or "working_set_over_limit" in " ".join(t["expr"] for t in p.get("targets", []))
+    ]
     assert kills["enable"] and sorted(kills["filter"]["ids"]) == sorted(memory) and memory
     # a kill counter appears at its first kill: the mark must see that kill too
     assert "unless" in kills["expr"] and "offset 1m" in kills["expr"]
@@ -75,8 +78,11 @@ def test_kills_are_marked_on_the_memory_panels() -> None:
 def test_the_kernel_count_panel_compares_like_with_like() -> None:
     """node_vmstat_oom_kill counts processes the OOM killer killed (the kernel's `oom_kill`
     event, once per victim): the same unit as oomwatch_oom_kills_total, never incidents."""
-    [panel] = [p for p in dashboard_panels(load_dashboard())
-               if "node_vmstat_oom_kill" in " ".join(t["expr"] for t in p.get("targets", []))]
+    [panel] = [
+        p
+        for p in dashboard_panels(load_dashboard())
+        if "node_vmstat_oom_kill" in " ".join(t["expr"] for t in p.get("targets", []))
+    ]
     exprs = " ".join(t["expr"] for t in panel["targets"])
     assert "oomwatch_oom_kills_total" in exprs and "oomwatch_oom_incidents_total" not in exprs
     assert "by (node)" in exprs

@@ -85,11 +85,28 @@ def agent_scrape(tmp_path: Path) -> Iterator[str]:
     log_file = tmp_path / "oomwatch.log"
     with log_file.open("wb") as log:
         agent = subprocess.Popen(
-            [sys.executable, "-m", "oomwatch.cli", "run", "--standalone", "--kmsg", str(fifo),
-             "--cgroup-root", str(tmp_path / "cgroup"), "--state-dir", str(tmp_path / "state"),
-             "--metrics-address", base.removeprefix("http://"), "--sample-interval-s", "0.2",
-             "--enrich-wait-s", "1"],
-            stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            [
+                sys.executable,
+                "-m",
+                "oomwatch.cli",
+                "run",
+                "--standalone",
+                "--kmsg",
+                str(fifo),
+                "--cgroup-root",
+                str(tmp_path / "cgroup"),
+                "--state-dir",
+                str(tmp_path / "state"),
+                "--metrics-address",
+                base.removeprefix("http://"),
+                "--sample-interval-s",
+                "0.2",
+                "--enrich-wait-s",
+                "1",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
 
     def scrape_when(ready: str, timeout_s: float) -> str:
@@ -103,8 +120,10 @@ def agent_scrape(tmp_path: Path) -> Iterator[str]:
             if status == 200 and ready in body.decode():
                 return body.decode()
             time.sleep(0.1)
-        raise AssertionError(f"no {ready!r} within {timeout_s:.0f} s:\n"
-                             + log_file.read_text(errors="replace")[-4000:])
+        raise AssertionError(
+            f"no {ready!r} within {timeout_s:.0f} s:\n"
+            + log_file.read_text(errors="replace")[-4000:]
+        )
 
     try:
         scrape_when("oomwatch_build_info", 30.0)  # serving
@@ -197,7 +216,10 @@ def test_every_recording_rule_is_used_and_every_named_one_exists() -> None:
 def test_kube_state_metrics_series_only_in_the_agent_down_alert() -> None:
     """The exemption for names the agent does not export is narrow, and not stale."""
     for name, allowed in KUBE_STATE_METRICS.items():
-        users = {rule.get("alert") for rule in rules()
-                 if name in " ".join([rule["expr"], *rule.get("annotations", {}).values()])}
+        users = {
+            rule.get("alert")
+            for rule in rules()
+            if name in " ".join([rule["expr"], *rule.get("annotations", {}).values()])
+        }
         assert users == allowed, (name, users)
     assert kube_state_metrics_misuse() == {}

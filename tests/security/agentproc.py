@@ -72,8 +72,11 @@ def kill_records(seq0: int, ts_us: int, pid: int, extra_tasks: int = 0) -> bytes
         out.append((level, text.replace(b"9351", str(pid).encode())))
         if text.startswith(b"[  pid  ]"):
             out += [
-                (level, f"[{pid + 1 + i:7d}]  1000 {pid + 1 + i:5d}    28749    11453     9792"
-                        f"     1661         0   139264        0             0 worker-{i}".encode())
+                (
+                    level,
+                    f"[{pid + 1 + i:7d}]  1000 {pid + 1 + i:5d}    28749    11453     9792"
+                    f"     1661         0   139264        0             0 worker-{i}".encode(),
+                )
                 for i in range(extra_tasks)
             ]
     return b"".join(
@@ -130,7 +133,7 @@ class AgentProc:
         view = memoryview(records)
         while view:
             try:
-                view = view[os.write(self.fifo_fd, view):]
+                view = view[os.write(self.fifo_fd, view) :]
             except BlockingIOError:
                 time.sleep(0.001)
         (self.container_dir / "memory.events").write_text(events_file(self.kills))
@@ -185,8 +188,11 @@ def running_agent(
     repo: Path, tmp: Path, *extra: str, kubeconfig: Path | None = None, wait_healthy: bool = True
 ) -> Iterator[AgentProc]:
     """An agent over tmp/cgroup, tmp/kmsg.fifo, tmp/probe and tmp/state (created if absent)."""
-    container_dir = make_tree(tmp / "cgroup") if not (tmp / "cgroup").exists() else (
-        tmp / "cgroup" / CONTAINER.strip("/"))
+    container_dir = (
+        make_tree(tmp / "cgroup")
+        if not (tmp / "cgroup").exists()
+        else (tmp / "cgroup" / CONTAINER.strip("/"))
+    )
     (tmp / "probe").mkdir(exist_ok=True)
     fifo = tmp / "kmsg.fifo"
     if not fifo.exists():
@@ -223,8 +229,14 @@ def running_agent(
         os.close(fifo_fd)
 
 
-def peak_rss_kib(command: list[str], env: dict[str, str], cwd: Path, timeout_s: float,
-                 cap_kib: int, stdout: Path | None = None) -> dict[str, Any]:
+def peak_rss_kib(
+    command: list[str],
+    env: dict[str, str],
+    cwd: Path,
+    timeout_s: float,
+    cap_kib: int,
+    stdout: Path | None = None,
+) -> dict[str, Any]:
     """Run a command to its end and measure its peak RSS (its VmHWM, polled every 20 ms);
     stop it at `timeout_s` or once its RSS passes `cap_kib` (the machine is shared).
 

@@ -33,13 +33,23 @@ def meta(**claims: Any) -> dict[str, Any]:
 
 
 def sample(i: int) -> dict[str, Any]:
-    return {"wall_s": time.time(), "mono_s": time.monotonic(), "rss_bytes": (500 + i) << 20,
-            "phase": "p" * 128, "step": i, "cuda": {"device": "cuda:0", "reserved_bytes": i}}
+    return {
+        "wall_s": time.time(),
+        "mono_s": time.monotonic(),
+        "rss_bytes": (500 + i) << 20,
+        "phase": "p" * 128,
+        "step": i,
+        "cuda": {"device": "cuda:0", "reserved_bytes": i},
+    }
 
 
 def oom(i: int) -> dict[str, Any]:
-    return {"wall_s": time.time(), "mono_s": time.monotonic() + i * 1e-3,
-            "framework": "torch-cuda", "message": "CUDA out of memory. " + "m" * 1000}
+    return {
+        "wall_s": time.time(),
+        "mono_s": time.monotonic() + i * 1e-3,
+        "framework": "torch-cuda",
+        "message": "CUDA out of memory. " + "m" * 1000,
+    }
 
 
 def put(agent: AgentProc, name: str, geometry: RingGeometry, head: dict[str, Any],
@@ -105,8 +115,19 @@ def test_claimed_identities_mint_no_series_and_no_etcd_labels(tmp_path: Path) ->
     """Was: +1,000 series per rewrite of 1,000 claims; etcd's labels from a file."""
     tiny = RingGeometry(slot_bytes=2048, sample_slots=1, event_slots=1)
     with running_agent(REPO, tmp_path) as agent:
-        put(agent, "etcd.ring", tiny, meta(pod_uid="e7cd0000-0001", namespace="kube-system",
-                                           pod_name="etcd-node-a", container="etcd"), 1, 1)
+        put(
+            agent,
+            "etcd.ring",
+            tiny,
+            meta(
+                pod_uid="e7cd0000-0001",
+                namespace="kube-system",
+                pod_name="etcd-node-a",
+                container="etcd",
+            ),
+            1,
+            1,
+        )
         for round_no in range(2):
             for i in range(300):
                 claims = {"pod_uid": f"c{round_no}-{i}", "namespace": f"ns{round_no}-{i}",
@@ -155,8 +176,11 @@ def test_an_unusable_database_is_moved_aside_and_the_agent_runs(
     with running_agent(REPO, tmp_path) as agent:
         agent.kill()
         assert kernel_kill_logged(agent, 20_001, 10) is not None
-        logs = [line for _, line in agent.lines
-                if line.get("event") == "store_unusable" and line.get("moved_to")]
+        logs = [
+            line
+            for _, line in agent.lines
+            if line.get("event") == "store_unusable" and line.get("moved_to")
+        ]
     assert logs, "no log line says where the database went"
     assert list((tmp_path / "state").glob(f"oomwatch.db.{damage}-*"))
 

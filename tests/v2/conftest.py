@@ -21,8 +21,15 @@ from oomwatch.lab import ScratchMemcg
 from oomwatch.lab.fixtures import memcg_v2, scratch_v2
 from oomwatch.lab.vm import FIXTURES_ENV
 
-COUNTER_FILES = ("memory.events", "memory.events.local", "memory.max", "memory.oom.group",
-                 "memory.current", "memory.stat", "memory.swap.max")
+COUNTER_FILES = (
+    "memory.events",
+    "memory.events.local",
+    "memory.max",
+    "memory.oom.group",
+    "memory.current",
+    "memory.stat",
+    "memory.swap.max",
+)
 
 
 def snapshot(scratch: ScratchMemcg) -> dict[str, dict[str, str]]:
@@ -52,10 +59,17 @@ def record(
         return
     directory = Path(where)
     directory.mkdir(parents=True, exist_ok=True)
-    (directory / f"{name}.kmsg").write_bytes(b"".join(
-        raw if raw.endswith(b"\n") else raw + b"\n" for raw in records))
-    doc = {"kernel": os.uname().release, "scenario": name, "scratch": scratch.relpath,
-           "before": before or {}, "after": snapshot(scratch), "facts": facts}
+    (directory / f"{name}.kmsg").write_bytes(
+        b"".join(raw if raw.endswith(b"\n") else raw + b"\n" for raw in records)
+    )
+    doc = {
+        "kernel": os.uname().release,
+        "scenario": name,
+        "scratch": scratch.relpath,
+        "before": before or {},
+        "after": snapshot(scratch),
+        "facts": facts,
+    }
     (directory / f"{name}.json").write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
 
 

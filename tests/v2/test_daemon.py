@@ -29,11 +29,15 @@ MIB = 1 << 20
 Start = Callable[..., DaemonProcess]
 
 
-def container(scratch: ScratchMemcg, limit_mb: int | None = 32,
-              pod_limit_mb: int | None = None) -> tuple[Memcg, str, str]:
+def container(
+    scratch: ScratchMemcg, limit_mb: int | None = 32, pod_limit_mb: int | None = None
+) -> tuple[Memcg, str, str]:
     uid, cid = str(uuid.uuid4()), uuid.uuid4().hex * 2
     memcg = kubelet_layout(
-        scratch, uid, cid, driver="systemd",
+        scratch,
+        uid,
+        cid,
+        driver="systemd",
         container_limit_bytes=limit_mb * MIB if limit_mb else None,
         pod_limit_bytes=pod_limit_mb * MIB if pod_limit_mb else None,
     )
@@ -53,7 +57,8 @@ def test_kill_reaches_log_metric_and_store_and_a_restart_adds_nothing(
     assert hog.wait(60) == -signal.SIGKILL
     killed_at = time.monotonic()
     arrived, line = daemon.wait_line(
-        lambda e: e.get("event") == "oom_kill" and e.get("process.pid") == hog.pid, timeout_s=20)
+        lambda e: e.get("event") == "oom_kill" and e.get("process.pid") == hog.pid, timeout_s=20
+    )
     print(f"kill to JSON line: {arrived - killed_at:.2f} s (emulated)")
     assert line["k8s.pod.uid"] == uid and line["container.id"] == cid
     assert (line["process.executable.name"], line["limit_scope"]) == ("v2-kill", "container")
@@ -62,8 +67,16 @@ def test_kill_reaches_log_metric_and_store_and_a_restart_adds_nothing(
     assert line["breakdown"]["anon_bytes"] > 16 * MIB  # from v2's `anon` stat
 
     def metric_seen() -> bool:
-        return metric_value(daemon.metrics(), "oomwatch_oom_kills_total", pod_uid=uid,
-                            kind="memcg", scope="container") == 1.0
+        return (
+            metric_value(
+                daemon.metrics(),
+                "oomwatch_oom_kills_total",
+                pod_uid=uid,
+                kind="memcg",
+                scope="container",
+            )
+            == 1.0
+        )
 
     assert wait_for(metric_seen, 10.0)
     assert wait_for(lambda: len(incidents_for(daemon.state_dir, {hog.pid}, scratch_v2)) == 1, 10)
@@ -91,7 +104,8 @@ def test_group_kill_is_one_incident_and_its_counters_are_reconciled(
     assert hog.wait(60) == -signal.SIGKILL
     members = {hog.pid, *(p.pid for p in peers)}
     _, line = daemon.wait_line(
-        lambda e: e.get("event") == "oom_kill" and e.get("k8s.pod.uid") == uid, timeout_s=20)
+        lambda e: e.get("event") == "oom_kill" and e.get("k8s.pod.uid") == uid, timeout_s=20
+    )
     assert line["group_kill"] is True and line["process.pid"] == hog.pid
     assert line["oom_group_enabled"] is True and set(line["victim_pids"]) == members
     time.sleep(5.0)  # past the grace: a counted kill no log line explained would show now
@@ -134,14 +148,25 @@ def test_kill_9_mid_burst_and_restart_loses_and_doubles_nothing(
 ) -> None:
     """A container made after the agent's last checkpoint once lost its kills to the QoS
     slice here (6.1): the kills while the agent was down must land in their pods."""
-    kill_9_mid_burst_and_restart(scratch_v2, start_daemon, tmp_path / "state", container,
-                                 memcgs=3, children=4, comm="v2-r", settle_s=30.0)
+    kill_9_mid_burst_and_restart(
+        scratch_v2,
+        start_daemon,
+        tmp_path / "state",
+        container,
+        memcgs=3,
+        children=4,
+        comm="v2-r",
+        settle_s=30.0,
+    )
 
 
 def test_oomwatch_demo_records_and_prints_a_real_kill_on_v2(memcg_v2: None) -> None:
     result = subprocess.run(
         [sys.executable, "-m", "oomwatch.cli", "demo", "--json", "--limit-mb", "32"],
-        capture_output=True, timeout=300, env={**os.environ, "PYTHONPATH": str(REPO)}, cwd=REPO,
+        capture_output=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        cwd=REPO,
     )
     stderr = result.stderr.decode(errors="replace")
     assert result.returncode == 0, stderr[-3000:]

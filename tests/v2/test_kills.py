@@ -26,8 +26,14 @@ def test_single_kill(scratch_v2: ScratchMemcg) -> None:
     before = snapshot(scratch_v2)
     capture = provoke_kill(memcg, mode="anon", mb=200, comm="v2-plain")
     incident = capture.full_incident()
-    record("single-kill", capture.records, scratch_v2, before, victim_pid=capture.hog.pid,
-           memcg=memcg.relpath)
+    record(
+        "single-kill",
+        capture.records,
+        scratch_v2,
+        before,
+        victim_pid=capture.hog.pid,
+        memcg=memcg.relpath,
+    )
 
     assert (incident.kind, incident.constraint) == ("memcg", "CONSTRAINT_MEMCG")
     assert incident.oom_memcg == incident.task_memcg == memcg.relpath
@@ -54,7 +60,11 @@ def test_single_kill(scratch_v2: ScratchMemcg) -> None:
 def test_kubelet_hierarchy(scratch_v2: ScratchMemcg, driver: str, scope: str) -> None:
     pod_uid = str(uuid.uuid4())
     container = kubelet_layout(
-        scratch_v2, pod_uid, CONTAINER_ID, qos="burstable", driver=driver,  # type: ignore[arg-type]
+        scratch_v2,
+        pod_uid,
+        CONTAINER_ID,
+        qos="burstable",
+        driver=driver,  # type: ignore[arg-type]
         pod_limit_bytes=96 * MIB,
         container_limit_bytes=64 * MIB if scope == "container" else None,
     )
@@ -62,9 +72,16 @@ def test_kubelet_hierarchy(scratch_v2: ScratchMemcg, driver: str, scope: str) ->
     before = snapshot(scratch_v2)
     capture = provoke_kill(container, mode="anon", mb=300, comm="app")
     incident = annotate(capture.full_incident())
-    record(f"kubelet-{driver}-{scope}-limit", capture.records, scratch_v2, before,
-           victim_pid=capture.hog.pid, pod_uid=pod_uid, container=container.relpath,
-           pod=pod_relpath)
+    record(
+        f"kubelet-{driver}-{scope}-limit",
+        capture.records,
+        scratch_v2,
+        before,
+        victim_pid=capture.hog.pid,
+        pod_uid=pod_uid,
+        container=container.relpath,
+        pod=pod_relpath,
+    )
 
     expected_oom_memcg = pod_relpath if scope == "pod" else container.relpath
     assert incident.oom_memcg == expected_oom_memcg
@@ -84,17 +101,31 @@ def test_kubelet_hierarchy(scratch_v2: ScratchMemcg, driver: str, scope: str) ->
 
 def test_child_worker_killed_while_its_parent_lives(scratch_v2: ScratchMemcg) -> None:
     memcg = scratch_v2.create_child("worker", 64 * MIB)
-    capture = provoke_kill(memcg, mode="child-worker", mb=200, comm="dl-worker",
-                           parent_comm="trainer-main", linger_s=30)
+    capture = provoke_kill(
+        memcg,
+        mode="child-worker",
+        mb=200,
+        comm="dl-worker",
+        parent_comm="trainer-main",
+        linger_s=30,
+    )
     incident = capture.full_incident()
     [child] = capture.victim_pids
     parent = capture.hog
-    record("child-worker", capture.records, scratch_v2, victim_pid=child, parent_pid=parent.pid,
-           memcg=memcg.relpath)
+    record(
+        "child-worker",
+        capture.records,
+        scratch_v2,
+        victim_pid=child,
+        parent_pid=parent.pid,
+        memcg=memcg.relpath,
+    )
     victim = incident.victim
     assert victim is not None and (victim.pid, victim.comm) == (child, "dl-worker")
     assert {row.pid: row.name for row in incident.tasks} == {
-        parent.pid: "trainer-main", child: "dl-worker"}
+        parent.pid: "trainer-main",
+        child: "dl-worker",
+    }
     assert parent.poll() is None and memcg.pids() == [parent.pid]
     assert memcg.events()["oom_kill"] == 1
 
@@ -103,8 +134,9 @@ def test_group_kill_is_one_incident_with_every_member(scratch_v2: ScratchMemcg) 
     """memory.oom.group=1 (kubelet sets it on v2 since 1.28): the kernel kills every process
     of the container; the decoder must give one incident that names them all."""
     pod_uid = str(uuid.uuid4())
-    container = kubelet_layout(scratch_v2, pod_uid, CONTAINER_ID, driver="systemd",
-                               container_limit_bytes=64 * MIB)
+    container = kubelet_layout(
+        scratch_v2, pod_uid, CONTAINER_ID, driver="systemd", container_limit_bytes=64 * MIB
+    )
     container.set_oom_group()
     peers = [spawn_hog(container, "idle", mb=4, comm=f"peer-{i}") for i in range(2)]
     for peer in peers:
@@ -115,8 +147,16 @@ def test_group_kill_is_one_incident_with_every_member(scratch_v2: ScratchMemcg) 
         assert peer.wait(10) == -9
     members = {capture.hog.pid, *(peer.pid for peer in peers)}
     kill_lines = [r for r in capture.records if b"Killed process " in r]
-    record("group-kill", capture.records, scratch_v2, before, victim_pid=capture.hog.pid,
-           members=sorted(members), pod_uid=pod_uid, container=container.relpath)
+    record(
+        "group-kill",
+        capture.records,
+        scratch_v2,
+        before,
+        victim_pid=capture.hog.pid,
+        members=sorted(members),
+        pod_uid=pod_uid,
+        container=container.relpath,
+    )
 
     incident = annotate(capture.full_incident())
     assert incident.group_kill and incident.group_cgroup == container.relpath
@@ -135,10 +175,12 @@ def test_group_kill_is_one_incident_with_every_member(scratch_v2: ScratchMemcg) 
 def test_burst_of_kills_decodes_every_kill_once(scratch_v2: ScratchMemcg) -> None:
     kills = 16
     memcg = scratch_v2.create_child("burst", 32 * MIB)
-    capture = provoke_kill(memcg, mode="child-worker", children=kills, mb=96,
-                           comm="burst-child", linger_s=0)
-    record("burst", capture.records, scratch_v2, victim_pids=capture.victim_pids,
-           memcg=memcg.relpath)
+    capture = provoke_kill(
+        memcg, mode="child-worker", children=kills, mb=96, comm="burst-child", linger_s=0
+    )
+    record(
+        "burst", capture.records, scratch_v2, victim_pids=capture.victim_pids, memcg=memcg.relpath
+    )
     assert len(capture.victim_pids) == kills
     assert memcg.events()["oom_kill"] == kills
 
@@ -153,5 +195,6 @@ def test_burst_of_kills_decodes_every_kill_once(scratch_v2: ScratchMemcg) -> Non
     times = [i.kernel_time_s for i in incidents if i.kernel_time_s is not None]
     if max(times) - min(times) < 5:  # emulation is slow: only a fast burst hits the limit
         assert len(suppressed) >= kills - 10
-    print(f"burst: {len(suppressed)} of {kills} kills header-less in "
-          f"{max(times) - min(times):.1f} s")
+    print(
+        f"burst: {len(suppressed)} of {kills} kills header-less in {max(times) - min(times):.1f} s"
+    )

@@ -44,13 +44,27 @@ def test_group_kill_is_one_group_event_on_the_pod(
 ) -> None:
     api, agent = cluster
     pod_uid, container_id = str(uuid.uuid4()), uuid.uuid4().hex * 2
-    api.put_pod(make_pod("web-0", "shop", uid=pod_uid, node=NODE, owner=("StatefulSet", "web"),
-                         labels={}, statuses=[{
-                             "name": "app", "containerID": f"containerd://{container_id}",
-                             "restartCount": 0,
-                             "state": {"running": {"startedAt": "2026-11-22T08:00:00Z"}}}]))
-    container = kubelet_layout(scratch_v2, pod_uid, container_id, driver="systemd",
-                               container_limit_bytes=64 * MIB)
+    api.put_pod(
+        make_pod(
+            "web-0",
+            "shop",
+            uid=pod_uid,
+            node=NODE,
+            owner=("StatefulSet", "web"),
+            labels={},
+            statuses=[
+                {
+                    "name": "app",
+                    "containerID": f"containerd://{container_id}",
+                    "restartCount": 0,
+                    "state": {"running": {"startedAt": "2026-11-22T08:00:00Z"}},
+                }
+            ],
+        )
+    )
+    container = kubelet_layout(
+        scratch_v2, pod_uid, container_id, driver="systemd", container_limit_bytes=64 * MIB
+    )
     container.set_oom_group()
     peer = spawn_hog(container, "idle", mb=4, comm="v2-sidekick")
     assert peer.wait_for("holding", timeout_s=60) == "holding"
@@ -70,7 +84,10 @@ def test_group_kill_is_one_group_event_on_the_pod(
     assert event["regarding"]["fieldPath"] == "spec.containers{app}"
     line = agent.wait_line(lambda ln: ln.get("k8s.pod.name") == "web-0", timeout_s=20)
     assert (line["k8s.namespace.name"], line["k8s.container.name"], line["group_kill"]) == (
-        "shop", "app", True)
+        "shop",
+        "app",
+        True,
+    )
     assert set(line["victim_pids"]) == {hog.pid, peer.pid}
     time.sleep(5.0)  # past the reconciliation grace: the primary's second count is no event
     assert len(ours(api)) == 1, ours(api)

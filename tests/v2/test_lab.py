@@ -29,7 +29,8 @@ def test_the_lab_picks_v2_and_says_why_not_v1(memcg_v2: None) -> None:
     assert memcg_v1_unavailable_reason() is not None
     # what `./dev.sh run` prints before it starts the agent
     assert describe_memory_hierarchies("/sys/fs/cgroup") == (
-        "cgroup v2 (memory controller at /sys/fs/cgroup)")
+        "cgroup v2 (memory controller at /sys/fs/cgroup)"
+    )
     with ScratchMemcg() as scratch:
         assert scratch.version == 2 and scratch.mount == Path("/sys/fs/cgroup")
 
@@ -49,8 +50,14 @@ def test_kubelet_layout_names_and_memory_files_at_every_level(
     scratch_v2: ScratchMemcg, driver: str
 ) -> None:
     pod_uid, cid = str(uuid.uuid4()), "ab" * 32
-    container = kubelet_layout(scratch_v2, pod_uid, cid, driver=driver,  # type: ignore[arg-type]
-                               pod_limit_bytes=128 * MIB, container_limit_bytes=64 * MIB)
+    container = kubelet_layout(
+        scratch_v2,
+        pod_uid,
+        cid,
+        driver=driver,  # type: ignore[arg-type]
+        pod_limit_bytes=128 * MIB,
+        container_limit_bytes=64 * MIB,
+    )
     identity = identify(container.relpath)
     assert (identity.level, identity.pod_uid, identity.container_id) == ("container", pod_uid, cid)
     assert identity.driver == driver
@@ -63,8 +70,9 @@ def test_kubelet_layout_names_and_memory_files_at_every_level(
 
 def test_cleanup_kills_what_it_started_and_removes_the_tree(memcg_v2: None) -> None:
     with ScratchMemcg() as scratch:
-        container = kubelet_layout(scratch, str(uuid.uuid4()), "cd" * 32, driver="systemd",
-                                   container_limit_bytes=64 * MIB)
+        container = kubelet_layout(
+            scratch, str(uuid.uuid4()), "cd" * 32, driver="systemd", container_limit_bytes=64 * MIB
+        )
         hog = spawn_hog(container, "idle", mb=8, comm="v2-cleanup")
         assert hog.wait_for("holding", timeout_s=60) == "holding"
         root = scratch.fs_path

@@ -22,8 +22,12 @@ def test_storm_with_a_restart_charges_no_pod_wrongly(
 ) -> None:
     """20 kills, one every 0.3 s (as fast as the emulated CPU starts hogs) over 5
     containers, the report budget spent first, the agent SIGKILLed after the 10th."""
-    storm(scratch_v2, start_daemon, tmp_path,
-          Storm(pods=5, kills=20, every_s=0.3, driver="systemd", spend_first=True, min_bare=3))
+    storm(
+        scratch_v2,
+        start_daemon,
+        tmp_path,
+        Storm(pods=5, kills=20, every_s=0.3, driver="systemd", spend_first=True, min_bare=3),
+    )
 
 
 def test_simultaneous_burst_puts_no_kill_in_the_wrong_pod(

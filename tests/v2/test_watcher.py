@@ -30,16 +30,19 @@ def watched(scratch_v2: ScratchMemcg) -> Iterator[tuple[ScratchMemcg, list[Cgrou
 
 
 def _watch(made: list[CgroupWatcher], **kwargs: object) -> CgroupWatcher:
-    watcher = CgroupWatcher([ROOT], poll_interval_s=0.2, rescan_interval_s=3600.0,
-                            **kwargs)  # type: ignore[arg-type]
+    watcher = CgroupWatcher([ROOT], poll_interval_s=0.2, rescan_interval_s=3600.0, **kwargs)  # type: ignore[arg-type]
     made.append(watcher)
     return watcher
 
 
-def _container(scratch: ScratchMemcg, *, pod_limit_mb: int | None = None,
-               limit_mb: int | None = 64) -> Memcg:
+def _container(
+    scratch: ScratchMemcg, *, pod_limit_mb: int | None = None, limit_mb: int | None = 64
+) -> Memcg:
     return kubelet_layout(
-        scratch, str(uuid.uuid4()), uuid.uuid4().hex * 2, driver="systemd",
+        scratch,
+        str(uuid.uuid4()),
+        uuid.uuid4().hex * 2,
+        driver="systemd",
         pod_limit_bytes=pod_limit_mb * MIB if pod_limit_mb else None,
         container_limit_bytes=limit_mb * MIB if limit_mb else None,
     )
@@ -49,8 +52,9 @@ def _ours(watcher: CgroupWatcher, scratch: ScratchMemcg, seconds: float) -> list
     out: list[CounterDelta] = []
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
-        out += [d for d in watcher.poll_changes()
-                if d.cgroup.relpath.startswith(scratch.relpath + "/")]
+        out += [
+            d for d in watcher.poll_changes() if d.cgroup.relpath.startswith(scratch.relpath + "/")
+        ]
         time.sleep(0.05)
     return out
 
@@ -72,8 +76,11 @@ def test_inotify_wakes_on_a_real_kill_and_it_is_one_delta_at_the_container(
     container = _container(scratch)
     watcher = _watch(made)
     assert _ours(watcher, scratch, 0.3) == []  # a baseline, nothing more
-    levels = {cg.relpath: cg.identity.level for cg in watcher.cgroups()
-              if cg.relpath.startswith(scratch.relpath + "/")}
+    levels = {
+        cg.relpath: cg.identity.level
+        for cg in watcher.cgroups()
+        if cg.relpath.startswith(scratch.relpath + "/")
+    }
     assert levels[container.relpath] == "container"
     assert sorted(levels.values()) == ["container", "node", "pod", "qos"]
     _kill(container, "v2-watched")
@@ -96,10 +103,18 @@ def test_pod_limit_shows_the_oom_at_the_pod_and_the_kill_at_the_container(
     before = snapshot(scratch)
     _kill(container, "v2-podlimit")
     deltas = _ours(watcher, scratch, 1.5)
-    record("watcher-pod-limit", [], scratch, before, container=container.relpath, pod=pod,
-           deltas=_rows(deltas))
-    assert sorted(_rows(deltas)) == sorted([
-        (container.relpath, 0, 1, 0, False), (pod, 1, 0, 0, False)])
+    record(
+        "watcher-pod-limit",
+        [],
+        scratch,
+        before,
+        container=container.relpath,
+        pod=pod,
+        deltas=_rows(deltas),
+    )
+    assert sorted(_rows(deltas)) == sorted(
+        [(container.relpath, 0, 1, 0, False), (pod, 1, 0, 0, False)]
+    )
 
 
 def test_group_kill_counts_every_kill_line_and_one_group_kill(
@@ -134,8 +149,9 @@ def test_container_removed_after_its_kill_is_attributed_to_the_pod_once(
     container.fs_path.rmdir()
     watcher.rescan()
     deltas = _ours(watcher, scratch, 1.0)
-    assert sorted(_rows(deltas)) == sorted([
-        (pod, 1, 1, 0, False), (container.relpath, 0, 0, 0, True)])
+    assert sorted(_rows(deltas)) == sorted(
+        [(pod, 1, 1, 0, False), (container.relpath, 0, 0, 0, True)]
+    )
 
 
 def test_container_made_after_start_is_found_by_inotify_and_its_kill_counted_once(
@@ -160,8 +176,9 @@ def test_sampler_reads_memory_current_and_v2_stat_names(scratch_v2: ScratchMemcg
     sampler = TimelineSampler(interval_s=0.25, window_s=60.0)
     try:
         [cg] = [c for c in watcher.cgroups() if c.relpath == container.relpath]
-        hog = spawn_hog(container, mode="anon", mb=96, step_mb=8, step_interval_s=0.25,
-                        comm="v2-leak")
+        hog = spawn_hog(
+            container, mode="anon", mb=96, step_mb=8, step_interval_s=0.25, comm="v2-leak"
+        )
         assert hog.wait_for("holding", timeout_s=60) == "holding"
         sampler.sample([cg], time.time())
         timeline = sampler.freeze(container.relpath, time.time())

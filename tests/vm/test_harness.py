@@ -28,21 +28,35 @@ def test_modinfo_depends_is_read_and_dashes_become_underscores() -> None:
 def test_load_order_puts_dependencies_first_and_skips_built_in_ones() -> None:
     # 6.1: everything is a module
     available = {
-        "virtio_ring": ko(""), "virtio": ko("virtio_ring"),
-        "virtio_pci_modern_dev": ko(""), "virtio_pci_legacy_dev": ko(""),
+        "virtio_ring": ko(""),
+        "virtio": ko("virtio_ring"),
+        "virtio_pci_modern_dev": ko(""),
+        "virtio_pci_legacy_dev": ko(""),
         "virtio_pci": ko("virtio_ring,virtio_pci_modern_dev,virtio_pci_legacy_dev,virtio"),
-        "netfs": ko(""), "fscache": ko("netfs"), "9pnet": ko(""),
-        "9pnet_virtio": ko("virtio,9pnet,virtio_ring"), "9p": ko("9pnet,fscache,netfs"),
+        "netfs": ko(""),
+        "fscache": ko("netfs"),
+        "9pnet": ko(""),
+        "9pnet_virtio": ko("virtio,9pnet,virtio_ring"),
+        "9p": ko("9pnet,fscache,netfs"),
     }
     order = load_order(available, builtin=set())
     for name, data in available.items():
         assert all(order.index(dep) < order.index(name) for dep in module_depends(data))
     assert order[-1] == "9p" and len(order) == len(available)
     # 6.12: virtio built in, fscache folded into netfs
-    builtin = {"virtio", "virtio_ring", "virtio_pci", "virtio_pci_modern_dev",
-               "virtio_pci_legacy_dev"}
-    small = {"netfs": ko(""), "9pnet": ko("netfs"), "9pnet_virtio": ko("9pnet"),
-             "9p": ko("netfs,9pnet")}
+    builtin = {
+        "virtio",
+        "virtio_ring",
+        "virtio_pci",
+        "virtio_pci_modern_dev",
+        "virtio_pci_legacy_dev",
+    }
+    small = {
+        "netfs": ko(""),
+        "9pnet": ko("netfs"),
+        "9pnet_virtio": ko("9pnet"),
+        "9p": ko("netfs,9pnet"),
+    }
     assert load_order(small, builtin) == ["netfs", "9pnet", "9pnet_virtio", "9p"]
 
 
@@ -64,8 +78,9 @@ def test_qemu_runs_emulated_with_the_host_root_read_only_and_a_writable_share(
 
 
 def test_the_guest_script_quotes_everything() -> None:
-    script = run_script(["python", "-c", "print('a b')", "$HOME"], Path("/work/it's here"),
-                        {"X": "a b;c"})
+    script = run_script(
+        ["python", "-c", "print('a b')", "$HOME"], Path("/work/it's here"), {"X": "a b;c"}
+    )
     lines = script.splitlines()
     assert "export X='a b;c'" in lines
     assert f"cd {shlex.quote('/work/it' + chr(39) + 's here')} || exit 125" in lines

@@ -67,9 +67,11 @@ class PytestInVm:
         return self.vm.share / "fixtures"
 
     def summary(self) -> str:
-        head = (f"kernel {self.vm.release}: pytest rc {self.vm.returncode}, {self.tests} tests, "
-                f"{len(self.failures)} failed, {len(self.skipped)} skipped in "
-                f"{self.vm.wall_s:.0f} s (boot to power-off)")
+        head = (
+            f"kernel {self.vm.release}: pytest rc {self.vm.returncode}, {self.tests} tests, "
+            f"{len(self.failures)} failed, {len(self.skipped)} skipped in "
+            f"{self.vm.wall_s:.0f} s (boot to power-off)"
+        )
         if self.vm.timed_out:
             head += " -- the session TIMED OUT"
         return "\n".join([head, *self.failures, *(f"skipped {s}" for s in self.skipped)])
@@ -90,13 +92,22 @@ def run_pytest_in_vm(
     kernel's reports and counter files (`fixtures/`) to the session share.
     """
     argv = python_argv(
-        "-m", "pytest", "-p", "no:cacheprovider", "--basetemp=/tmp/pytest",
-        f"--junitxml={GUEST_SHARE}/junit.xml", "-o", "junit_family=xunit2", "-rs", "--color=no",
+        "-m",
+        "pytest",
+        "-p",
+        "no:cacheprovider",
+        "--basetemp=/tmp/pytest",
+        f"--junitxml={GUEST_SHARE}/junit.xml",
+        "-o",
+        "junit_family=xunit2",
+        "-rs",
+        "--color=no",
         *pytest_args,
     )
     guest_env = {FIXTURES_ENV: f"{GUEST_SHARE}/fixtures", **(env or {})}
-    vm = run_in_vm(series, argv, cwd=REPO, env=guest_env, timeout_s=timeout_s, echo=echo,
-                   share=share)
+    vm = run_in_vm(
+        series, argv, cwd=REPO, env=guest_env, timeout_s=timeout_s, echo=echo, share=share
+    )
     return read_junit(vm)
 
 

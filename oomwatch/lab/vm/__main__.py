@@ -26,13 +26,24 @@ from oomwatch.lab.vm import (
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m oomwatch.lab.vm", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--kernel", action="append", choices=sorted(KERNELS),
-                        help="kernel series to boot (repeatable; default: all)")
+    parser = argparse.ArgumentParser(
+        prog="python -m oomwatch.lab.vm",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--kernel",
+        action="append",
+        choices=sorted(KERNELS),
+        help="kernel series to boot (repeatable; default: all)",
+    )
     parser.add_argument("--timeout-s", type=float, default=900.0, help="per VM session")
-    parser.add_argument("--fixtures-to", type=Path, default=None,
-                        help="copy the recorded reports and counter files to DIR/<release>/")
+    parser.add_argument(
+        "--fixtures-to",
+        type=Path,
+        default=None,
+        help="copy the recorded reports and counter files to DIR/<release>/",
+    )
     parser.add_argument("--fetch-only", action="store_true", help="only fetch and build images")
     parser.add_argument("--quiet", action="store_true", help="do not echo the guest console")
     parser.add_argument("pytest_args", nargs="*", help=f"after --; default {' '.join(GUEST_SUITE)}")
@@ -47,8 +58,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(boot_images(series))
             continue
         started = time.monotonic()
-        run = run_pytest_in_vm(series, args.pytest_args or GUEST_SUITE, timeout_s=args.timeout_s,
-                               echo=None if args.quiet else sys.stderr)
+        run = run_pytest_in_vm(
+            series,
+            args.pytest_args or GUEST_SUITE,
+            timeout_s=args.timeout_s,
+            echo=None if args.quiet else sys.stderr,
+        )
         print(run.summary())
         print(f"  {time.monotonic() - started:.0f} s with image checks; share {run.vm.share}")
         if args.fixtures_to is not None:

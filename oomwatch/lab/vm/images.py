@@ -31,8 +31,13 @@ from pathlib import Path
 # What the guest needs to mount the host's root over virtio 9p; dependencies come from the
 # modules' own `depends=` (modinfo), so a kernel that built some of them in just loads fewer.
 ROOT_MODULES = ("virtio_pci", "9pnet_virtio", "9p")
-_MODULE_DIRS = ("kernel/drivers/virtio/", "kernel/net/9p/", "kernel/fs/9p/", "kernel/fs/netfs/",
-                "kernel/fs/fscache/")
+_MODULE_DIRS = (
+    "kernel/drivers/virtio/",
+    "kernel/net/9p/",
+    "kernel/fs/9p/",
+    "kernel/fs/netfs/",
+    "kernel/fs/fscache/",
+)
 BUSYBOX = Path("/bin/busybox")
 INIT_SCRIPT = Path(__file__).with_name("init.sh")
 _DEPENDS = re.compile(rb"(?:^|\0)depends=([^\0]*)\0")
@@ -158,8 +163,7 @@ def _extract(deb: Path, dest: Path) -> tuple[str, list[str]]:
     available: dict[str, bytes] = {}
     builtin: set[str] = set()
     release = ""
-    with subprocess.Popen(["dpkg-deb", "--fsys-tarfile", str(deb)],
-                          stdout=subprocess.PIPE) as proc:
+    with subprocess.Popen(["dpkg-deb", "--fsys-tarfile", str(deb)], stdout=subprocess.PIPE) as proc:
         assert proc.stdout is not None
         with tarfile.open(fileobj=proc.stdout, mode="r|") as tar:
             for member in tar:
@@ -258,8 +262,12 @@ def _build_initrd(kernel_dir: Path, release: str, modules: list[str]) -> Path:
         files = sorted(str(p.relative_to(stage)) for p in stage.rglob("*"))
         archive = Path(tmp) / "initrd.gz"
         with open(archive, "wb") as out:
-            cpio = subprocess.Popen(["cpio", "--quiet", "-o", "-H", "newc"], cwd=stage,
-                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+            cpio = subprocess.Popen(
+                ["cpio", "--quiet", "-o", "-H", "newc"],
+                cwd=stage,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+            )
             gzip = subprocess.Popen(["gzip", "-9n"], stdin=cpio.stdout, stdout=out)
             assert cpio.stdin is not None and cpio.stdout is not None
             cpio.stdout.close()

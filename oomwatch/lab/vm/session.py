@@ -73,21 +73,47 @@ def qemu_argv(images: BootImages, share: Path, *, memory_mb: int, cpus: int) -> 
     """The QEMU command line of a session (the guest's console on QEMU's stdout)."""
     fs = "local,security_model=none,multidevs=remap"
     return [
-        QEMU, "-accel", "tcg", "-cpu", "max", "-m", str(memory_mb), "-smp", str(cpus),
-        "-nodefaults", "-no-user-config", "-display", "none", "-serial", "stdio",
-        "-no-reboot", "-kernel", str(images.vmlinuz), "-initrd", str(images.initrd),
+        QEMU,
+        "-accel",
+        "tcg",
+        "-cpu",
+        "max",
+        "-m",
+        str(memory_mb),
+        "-smp",
+        str(cpus),
+        "-nodefaults",
+        "-no-user-config",
+        "-display",
+        "none",
+        "-serial",
+        "stdio",
+        "-no-reboot",
+        "-kernel",
+        str(images.vmlinuz),
+        "-initrd",
+        str(images.initrd),
         # loglevel=1: OOM reports go to /dev/kmsg only, not the (slow, emulated) serial line
-        "-append", "console=ttyS0 panic=-1 quiet loglevel=1",
-        "-virtfs", f"{fs},path=/,mount_tag=host,readonly=on",
-        "-virtfs", f"{fs},path={share},mount_tag=out",
+        "-append",
+        "console=ttyS0 panic=-1 quiet loglevel=1",
+        "-virtfs",
+        f"{fs},path=/,mount_tag=host,readonly=on",
+        "-virtfs",
+        f"{fs},path={share},mount_tag=out",
     ]
 
 
 def run_script(argv: Sequence[str], cwd: Path, env: Mapping[str, str]) -> str:
     """The guest's run.sh: a plain environment, the working directory, the command."""
     lines = ["# written by oomwatch.lab.vm: run inside the guest, chrooted into the host's /"]
-    base = {"PATH": _GUEST_PATH, "HOME": "/tmp", "TMPDIR": "/tmp", "LANG": "C.UTF-8",
-            "PYTHONDONTWRITEBYTECODE": "1", "OOMWATCH_VM_SHARE": GUEST_SHARE}
+    base = {
+        "PATH": _GUEST_PATH,
+        "HOME": "/tmp",
+        "TMPDIR": "/tmp",
+        "LANG": "C.UTF-8",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "OOMWATCH_VM_SHARE": GUEST_SHARE,
+    }
     lines += [f"export {key}={shlex.quote(value)}" for key, value in {**base, **env}.items()]
     lines += [f"cd {shlex.quote(str(cwd))} || exit 125", "exec " + shlex.join(argv)]
     return "\n".join(lines) + "\n"
@@ -136,8 +162,12 @@ def run_in_vm(
     (share / "run.sh").write_text(run_script(argv, cwd or Path.cwd(), env or {}))
     with _vm_lock(echo):
         started = time.monotonic()
-        timed_out = _boot(qemu_argv(images, share, memory_mb=memory_mb, cpus=cpus),
-                          share / "console.log", timeout_s, echo)
+        timed_out = _boot(
+            qemu_argv(images, share, memory_mb=memory_mb, cpus=cpus),
+            share / "console.log",
+            timeout_s,
+            echo,
+        )
         wall_s = time.monotonic() - started
     rc_file = share / "rc"
     returncode = int(rc_file.read_text()) if rc_file.is_file() else None
@@ -147,8 +177,13 @@ def run_in_vm(
 def _boot(argv: list[str], console: Path, timeout_s: float, echo: TextIO | None) -> bool:
     """Run QEMU until the guest powers off; True when it had to be killed at the timeout."""
     with open(console, "w") as log:
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, preexec_fn=_die_with_parent)
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            preexec_fn=_die_with_parent,
+        )
         copier = threading.Thread(target=_copy_console, args=(proc, log, echo), daemon=True)
         copier.start()
         try:

@@ -28,8 +28,16 @@ FIRST = (5175_978284, datetime(2026, 11, 23, 21, 6, 4, 978284, tzinfo=UTC))
 RECORD = re.compile(r"<(\d+)>\[\s*(\d+)\.(\d+)\] (.*)")
 PROGRAM = re.compile(r"(\w+)\[(\d+)\]: (.*)")
 FORMATS = (
-    "short", "short-precise", "short-iso", "short-iso-precise", "short-full",
-    "short-monotonic", "short-unix", "short-delta", "with-unit", "cat",
+    "short",
+    "short-precise",
+    "short-iso",
+    "short-iso-precise",
+    "short-full",
+    "short-monotonic",
+    "short-unix",
+    "short-delta",
+    "with-unit",
+    "cat",
 )
 LOCALES = ("de_DE", "fr_FR", "ru_RU", "ja_JP", "ko_KR", "zh_CN", "es_ES", "cs_CZ")
 
@@ -64,7 +72,9 @@ def journalctl(journal: Path, *args: str, locale: str = "C", tz: str = "UTC") ->
     env = {**os.environ, "LC_ALL": locale if locale == "C" else f"{locale}.UTF-8", "TZ": tz}
     return subprocess.run(
         ["journalctl", "--file", str(journal), "--no-pager", *args],
-        capture_output=True, check=True, env=env,
+        capture_output=True,
+        check=True,
+        env=env,
     ).stdout
 
 
@@ -73,13 +83,12 @@ def main() -> None:
         journal = Path(tmp) / "node.journal"
         subprocess.run(
             ["/lib/systemd/systemd-journal-remote", f"--output={journal}", "-"],
-            input=export_stream(), check=True,
+            input=export_stream(),
+            check=True,
         )
         for form in FORMATS:
             (HERE / f"C-{form}.txt").write_bytes(journalctl(journal, "-o", form))
-        (HERE / "C-short-no-hostname-k.txt").write_bytes(
-            journalctl(journal, "-k", "--no-hostname")
-        )
+        (HERE / "C-short-no-hostname-k.txt").write_bytes(journalctl(journal, "-k", "--no-hostname"))
         (HERE / "Asia-Tokyo-short-iso.txt").write_bytes(
             journalctl(journal, "-o", "short-iso", tz="Asia/Tokyo")
         )
