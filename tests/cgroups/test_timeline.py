@@ -67,7 +67,8 @@ def test_v1_names(tmp_path: Path) -> None:
         7.0, 50 * MiB, None, 40 * MiB, 10 * MiB, MiB, 2 * MiB, None, 8 * MiB
     )
     assert sample.working_set_bytes == 42 * MiB
-    assert sampler.freeze(cg.relpath, 8.0).samples == [sample]  # kept in the ring too
+    frozen = sampler.freeze(cg.relpath, 8.0)
+    assert frozen is not None and frozen.samples == [sample]  # kept in the ring too
     sampler.close()
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import select
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -272,9 +273,12 @@ def test_rescan_of_one_named_cgroup_walks_only_its_new_part(
     watcher = _watcher(fake_v2, clock, inotify=False)
     walked: list[str] = []
     real_scan = watcher._scan
-    monkeypatch.setattr(
-        watcher, "_scan", lambda h, under: (walked.append(under), real_scan(h, under))
-    )
+
+    def scan(hierarchy: Any, under: str) -> Any:
+        walked.append(under)
+        return real_scan(hierarchy, under)
+
+    monkeypatch.setattr(watcher, "_scan", scan)
     new_pod = "/kubepods/burstable/pod11111111-2222-3333-4444-555555555555"
     fake_v2.make(new_pod)
     fake_v2.make(f"{new_pod}/{'f' * 64}")

@@ -185,3 +185,8 @@ __all__ = [
     "stored",
     "wait_for",
 ]
+
+
+def victim_is(pid: int) -> Callable[[dict[str, object]], bool]:
+    """Selects the `oom_kill` log line whose victim is `pid`."""
+    return lambda line: line.get("event") == "oom_kill" and line.get("process.pid") == pid

@@ -18,6 +18,7 @@ from kubernetes.config import kube_config
 
 from oomwatch.daemon.agent import Agent
 
+from .conftest import stored, wait_for
 from .test_agent_offline import (
     CONTAINER,
     POD_UID,
@@ -25,8 +26,6 @@ from .test_agent_offline import (
     config_for,
     events,
     fake_host,
-    stored,
-    wait_for,
 )
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "kube"))

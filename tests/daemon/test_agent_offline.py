@@ -290,9 +290,9 @@ def test_age_retention_runs_on_a_quiet_node(
             wall_time=three_days_ago.isoformat(),
             detected_at=three_days_ago.isoformat(),
         )
-        writer = IncidentStore(config.state_dir)
+        store = IncidentStore(config.state_dir)
         try:
-            assert writer.add(old) and writer.count() == 1
+            assert store.add(old) and store.count() == 1
         finally:
-            writer.close()
+            store.close()
         assert wait_for(lambda: agent.store.count() == 0, 3.0)

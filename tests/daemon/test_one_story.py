@@ -35,11 +35,19 @@ from kubernetes.config import kube_config
 from oomwatch.daemon.agent import Agent
 from oomwatch.diagnosis.history import History
 from oomwatch.incident import Incident
+from oomwatch.kube import KubeIntegration
 from oomwatch.lab import ScratchMemcg, kubelet_layout, spawn_hog, wait_rate_limit_window
 from oomwatch.lab.fixtures import memcg_v1, scratch
 from oomwatch.sources.kmsg import read_backlog, record_seq
 
-from .conftest import REPO, DaemonProcess, seed_cursor_at_log_end, stored, wait_for
+from .conftest import (
+    REPO,
+    DaemonProcess,
+    seed_cursor_at_log_end,
+    stored,
+    victim_is,
+    wait_for,
+)
 from .test_agent_offline import CONTAINER, POD_UID, REPORT, config_for, events, fake_host
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "kube"))
@@ -210,7 +218,9 @@ def test_a_real_kernel_report_tells_one_story_everywhere(
         loop = threading.Thread(target=agent.run, daemon=True)
         loop.start()
         try:
-            assert wait_for(lambda: agent.kube.cache.synced, 10.0)
+            assert wait_for(
+                lambda: isinstance(agent.kube, KubeIntegration) and agent.kube.cache.synced, 10.0
+            )
             os.write(writer, REPORT)
             (container_dir / "memory.events").write_text(events(1))
             assert wait_for(lambda: len(stored(config.state_dir)) == 1, 10.0)
@@ -276,9 +286,7 @@ def test_a_real_tmpfs_kill_tells_one_story_everywhere(
                 # evidence both the agent and a saved log have (the agent adds survival).
                 hog = spawn_hog(container, mode="tmpfs", mb=200, comm="shm-writer")
                 assert hog.wait(30) == -signal.SIGKILL
-                _, line = daemon.wait_line(
-                    lambda e, pid=hog.pid: e.get("event") == "oom_kill"
-                    and e.get("process.pid") == pid, timeout_s=30.0)  # fmt: skip
+                _, line = daemon.wait_line(victim_is(hog.pid), timeout_s=30.0)
                 if not line["header_suppressed"]:
                     break
             assert not line["header_suppressed"], "the kernel rate-limited both reports"

@@ -21,6 +21,7 @@ from oomwatch.incident import (
     iso_epoch_s,
 )
 from oomwatch.sinks.log import LogSink, setup_logging
+from oomwatch.stages import Sink
 from oomwatch.store import IncidentStore
 
 MiB = 1 << 20
@@ -91,7 +92,7 @@ def clock() -> Clock:
 
 def make(tmp_path: Path, clock: Clock, **kw: object) -> tuple[Pipeline, Collect]:
     sink = Collect()
-    sinks = [Broken(), sink]
+    sinks: list[Sink] = [Broken(), sink]
     pipe = Pipeline(
         store=IncidentStore(tmp_path),
         sinks=sinks,

@@ -30,7 +30,14 @@ from oomwatch.lab import (
     wait_rate_limit_window,
 )
 
-from .conftest import REPO, DaemonProcess, seed_cursor_at_log_end, stored, wait_for
+from .conftest import (
+    REPO,
+    DaemonProcess,
+    seed_cursor_at_log_end,
+    stored,
+    victim_is,
+    wait_for,
+)
 
 pytestmark = [pytest.mark.kernel]
 MIB = 1 << 20
@@ -61,10 +68,7 @@ def test_kill_reaches_log_metric_and_store_within_a_second(
         hog = spawn_hog(memcg, mode="anon", mb=128, comm="h4-kill")
         assert hog.wait(20) == -signal.SIGKILL
         killed_at = time.monotonic()
-        arrived, line = daemon.wait_line(
-            lambda e, pid=hog.pid: e.get("event") == "oom_kill" and e.get("process.pid") == pid,
-            timeout_s=5.0,
-        )
+        arrived, line = daemon.wait_line(victim_is(hog.pid), timeout_s=5.0)
         if not line["header_suppressed"] or attempt == 1:
             break
         time.sleep(6)  # someone else used the report rate limit: once more for a full report
@@ -241,7 +245,8 @@ def kill_9_mid_burst_and_restart(
             assert incident.pod_uid is None and incident.task_memcg is None
             assert truth in [c.cgroup for c in incident.attribution.candidates]
         else:
-            assert incident.task_memcg == truth and incident.pod_uid == uid_of[truth], incident
+            assert truth is not None and incident.task_memcg == truth, incident
+            assert incident.pod_uid == uid_of[truth], incident
     assert not [i for i in mine if i.kmsg_missing]  # each counted kill explained once
     ambiguous = sum(1 for i in mine if i.attribution and i.attribution.ambiguous)
     print(

@@ -24,7 +24,7 @@ from oomwatch.incident import Incident
 from oomwatch.lab import HogProcess, Memcg, ScratchMemcg, kubelet_layout, spawn_hog
 from oomwatch.lab.layout import Driver
 
-from .conftest import DaemonProcess, seed_cursor_at_log_end, stored, wait_for
+from .conftest import DaemonProcess, seed_cursor_at_log_end, stored, victim_is, wait_for
 
 pytestmark = [pytest.mark.kernel, pytest.mark.slow]
 MIB = 1 << 20
@@ -110,10 +110,6 @@ def timeline(incidents: list[Incident], truth: dict[int, Container]) -> str:
             f"{i.attribution.method} {i.attribution.confidence} {said}"
         )
     return "\n".join(rows)
-
-
-def victim_is(pid: int) -> Callable[[dict[str, object]], bool]:
-    return lambda line: line.get("process.pid") == pid
 
 
 def mine(state_dir: Path, truth: dict[int, Container]) -> list[Incident]:

@@ -30,7 +30,7 @@ class _Log:
     def warning(self, event: str, **fields: Any) -> None:
         self.lines.append((event, fields))
 
-    info = warning
+    info = error = exception = warning
 
 
 class _Node:

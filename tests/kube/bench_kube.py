@@ -86,8 +86,8 @@ def main() -> None:
     print(f"enrich: {rounds * len(incidents) / enrich_s:,.0f} incidents/s")
 
     api = FakeApiServer().start()
-    for pod in raw[:10]:
-        api.put_pod(pod)
+    for raw_pod in raw[:10]:
+        api.put_pod(raw_pod)
     configuration = client.Configuration(host=api.url)
     configuration.retries = 0
     api_client = client.ApiClient(configuration)

@@ -30,7 +30,8 @@ def policy() -> dict[str, Any]:
 def evaluate(expression: str, activation: dict[str, Any]) -> Any:
     env = celpy.Environment()
     program = env.program(env.compile(expression))
-    return program.evaluate({k: celpy.json_to_cel(v) for k, v in activation.items()})
+    to_cel = celpy.json_to_cel  # type: ignore[attr-defined]  # celpy re-exports it untyped
+    return program.evaluate({k: to_cel(v) for k, v in activation.items()})
 
 
 def admitted(request: dict[str, Any], old: dict[str, Any] | None, new: dict[str, Any]) -> bool:
@@ -80,7 +81,7 @@ def test_the_agent_may_set_and_update_its_annotation_on_its_nodes_pods() -> None
     first = annotated(POD, **{KEY: '{"kind":"memcg"}'})
     assert admitted(request(), POD, first)
     assert admitted(request(), first, annotated(first, **{KEY: '{"kind":"global"}'}))
-    bare = copy.deepcopy(POD)
+    bare: dict[str, Any] = copy.deepcopy(POD)
     del bare["metadata"]["annotations"]
     assert admitted(request(), bare, annotated(bare, **{KEY: "{}"}))
 

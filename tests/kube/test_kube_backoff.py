@@ -67,10 +67,10 @@ def test_watch_timeouts_spread_like_client_go() -> None:
 def test_the_publisher_and_the_pod_watcher_back_off_with_jitter() -> None:
     publisher = EventPublisher(None, None, backoff_initial_s=0.5, backoff_max_s=30.0)  # type: ignore[arg-type]
     watcher = PodWatcher(
-        None,
+        None,  # type: ignore[arg-type]  # no API: only the backoff is drawn
         "node-a",
-        None,
-        lambda *_: None,  # type: ignore[arg-type]
+        None,  # type: ignore[arg-type]
+        lambda *_: None,
         backoff_initial_s=0.5,
         backoff_max_s=30.0,
     )

@@ -130,7 +130,12 @@ def test_oomkilled_from_before_the_agent_started_is_not_judged(
     old = datetime.now(UTC) - timedelta(hours=1)
     fake_api.put_pod(app_pod(statuses=oomkilled_status(old)))
     asked: list[str] = []
-    kube = make_kube(kills=lambda cid, *_: asked.append(cid) or 0)
+
+    def kills(cid: str, *_: object) -> int:
+        asked.append(cid)
+        return 0
+
+    kube = make_kube(kills=kills)
     wait(lambda: kube.cache.synced)
     time.sleep(0.5)
     assert asked == []

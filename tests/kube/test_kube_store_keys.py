@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from oomwatch.incident import Incident
+from oomwatch.incident import Incident, IncidentKind
 from oomwatch.store import IncidentStore
 
 
 @pytest.mark.parametrize("kind", ["eviction", "false_oomkilled"])
-def test_two_status_incidents_are_both_stored(tmp_path: Path, kind: str) -> None:
+def test_two_status_incidents_are_both_stored(tmp_path: Path, kind: IncidentKind) -> None:
     store = IncidentStore(tmp_path)
     first = Incident(
         kind=kind,

@@ -12,6 +12,7 @@ import psutil
 import pytest
 
 from oomwatch.cgroup_identity import identify
+from oomwatch.incident import CgroupDriver, QosClass
 from oomwatch.lab import (
     KmsgTail,
     ScratchMemcg,
@@ -145,7 +146,7 @@ def test_root_limit_is_capped() -> None:
     ],
 )
 def test_kubelet_layout_names(
-    scratch: ScratchMemcg, qos: str, driver: str, runtime: str, expected_tail: str
+    scratch: ScratchMemcg, qos: QosClass, driver: CgroupDriver, runtime: str, expected_tail: str
 ) -> None:
     uid = str(uuid.uuid4())
     container = kubelet_layout(

@@ -34,4 +34,4 @@ def test_cuda_oom_in_grand_scoring_is_recorded(tmp_path: Path) -> None:
     assert event.requested_bytes is not None and event.free_bytes is not None
     assert event.device is not None and event.device.startswith("cuda:")
     cuda = [s.cuda for s in record.samples if s.cuda]
-    assert cuda and cuda[-1]["reserved_bytes"] >= cuda[-1]["allocated_bytes"] > 0
+    assert cuda and int(cuda[-1]["reserved_bytes"]) >= int(cuda[-1]["allocated_bytes"]) > 0

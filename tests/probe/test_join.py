@@ -6,6 +6,7 @@ import logging
 import os
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -27,7 +28,7 @@ def _kill(**fields: object) -> Incident:
     return replace(base, **fields)  # type: ignore[arg-type]
 
 
-def _samples() -> list:
+def _samples() -> list[Any]:
     # steps 0..9 at mono 1001..1010; the trainer enters grand_scoring at step 4 and grows
     return [
         sample(i, phase="score_train" if i < 4 else "grand_scoring", rss_mib=100 + 20 * i)

@@ -85,7 +85,7 @@ def _trainer_killed(scratch: ScratchMemcg, memcg: Memcg, probe_dir: Path) -> tup
             )
             scratch.track_process(proc)
             needle = b"Killed process %d (" % proc.pid
-            records = tail.collect(until=lambda r, n=needle: n in r, timeout_s=180)
+            records = tail.collect(until=needle.__contains__, timeout_s=180)
             _, stderr = proc.communicate(timeout=30)
         assert proc.returncode == -9, stderr.decode()[-2000:]
         assembler = ReportAssembler()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,8 +38,11 @@ class Run:
         return doc
 
 
+ReportRun = Callable[..., Run]  # `report("--json", path)`: oomwatch report in-process
+
+
 @pytest.fixture
-def report(capsys: pytest.CaptureFixture[str]):  # type: ignore[no-untyped-def]
+def report(capsys: pytest.CaptureFixture[str]) -> ReportRun:
     def run(*args: str) -> Run:
         rc = cli_main(["report", *args])
         captured = capsys.readouterr()

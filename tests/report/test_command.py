@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import corpus_file, corpus_files, section_order
+from .conftest import ReportRun, corpus_file, corpus_files, section_order
 
 CID = "a" * 64
 POD_UID = "28fcb1a0-a45c-44e7-b9bf-e3b9360bedba"
@@ -255,8 +255,8 @@ def test_bad_arguments_exit_2(report, tmp_path: Path) -> None:  # type: ignore[n
 
 
 def test_huge_line_and_binary_garbage_do_not_stop_the_report(
-    report, corpus: Path, tmp_path: Path
-) -> None:  # type: ignore[no-untyped-def]
+    report: ReportRun, corpus: Path, tmp_path: Path
+) -> None:
     log = tmp_path / "big.log"
     with log.open("wb") as fh:
         fh.write(b"\xff\xfe\x00garbage" * 10 + b"\n")

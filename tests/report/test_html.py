@@ -23,6 +23,7 @@ from oomwatch.store import IncidentStore
 
 from .browser import browse as _browser
 from .browser import chromium as _chromium
+from .conftest import ReportRun
 
 MIB = 1 << 20
 POD = "/kubepods/burstable/pod28fcb1a0-a45c-44e7-b9bf-e3b9360bedba"
@@ -186,8 +187,8 @@ def test_html_page_renders_offline_with_plot_and_verdict(report, tmp_path: Path)
 
 
 def test_html_without_timeline_draws_the_breakdown_at_the_kill(
-    report, corpus, tmp_path: Path
-) -> None:  # type: ignore[no-untyped-def]
+    report: ReportRun, corpus: Path, tmp_path: Path
+) -> None:
     from .conftest import corpus_file
 
     page = tmp_path / "r.html"

@@ -17,7 +17,7 @@ import pytest
 from PIL import Image
 
 from .browser import chromium, dom, screenshot
-from .conftest import corpus_file
+from .conftest import ReportRun, corpus_file
 from .logs import three_hundred_kills
 
 pytestmark = pytest.mark.slow
@@ -30,6 +30,8 @@ PAGE_RIGHT_PX = 24 + 1000  # body margin + max-width: nothing may be drawn right
 VERDICT_BORDER = (214, 39, 40)
 SUMMARY_HEAD_BG = (240, 240, 240)
 ANON_PIXEL = (122, 154, 189)  # #4e79a7 at 75 % over white
+
+RGB = tuple[int, int, int]
 
 
 def _terminal(text: str, path: Path) -> Path:
@@ -46,16 +48,26 @@ def _terminal(text: str, path: Path) -> Path:
     return path
 
 
-def _ink(
-    image: Image.Image, box: tuple[int, int, int, int], background: tuple[int, int, int]
-) -> int:
-    """Pixels in `box` that differ from the background (text, lines, fills)."""
+def _rgb(value: object) -> tuple[int, int, int]:
+    """A pixel of an RGB(A) image as (r, g, b) (Pillow types it as any band layout)."""
+    assert isinstance(value, tuple) and len(value) >= 3, value
+    return int(value[0]), int(value[1]), int(value[2])
+
+
+def _colours(image: Image.Image, box: tuple[int, int, int, int]) -> list[tuple[int, RGB]]:
+    """(pixel count, colour) of every colour in `box`."""
     region = image.crop(box).convert("RGB")
-    colours = region.getcolors(maxcolors=1 << 20) or []
+    return [(count, _rgb(colour)) for count, colour in region.getcolors(1 << 20) or []]
+
+
+def _distance(a: RGB, b: RGB) -> int:
+    return max(abs(x - y) for x, y in zip(a, b, strict=True))
+
+
+def _ink(image: Image.Image, box: tuple[int, int, int, int], background: RGB) -> int:
+    """Pixels in `box` that differ from the background (text, lines, fills)."""
     return sum(
-        count
-        for count, colour in colours
-        if max(abs(a - b) for a, b in zip(colour, background, strict=True)) > 40
+        count for count, colour in _colours(image, box) if _distance(colour, background) > 40
     )
 
 
@@ -112,8 +124,8 @@ def log300(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_text_300_kills_summary_fills_the_first_screen(
-    report, log300: Path, tmp_path: Path
-) -> None:  # type: ignore[no-untyped-def]
+    report: ReportRun, log300: Path, tmp_path: Path
+) -> None:
     binary = chromium()
     out = report(str(log300)).out
     lines = out.splitlines()
@@ -163,10 +175,10 @@ def test_html_300_kills(report, log300: Path, tmp_path: Path) -> None:  # type: 
     for labels in _ticks(text, "y"):
         _round_ticks(labels)
     first = Image.open(screenshot(binary, tmp_path, page, 1280, 900))
-    top = next(y for y in range(900) if first.getpixel((30, y))[:3] == SUMMARY_HEAD_BG)
+    top = next(y for y in range(900) if _rgb(first.getpixel((30, y))) == SUMMARY_HEAD_BG)
     assert top < 150, "the summary table starts the page"
     # all 20 summary rows drawn in the first screen: their separator lines are there
-    rules = [y for y in range(top, 900) if first.getpixel((600, y))[:3] == (228, 228, 228)]
+    rules = [y for y in range(top, 900) if _rgb(first.getpixel((600, y))) == (228, 228, 228)]
     assert len(rules) >= 21, rules
     full = Image.open(screenshot(binary, tmp_path, page, 1280, 8000))
     bottom = _content_bottom(full)
@@ -194,14 +206,11 @@ def test_html_group_kill(report, corpus: Path, tmp_path: Path) -> None:  # type:
     [labels] = _ticks(text, "y")
     assert labels == ["0", "2 GiB", "4 GiB", "6 GiB", "8 GiB"]
     first = Image.open(screenshot(binary, tmp_path, page, 1280, 900))
-    border = sum(1 for y in range(100, 300) if first.getpixel((42, y))[:3] == VERDICT_BORDER)
+    border = sum(1 for y in range(100, 300) if _rgb(first.getpixel((42, y))) == VERDICT_BORDER)
     assert border > 30, "the verdict is in the first screen"
     full = Image.open(screenshot(binary, tmp_path, page, 1280, 4000))
     bottom = _content_bottom(full)
     assert bottom < 2600
     assert _ink(full, (PAGE_RIGHT_PX + 2, 0, 1280, bottom), PAGE_BG) == 0, "text overflows"
-    anon = full.crop((24, 0, 1024, bottom)).convert("RGB").getcolors(1 << 20) or []
-    assert (
-        sum(n for n, c in anon if max(abs(a - b) for a, b in zip(c, ANON_PIXEL, strict=True)) <= 12)
-        > 2000
-    )
+    anon = _colours(full, (24, 0, 1024, bottom))
+    assert sum(n for n, c in anon if _distance(c, ANON_PIXEL) <= 12) > 2000

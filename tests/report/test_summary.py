@@ -110,7 +110,7 @@ def _corpus_incidents() -> list[Incident]:
     from oomwatch.cgroup_identity import annotate
     from oomwatch.decode import decode_text
 
-    out = []
+    out: list[Incident] = []
     for path in corpus_files():
         found = decode_text(path.read_text()).incidents
         out.extend(diagnose(annotate(i), found) for i in found)

@@ -123,7 +123,8 @@ def test_shared_rows_show_in_the_probe_and_workers_in_the_measurement(tmp_path: 
 
 def _mapping_of(address: int) -> tuple[str, dict[str, int]]:
     """The /proc/self/smaps entry holding `address`: its header line and its kB fields."""
-    header, fields, found = "", {}, False
+    header, found = "", False
+    fields: dict[str, int] = {}
     with open("/proc/self/smaps") as smaps:
         for line in smaps:
             first = line.split()[0]
