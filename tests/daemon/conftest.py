@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -17,6 +16,7 @@ from typing import Any
 
 import pytest
 from contract import validate_stored
+from support import free_port, wait_for
 
 from oomwatch.incident import Incident
 from oomwatch.lab.fixtures import memcg_v1, scratch
@@ -24,12 +24,6 @@ from oomwatch.sources.kmsg import KmsgCursor, read_backlog, read_boot_id, record
 from oomwatch.store import IncidentStore
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def stored(state_dir: Path) -> list[Incident]:
@@ -43,16 +37,6 @@ def stored(state_dir: Path) -> list[Incident]:
     for incident in incidents:
         validate_stored(incident.to_dict())
     return incidents
-
-
-def wait_for(check: Callable[[], bool], timeout_s: float) -> bool:
-    """Poll `check` until it holds or the time is up; its last answer either way."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if check():
-            return True
-        time.sleep(0.01)
-    return check()
 
 
 def seed_cursor_at_log_end(state_dir: Path) -> None:

@@ -18,7 +18,7 @@ from kubernetes.config import kube_config
 
 from oomwatch.daemon.agent import Agent
 
-from .conftest import stored, wait_for
+from .conftest import stored
 from .test_agent_offline import (
     CONTAINER,
     POD_UID,
@@ -30,6 +30,7 @@ from .test_agent_offline import (
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "kube"))
 from fakeapi import NODE, FakeApiServer, make_pod
+from support import wait_for
 
 CONTAINER_ID = CONTAINER.rsplit("/", 1)[1]
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support import wait_for
 
 from oomwatch.daemon import agent as agent_module
 from oomwatch.daemon.agent import Agent
@@ -30,7 +31,7 @@ from oomwatch.incident import Incident
 from oomwatch.sinks.log import get_logger, setup_logging
 from oomwatch.store import IncidentStore
 
-from .conftest import stored, wait_for
+from .conftest import stored
 
 DATA = Path(__file__).parent / "data" / "memcg_kill.kmsg"
 REPORT = DATA.read_bytes()

@@ -19,12 +19,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from support import wait_for
 
 from oomwatch.incident import Incident
 from oomwatch.lab import HogProcess, Memcg, ScratchMemcg, kubelet_layout, spawn_hog
 from oomwatch.lab.layout import Driver
 
-from .conftest import DaemonProcess, seed_cursor_at_log_end, stored, victim_is, wait_for
+from .conftest import DaemonProcess, seed_cursor_at_log_end, stored, victim_is
 
 pytestmark = [pytest.mark.kernel, pytest.mark.slow]
 MIB = 1 << 20

@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 from fleet_cluster import NODES, Cluster, Pod, incidents, kill, plugin_env
-from rules.conftest import PrometheusServer, free_port
+from rules.conftest import PrometheusServer
+from support import free_port
 
 from oomwatch.sinks.metrics import Metrics
 

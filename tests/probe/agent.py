@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 import time
@@ -11,6 +10,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+
+from support import free_port
 
 from oomwatch.incident import Incident
 from oomwatch.store import IncidentStore, StoreError
@@ -44,16 +45,10 @@ class Agent:
         return []
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @contextmanager
 def running_agent(tmp_path: Path) -> Iterator[Agent]:
     """A standalone agent with a probe directory, healthy before the block runs."""
-    agent = Agent(tmp_path / "state", tmp_path / "probe", _free_port())
+    agent = Agent(tmp_path / "state", tmp_path / "probe", free_port())
     agent.probe_dir.mkdir()
     command = [
         sys.executable, "-m", "oomwatch.cli", "run", "--standalone",

@@ -6,7 +6,6 @@ import contextlib
 import json
 import os
 import shutil
-import socket
 import subprocess
 import time
 import urllib.error
@@ -17,6 +16,7 @@ from typing import Any
 
 import pytest
 import yaml
+from support import free_port
 
 IN_CI = bool(os.environ.get("CI"))
 
@@ -38,13 +38,6 @@ def promtool() -> str:
 @pytest.fixture(scope="session")
 def prometheus_binary() -> str:
     return _tool("prometheus")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def http_get(url: str, timeout_s: float = 5.0) -> tuple[int, bytes]:

@@ -19,11 +19,12 @@ from pathlib import Path
 
 import pytest
 from daemon.test_agent_offline import REPORT, events, make_tree
+from support import free_port
 
 from oomwatch.incident import Finding, Incident, PodContext, Victim
 from oomwatch.sinks.metrics import Metrics, SeriesLabels
 
-from .conftest import free_port, http_get
+from .conftest import http_get
 from .promql import (
     KUBE_STATE_METRICS,
     assert_all_exported,

@@ -19,10 +19,11 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
+from support import free_port
 
 from oomwatch.lab import ScratchMemcg, kubelet_layout, memcg_v1_unavailable_reason, provoke_kill
 
-from .conftest import PrometheusServer, free_port, http_get
+from .conftest import PrometheusServer, http_get
 from .promql import (
     RULES_FILE,
     assert_all_exported,

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import threading
@@ -22,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from support import free_port
+
 REPO = Path(__file__).resolve().parents[2]
 REPORT = (REPO / "tests" / "daemon" / "data" / "memcg_kill.kmsg").read_bytes()
 CONTAINER = next(
@@ -30,12 +31,6 @@ CONTAINER = next(
     for part in line.split(b",")
     if part.startswith(b"task_memcg=")
 )
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def events_file(oom_kill: int) -> str:
