@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 from contract import validate_stored
+from lab_fixtures import memcg_v1, scratch
 from support import free_port, wait_for
 
 from oomwatch.incident import Incident
-from oomwatch.lab.fixtures import memcg_v1, scratch
 from oomwatch.sources.kmsg import KmsgCursor, read_backlog, read_boot_id, record_seq
 from oomwatch.store import IncidentStore
 

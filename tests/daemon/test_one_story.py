@@ -31,13 +31,13 @@ from typing import Any
 import pytest
 from contract import validate_report
 from kubernetes.config import kube_config
+from lab_fixtures import memcg_v1, scratch
 
 from oomwatch.daemon.agent import Agent
 from oomwatch.diagnosis.history import History
 from oomwatch.incident import Incident
 from oomwatch.kube import KubeIntegration
 from oomwatch.lab import ScratchMemcg, kubelet_layout, spawn_hog, wait_rate_limit_window
-from oomwatch.lab.fixtures import memcg_v1, scratch
 from oomwatch.sources.kmsg import read_backlog, record_seq
 
 from .conftest import (

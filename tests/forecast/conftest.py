@@ -1,3 +1,3 @@
 """Real-kernel fixtures for the forecast tests."""
 
-from oomwatch.lab.fixtures import memcg_v1, scratch  # noqa: F401
+from lab_fixtures import memcg_v1, scratch  # noqa: F401

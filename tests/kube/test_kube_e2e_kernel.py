@@ -22,9 +22,9 @@ from typing import Any
 
 import pytest
 from fakeapi import FakeApiServer, make_pod
+from lab_fixtures import memcg_v1, scratch
 
 from oomwatch.lab import ScratchMemcg, kubelet_layout, spawn_hog, wait_rate_limit_window
-from oomwatch.lab.fixtures import memcg_v1, scratch
 
 __all__ = ["memcg_v1", "scratch"]
 

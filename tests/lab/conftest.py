@@ -1,3 +1,3 @@
-from oomwatch.lab.fixtures import memcg_v1, scratch
+from lab_fixtures import memcg_v1, scratch
 
 __all__ = ["memcg_v1", "scratch"]

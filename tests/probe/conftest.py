@@ -62,7 +62,7 @@ def write_record(
 
 
 # Real-kernel fixtures (skip with the reason where scratch memcgs cannot be made).
-from oomwatch.lab.fixtures import memcg_v1, scratch  # noqa: E402, F401
+from lab_fixtures import memcg_v1, scratch  # noqa: E402, F401
 
 
 def refusals(caplog: pytest.LogCaptureFixture, event: str = "probe_file_refused") -> dict[str, str]:

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 from daemon.conftest import DaemonProcess, seed_cursor_at_log_end, start_daemon
+from lab_fixtures import memcg_v1, scratch
 
 from oomwatch.lab import ScratchMemcg, kubelet_layout, provoke_kill
-from oomwatch.lab.fixtures import memcg_v1, scratch
 
 __all__ = ["memcg_v1", "scratch", "start_daemon"]
 

@@ -16,9 +16,9 @@ from pathlib import Path
 # The daemon's real-kernel fixtures are shared with the v1 suite (tests/ is on sys.path,
 # this directory being a package).
 from daemon.conftest import start_daemon
+from lab_fixtures import memcg_v2, scratch_v2
 
 from oomwatch.lab import ScratchMemcg
-from oomwatch.lab.fixtures import memcg_v2, scratch_v2
 from oomwatch.lab.vm import FIXTURES_ENV
 
 COUNTER_FILES = (

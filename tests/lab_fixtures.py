@@ -1,7 +1,8 @@
-"""pytest fixtures for real-kernel tests; import them into a conftest.py:
+"""pytest fixtures for real-kernel tests (the lab is in oomwatch.lab; pytest is not in the
+package); import them into a conftest.py:
 
-    from oomwatch.lab.fixtures import memcg_v1, scratch  # noqa: F401
-    from oomwatch.lab.fixtures import memcg_v2, scratch_v2  # noqa: F401
+    from lab_fixtures import memcg_v1, scratch  # noqa: F401
+    from lab_fixtures import memcg_v2, scratch_v2  # noqa: F401
 
 `memcg_v1` / `memcg_v2` skip the test (with the reason) where scratch memcgs of that cgroup
 version cannot be made; `scratch` / `scratch_v2` give a fresh `ScratchMemcg` (256 MiB root
