@@ -119,6 +119,20 @@ def run_script(argv: Sequence[str], cwd: Path, env: Mapping[str, str]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def kept_under_tmp(cwd: Path, argv: Sequence[str]) -> list[str]:
+    """Host directories under /tmp the session needs (its working directory, the
+    interpreter's environment): the guest's /tmp is its own tmpfs, which would hide them."""
+    wanted = [cwd.resolve()]
+    if argv and argv[0].startswith("/"):
+        wanted.append(Path(argv[0]).parent.parent)  # <venv>/bin/python -> <venv>
+    out: list[str] = []
+    for path in wanted:
+        text = str(path)
+        if text.startswith("/tmp/") and not any(text.startswith(k + "/") for k in out):
+            out.append(text)
+    return sorted(set(out))
+
+
 @contextlib.contextmanager
 def _vm_lock(echo: TextIO | None) -> Iterator[None]:
     VM_LOCK_PATH.parent.mkdir(parents=True, exist_ok=True)
@@ -159,7 +173,9 @@ def run_in_vm(
     share.mkdir(parents=True, exist_ok=True)
     for stale in ("rc", "console.log"):
         (share / stale).unlink(missing_ok=True)
-    (share / "run.sh").write_text(run_script(argv, cwd or Path.cwd(), env or {}))
+    workdir = cwd or Path.cwd()
+    (share / "run.sh").write_text(run_script(argv, workdir, env or {}))
+    (share / "keep").write_text("".join(f"{d}\n" for d in kept_under_tmp(workdir, argv)))
     with _vm_lock(echo):
         started = time.monotonic()
         timed_out = _boot(
