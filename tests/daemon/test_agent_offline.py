@@ -147,7 +147,7 @@ def test_fifo_report_and_counters_become_incidents(
     # freshly booted machine: pick the counter-only incident by what it is, not by position
     [missing] = [x for x in stored(state_dir) if x.victim is None]
     assert missing.kmsg_missing and missing.pod_uid == POD_UID
-    time.sleep(0.5)
+    time.sleep(0.5)  # nothing more may come
     assert len(stored(state_dir)) == 2  # the first kill's counter did not make a second
     lines = [json.loads(x) for x in out.getvalue().splitlines() if x.startswith("{")]
     kills = [x for x in lines if x.get("event") == "oom_kill"]
@@ -210,7 +210,7 @@ def test_kills_counted_while_the_agent_was_down_are_recorded_after_a_restart(
         os.write(writer, killed_line(39177, 9400, "bench-hog"))
         with running(config) as agent:
             assert wait_for(lambda: len(stored(config.state_dir)) == 3, 6.0)
-            time.sleep(0.5)
+            time.sleep(0.5)  # nothing more may come: a duplicate would be counted by then
             assert agent.pipeline.stats.duplicates == 0
     finally:
         os.close(writer)

@@ -229,7 +229,7 @@ def test_names_claimed_by_a_probe_file_never_aim_the_event(
     assert body["metadata"]["namespace"] == "shop"
     assert body["regarding"] == {k: v for k, v in POD_REF.items() if k != "fieldPath"}
     assert body["note"].endswith(POD)  # the report command names the API's pod
-    time.sleep(0.3)
+    time.sleep(0.3)  # no second Event may follow
     assert len(fake_api.events) == 1
 
 
@@ -366,5 +366,5 @@ def test_an_ambiguous_kill_sends_no_event_and_no_annotation_to_any_candidate(
         lambda api: api.pods[("shop", "web-7d4b9c8f6d-x2x9z")]["metadata"].get("annotations")
     )
     assert json.loads(annotated["oomwatch.io/last-oom-kill"])["time"].startswith("20")
-    time.sleep(0.3)
+    time.sleep(0.3)  # no Event may follow for the ambiguous kill
     assert len(fake_api.events) == 1  # the sure kill's; none for the ambiguous one

@@ -59,7 +59,7 @@ def test_memory_eviction_becomes_an_incident(
     assert incident.findings[0].message.startswith(
         "Pod evicted by the kubelet for node memory pressure: The node was low on resource:"
     )
-    time.sleep(0.3)
+    time.sleep(0.3)  # no incident may follow for the ephemeral-storage eviction
     assert len(submitted) == 1  # ephemeral-storage evictions are not ours
     kube.sink.emit(incident)
     (body,) = event_for(fake_api)
@@ -137,5 +137,5 @@ def test_oomkilled_from_before_the_agent_started_is_not_judged(
 
     kube = make_kube(kills=kills)
     wait(lambda: kube.cache.synced)
-    time.sleep(0.5)
+    time.sleep(0.5)  # the verifier may not ask about an old termination
     assert asked == []
