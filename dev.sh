@@ -20,7 +20,7 @@ setup_python() {
   "$VENV/bin/pip" install -q --upgrade pip
   # torch first and pinned: the CPU build of 2.13.0 installs from local disk.
   "$VENV/bin/pip" install -q "torch==2.13.0"
-  "$VENV/bin/pip" install -q -e ".[agent,test,trainer]"
+  "$VENV/bin/pip" install -q -e ".[agent,test,trainer,fast]"
 }
 
 setup_test_extras() {

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from oomwatch.decode.assembler import ReportAssembler
 from oomwatch.decode.context import ORPHAN_LEAD_LINES
+from oomwatch.decode.needles import Needles
 from oomwatch.decode.prefixes import LineParser
 from oomwatch.decode.stamps import Reference, YearClock
 from oomwatch.incident import Incident
@@ -46,9 +47,11 @@ _CLOSING = (
     "not syncing: Out of memory",
     "oom_kill_process: ",
 )
-# A few short needles that every anchor contains: searching the whole text costs one pass
-# per needle, so each hit's line is then checked for the anchors themselves.
-_NEEDLES = ("oom-k", "emory", "process", "killed as a result", "uid  tgid", "already exiting")
+# A few short needles that every anchor contains (one pass for all, see `needles`); each
+# hit's line is then checked for the anchors themselves.
+_NEEDLE_SEARCH = Needles(
+    ("oom-k", "emory", "process", "killed as a result", "uid  tgid", "already exiting")
+)
 # The most a report may run from an opening line to the next anchor: a stack trace and
 # meminfo (even per-CPU lines of a large machine) or a task table of ~40k processes.  A
 # report cut short (no kill line) thus costs at most this much line-by-line parsing.
@@ -114,18 +117,14 @@ def _line_fill(line: str) -> int | None:
 
 def _anchor_hits(text: str) -> list[tuple[int, int]]:
     """(line offset, how far the report may run after it) of every anchor line, sorted."""
-    fills: dict[int, int | None] = {}
+    hits: list[tuple[int, int]] = []
     find = text.find
-    for needle in _NEEDLES:
-        pos = find(needle)
-        while pos >= 0:
-            start = text.rfind("\n", 0, pos) + 1
-            end = find("\n", pos)
-            end = len(text) if end < 0 else end
-            if start not in fills:
-                fills[start] = _line_fill(text[start:end])
-            pos = find(needle, end)
-    return sorted((start, fill) for start, fill in fills.items() if fill is not None)
+    for start in _NEEDLE_SEARCH.line_starts(text):
+        end = find("\n", start)
+        fill = _line_fill(text[start : len(text) if end < 0 else end])
+        if fill is not None:
+            hits.append((start, fill))
+    return hits
 
 
 def _windows(text: str, hits: list[tuple[int, int]]) -> list[tuple[int, int]]:

@@ -73,4 +73,4 @@ def test_scan_needles_cover_every_anchor() -> None:
     from oomwatch.decode import scan
 
     for anchor in (*scan._OPENING, *scan._TABLE, *scan._CLOSING):
-        assert any(needle in anchor for needle in scan._NEEDLES), anchor
+        assert any(needle in anchor for needle in scan._NEEDLE_SEARCH.needles), anchor

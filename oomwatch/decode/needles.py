@@ -1,0 +1,103 @@
+"""The lines of a text that hold any of a few literal needles, found in one pass if possible.
+
+`TextScanner` looks for report anchors in logs of many megabytes that are mostly chatter.
+`str.find` is a C loop, but one pass per needle: six needles over a 72 MB log cost about
+0.22 s, most of the report path's time (bench/report_path.py, bench/RESULTS.md).  Hyperscan
+(the optional `fast` extra: `pip install 'oomwatch[fast]'`) matches all needles in one
+vectorised pass, about 30 ms there.  Without it (not installed, not x86-64, or its database
+fails to build) the same lines are found with one `str.find` pass per needle: the result is
+the same either way (tests/decode/test_needles.py runs the corpus through both).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from typing import Any
+
+
+class Needles:
+    """Finds the start offset of every line holding at least one of `needles`."""
+
+    def __init__(self, needles: Sequence[str], accelerate: bool = True) -> None:
+        """`accelerate=False` keeps to `str.find` (the fallback, for tests and comparison)."""
+        if not needles or any("\n" in n or not n.isascii() or not n for n in needles):
+            raise ValueError("needles must be non-empty ASCII text without newlines")
+        self.needles = tuple(needles)
+        self._hyperscan = _hyperscan_database(self.needles) if accelerate else None
+        self.accelerated = self._hyperscan is not None
+
+    def line_starts(self, text: str) -> list[int]:
+        """Sorted, distinct offsets in `text` of the lines that hold a needle."""
+        if self._hyperscan is None:
+            return _by_find(text, self.needles)
+        return _by_hyperscan(text, self._hyperscan, self.needles)
+
+
+def _by_find(text: str, needles: tuple[str, ...]) -> list[int]:
+    starts: set[int] = set()
+    find, rfind = text.find, text.rfind
+    for needle in needles:
+        pos = find(needle)
+        while pos >= 0:
+            starts.add(rfind("\n", 0, pos) + 1)
+            end = find("\n", pos)
+            if end < 0:
+                break
+            pos = find(needle, end)  # the rest of this line is already taken
+    return sorted(starts)
+
+
+def _by_hyperscan(text: str, database: Any, needles: tuple[str, ...]) -> list[int]:
+    # ASCII text (str.isascii() is O(1) in CPython) encodes by copying, and its byte offsets
+    # are character offsets; other text is matched as UTF-8 and its offsets converted.
+    ascii_text = text.isascii()
+    try:
+        data = text.encode("ascii" if ascii_text else "utf-8")
+    except UnicodeEncodeError:  # lone surrogates: no UTF-8 form to match in
+        return _by_find(text, needles)
+    ends: list[int] = []
+    database.scan(data, match_event_handler=_collector(ends))
+    if not ends:
+        return []
+    ends.sort()
+    if not ascii_text:
+        ends = _char_offsets(data, ends)
+    rfind = text.rfind
+    return sorted({rfind("\n", 0, end) + 1 for end in ends})
+
+
+def _collector(ends: list[int]) -> Callable[..., None]:
+    def on_match(_id: int, _from: int, to: int, _flags: int, _context: object) -> None:
+        ends.append(to)  # a match's end offset: its line starts after the newline before it
+
+    return on_match
+
+
+def _char_offsets(data: bytes, byte_offsets: list[int]) -> list[int]:
+    """Sorted UTF-8 byte offsets (each just after an ASCII needle, so on a character
+    boundary) as offsets into the decoded text: one decode of the text in all."""
+    chars, previous, converted = 0, 0, []
+    for offset in byte_offsets:
+        chars += len(data[previous:offset].decode("utf-8"))
+        previous = offset
+        converted.append(chars)
+    return converted
+
+
+def _hyperscan_database(needles: tuple[str, ...]) -> Any:
+    """A block-mode database matching the needles literally, or None without hyperscan."""
+    try:
+        import hyperscan  # type: ignore[import-not-found]  # optional, untyped C extension
+    except ImportError:
+        return None
+    try:
+        database = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+        database.compile(
+            expressions=[re.escape(n).encode() for n in needles],
+            ids=list(range(len(needles))),
+            flags=[0] * len(needles),
+        )
+    except Exception:  # hyperscan.error: e.g. a CPU without the instructions it needs
+        return None
+    return database

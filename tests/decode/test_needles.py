@@ -1,0 +1,65 @@
+"""One pass for all needles (hyperscan) finds exactly the lines one `str.find` pass per needle
+finds, so the report is the same with or without the optional accelerator."""
+
+from __future__ import annotations
+
+import platform
+from pathlib import Path
+
+import pytest
+
+from oomwatch.decode import decode_text, scan
+from oomwatch.decode.needles import Needles
+
+CORPUS = sorted((Path(__file__).resolve().parent.parent / "data" / "corpus").glob("*.log"))
+NEEDLES = scan._NEEDLE_SEARCH.needles
+
+
+def _both(text: str) -> list[int]:
+    found = Needles(NEEDLES).line_starts(text)
+    assert found == Needles(NEEDLES, accelerate=False).line_starts(text)
+    return found
+
+
+def test_the_accelerator_is_in_use_where_the_suite_installs_it() -> None:
+    if platform.machine() != "x86_64":
+        pytest.skip("hyperscan wheels are x86-64 only; the str.find path serves elsewhere")
+    assert scan._NEEDLE_SEARCH.accelerated, "dev.sh installs the `fast` extra (hyperscan)"
+
+
+@pytest.mark.parametrize("path", CORPUS, ids=[p.name[:2] for p in CORPUS])
+def test_both_searches_find_the_same_lines_in_every_real_log(path: Path) -> None:
+    assert _both(path.read_text(encoding="utf-8"))
+
+
+def test_offsets_are_characters_in_text_that_is_not_ascii() -> None:
+    text = "Mär 3 knoten kernel: ☃ ünrelated\nMär 3 knoten kernel: ☃ python3 invoked oom-killer\nx"
+    assert _both(text) == [text.index("Mär 3 knoten kernel: ☃ python3")]
+
+
+def test_many_needles_on_one_line_give_that_line_once_and_an_unended_last_line_counts() -> None:
+    text = "chatter\n" + "process " * 1000 + "\nmore chatter\nMemory cgroup out of memory"
+    assert _both(text) == [8, text.rindex("\n") + 1]
+
+
+def test_text_without_a_utf8_form_falls_back_to_find() -> None:
+    text = "a\udcff\nKilled process 1 (x)\n"  # a lone surrogate cannot be encoded
+    assert Needles(NEEDLES).line_starts(text) == [3]
+
+
+def test_bad_needles_are_refused() -> None:
+    for needles in ((), ("a\nb",), ("",), ("ü",)):
+        with pytest.raises(ValueError):
+            Needles(needles)
+
+
+@pytest.mark.parametrize("path", CORPUS[::8], ids=[p.name[:2] for p in CORPUS[::8]])
+def test_the_report_decodes_the_same_without_the_accelerator(
+    path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    text = path.read_text(encoding="utf-8")
+    fast = decode_text(text)
+    monkeypatch.setattr(scan, "_NEEDLE_SEARCH", Needles(NEEDLES, accelerate=False))
+    plain = decode_text(text)
+    assert [i.to_dict() for i in fast.incidents] == [i.to_dict() for i in plain.incidents]
+    assert fast.warnings == plain.warnings
