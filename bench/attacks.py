@@ -216,9 +216,9 @@ def bomb(repo: Path, tmp: Path) -> dict[str, Any]:
             ring(RingGeometry(1024, 4, 2), meta(), [sample(0)], [oom_event(0)]),
         )
         started = time.monotonic()
-        seen = agent.wait_line(lambda line: line.get("kind") == "framework", 8.0)
+        seen = agent.arrival(lambda line: line.get("kind") == "framework", 8.0)
         time.sleep(max(0.0, 5 - (time.monotonic() - started)))
-        tracebacks = sum("RecursionError" in line for line in agent.stderr_lines)
+        tracebacks = agent.stderr_tail(1 << 24).count("RecursionError")
         logged = sum("RecursionError" in json.dumps(line) for _, line in agent.lines)
     return {
         "bomb_bytes": len(body),
@@ -232,7 +232,7 @@ def flood(repo: Path, tmp: Path) -> dict[str, Any]:
     geometry = RingGeometry(slot_bytes=2048, sample_slots=1, event_slots=256)
     with running_agent(repo, tmp) as agent:
         agent.kill()
-        agent.wait_line(lambda line: line.get("event") == "oom_kill", 10)
+        agent.arrival(lambda line: line.get("event") == "oom_kill", 10)
         time.sleep(1.5)
         for i in range(45):
             put(
@@ -242,7 +242,7 @@ def flood(repo: Path, tmp: Path) -> dict[str, Any]:
             )
         time.sleep(0.5)
         written = agent.kill()
-        logged = agent.wait_line(
+        logged = agent.arrival(
             lambda line: line.get("event") == "oom_kill" and line.get("kind") != "framework"
             and line.get("process.pid") == 20_002, 120)  # fmt: skip
         time.sleep(10)
@@ -297,7 +297,7 @@ def junk(repo: Path, tmp: Path) -> dict[str, Any]:
             "trainer.ring",
             ring(RingGeometry(1024, 4, 2), meta(), [sample(0)], [oom_event(0)]),
         )
-        seen = agent.wait_line(lambda line: line.get("kind") == "framework", 20.0)
+        seen = agent.arrival(lambda line: line.get("kind") == "framework", 20.0)
     return {"entries": 2201, "trainer_oom_recorded_after_s":
             round(seen - started, 1) if seen else "never (20 s)"}  # fmt: skip
 
@@ -363,7 +363,7 @@ def bad_database(repo: Path, tmp: Path) -> dict[str, Any]:
         try:
             with running_agent(repo, sub) as agent:
                 agent.kill()
-                recorded = agent.wait_line(lambda line: line.get("event") == "oom_kill", 10)
+                recorded = agent.arrival(lambda line: line.get("event") == "oom_kill", 10)
                 aside = sorted(p.name for p in (sub / "state").iterdir())
                 out[variant] = {"healthy": True, "kill_recorded": recorded is not None,
                                 "state_dir": aside, "log": [

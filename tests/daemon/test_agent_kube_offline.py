@@ -9,14 +9,11 @@ from __future__ import annotations
 
 import os
 import sys
-import threading
 import time
 from pathlib import Path
 
 import pytest
 from kubernetes.config import kube_config
-
-from oomwatch.daemon.agent import Agent
 
 from .conftest import stored
 from .test_agent_offline import (
@@ -31,6 +28,7 @@ from .test_agent_offline import (
 sys.path.insert(0, str(Path(__file__).parents[1] / "kube"))
 from fakeapi import NODE, FakeApiServer, make_pod
 from support import wait_for
+from support.agent import agent_thread
 
 CONTAINER_ID = CONTAINER.rsplit("/", 1)[1]
 
@@ -69,25 +67,21 @@ def test_kill_gets_pod_names_and_an_event(tmp_path: Path, monkeypatch: pytest.Mo
         monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
         container_dir, writer, log = fake_host(tmp_path)
         config = config_for(tmp_path, node_name=NODE, standalone=False, enrich_wait_s=5.0)
-        agent = Agent(config)
-        assert agent.kube is not None, f"standalone: {log.getvalue()}"
-        loop = threading.Thread(target=agent.run, daemon=True)
-        loop.start()
         try:
-            time.sleep(0.3)
-            os.write(writer, REPORT)
-            (container_dir / "memory.events").write_text(events(1))
-            assert wait_for(lambda: len(stored(config.state_dir)) == 1, 8.0)
-            [kill] = stored(config.state_dir)
-            assert kill.k8s is not None
-            names = (kill.k8s.namespace, kill.k8s.pod, kill.k8s.container)
-            assert names == ("ml", "trainer-0", "app")
-            api.wait_for(lambda a: len(a.events) == 1, timeout_s=10.0)
-            [event] = api.events.values()
-            assert event["regarding"]["uid"] == POD_UID
+            with agent_thread(config) as agent:
+                assert agent.kube is not None, f"standalone: {log.getvalue()}"
+                time.sleep(0.3)
+                os.write(writer, REPORT)
+                (container_dir / "memory.events").write_text(events(1))
+                assert wait_for(lambda: len(stored(config.state_dir)) == 1, 8.0)
+                [kill] = stored(config.state_dir)
+                assert kill.k8s is not None
+                names = (kill.k8s.namespace, kill.k8s.pod, kill.k8s.container)
+                assert names == ("ml", "trainer-0", "app")
+                api.wait_for(lambda a: len(a.events) == 1, timeout_s=10.0)
+                [event] = api.events.values()
+                assert event["regarding"]["uid"] == POD_UID
         finally:
-            agent.stop()
-            loop.join(10)
             os.close(writer)
     finally:
         api.stop()

@@ -3,14 +3,12 @@ DaemonSet's relay writes them) and a cgroup v2 file tree whose counters the test
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import io
 import json
 import os
 import re
 import socket
-import threading
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -20,6 +18,7 @@ from typing import Any
 
 import pytest
 from support import wait_for
+from support.agent import agent_thread
 
 from oomwatch.daemon import agent as agent_module
 from oomwatch.daemon.agent import Agent
@@ -87,19 +86,6 @@ def config_for(tmp_path: Path, **changes: Any) -> DaemonConfig:
     return dataclasses.replace(config, **changes)
 
 
-@contextlib.contextmanager
-def running(config: DaemonConfig) -> Iterator[Agent]:
-    agent = Agent(config)
-    loop = threading.Thread(target=agent.run, daemon=True)
-    loop.start()
-    try:
-        yield agent
-    finally:
-        agent.stop()
-        loop.join(10)
-        assert not loop.is_alive()
-
-
 def fake_host(tmp_path: Path) -> tuple[Path, int, io.StringIO]:
     """The tree at tmp/cgroup (its container's dir returned), a writer of the kernel-log
     FIFO (the caller closes it; records written stay queued while no agent reads) and the
@@ -117,7 +103,7 @@ def fake_host(tmp_path: Path) -> tuple[Path, int, io.StringIO]:
 def agent_env(tmp_path: Path) -> Iterator[tuple[Agent, Path, int, io.StringIO]]:
     container_dir, writer, out = fake_host(tmp_path)
     try:
-        with running(config_for(tmp_path)) as agent:
+        with agent_thread(config_for(tmp_path)) as agent:
             yield agent, container_dir, writer, out
     finally:
         os.close(writer)
@@ -164,14 +150,10 @@ def test_restart_resumes_after_the_cursor(tmp_path: Path) -> None:
     setup_logging("json", stream=io.StringIO())
     for _ in range(2):  # the relay resends the same records to the restarted agent
         writer = os.open(fifo, os.O_RDWR | os.O_NONBLOCK)
-        agent = Agent(config)
-        loop = threading.Thread(target=agent.run, daemon=True)
-        loop.start()
-        os.write(writer, REPORT)
-        assert wait_for(lambda: len(stored(config.state_dir)) == 1, 5.0)
-        time.sleep(0.5)
-        agent.stop()
-        loop.join(10)
+        with agent_thread(config) as agent:
+            os.write(writer, REPORT)
+            assert wait_for(lambda: len(stored(config.state_dir)) == 1, 5.0)
+            time.sleep(0.5)  # what more it would store if it stored the resent records twice
         os.close(writer)
         assert agent.pipeline.stats.duplicates == 0  # skipped by the cursor, not deduped
     assert len(stored(config.state_dir)) == 1
@@ -196,7 +178,7 @@ def test_kills_counted_while_the_agent_was_down_are_recorded_after_a_restart(
     container_dir, writer, _ = fake_host(tmp_path)
     config = config_for(tmp_path)
     try:
-        with running(config) as agent:
+        with agent_thread(config) as agent:
             os.write(writer, REPORT)
             (container_dir / "memory.events").write_text(events(1))
             assert wait_for(lambda: len(stored(config.state_dir)) == 1, 5.0)
@@ -208,7 +190,7 @@ def test_kills_counted_while_the_agent_was_down_are_recorded_after_a_restart(
             assert wait_for(checkpointed, 5.0)
         (container_dir / "memory.events").write_text(events(3))  # while no agent runs
         os.write(writer, killed_line(39177, 9400, "bench-hog"))
-        with running(config) as agent:
+        with agent_thread(config) as agent:
             assert wait_for(lambda: len(stored(config.state_dir)) == 3, 6.0)
             time.sleep(0.5)  # nothing more may come: a duplicate would be counted by then
             assert agent.pipeline.stats.duplicates == 0
@@ -264,7 +246,7 @@ def test_metrics_bind_an_ipv6_address(tmp_path: Path) -> None:
     _, writer, out = fake_host(tmp_path)
     os.close(writer)
     host, port = parse_address("[::1]:0")
-    with running(config_for(tmp_path, metrics_host=host, metrics_port=port)) as agent:
+    with agent_thread(config_for(tmp_path, metrics_host=host, metrics_port=port)) as agent:
         assert wait_for(lambda: agent.metrics_address is not None, 5.0)
         assert agent.metrics_address is not None
         bound = agent.metrics_address[1]
@@ -282,7 +264,7 @@ def test_age_retention_runs_on_a_quiet_node(
     _, writer, _ = fake_host(tmp_path)
     os.close(writer)
     config = config_for(tmp_path, max_age_days=1.0)
-    with running(config) as agent:
+    with agent_thread(config) as agent:
         three_days_ago = datetime.now(UTC) - timedelta(days=3)
         old = Incident(
             kind="eviction",

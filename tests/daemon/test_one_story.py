@@ -21,7 +21,6 @@ import re
 import signal
 import subprocess
 import sys
-import threading
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -32,8 +31,8 @@ import pytest
 from contract import validate_report
 from kubernetes.config import kube_config
 from lab_fixtures import memcg_v1, scratch
+from support.agent import agent_thread
 
-from oomwatch.daemon.agent import Agent
 from oomwatch.diagnosis.history import History
 from oomwatch.incident import Incident
 from oomwatch.kube import KubeIntegration
@@ -213,21 +212,18 @@ def test_a_real_kernel_report_tells_one_story_everywhere(
     with fake_cluster(tmp_path, monkeypatch) as api:
         container_dir, writer, log = fake_host(tmp_path)
         config = config_for(tmp_path, node_name=NODE, standalone=False, enrich_wait_s=5.0)
-        agent = Agent(config)
-        assert agent.kube is not None, log.getvalue()
-        loop = threading.Thread(target=agent.run, daemon=True)
-        loop.start()
         try:
-            assert wait_for(
-                lambda: isinstance(agent.kube, KubeIntegration) and agent.kube.cache.synced, 10.0
-            )
-            os.write(writer, REPORT)
-            (container_dir / "memory.events").write_text(events(1))
-            assert wait_for(lambda: len(stored(config.state_dir)) == 1, 10.0)
-            api.wait_for(lambda a: len(a.events) == 1, timeout_s=10.0)
+            with agent_thread(config) as agent:
+                assert agent.kube is not None, log.getvalue()
+                assert wait_for(
+                    lambda: isinstance(agent.kube, KubeIntegration) and agent.kube.cache.synced,
+                    10.0,
+                )
+                os.write(writer, REPORT)
+                (container_dir / "memory.events").write_text(events(1))
+                assert wait_for(lambda: len(stored(config.state_dir)) == 1, 10.0)
+                api.wait_for(lambda a: len(a.events) == 1, timeout_s=10.0)
         finally:
-            agent.stop()
-            loop.join(10)
             os.close(writer)
         [event] = api.events.values()
     [incident] = stored(config.state_dir)

@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 import uuid
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from fakeapi import FakeApiServer, make_pod
 from kubernetes import client
+from support import wait_for
 
 from oomwatch.incident import (
     Breakdown,
@@ -139,7 +140,7 @@ def publish(api: FakeApiServer, api_client: client.ApiClient, now: float,
                                watch_timeout_s=5, backoff_max_s=0.4)  # fmt: skip
         kube.start()
         try:
-            _wait(lambda k=kube: k.cache.synced and k.connected)
+            assert wait_for(partial(_connected, kube), 15.0), node
             if node == "node-b":  # the warning came before the trainer's kill
                 note = ("container trainer of pod ml/trainer-0 will reach its 256.0MiB memory"
                         " limit in about 4m20s")  # fmt: skip
@@ -150,7 +151,8 @@ def publish(api: FakeApiServer, api_client: client.ApiClient, now: float,
             for incident in kills:
                 kube.sink.emit(incident)
             expected += len({(i.pod_uid, i.limit_scope) for i in kills})
-            _wait(lambda k=kube: k.publisher.pending() == 0 and k.publisher.delivered > 0)
+            delivered = wait_for(partial(_delivered, kube), 15.0)
+            assert delivered, f"{node}: the fake cluster's Events were not all delivered"
         finally:
             kube.stop(timeout_s=5)
         dirs[node] = stores / node
@@ -162,12 +164,12 @@ def publish(api: FakeApiServer, api_client: client.ApiClient, now: float,
     return dirs
 
 
-def _wait(check: Any, timeout_s: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError("fake cluster: condition not met")
-        time.sleep(0.05)
+def _connected(kube: KubeIntegration) -> bool:
+    return kube.cache.synced and kube.connected
+
+
+def _delivered(kube: KubeIntegration) -> bool:
+    return kube.publisher.pending() == 0 and kube.publisher.delivered > 0
 
 
 @dataclass

@@ -10,12 +10,11 @@ import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from fleet_cluster import NODES, Cluster, Pod, incidents, kill, plugin_env
 from rules.conftest import PrometheusServer
-from support import free_port
+from support import free_port, until
 
 from oomwatch.sinks.metrics import Metrics
 
@@ -52,15 +51,6 @@ def prometheus(
         server.stop()
 
 
-def _until(what: str, probe: Any, timeout_s: float = 60.0) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while (value := probe()) is None:
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} not within {timeout_s:.0f} s")
-        time.sleep(0.5)
-    return value
-
-
 def test_top_counts_the_window_from_prometheus(
     kubectl: str,
     cluster: Cluster,
@@ -70,8 +60,8 @@ def test_top_counts_the_window_from_prometheus(
     kills = incidents(cluster.now)
     # A workload whose Events expired: Prometheus still counts its two kills.
     kills["node-a"] += [kill(API, "node-a", cluster.now - 50 + i) for i in range(2)]
-    _until("both agents scraped",
-           lambda: len(prometheus.query('up{job="oomwatch"} == 1')) == 2 or None)  # fmt: skip
+    until("both agents scraped",
+          lambda: len(prometheus.query('up{job="oomwatch"} == 1')) == 2 or None, 60.0)  # fmt: skip
     first, later = {n: k[:1] for n, k in kills.items()}, {n: k[1:] for n, k in kills.items()}
     for batch in (first, later):  # some kills before the first scrape of their series, some after
         for node, node_kills in batch.items():
@@ -79,9 +69,12 @@ def test_top_counts_the_window_from_prometheus(
                 agents_metrics[node][0].emit(incident)
         time.sleep(2.5)
     total = sum(len(k) for k in kills.values())
-    _until(f"{total} kills in Prometheus", lambda: (
-        float(r[0]["value"][1]) == total or None
-        if (r := prometheus.query("sum(oomwatch_oom_incidents_total)")) else None))  # fmt: skip
+
+    def counted() -> bool | None:
+        rows = prometheus.query("sum(oomwatch_oom_incidents_total)")
+        return float(rows[0]["value"][1]) == total or None if rows else None
+
+    until(f"{total} kills in Prometheus", counted, 60.0)
 
     done = subprocess.run(
         [kubectl, "oomwatch", "top", "--since", "3h", "--prometheus", prometheus.url, "-o", "json"],

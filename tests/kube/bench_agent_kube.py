@@ -11,58 +11,44 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parents[1]))  # tests/, for `support`
 
 from bench_kube import node_pods
 from fakeapi import NODE, FakeApiServer
+from support.agent import AgentProcess
 
 TICK_S = os.sysconf("SC_CLK_TCK")
 
 
 def measure(
-    args: list[str], env: dict[str, str], seconds: float, api: FakeApiServer | None
+    args: list[str], kubeconfig: Path | None, seconds: float, api: FakeApiServer | None
 ) -> tuple[float, float, float]:
-    with tempfile.TemporaryDirectory() as state:
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "oomwatch.cli",
-                "run",
-                f"--node-name={NODE}",
-                f"--state-dir={state}",
-                "--metrics-address=127.0.0.1:0",
-                *args,
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            env=env,
+    with tempfile.TemporaryDirectory() as tmp:
+        agent = AgentProcess(
+            [f"--node-name={NODE}", *args], state_dir=Path(tmp) / "state", kubeconfig=kubeconfig
         )
-        time.sleep(5.0)  # start-up (imports, backlog, first list) is not steady state
-        cpu0 = _cpu_s(proc.pid)
-        t0 = time.monotonic()
-        i = 0
-        while time.monotonic() - t0 < seconds:
-            if api is not None:  # pod status churn, as restarts and probes cause
-                pod = node_pods()[i % 110]
-                pod["status"]["containerStatuses"][0]["restartCount"] = i
-                api.put_pod(pod)
-                i += 1
-            time.sleep(0.25)
-        cpu = (_cpu_s(proc.pid) - cpu0) / (time.monotonic() - t0)
-        status = Path(f"/proc/{proc.pid}/status").read_text()
-        rss = _kb(status, "VmRSS") / 1024
-        hwm = _kb(status, "VmHWM") / 1024
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(20)
-        return rss, hwm, cpu
+        with agent:
+            time.sleep(5.0)  # start-up (backlog, first list) is not steady state
+            pid = agent.proc.pid
+            cpu0 = _cpu_s(pid)
+            t0 = time.monotonic()
+            i = 0
+            while time.monotonic() - t0 < seconds:
+                if api is not None:  # pod status churn, as restarts and probes cause
+                    pod = node_pods()[i % 110]
+                    pod["status"]["containerStatuses"][0]["restartCount"] = i
+                    api.put_pod(pod)
+                    i += 1
+                time.sleep(0.25)
+            cpu = (_cpu_s(pid) - cpu0) / (time.monotonic() - t0)
+            status = agent.status()
+        return status["VmRSS"] / 1024, status["VmHWM"] / 1024, cpu
 
 
 def _cpu_s(pid: int) -> float:
@@ -70,14 +56,9 @@ def _cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / TICK_S
 
 
-def _kb(status: str, key: str) -> int:
-    line = next(ln for ln in status.splitlines() if ln.startswith(key + ":"))
-    return int(line.split()[1])
-
-
 def main() -> None:
     seconds = float(sys.argv[1]) if len(sys.argv) > 1 else 30.0
-    rss, hwm, cpu = measure(["--standalone"], dict(os.environ), seconds, None)
+    rss, hwm, cpu = measure([], None, seconds, None)
     print(f"standalone: RSS {rss:.1f} MiB (peak {hwm:.1f}), CPU {cpu * 1000:.1f} millicores")
     api = FakeApiServer().start()
     try:
@@ -96,8 +77,7 @@ def main() -> None:
                 },
                 cfg,
             )
-        env = {**os.environ, "KUBECONFIG": cfg.name}
-        rss, hwm, cpu = measure([], env, seconds, api)
+        rss, hwm, cpu = measure([], Path(cfg.name), seconds, api)
         print(
             f"with Kubernetes (110 pods, 4 pod updates/s): RSS {rss:.1f} MiB (peak {hwm:.1f}),"
             f" CPU {cpu * 1000:.1f} millicores"

@@ -7,13 +7,10 @@ a log line (`kubectl logs`) carrying the same Kubernetes identity.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -23,6 +20,7 @@ from typing import Any
 import pytest
 from fakeapi import FakeApiServer, make_pod
 from lab_fixtures import memcg_v1, scratch
+from support.agent import AgentProcess
 
 from oomwatch.lab import ScratchMemcg, kubelet_layout, spawn_hog, wait_rate_limit_window
 
@@ -48,63 +46,19 @@ def kubeconfig(path: Path, server: str) -> Path:
     return path
 
 
-class Daemon:
-    """`oomwatch run` as a subprocess; its JSON log lines are collected as they come."""
-
-    def __init__(self, tmp: Path, server: str, extra_args: list[str]) -> None:
-        env = {**os.environ, "KUBECONFIG": str(kubeconfig(tmp / "kubeconfig", server))}
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "oomwatch.cli",
-                "run",
-                f"--node-name={NODE}",
-                f"--state-dir={tmp / 'state'}",
-                "--metrics-address=127.0.0.1:0",
-                *extra_args,
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            env=env,
-        )
-        self.lines: list[dict[str, Any]] = []
-        self.raw: list[str] = []
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            text = line.decode(errors="replace")
-            self.raw.append(text)
-            with contextlib.suppress(ValueError):
-                self.lines.append(json.loads(text))
-
-    def wait_line(self, predicate: Any, timeout_s: float) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            found = next((line for line in list(self.lines) if predicate(line)), None)
-            if found is not None:
-                return found
-            if self.proc.poll() is not None:
-                break
-            time.sleep(0.05)
-        raise AssertionError("daemon log line not seen; output:\n" + "".join(self.raw[-40:]))
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+def connected_agent(tmp: Path, server: str, extra_args: list[str]) -> AgentProcess:
+    """`oomwatch run` connected to the fake API server at `server` (support.agent)."""
+    return AgentProcess(
+        [f"--node-name={NODE}", *extra_args],
+        state_dir=tmp / "state",
+        kubeconfig=kubeconfig(tmp / "kubeconfig", server),
+    )
 
 
 @pytest.fixture(params=["direct", "relay"])
 def daemon(
     request: pytest.FixtureRequest, tmp_path: Path, fake_api: FakeApiServer, memcg_v1: None
-) -> Iterator[Daemon]:
+) -> Iterator[AgentProcess]:
     """The agent reading /dev/kmsg itself, or (as in the DaemonSet) a FIFO fed by the relay."""
     relay: subprocess.Popen[bytes] | None = None
     extra: list[str] = []
@@ -115,7 +69,7 @@ def daemon(
         while not fifo.exists() and time.monotonic() < deadline:
             time.sleep(0.05)
         extra = [f"--kmsg={fifo}"]
-    agent = Daemon(tmp_path, fake_api.url, extra)
+    agent = connected_agent(tmp_path, fake_api.url, extra)
     try:
         yield agent
     finally:
@@ -128,7 +82,7 @@ def daemon(
 @pytest.mark.kernel
 @pytest.mark.slow
 def test_real_kill_produces_an_event_on_the_pod(
-    fake_api: FakeApiServer, scratch: ScratchMemcg, daemon: Daemon
+    fake_api: FakeApiServer, scratch: ScratchMemcg, daemon: AgentProcess
 ) -> None:
     pod_uid, container_id = str(uuid.uuid4()), uuid.uuid4().hex + uuid.uuid4().hex
     fake_api.put_pod(
@@ -152,7 +106,7 @@ def test_real_kill_produces_an_event_on_the_pod(
     container = kubelet_layout(
         scratch, pod_uid, container_id, qos="burstable", container_limit_bytes=64 * MiB
     )
-    started = daemon.wait_line(lambda line: line.get("event") == "started", timeout_s=60)
+    _, started = daemon.wait_line(lambda line: line.get("event") == "started", timeout_s=60)
     assert started["standalone"] is False
     fake_api.wait_for(lambda api: ("watch", "", "pods") in api.seen(), timeout_s=30)
 
@@ -180,7 +134,7 @@ def test_real_kill_produces_an_event_on_the_pod(
     if "rate-limited-report" not in event["note"]:  # a whole report names the limit it hit
         assert "was killed at its container memory limit of 64 MiB" in event["note"]
         assert "e2e-hog" in event["note"] and " Advice: " in event["note"]
-    line = daemon.wait_line(lambda ln: ln.get("k8s.pod.name") == "trainer-0", timeout_s=10)
+    _, line = daemon.wait_line(lambda ln: ln.get("k8s.pod.name") == "trainer-0", timeout_s=10)
     assert (line["event"], line["k8s.namespace.name"], line["k8s.container.name"]) == (
         "oom_kill",
         "ml",
@@ -192,8 +146,10 @@ def test_real_kill_produces_an_event_on_the_pod(
 
 
 @pytest.fixture
-def direct_daemon(tmp_path: Path, fake_api: FakeApiServer, memcg_v1: None) -> Iterator[Daemon]:
-    agent = Daemon(tmp_path, fake_api.url, [])
+def direct_daemon(
+    tmp_path: Path, fake_api: FakeApiServer, memcg_v1: None
+) -> Iterator[AgentProcess]:
+    agent = connected_agent(tmp_path, fake_api.url, [])
     try:
         yield agent
     finally:
@@ -207,7 +163,7 @@ def _stamp(at_s: float) -> str:
 @pytest.mark.kernel
 @pytest.mark.slow
 def test_oomkilled_status_is_checked_against_real_kernel_kills(
-    fake_api: FakeApiServer, scratch: ScratchMemcg, direct_daemon: Daemon
+    fake_api: FakeApiServer, scratch: ScratchMemcg, direct_daemon: AgentProcess
 ) -> None:
     """`app` really was OOM-killed; `sidecar` is only *said* to be: only it is flagged."""
     pod_uid = str(uuid.uuid4())

@@ -5,14 +5,14 @@ from __future__ import annotations
 import argparse
 import io
 import os
-import threading
 import time
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from support import wait_for
+from support.agent import agent_thread
 
-from oomwatch.daemon.agent import Agent
 from oomwatch.daemon.config import ConfigError, DaemonConfig, configure, resolve
 from oomwatch.probe.ring import RingWriter
 from oomwatch.probe.schema import FrameworkOomEvent, to_payload
@@ -89,17 +89,11 @@ def test_the_running_agent_reads_only_files_of_allowed_owners(tmp_path: Path) ->
         "--kmsg", str(fifo), "--probe-dir", str(probe_dir), "--sample-interval-s", "0.1",
         "--probe-allowed-uids", "1000",
     )  # fmt: skip
-    agent = Agent(config)
-    loop = threading.Thread(target=agent.run, daemon=True)
-    loop.start()
     try:
-        deadline = time.monotonic() + 10
-        while not _framework_pods(config.state_dir) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        time.sleep(0.5)  # several more polls: the refused file stays refused
-        found = _framework_pods(config.state_dir)
+        with agent_thread(config):
+            assert wait_for(lambda: bool(_framework_pods(config.state_dir)), 10.0)
+            time.sleep(0.5)  # several more polls: the refused file stays refused
+            found = _framework_pods(config.state_dir)
     finally:
-        agent.stop()
-        loop.join(10)
         os.close(writer)
     assert found == ["aaaa-1"]

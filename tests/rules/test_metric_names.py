@@ -1,30 +1,25 @@
 """Every metric the rules and the dashboard name is one the agent really exports.
 
 A real `oomwatch run --standalone` runs as a subprocess, fed one kernel OOM report through a
-FIFO (as the DaemonSet's kmsg relay feeds it) over a fake cgroup v2 tree (as
-tests/daemon/test_agent_offline.py builds it), so its kill counters and memory gauges exist;
+FIFO (as the DaemonSet's kmsg relay feeds it) over a fake cgroup v2 tree
+(tests/security/agentproc.py), so its kill counters and memory gauges exist;
 its `/metrics` is scraped over HTTP as Prometheus would.  The label sets of the series one
 report cannot create (group kills, framework OOMs) are checked on the metrics sink itself.
 """
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from daemon.test_agent_offline import REPORT, events, make_tree
-from support import free_port
+from security.agentproc import REPO, running_agent
+from support import wait_for
 
 from oomwatch.incident import Finding, Incident, PodContext, Victim
 from oomwatch.sinks.metrics import Metrics, SeriesLabels
 
-from .conftest import http_get
 from .promql import (
     KUBE_STATE_METRICS,
     assert_all_exported,
@@ -78,67 +73,12 @@ def served_metrics() -> Iterator[tuple[Metrics, str]]:
 @pytest.fixture
 def agent_scrape(tmp_path: Path) -> Iterator[str]:
     """`/metrics` of a real `oomwatch run` after it has seen one OOM kill."""
-    container_dir = make_tree(tmp_path / "cgroup")
-    fifo = tmp_path / "kmsg.fifo"
-    os.mkfifo(fifo)
-    writer = os.open(fifo, os.O_RDWR | os.O_NONBLOCK)  # the relay's end
-    base = f"http://127.0.0.1:{free_port()}"
-    log_file = tmp_path / "oomwatch.log"
-    with log_file.open("wb") as log:
-        agent = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "oomwatch.cli",
-                "run",
-                "--standalone",
-                "--kmsg",
-                str(fifo),
-                "--cgroup-root",
-                str(tmp_path / "cgroup"),
-                "--state-dir",
-                str(tmp_path / "state"),
-                "--metrics-address",
-                base.removeprefix("http://"),
-                "--sample-interval-s",
-                "0.2",
-                "--enrich-wait-s",
-                "1",
-            ],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )
-
-    def scrape_when(ready: str, timeout_s: float) -> str:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            assert agent.poll() is None, log_file.read_text(errors="replace")[-4000:]
-            try:
-                status, body = http_get(base + "/metrics", 1.0)
-            except OSError:
-                status, body = 0, b""
-            if status == 200 and ready in body.decode():
-                return body.decode()
-            time.sleep(0.1)
-        raise AssertionError(
-            f"no {ready!r} within {timeout_s:.0f} s:\n"
-            + log_file.read_text(errors="replace")[-4000:]
-        )
-
-    try:
-        scrape_when("oomwatch_build_info", 30.0)  # serving
-        os.write(writer, REPORT)
-        (container_dir / "memory.events").write_text(events(1))
-        yield scrape_when("oomwatch_oom_incidents_total{", 15.0)
-    finally:
-        agent.terminate()
-        try:
-            agent.wait(15)
-        except subprocess.TimeoutExpired:
-            agent.kill()
-            agent.wait(10)
-        os.close(writer)
+    args = ("--sample-interval-s", "0.2", "--enrich-wait-s", "1")
+    with running_agent(REPO, tmp_path, *args) as agent:
+        agent.kill()
+        counted = wait_for(lambda: "oomwatch_oom_incidents_total{" in agent.get("/metrics")[1], 15)
+        assert counted, f"no oomwatch_oom_incidents_total within 15 s; {agent.why()}"
+        yield agent.metrics()
 
 
 def _scrape(url: str) -> str:

@@ -8,10 +8,7 @@ checked against every name the rules and the dashboard use.
 
 from __future__ import annotations
 
-import os
 import secrets
-import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -19,11 +16,12 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
-from support import free_port
+from support import until
+from support.agent import AgentProcess
 
 from oomwatch.lab import ScratchMemcg, kubelet_layout, memcg_v1_unavailable_reason, provoke_kill
 
-from .conftest import PrometheusServer, http_get
+from .conftest import PrometheusServer
 from .promql import (
     RULES_FILE,
     assert_all_exported,
@@ -40,86 +38,21 @@ AGENT_POD_LABELS = {"namespace": "oomwatch", "pod": "oomwatch-x7k2p", "container
 _T = TypeVar("_T")
 
 
-def wait_for(what: str, probe: Callable[[], _T | None], timeout_s: float, logs: str = "") -> _T:
-    """Poll `probe` until it returns something, or fail naming what never happened."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = probe()
-        if value is not None:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} not within {timeout_s:.0f} s\n{logs}")
-        time.sleep(0.25)
-
-
-class Agent:
-    """`oomwatch run --standalone` as a subprocess with its own state dir and port."""
-
-    def __init__(self, workdir: Path) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log_file = workdir / "oomwatch.log"
-        with self.log_file.open("wb") as log:
-            self.process = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "oomwatch.cli",
-                    "run",
-                    "--standalone",
-                    "--state-dir",
-                    str(workdir / "state"),
-                    "--cgroup-root",
-                    "/sys/fs/cgroup",
-                    "--metrics-address",
-                    f"127.0.0.1:{self.port}",
-                ],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env={**os.environ, "PYTHONUNBUFFERED": "1"},
-            )
-
-    def healthy(self) -> bool | None:
-        if self.process.poll() is not None:
-            raise AssertionError(f"oomwatch run exited {self.process.returncode}:\n{self.log()}")
-        try:
-            return True if http_get(self.url + "/healthz", 1.0)[0] == 200 else None
-        except OSError:
-            return None
-
-    def metrics_text(self) -> str:
-        status, body = http_get(self.url + "/metrics")
-        assert status == 200
-        return body.decode()
-
-    def log(self) -> str:
-        return self.log_file.read_text(errors="replace")[-4000:]
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=10)
-
-
 @pytest.fixture
-def agent(tmp_path: Path) -> Iterator[Agent]:
+def agent(tmp_path: Path) -> Iterator[AgentProcess]:
     reason = memcg_v1_unavailable_reason()
     if reason is not None:
         pytest.skip(f"needs root, cgroup v1 memory and /dev/kmsg: {reason}")
-    running = Agent(tmp_path)
-    try:
-        wait_for("oomwatch run /healthz 200", running.healthy, 30.0)
+    with AgentProcess(
+        ["--cgroup-root", "/sys/fs/cgroup"], state_dir=tmp_path / "state", ready="healthy"
+    ) as running:
         yield running
-    finally:
-        running.stop()
 
 
 @pytest.fixture
-def prometheus(prometheus_binary: str, agent: Agent, tmp_path: Path) -> Iterator[PrometheusServer]:
+def prometheus(
+    prometheus_binary: str, agent: AgentProcess, tmp_path: Path
+) -> Iterator[PrometheusServer]:
     server = PrometheusServer(
         prometheus_binary,
         tmp_path,
@@ -149,23 +82,23 @@ def _firing(server: PrometheusServer, alertname: str, pod_uid: str) -> dict[str,
     return None
 
 
-def _scraping(agent: Agent, prometheus: PrometheusServer) -> Callable[[], str]:
+def _scraping(agent: AgentProcess, prometheus: PrometheusServer) -> Callable[[], str]:
     """Wait until Prometheus scrapes the agent; return a function giving both logs."""
 
     def logs() -> str:
-        return f"--- oomwatch ---\n{agent.log()}\n--- prometheus ---\n{prometheus.log()}"
+        return f"--- oomwatch ---\n{agent.why()}\n--- prometheus ---\n{prometheus.log()}"
 
-    wait_for(
+    until(
         "Prometheus scraping the agent (up == 1)",
         lambda: prometheus.query('up{job="oomwatch"} == 1') or None,
         30.0,
-        logs(),
+        why=logs,
     )
     return logs
 
 
 def test_real_kill_fires_oomkilldetected_with_the_pod_uid(
-    prometheus: PrometheusServer, agent: Agent
+    prometheus: PrometheusServer, agent: AgentProcess
 ) -> None:
     logs = _scraping(agent, prometheus)
     pod_uid = str(uuid.uuid4())
@@ -178,11 +111,11 @@ def test_real_kill_fires_oomkilldetected_with_the_pod_uid(
         assert capture.hog.returncode == -9, capture.hog.stderr_text()
         assert container.oom_kill_count() >= 1
 
-        alert = wait_for(
+        alert = until(
             f"OOMKillDetected firing for pod_uid {pod_uid}",
             lambda: _firing(prometheus, "OOMKillDetected", pod_uid),
             ALERT_TIMEOUT_S,
-            logs(),
+            why=logs,
         )
     latency_s = time.monotonic() - killed_at
     print(f"kill -> OOMKillDetected firing: {latency_s:.1f} s (1 s scrape and evaluation)")
@@ -206,7 +139,7 @@ def test_real_kill_fires_oomkilldetected_with_the_pod_uid(
 
     # The names the rules and the dashboard use are what this live agent exports, and the
     # dashboard's queries show the kill.
-    assert_all_exported(exported_names(agent.metrics_text()))
+    assert_all_exported(exported_names(agent.metrics()))
     shown = {title: prometheus.query(grafana_to_promql(expr)) for title, expr in panel_queries()}
     assert float(shown["Kernel OOM kills"][0]["value"][1]) >= 1
     assert shown["OOM kills by namespace / pod"], "the kills panel shows no series"
@@ -214,7 +147,7 @@ def test_real_kill_fires_oomkilldetected_with_the_pod_uid(
 
 
 def test_child_worker_kill_fires_oomkillchildprocess(
-    prometheus: PrometheusServer, agent: Agent
+    prometheus: PrometheusServer, agent: AgentProcess
 ) -> None:
     logs = _scraping(agent, prometheus)
     pod_uid = str(uuid.uuid4())
@@ -227,11 +160,11 @@ def test_child_worker_kill_fires_oomkillchildprocess(
             container, mode="child-worker", mb=192, comm="h7-worker", linger_s=5.0
         )
         assert capture.hog.poll() is None, "the container's main process must outlive the kill"
-        alert = wait_for(
+        alert = until(
             f"OOMKillChildProcess firing for pod_uid {pod_uid}",
             lambda: _firing(prometheus, "OOMKillChildProcess", pod_uid),
             ALERT_TIMEOUT_S,
-            logs(),
+            why=logs,
         )
     assert alert["labels"]["severity"] == "warning"
     assert "while its main process survived" in alert["annotations"]["description"]

@@ -8,20 +8,16 @@ the same attack on an older checkout (`git archive <commit> | tar -x -C /tmp/bas
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
-import sys
 import threading
 import time
-import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from support import free_port
+from support.agent import AgentProcess
 
 REPO = Path(__file__).resolve().parents[2]
 REPORT = (REPO / "tests" / "daemon" / "data" / "memcg_kill.kmsg").read_bytes()
@@ -80,43 +76,37 @@ def kill_records(seq0: int, ts_us: int, pid: int, extra_tasks: int = 0) -> bytes
     )
 
 
-@dataclass
-class AgentProc:
-    proc: subprocess.Popen[bytes]
-    tmp: Path
-    port: int
-    container_dir: Path
-    fifo_fd: int
-    lines: list[tuple[float, dict[str, object]]] = field(default_factory=list)
-    stderr_lines: list[str] = field(default_factory=list)
-    kills: int = 0
-    seq: int = 100_000
+class AgentProc(AgentProcess):
+    """The agent over a fake host in `tmp`: tmp/cgroup (the report's container), tmp/kmsg.fifo
+    (the relay's end, `fifo_fd`), tmp/probe and tmp/state; `kill()` writes a kernel kill."""
+
+    def __init__(
+        self, repo: Path, tmp: Path, *extra: str, kubeconfig: Path | None, wait_healthy: bool
+    ) -> None:
+        cgroup = tmp / "cgroup"
+        self.tmp = tmp
+        self.container_dir = (
+            make_tree(cgroup) if not cgroup.exists() else cgroup / CONTAINER.strip("/")
+        )
+        self.probe_dir.mkdir(exist_ok=True)
+        fifo = tmp / "kmsg.fifo"
+        if not fifo.exists():
+            os.mkfifo(fifo)
+        self.fifo_fd = os.open(fifo, os.O_RDWR | os.O_NONBLOCK)
+        self.kills = 0
+        self.seq = 100_000
+        args = ["--probe-dir", str(self.probe_dir), "--cgroup-root", str(cgroup),
+                "--kmsg", str(fifo), "--node-name", "node-a", *extra]  # fmt: skip
+        try:
+            super().__init__(args, state_dir=tmp / "state", kubeconfig=kubeconfig, repo=repo,
+                             ready="healthy" if wait_healthy else None)  # fmt: skip
+        except BaseException:
+            os.close(self.fifo_fd)
+            raise
 
     @property
     def probe_dir(self) -> Path:
         return self.tmp / "probe"
-
-    @property
-    def state_dir(self) -> Path:
-        return self.tmp / "state"
-
-    def status(self) -> dict[str, int]:
-        """VmRSS, VmHWM (KiB) and Threads of the agent process."""
-        out: dict[str, int] = {}
-        with open(f"/proc/{self.proc.pid}/status") as fh:
-            for line in fh:
-                key, _, value = line.partition(":")
-                if key in ("VmRSS", "VmHWM", "Threads"):
-                    out[key] = int(value.split()[0])
-        return out
-
-    def get(self, path: str, timeout_s: float = 5.0) -> tuple[int, str]:
-        url = f"http://127.0.0.1:{self.port}{path}"
-        try:
-            with urllib.request.urlopen(url, timeout=timeout_s) as r:
-                return int(r.status), r.read().decode()
-        except OSError as exc:
-            return -1, str(exc)
 
     def kill(self, extra_tasks: int = 0) -> float:
         """A kernel kill through the FIFO and the container's counter; returns when written."""
@@ -134,40 +124,12 @@ class AgentProc:
         (self.container_dir / "memory.events").write_text(events_file(self.kills))
         return written_at
 
-    def wait_line(
-        self, wanted: Callable[[dict[str, object]], bool], timeout_s: float
-    ) -> float | None:
-        """Arrival time (monotonic) of the first log line `wanted` accepts."""
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            for at, line in list(self.lines):
-                if wanted(line):
-                    return at
-            time.sleep(0.02)
-        return None
-
-
-def _collect(agent: AgentProc) -> None:
-    assert agent.proc.stdout is not None
-    for raw in agent.proc.stdout:
-        try:
-            agent.lines.append((time.monotonic(), json.loads(raw)))
-        except ValueError:
-            continue
-
-
-def _collect_err(agent: AgentProc) -> None:
-    assert agent.proc.stderr is not None
-    for raw in agent.proc.stderr:
-        agent.stderr_lines.append(raw.decode(errors="replace"))
-        del agent.stderr_lines[:-2000]
-
-
-def agent_command(repo: Path, tmp: Path, port: int, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "oomwatch.cli", "run",
-            "--state-dir", str(tmp / "state"), "--probe-dir", str(tmp / "probe"),
-            "--metrics-address", f"127.0.0.1:{port}", "--cgroup-root", str(tmp / "cgroup"),
-            "--kmsg", str(tmp / "kmsg.fifo"), "--node-name", "node-a", *extra]  # fmt: skip
+    def stop(self) -> int:
+        code = super().stop()
+        if self.fifo_fd >= 0:
+            os.close(self.fifo_fd)
+            self.fifo_fd = -1
+        return code
 
 
 def agent_env(repo: Path, kubeconfig: Path | None) -> dict[str, str]:
@@ -183,45 +145,8 @@ def running_agent(
     repo: Path, tmp: Path, *extra: str, kubeconfig: Path | None = None, wait_healthy: bool = True
 ) -> Iterator[AgentProc]:
     """An agent over tmp/cgroup, tmp/kmsg.fifo, tmp/probe and tmp/state (created if absent)."""
-    container_dir = (
-        make_tree(tmp / "cgroup")
-        if not (tmp / "cgroup").exists()
-        else (tmp / "cgroup" / CONTAINER.strip("/"))
-    )
-    (tmp / "probe").mkdir(exist_ok=True)
-    fifo = tmp / "kmsg.fifo"
-    if not fifo.exists():
-        os.mkfifo(fifo)
-    fifo_fd = os.open(fifo, os.O_RDWR | os.O_NONBLOCK)
-    port = free_port()
-    mode = [] if kubeconfig is not None else ["--standalone"]
-    proc = subprocess.Popen(agent_command(repo, tmp, port, *mode, *extra), cwd=repo,
-                            env=agent_env(repo, kubeconfig), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE)  # fmt: skip
-    agent = AgentProc(proc, tmp, port, container_dir, fifo_fd)
-    for target in (_collect, _collect_err):
-        threading.Thread(target=target, args=(agent,), daemon=True).start()
-    try:
-        deadline = time.monotonic() + 60
-        while wait_healthy and agent.get("/healthz", 1.0)[0] != 200:
-            if proc.poll() is not None:
-                time.sleep(0.2)  # the collectors take the last lines
-                last = [json.dumps(line)[:300] for _, line in agent.lines[-2:]]
-                raise RuntimeError(f"agent exited {proc.returncode}: {last}"
-                                   + "".join(agent.stderr_lines)[-1000:])  # fmt: skip
-            if time.monotonic() > deadline:
-                raise RuntimeError("agent not healthy in 60 s")
-            time.sleep(0.2)
+    with AgentProc(repo, tmp, *extra, kubeconfig=kubeconfig, wait_healthy=wait_healthy) as agent:
         yield agent
-    finally:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        os.close(fifo_fd)
 
 
 def peak_rss_kib(

@@ -68,8 +68,8 @@ def put(agent: AgentProc, name: str, geometry: RingGeometry, head: dict[str, Any
 
 
 def kernel_kill_logged(agent: AgentProc, pid: int, timeout_s: float) -> float | None:
-    return agent.wait_line(lambda line: line.get("event") == "oom_kill"
-                           and line.get("process.pid") == pid, timeout_s)  # fmt: skip
+    return agent.arrival(lambda line: line.get("event") == "oom_kill"
+                         and line.get("process.pid") == pid, timeout_s)  # fmt: skip
 
 
 def test_110_full_probe_files_keep_the_agent_far_under_its_limit(tmp_path: Path) -> None:
