@@ -13,7 +13,7 @@ the whole text.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from oomwatch.decode.assembler import ReportAssembler
@@ -181,8 +181,14 @@ class TextScanner:
     stays bounded by the piece size: only the last few lines are carried to the next piece.
     """
 
-    def __init__(self, reference: Reference | None = None) -> None:
-        """`reference`: as for `decode_lines`."""
+    def __init__(
+        self,
+        reference: Reference | None = None,
+        line_observer: Callable[[int, str], None] | None = None,
+    ) -> None:
+        """`reference`: as for `decode_lines`.  `line_observer(line_no, line)` sees every line
+        that is parsed (each report window's; every anchor line is in one), once, in order."""
+        self._observer = line_observer
         clock = YearClock(reference)
         self._parser = LineParser(clock)
         self._assembler = ReportAssembler(complete_log=False, clock=clock)
@@ -249,6 +255,8 @@ class TextScanner:
         self._reach = reach if reach >= 0 else None
 
     def _feed_line(self, line: str, line_no: int) -> None:
+        if self._observer is not None:
+            self._observer(line_no, line)
         for record in self._parser.feed(line, line_no):
             self._incidents.extend(self._assembler.feed(record))
 

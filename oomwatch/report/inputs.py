@@ -175,14 +175,13 @@ def _decode_stream(
     blocks, form = _unwrap(_blocks(stream, name), name, loaded)
     json_lines = journal.JsonLines(name) if form == "json" else None
     stats = _ReadStats(clean=json_lines is None)  # a journal's text is cleaned once decoded
-    scanner = TextScanner(reference)
     signs = Signs()
+    scanner = TextScanner(reference, line_observer=signs.see)
     witness: list[Incident] = []  # what `Signs.unread` asks: any incident, any with a victim
     decoded: list[str] = []  # the decoder's warnings, bounded like `loaded`'s
     for piece in _pieces(blocks, stats):
         if json_lines is not None:
             piece = sniff.clean(json_lines.feed(piece))
-        signs.feed(piece)
         scanner.feed(piece)
         taken = scanner.take()
         decoded += taken.warnings[: max(0, MAX_WARNINGS - len(decoded))]

@@ -12,10 +12,11 @@ from oomwatch.incident import Incident
 
 MAX_LINES = 5  # of each sign
 MAX_LINE_CHARS = 240
-# (needle searched for, what a line must contain to count): the search is one C-speed pass
-# per needle, and stops once enough lines are kept.
-_INVOKED = ("oom-kill", ("invoked oom-killer", "oom-kill:constraint"))
-_KILLED = ("Kill", ("Killed process ", "Kill process "))
+# What a line must contain to count.  Every such line holds a report anchor of
+# `decode.scan` (" invoked oom-killer", "oom-kill:", "Killed process ", "ill process "), so
+# the scanner that finds the report windows shows it to `Signs.see`: no pass of its own.
+_INVOKED = ("invoked oom-killer", "oom-kill:constraint")
+_KILLED = ("Killed process ", "Kill process ")
 
 
 @dataclass
@@ -24,31 +25,12 @@ class Signs:
 
     invoked: list[tuple[int, str]] = field(default_factory=list)
     killed: list[tuple[int, str]] = field(default_factory=list)
-    _lines_before: int = 0  # lines in the pieces already seen
 
-    def feed(self, piece: str) -> None:
-        """Look through the next piece of the log (pieces end at a newline)."""
-        full = True
-        for (needle, musts), kept in ((_INVOKED, self.invoked), (_KILLED, self.killed)):
-            if len(kept) < MAX_LINES:
-                self._find(piece, needle, musts, kept)
-                full = full and len(kept) >= MAX_LINES
-        if not full:
-            self._lines_before += piece.count("\n")
-
-    def _find(
-        self, piece: str, needle: str, musts: tuple[str, ...], kept: list[tuple[int, str]]
-    ) -> None:
-        pos = piece.find(needle)
-        while pos >= 0 and len(kept) < MAX_LINES:
-            start = piece.rfind("\n", 0, pos) + 1
-            end = piece.find("\n", pos)
-            end = len(piece) if end < 0 else end
-            line = piece[start:end]
-            if any(must in line for must in musts):
-                line_no = self._lines_before + piece.count("\n", 0, start) + 1
+    def see(self, line_no: int, line: str) -> None:
+        """Look at the next line the scanner parsed (`TextScanner(line_observer=...)`)."""
+        for musts, kept in ((_INVOKED, self.invoked), (_KILLED, self.killed)):
+            if len(kept) < MAX_LINES and any(must in line for must in musts):
                 kept.append((line_no, line.strip()[:MAX_LINE_CHARS]))
-            pos = piece.find(needle, end)
 
     def unread(self, incidents: Sequence[Incident]) -> list[tuple[int, str]]:
         """The kept lines no incident accounts for: every one when nothing was decoded, the

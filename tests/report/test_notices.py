@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from oomwatch.decode import TextScanner
 from oomwatch.incident import Incident, Victim
 from oomwatch.report.unread import Signs
 
@@ -60,8 +61,9 @@ def test_decoded_logs_and_quiet_logs_exit_0(report, corpus: Path, tmp_path: Path
 
 def test_signs_count_only_what_no_incident_explains() -> None:
     signs = Signs()
-    signs.feed(UNREADABLE)
-    signs.feed("[ 20.0] x: oom-kill:constraint=CONSTRAINT_MEMCG,task=y\n")
+    scanner = TextScanner(line_observer=signs.see)
+    scanner.feed(UNREADABLE)
+    scanner.close("[ 20.0] x: oom-kill:constraint=CONSTRAINT_MEMCG,task=y\n")
     assert [n for n, _ in signs.unread([])] == [2, 3, 5]
     no_kill = Incident(kind="memcg")
     assert [n for n, _ in signs.unread([no_kill])] == [3]  # invoked, but no kill decoded
