@@ -15,24 +15,35 @@ Which agent may use a database of which schema (rollbacks) is oomwatch.store_upg
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 import logging
 import sqlite3
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
+from oomwatch import store_checkpoint, store_warnings
 from oomwatch.cgroups.counters import OomCounters
 from oomwatch.incident import KERNEL_KILL_KINDS, Incident, iso_epoch_s, kill_epoch_s
 from oomwatch.sources.kmsg import KmsgCursor
+from oomwatch.store_checkpoint import Checkpoint
+from oomwatch.store_keys import store_key
 from oomwatch.store_limits import MAX_DB_BYTES, bounded, move_aside
+from oomwatch.store_schema import BREAKING_MIGRATIONS, MIGRATIONS, SCHEMA_VERSION
 from oomwatch.store_upgrade import NEWER, oldest_user, schema_of, take_back_set_aside, usable
+from oomwatch.store_warnings import StoredWarning
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "Checkpoint",
+    "IncidentStore",
+    "StoreError",
+    "StoredWarning",
+    "store_key",
+]
 
 log = logging.getLogger("oomwatch.store")
 
@@ -41,89 +52,6 @@ DEFAULT_MAX_INCIDENTS = 10_000  # kernel kills
 DEFAULT_MAX_OTHER_INCIDENTS = 2_000  # framework OOMs, evictions, false OOMKilled reports
 DEFAULT_MAX_AGE_SECONDS = 30 * 24 * 3600.0
 _PRUNE_EVERY_ADDS = 100
-
-# Each entry migrates the schema from version i to i+1; append, never edit.
-_MIGRATIONS: tuple[str, ...] = (
-    """
-    CREATE TABLE incidents (
-        id INTEGER PRIMARY KEY AUTOINCREMENT,
-        identity_key TEXT NOT NULL UNIQUE,
-        kind TEXT NOT NULL,
-        boot_id TEXT,
-        kmsg_seq INTEGER,
-        killed_at_s REAL NOT NULL,
-        detected_at_s REAL NOT NULL,
-        pod_uid TEXT,
-        container_id TEXT,
-        namespace TEXT,
-        pod TEXT,
-        data TEXT NOT NULL
-    );
-    CREATE INDEX incidents_killed_at ON incidents (killed_at_s);
-    CREATE INDEX incidents_container ON incidents (container_id, killed_at_s);
-    CREATE INDEX incidents_pod ON incidents (pod, namespace);
-    CREATE TABLE kmsg_cursor (
-        id INTEGER PRIMARY KEY CHECK (id = 1),
-        boot_id TEXT NOT NULL,
-        seq INTEGER NOT NULL,
-        updated_at_s REAL NOT NULL
-    );
-    """,
-    """
-    CREATE TABLE checkpoint (
-        id INTEGER PRIMARY KEY CHECK (id = 1),
-        boot_id TEXT NOT NULL,
-        reconcile TEXT NOT NULL,
-        updated_at_s REAL NOT NULL
-    );
-    CREATE TABLE cgroup_counters (
-        relpath TEXT PRIMARY KEY,
-        boot_id TEXT NOT NULL,
-        oom INTEGER NOT NULL,
-        oom_kill INTEGER NOT NULL,
-        oom_group_kill INTEGER NOT NULL
-    );
-    """,
-    """
-    CREATE TABLE forecasts (
-        id INTEGER PRIMARY KEY AUTOINCREMENT,
-        cgroup TEXT NOT NULL,
-        pod_uid TEXT,
-        container_id TEXT,
-        started_at_s REAL NOT NULL,
-        ended_at_s REAL,
-        outcome TEXT,
-        data TEXT NOT NULL
-    );
-    CREATE INDEX forecasts_cgroup ON forecasts (cgroup, started_at_s);
-    """,
-)
-SCHEMA_VERSION = len(_MIGRATIONS)
-# The migrations an agent at the schema before them cannot work with (store_upgrade): add a
-# migration's number here unless it only adds tables, indexes or columns with a default.
-_BREAKING_MIGRATIONS: tuple[int, ...] = (1,)
-
-
-@dataclass(frozen=True, slots=True)
-class StoredWarning:
-    """A pre-OOM warning as the store keeps it: when, how it ended, what it forecast."""
-
-    id: int
-    started_at_s: float
-    ended_at_s: float | None
-    outcome: str | None  # None while in force; "killed" or "cleared"
-    data: dict[str, Any]
-    cgroup: str
-
-
-def _stored_warning(row: tuple[Any, ...]) -> StoredWarning:
-    """From (id, started_at_s, ended_at_s, outcome, data, cgroup)."""
-    try:
-        data = json.loads(row[4])
-    except ValueError:
-        data = {}
-    return StoredWarning(int(row[0]), float(row[1]), row[2], row[3],
-                         data if isinstance(data, dict) else {}, str(row[5]))  # fmt: skip
 
 
 class StoreError(Exception):
@@ -148,44 +76,6 @@ def _unusable_reason(exc: BaseException) -> str | None:
         return exc.reason
     code = getattr(exc, "sqlite_errorcode", None)
     return "corrupt" if isinstance(code, int) and code & 0xFF in _CORRUPT_CODES else None
-
-
-@dataclass(frozen=True, slots=True)
-class Checkpoint:
-    """What an earlier run of this boot had explained: per cgroup the OOM counters that
-    every recorded kill accounts for, and the reconciliation it still waited on (JSON)."""
-
-    counters: dict[str, OomCounters]
-    reconcile: dict[str, Any]
-
-
-def store_key(incident: Incident) -> str:
-    """`identity_key()`, adjusted for the incidents the kernel log does not fully name.
-
-    - A counter-only kill (`kmsg_missing`) has no kernel time or victim, so two in one
-      cgroup would share a key; each is observed once (never replayed): a fresh key.
-    - A header-suppressed kill gets its cgroup from the counters, which a replay after a
-      restart may not repeat, so its key leaves the cgroup out (time + pid stay unique).
-    - A framework OOM is one event of one probe file: the file and its owner go in the key.
-    - An incident from the pod status (eviction, false OOMKilled) has neither kernel time
-      nor victim: pod, container and its time tell two of them apart.
-    """
-    if incident.kmsg_missing:
-        return f"{incident.identity_key()}-{uuid.uuid4().hex[:12]}"
-    if incident.kind == "framework":  # one event of one file: its time alone could be forged
-        alloc = incident.allocator or {}
-        return _digest(incident.identity_key(), str(alloc.get("file")), str(alloc.get("owner_uid")))
-    if incident.header_suppressed:
-        return replace(incident, task_memcg=None, oom_memcg=None).identity_key()
-    if incident.kernel_time_s is None and not incident.victims:
-        return _digest(incident.identity_key(), incident.pod_uid or "",
-                       incident.container_id or "",
-                       incident.wall_time or incident.detected_at or "")  # fmt: skip
-    return incident.identity_key()
-
-
-def _digest(*parts: str) -> str:
-    return hashlib.sha256("\x1f".join(parts).encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -259,7 +149,7 @@ class IncidentStore:
             self._migrate()
             self._check_version()
             if schema_of(db)[0] == SCHEMA_VERSION:  # a newer one keeps its own header
-                oldest = oldest_user(SCHEMA_VERSION, _BREAKING_MIGRATIONS)
+                oldest = oldest_user(SCHEMA_VERSION, BREAKING_MIGRATIONS)
                 db.execute(f"PRAGMA user_version = {oldest}")
         except BaseException:
             db.close()
@@ -318,7 +208,7 @@ class IncidentStore:
         for version in range(int(current[0]) + 1, SCHEMA_VERSION + 1):
             db.execute("BEGIN IMMEDIATE")
             try:
-                for statement in _MIGRATIONS[version - 1].split(";"):
+                for statement in MIGRATIONS[version - 1].split(";"):
                     if statement.strip():
                         db.execute(statement)
                 db.execute("INSERT INTO schema_migrations VALUES (?, ?)", (version, time.time()))
@@ -483,7 +373,7 @@ class IncidentStore:
             )
         return before - self.count()
 
-    # --- pre-OOM warnings (issue 17) ---
+    # --- pre-OOM warnings (issue 17): oomwatch.store_warnings ---
 
     @_locked
     def add_warning(
@@ -495,60 +385,33 @@ class IncidentStore:
         data: Mapping[str, Any],
     ) -> int:
         """Record a warning (a `MemoryLimitApproaching` forecast) as it starts; returns its id."""
-        cur = self._db.execute(
-            "INSERT INTO forecasts (cgroup, pod_uid, container_id, started_at_s, data)"
-            " VALUES (?, ?, ?, ?, ?)",
-            (cgroup, pod_uid, container_id, started_at_s, json.dumps(data, separators=(",", ":"))),
-        )
-        return int(cur.lastrowid or 0)
+        return store_warnings.add(self._db, cgroup, pod_uid, container_id, started_at_s, data)
 
     @_locked
     def end_warning(self, warning_id: int, ended_at_s: float, outcome: str) -> None:
         """`killed` (the kill came) or `cleared` (the forecast went away); the first word stays."""
-        self._db.execute(
-            "UPDATE forecasts SET ended_at_s = ?, outcome = ? WHERE id = ? AND outcome IS NULL",
-            (ended_at_s, outcome, warning_id),
-        )
+        store_warnings.end(self._db, warning_id, ended_at_s, outcome)
 
     @_locked
     def warning_before(self, cgroup: str, at_s: float, grace_s: float) -> StoredWarning | None:
         """The latest warning of a cgroup that started by `at_s` and was still in force, or
         ended at most `grace_s` before it (a kill may come while the forecast wavers)."""
-        row = self._db.execute(
-            "SELECT id, started_at_s, ended_at_s, outcome, data, cgroup FROM forecasts"
-            " WHERE cgroup = ? AND started_at_s <= ? AND (ended_at_s IS NULL OR ended_at_s >= ?)"
-            " ORDER BY started_at_s DESC LIMIT 1",
-            (cgroup, at_s, at_s - grace_s),
-        ).fetchone()
-        return None if row is None else _stored_warning(row)
+        return store_warnings.before(self._db, cgroup, at_s, grace_s)
 
     @_locked
     def warnings(self, since_s: float = 0.0) -> list[StoredWarning]:
         """Warnings started since an epoch time, oldest first (bench, report)."""
-        rows = self._db.execute(
-            "SELECT id, started_at_s, ended_at_s, outcome, data, cgroup FROM forecasts"
-            " WHERE started_at_s >= ? ORDER BY started_at_s, id",
-            (since_s,),
-        ).fetchall()
-        return [_stored_warning(row) for row in rows]
+        return store_warnings.since(self._db, since_s)
 
-    # --- kmsg cursor ---
+    # --- kmsg cursor and checkpoint: oomwatch.store_checkpoint ---
 
     @_locked
     def load_cursor(self) -> KmsgCursor | None:
-        row = self._db.execute("SELECT boot_id, seq FROM kmsg_cursor WHERE id = 1").fetchone()
-        return KmsgCursor(str(row[0]), int(row[1])) if row else None
+        return store_checkpoint.load_cursor(self._db)
 
     @_locked
     def save_cursor(self, cursor: KmsgCursor) -> None:
-        self._db.execute(
-            "INSERT INTO kmsg_cursor (id, boot_id, seq, updated_at_s) VALUES (1, ?, ?, ?)"
-            " ON CONFLICT (id) DO UPDATE SET boot_id = excluded.boot_id, seq = excluded.seq,"
-            " updated_at_s = excluded.updated_at_s",
-            (cursor.boot_id, cursor.seq, time.time()),
-        )
-
-    # --- checkpoint (cursor + counters + pending reconciliation, one transaction) ---
+        store_checkpoint.save_cursor(self._db, cursor)
 
     @_locked
     def save_checkpoint(
@@ -560,50 +423,12 @@ class IncidentStore:
     ) -> None:
         """Save all three together so they never disagree; `None` keeps what was saved for
         this boot before (the first checkpoint of a run saves everything)."""
-        now_s = time.time()
-        db = self._db
-        db.execute("BEGIN IMMEDIATE")
-        try:
-            if cursor is not None:
-                self.save_cursor(cursor)
-            if counters is not None:
-                db.execute("DELETE FROM cgroup_counters")
-                db.executemany(
-                    "INSERT INTO cgroup_counters VALUES (?, ?, ?, ?, ?)",
-                    [
-                        (rel, boot_id, c.oom, c.oom_kill, c.oom_group_kill)
-                        for rel, c in counters.items()
-                    ],
-                )
-            if reconcile is not None:
-                db.execute(
-                    "INSERT INTO checkpoint (id, boot_id, reconcile, updated_at_s)"
-                    " VALUES (1, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET"
-                    " boot_id = excluded.boot_id, reconcile = excluded.reconcile,"
-                    " updated_at_s = excluded.updated_at_s",
-                    (boot_id, json.dumps(reconcile, separators=(",", ":")), now_s),
-                )
-            db.execute("COMMIT")
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
+        store_checkpoint.save(self._db, boot_id, cursor, counters, reconcile)
 
     @_locked
     def load_checkpoint(self, boot_id: str) -> Checkpoint | None:
         """The checkpoint of this boot (counters reset at reboot), or None."""
-        row = self._db.execute("SELECT boot_id, reconcile FROM checkpoint WHERE id = 1").fetchone()
-        if row is None or row[0] != boot_id:
-            return None
-        try:
-            reconcile = json.loads(row[1])
-        except ValueError:
-            reconcile = {}
-        rows = self._db.execute(
-            "SELECT relpath, oom, oom_kill, oom_group_kill FROM cgroup_counters WHERE boot_id = ?",
-            (boot_id,),
-        ).fetchall()
-        counters = {str(r[0]): OomCounters(int(r[1]), int(r[2]), int(r[3])) for r in rows}
-        return Checkpoint(counters, reconcile if isinstance(reconcile, dict) else {})
+        return store_checkpoint.load(self._db, boot_id)
 
     @_locked
     def close(self) -> None:

@@ -48,8 +48,12 @@ SIGHTING_MAX_AGE_S = 30.0
 # A victim's anon-rss counts the pages it maps, charged where they were first touched: a
 # process moved in from another cgroup, or COW pages shared with a parent elsewhere, can map
 # more than its cgroup holds.  Only a victim far larger than a limit rules that cgroup out.
+# The slack covers a runtime's start-up heap charged before it joined: on Debian 6.1 (lab
+# VM) forked children of a Python that joined a 16 MiB cgroup after starting died with
+# anon-rss 21.5 MiB, past 1 MiB of slack -- their only counter was ruled out, and each kill
+# was recorded twice (cgroup unknown, and counter-only).
 LIMIT_MARGIN = 1.25
-LIMIT_SLACK_BYTES = 1 << 20
+LIMIT_SLACK_BYTES = 32 << 20
 MAX_MATCHING_KILLS = 64  # beyond this, candidates come from each kill's own evidence alone
 
 

@@ -13,8 +13,9 @@ import pytest
 from oomwatch.cgroups.counters import OomCounters
 from oomwatch.incident import Incident, PodContext, TaskRow, Victim
 from oomwatch.sources.kmsg import KmsgCursor
-from oomwatch.store import _MIGRATIONS, SCHEMA_VERSION, IncidentStore, StoreError
+from oomwatch.store import SCHEMA_VERSION, IncidentStore, StoreError
 from oomwatch.store_limits import MAX_TASK_ROWS
+from oomwatch.store_schema import MIGRATIONS
 
 BOOT = "b0"
 
@@ -171,7 +172,7 @@ def test_checkpoint_saves_cursor_counters_and_pending_together_per_boot(tmp_path
 def test_a_version_1_store_is_migrated_keeping_its_incidents(tmp_path: Path) -> None:
     db = sqlite3.connect(tmp_path / "oomwatch.db")
     db.execute("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_at_s REAL)")
-    db.executescript(_MIGRATIONS[0])
+    db.executescript(MIGRATIONS[0])
     db.execute("INSERT INTO schema_migrations VALUES (1, 0)")
     old = kill(1, "2026-11-22T08:00:00+00:00")
     db.execute(

@@ -5,7 +5,7 @@ store of another schema keeps running and loses nothing recorded.
 into a directory on PYTHONPATH): `IncidentStore.add` of every incident decoded from corpus
 logs 01 and 02 (3 kills), then one `save_checkpoint` (cursor 4242 of boot BOOT).  The newer
 agent is this code with one more migration, as the next release would ship it; whether an
-older agent may use its database is that migration's mark (`_BREAKING_MIGRATIONS`).
+older agent may use its database is that migration's mark (`BREAKING_MIGRATIONS`).
 """
 
 from __future__ import annotations
@@ -56,11 +56,11 @@ def kill(pid: int) -> Incident:
 def newer_agent(*, breaking: bool) -> Iterator[None]:
     """This code as the next release: one more migration, breaking or additive."""
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(store, "_MIGRATIONS", (*store._MIGRATIONS, FUTURE))
+        patch.setattr(store, "MIGRATIONS", (*store.MIGRATIONS, FUTURE))
         patch.setattr(store, "SCHEMA_VERSION", NEWER_SCHEMA)
         if breaking:
-            patch.setattr(store, "_BREAKING_MIGRATIONS",
-                          (*store._BREAKING_MIGRATIONS, NEWER_SCHEMA))  # fmt: skip
+            patch.setattr(store, "BREAKING_MIGRATIONS",
+                          (*store.BREAKING_MIGRATIONS, NEWER_SCHEMA))  # fmt: skip
         yield
 
 
@@ -94,7 +94,7 @@ def test_a_0_1_0_store_opens_with_its_incidents_and_checkpoint(state: Path) -> N
     assert agent.load_cursor() == KmsgCursor(BOOT, 4242)
     assert agent.load_checkpoint(BOOT) is not None
     agent.close()
-    assert header(state) == (OLDER, oldest_user(OLDER, store._BREAKING_MIGRATIONS))
+    assert header(state) == (OLDER, oldest_user(OLDER, store.BREAKING_MIGRATIONS))
     with newer_agent(breaking=True):  # the upgrade migrates it, keeping everything
         upgraded = open_store(state)
         assert upgraded.query() == kills and upgraded.load_cursor() == KmsgCursor(BOOT, 4242)
