@@ -12,7 +12,6 @@ a limit is `None` also where the kernel printed "no limit" (its maximum), never 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal, TypeVar, get_args
@@ -344,6 +343,8 @@ class Incident:
             victim.comm if victim else "",
             self.task_memcg or self.oom_memcg or "",
         ]
+        import hashlib  # its OpenSSL binding costs a report's start-up 3 ms; rarely needed
+
         return hashlib.sha256("\x1f".join(parts).encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
     def to_dict(self) -> dict[str, Any]:

@@ -20,7 +20,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from oomwatch.incident import Incident, TaskRow, Timeline
-from oomwatch.store_upgrade import set_aside
 
 MAX_TASK_ROWS = 256
 MAX_NOTES = 100
@@ -89,6 +88,8 @@ def move_aside(db_path: Path, reason: str) -> Path:
         source = Path(f"{db_path}{suffix}")
         if source.exists():
             os.replace(source, Path(f"{aside}{suffix}"))
+    from oomwatch.store_upgrade import set_aside  # sqlite3: not for `oomwatch report FILE`
+
     older = sorted(set_aside(db_path, reason), key=lambda p: p.stat().st_mtime)
     for old in older[:-KEEP_ASIDE]:
         for suffix in ("", "-wal", "-shm"):

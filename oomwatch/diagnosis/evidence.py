@@ -28,6 +28,16 @@ def fmt_bytes(value: float | None) -> str:
     return f"{size:.1f} TiB"  # pragma: no cover - loop always returns
 
 
+def duration(seconds: float) -> str:
+    """`4m05s`, `50s`, `1h02m`."""
+    s = max(0, round(seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{s % 3600 // 60:02d}m"
+
+
 def pct(part: float, whole: float) -> str:
     return f"{100.0 * part / whole:.0f} %" if whole else "?"
 

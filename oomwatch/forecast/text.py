@@ -2,19 +2,10 @@
 
 from __future__ import annotations
 
+from oomwatch.diagnosis.evidence import duration
 from oomwatch.forecast.model import Forecast, Growth
 
 MIB = 1 << 20
-
-
-def duration(seconds: float) -> str:
-    """`4m05s`, `50s`, `1h02m`."""
-    s = max(0, round(seconds))
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m{s % 60:02d}s"
-    return f"{s // 3600}h{s % 3600 // 60:02d}m"
 
 
 def size(value: float) -> str:

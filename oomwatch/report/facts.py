@@ -13,6 +13,7 @@ from typing import Any
 
 from oomwatch.diagnosis.evidence import (
     charged_bytes,
+    duration,
     fmt_bytes,
     limit_bytes,
     page_bytes,
@@ -21,7 +22,6 @@ from oomwatch.diagnosis.evidence import (
     usage_bytes,
     victim_rss_bytes,
 )
-from oomwatch.forecast.text import duration
 from oomwatch.incident import Incident, Victim, is_constrained_kill
 
 LARGEST_TASKS = 8
