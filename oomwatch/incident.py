@@ -11,6 +11,7 @@ a limit is `None` also where the kernel printed "no limit" (its maximum), never 
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -348,8 +349,9 @@ class Incident:
         return hashlib.sha256("\x1f".join(parts).encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON-ready form (the `--json` contract)."""
-        return dataclasses.asdict(self)
+        """The JSON-ready form (the `--json` contract): what `dataclasses.asdict` gives, at a
+        third of its cost (it deep-copies every leaf; a report writes thousands of rows)."""
+        return _plain_dataclass(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Incident:
@@ -420,6 +422,31 @@ def kill_epoch_s(incident: Incident) -> float | None:
 
 
 _T = TypeVar("_T")
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+_LEAVES = (str, int, float, bool, type(None))
+
+
+def _plain_dataclass(value: Any) -> dict[str, Any]:
+    names = _FIELD_NAMES.get(type(value))
+    if names is None:
+        names = _FIELD_NAMES[type(value)] = tuple(f.name for f in dataclasses.fields(value))
+    return {name: _plain(getattr(value, name)) for name in names}
+
+
+def _plain(value: Any) -> Any:
+    """`dataclasses.asdict`'s recursion for what incidents hold: dataclasses, lists, tuples,
+    dicts and JSON leaves (anything else is copied as asdict would)."""
+    if isinstance(value, _LEAVES):
+        return value
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return _plain_dataclass(value)
+    if type(value) is list:
+        return [_plain(v) for v in value]
+    if type(value) is tuple:
+        return tuple(_plain(v) for v in value)
+    if type(value) is dict:
+        return {_plain(k): _plain(v) for k, v in value.items()}
+    return copy.deepcopy(value)
 
 
 def _known(cls: type[Any], data: dict[str, Any]) -> dict[str, Any]:

@@ -37,6 +37,8 @@ from oomwatch.store_upgrade import NEWER, oldest_user, schema_of, take_back_set_
 from oomwatch.store_warnings import StoredWarning
 
 __all__ = [
+    "BREAKING_MIGRATIONS",
+    "MIGRATIONS",
     "SCHEMA_VERSION",
     "Checkpoint",
     "IncidentStore",
