@@ -20,10 +20,10 @@ import select
 import threading
 import time
 from collections import OrderedDict
-from datetime import UTC, datetime
 
 from oomwatch.cgroups import CgroupWatcher, TimelineSampler, WatchedCgroup
 from oomwatch.cgroups.pressure import PressureWatch
+from oomwatch.daemon import wiring
 from oomwatch.daemon.cgroup_worker import CgroupWorker
 from oomwatch.daemon.checkpoint import Checkpointer
 from oomwatch.daemon.config import DaemonConfig
@@ -32,13 +32,10 @@ from oomwatch.daemon.host import dying, live_pids
 from oomwatch.daemon.kernel_log import KernelLog
 from oomwatch.daemon.pipeline import Pipeline
 from oomwatch.daemon.reconcile import CgroupFacts, is_logged_kernel_kill
-from oomwatch.diagnosis.history import History
-from oomwatch.diagnosis.trends import CRASH_LOOP_WINDOW_S
 from oomwatch.incident import Incident, TimelineSample
 from oomwatch.sinks import http
 from oomwatch.sinks.log import LogSink, get_logger
 from oomwatch.sinks.metrics import Metrics, SeriesLabels
-from oomwatch.sources.kmsg import read_boot_id
 from oomwatch.stages import ClosingEnricher, Enricher, FrameworkSource, KubeLink, Sink
 from oomwatch.store import IncidentStore
 
@@ -65,7 +62,7 @@ class Agent:
             max_incidents=config.max_incidents,
             max_age_s=config.max_age_days * 86400.0,
         )
-        self.boot_id = self._boot_id()
+        self.boot_id = wiring.boot_id(self.log)
         self.checkpoints = Checkpointer(self.store, self.boot_id, self.log)
         checkpoint = self.checkpoints.load()
         self.metrics = Metrics()
@@ -88,7 +85,11 @@ class Agent:
             wake=self._wake,
             log=self.log,
         )
-        self.kube: KubeLink | None = None if config.standalone else self._connect_kube()
+        self.kube: KubeLink | None = (
+            None
+            if config.standalone
+            else wiring.connect_kube(config, self.submit, self._kernel_kills_for, self.log)
+        )
         enrichers: list[Enricher] = []
         # Metrics before the log line: once the line is out, the kill is stored and counted.
         sinks: list[Sink] = [self.metrics, LogSink(self.log)]
@@ -106,8 +107,9 @@ class Agent:
             warn_pod=self.kube.warnings.warn if self.kube is not None else None,
         )
         enrichers.append(ForecastJoin(self.store, self.forecasts.reasons))
-        self.framework_source: FrameworkSource | None = None
-        self.probe_enricher: ClosingEnricher | None = self._open_probe()
+        probe = wiring.open_probe(config, self.log)
+        self.probe_enricher: ClosingEnricher | None = probe[0] if probe else None
+        self.framework_source: FrameworkSource | None = probe[1] if probe else None
         if self.probe_enricher is not None:
             enrichers.append(self.probe_enricher)
         self.pipeline = Pipeline(
@@ -123,7 +125,7 @@ class Agent:
             cgroup_facts=self._cgroup_facts,
             kernel_offset_s=self.kmsg.clock.offset_s,
             log_read_at_s=lambda: self.kmsg.read_through_s,
-            history=self._history(),
+            history=wiring.history(self.store, self.log),
         )
         if checkpoint is not None:
             self.pipeline.state = self.checkpoints.restored_state(checkpoint, time.monotonic())
@@ -136,66 +138,7 @@ class Agent:
         self._rescanned_for: OrderedDict[str, None] = OrderedDict()
         self._rescan_pending = False
 
-    # --- setup adapters ---
-
-    def _boot_id(self) -> str | None:
-        try:
-            return read_boot_id()
-        except OSError as exc:
-            self.log.error("boot_id_unreadable", error=str(exc))
-            return None
-
-    def _connect_kube(self) -> KubeLink | None:
-        """Kubernetes, or None (standalone) when no cluster config is found."""
-        try:
-            from oomwatch.kube import KubeIntegration
-
-            kube = KubeIntegration(
-                self.config.node_name,
-                annotate=self.config.annotate_pods,
-                submit=self.submit,
-                kernel_kills_for=self._kernel_kills_for,
-                state_dir=str(self.config.state_dir),
-            )
-        except Exception as exc:
-            self.log.warning("standalone", reason=f"no Kubernetes cluster reachable: {exc}")
-            return None
-        link: KubeLink = kube
-        return link
-
-    def _open_probe(self) -> ClosingEnricher | None:
-        probe_dir = self.config.probe_dir
-        if probe_dir is None:
-            return None
-        if not probe_dir.is_dir():
-            self.log.warning("probe_dir_missing", path=str(probe_dir))
-            return None
-        try:
-            from oomwatch.probe.framework import FrameworkOomSource
-            from oomwatch.probe.join import ProbeEnricher
-            from oomwatch.probe.reader import ProbeDirReader, ReaderLimits
-        except ImportError as exc:
-            self.log.warning("probe_unavailable", error=str(exc))
-            return None
-        # One reader for both: one parse cache and one byte budget for every file.
-        limits = ReaderLimits(allowed_uids=self.config.probe_allowed_uids)
-        reader = ProbeDirReader(probe_dir, limits)
-        self.framework_source = FrameworkOomSource(
-            probe_dir, reader=reader, pod_dirs=self.config.probe_pod_dirs
-        )
-        enricher: ClosingEnricher = ProbeEnricher(probe_dir, reader=reader)
-        return enricher
-
-    def _history(self) -> History:
-        """The crash-loop window's stored kills, so a restarted agent diagnoses the next kill
-        of a crash-looping container as `oomwatch report --store` does."""
-        since = datetime.fromtimestamp(time.time() - CRASH_LOOP_WINDOW_S, UTC)
-        history = History()
-        try:
-            history.remember_all(self.store.iter_query(since=since))
-        except Exception:
-            self.log.exception("store_history_unreadable")
-        return history
+    # --- host adapters (the pipeline's view of the node) ---
 
     def _kernel_kills_for(self, container_id: str, since_s: float, until_s: float) -> int:
         """(Kubernetes thread) kernel kills stored for a container; the store serializes."""

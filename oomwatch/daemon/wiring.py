@@ -1,0 +1,87 @@
+"""How the agent opens what it may run without: the boot id, Kubernetes, the probe
+directory, the crash-loop history.  Each failure is logged and leaves the agent running
+without that part (standalone, no allocator join, no history), never stopped."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+from oomwatch.daemon.config import DaemonConfig
+from oomwatch.diagnosis.history import History
+from oomwatch.diagnosis.trends import CRASH_LOOP_WINDOW_S
+from oomwatch.incident import Incident
+from oomwatch.sources.kmsg import read_boot_id
+from oomwatch.stages import ClosingEnricher, EventLogger, FrameworkSource, KubeLink
+from oomwatch.store import IncidentStore
+
+
+def boot_id(log: EventLogger) -> str | None:
+    try:
+        return read_boot_id()
+    except OSError as exc:
+        log.error("boot_id_unreadable", error=str(exc))
+        return None
+
+
+def connect_kube(
+    config: DaemonConfig,
+    submit: Callable[[Incident], None],
+    kernel_kills_for: Callable[[str, float, float], int],
+    log: EventLogger,
+) -> KubeLink | None:
+    """Kubernetes, or None (standalone) when no cluster config is found."""
+    try:
+        from oomwatch.kube import KubeIntegration
+
+        kube = KubeIntegration(
+            config.node_name,
+            annotate=config.annotate_pods,
+            submit=submit,
+            kernel_kills_for=kernel_kills_for,
+            state_dir=str(config.state_dir),
+        )
+    except Exception as exc:
+        log.warning("standalone", reason=f"no Kubernetes cluster reachable: {exc}")
+        return None
+    link: KubeLink = kube
+    return link
+
+
+def open_probe(
+    config: DaemonConfig, log: EventLogger
+) -> tuple[ClosingEnricher, FrameworkSource] | None:
+    """The probe directory's allocator join and framework-OOM source, or None."""
+    probe_dir = config.probe_dir
+    if probe_dir is None:
+        return None
+    if not probe_dir.is_dir():
+        log.warning("probe_dir_missing", path=str(probe_dir))
+        return None
+    try:
+        from oomwatch.probe.framework import FrameworkOomSource
+        from oomwatch.probe.join import ProbeEnricher
+        from oomwatch.probe.reader import ProbeDirReader, ReaderLimits
+    except ImportError as exc:
+        log.warning("probe_unavailable", error=str(exc))
+        return None
+    # One reader for both: one parse cache and one byte budget for every file.
+    reader = ProbeDirReader(probe_dir, ReaderLimits(allowed_uids=config.probe_allowed_uids))
+    source: FrameworkSource = FrameworkOomSource(
+        probe_dir, reader=reader, pod_dirs=config.probe_pod_dirs
+    )
+    enricher: ClosingEnricher = ProbeEnricher(probe_dir, reader=reader)
+    return enricher, source
+
+
+def history(store: IncidentStore, log: EventLogger) -> History:
+    """The crash-loop window's stored kills, so a restarted agent diagnoses the next kill
+    of a crash-looping container as `oomwatch report --store` does."""
+    since = datetime.fromtimestamp(time.time() - CRASH_LOOP_WINDOW_S, UTC)
+    remembered = History()
+    try:
+        remembered.remember_all(store.iter_query(since=since))
+    except Exception:
+        log.exception("store_history_unreadable")
+    return remembered
