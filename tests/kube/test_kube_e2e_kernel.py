@@ -52,6 +52,7 @@ def connected_agent(tmp: Path, server: str, extra_args: list[str]) -> AgentProce
         [f"--node-name={NODE}", *extra_args],
         state_dir=tmp / "state",
         kubeconfig=kubeconfig(tmp / "kubeconfig", server),
+        ready=None,  # each test waits for `started` as long as its kernel needs
     )
 
 

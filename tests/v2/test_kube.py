@@ -18,20 +18,21 @@ from oomwatch.lab import ScratchMemcg, kubelet_layout, spawn_hog, wait_rate_limi
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "kube"))
 from fakeapi import FakeApiServer, make_pod
-from test_kube_e2e_kernel import NODE, Daemon
+from support.agent import AgentProcess
+from test_kube_e2e_kernel import NODE, connected_agent
 
 pytestmark = pytest.mark.kernel
 MIB = 1 << 20
 
 
 @pytest.fixture
-def cluster(tmp_path: Path, memcg_v2: None) -> Iterator[tuple[FakeApiServer, Daemon]]:
+def cluster(tmp_path: Path, memcg_v2: None) -> Iterator[tuple[FakeApiServer, AgentProcess]]:
     # No cursor: the agent first decodes the whole ring (earlier tests' bursts, for tens of
     # seconds under emulation).  Header-less kills of that backlog still waiting when ours
     # is counted must not be placed in our pod: they were read before our counter was last
     # seen unchanged, so our rise is not theirs.
     api = FakeApiServer().start()
-    agent = Daemon(tmp_path, api.url, [])
+    agent = connected_agent(tmp_path, api.url, [])
     try:
         yield api, agent
     finally:
@@ -40,7 +41,7 @@ def cluster(tmp_path: Path, memcg_v2: None) -> Iterator[tuple[FakeApiServer, Dae
 
 
 def test_group_kill_is_one_group_event_on_the_pod(
-    cluster: tuple[FakeApiServer, Daemon], scratch_v2: ScratchMemcg
+    cluster: tuple[FakeApiServer, AgentProcess], scratch_v2: ScratchMemcg
 ) -> None:
     api, agent = cluster
     pod_uid, container_id = str(uuid.uuid4()), uuid.uuid4().hex * 2
@@ -68,7 +69,7 @@ def test_group_kill_is_one_group_event_on_the_pod(
     container.set_oom_group()
     peer = spawn_hog(container, "idle", mb=4, comm="v2-sidekick")
     assert peer.wait_for("holding", timeout_s=60) == "holding"
-    started = agent.wait_line(lambda line: line.get("event") == "started", timeout_s=120)
+    _, started = agent.wait_line(lambda line: line.get("event") == "started", timeout_s=120)
     assert started["standalone"] is False and started["cgroup_versions"] == [2]
     api.wait_for(lambda a: ("watch", "", "pods") in a.seen(), timeout_s=60)
 
@@ -82,7 +83,7 @@ def test_group_kill_is_one_group_event_on_the_pod(
     [event] = api.wait_for(ours, timeout_s=60)
     assert event["reason"] == "GroupOOMKill"
     assert event["regarding"]["fieldPath"] == "spec.containers{app}"
-    line = agent.wait_line(lambda ln: ln.get("k8s.pod.name") == "web-0", timeout_s=20)
+    _, line = agent.wait_line(lambda ln: ln.get("k8s.pod.name") == "web-0", timeout_s=20)
     assert (line["k8s.namespace.name"], line["k8s.container.name"], line["group_kill"]) == (
         "shop",
         "app",
