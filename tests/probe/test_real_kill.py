@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -64,6 +65,11 @@ def _warm_page_cache() -> None:
     subprocess.run([sys.executable, *tiny], cwd=REPO, check=True, capture_output=True, timeout=120)
 
 
+def _holding(needle: bytes) -> Callable[[bytes], bool]:
+    """A predicate: the record holds `needle`."""
+    return lambda record: needle in record
+
+
 def _trainer_killed(scratch: ScratchMemcg, memcg: Memcg, probe_dir: Path) -> tuple[int, Incident]:
     """Run the trainer in `memcg` until the kernel kills it; its decoded incident."""
     _warm_page_cache()
@@ -85,7 +91,9 @@ def _trainer_killed(scratch: ScratchMemcg, memcg: Memcg, probe_dir: Path) -> tup
             )
             scratch.track_process(proc)
             needle = b"Killed process %d (" % proc.pid
-            records = tail.collect(until=needle.__contains__, timeout_s=180)
+            # (`needle.__contains__` asked whether the record is in the needle: never, and
+            # each kill waited the whole 180 s)
+            records = tail.collect(until=_holding(needle), timeout_s=180)
             _, stderr = proc.communicate(timeout=30)
         assert proc.returncode == -9, stderr.decode()[-2000:]
         assembler = ReportAssembler()
