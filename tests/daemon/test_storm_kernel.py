@@ -154,8 +154,9 @@ def storm(
     seed_cursor_at_log_end(tmp_path / "state")
     daemon = start_daemon()
     pods = containers(scratch, plan.pods, plan.limit_mb, plan.driver)
+    spender = scratch.create_child("spender", 16 * MIB)
     if plan.spend_first:
-        spend_the_rate_limit(scratch.create_child("spender", 16 * MIB))
+        spend_the_rate_limit(spender)
     truth: dict[int, Container] = {}
     hogs: list[HogProcess] = []
     spawned_at: dict[int, float] = {}
@@ -165,7 +166,8 @@ def storm(
     started = time.monotonic()
     for k in range(plan.kills):
         if plan.spend_every and k and k % plan.spend_every == 0:
-            spend_the_rate_limit(scratch.create_child(f"spender-{k}", 16 * MIB))
+            # the same cgroup each time: a cgroup made mid-storm is first read after its kills
+            spend_the_rate_limit(spender)
         pod = pods[k % plan.pods]
         hog = spawn_hog(pod.memcg, mode="anon", mb=200, comm="python3")
         truth[hog.pid] = pod
