@@ -63,8 +63,24 @@ def _by_hyperscan(text: str, database: Any, needles: tuple[str, ...]) -> list[in
     ends.sort()
     if not ascii_text:
         ends = _char_offsets(data, ends)
+    return _line_starts(text, ends)
+
+
+def _line_starts(text: str, ends: list[int]) -> list[int]:
+    """The distinct line starts of sorted offsets.  Each backward search stops at the
+    previous offset: from 0 it went back over the whole line per match, and a hostile
+    megabyte line holding thousands of needles took seconds (tests/decode/test_properties)."""
     rfind = text.rfind
-    return sorted({rfind("\n", 0, end) + 1 for end in ends})
+    starts: list[int] = []
+    start, previous = 0, 0
+    for end in ends:
+        newline = rfind("\n", previous, end)
+        if newline >= 0:
+            start = newline + 1
+        if not starts or starts[-1] != start:
+            starts.append(start)
+        previous = end
+    return starts
 
 
 def _collector(ends: list[int]) -> Callable[..., None]:

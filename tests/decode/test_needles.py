@@ -7,6 +7,8 @@ import platform
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from oomwatch.decode import decode_text, scan
 from oomwatch.decode.needles import Needles
@@ -40,6 +42,18 @@ def test_offsets_are_characters_in_text_that_is_not_ascii() -> None:
 def test_many_needles_on_one_line_give_that_line_once_and_an_unended_last_line_counts() -> None:
     text = "chatter\n" + "process " * 1000 + "\nmore chatter\nMemory cgroup out of memory"
     assert _both(text) == [8, text.rindex("\n") + 1]
+
+
+@given(st.lists(st.sampled_from(["\n", "x", "ü", "process ", "Killed process", "oom-k"])))
+def test_line_starts_are_those_of_a_line_by_line_search(pieces: list[str]) -> None:
+    """Against the plainest definition, in text that crowds needles, newlines and non-ASCII."""
+    text = "".join(pieces)
+    starts, offset = [], 0
+    for line in text.split("\n"):
+        if any(n in line for n in NEEDLES):
+            starts.append(offset)
+        offset += len(line) + 1
+    assert _both(text) == starts
 
 
 def test_text_without_a_utf8_form_falls_back_to_find() -> None:
