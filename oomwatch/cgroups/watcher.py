@@ -49,6 +49,7 @@ from oomwatch.cgroups.node_kills import NODE_VMSTAT, NodeOomKills
 from oomwatch.cgroups.oom_events import HOT_POLL_INTERVAL_S, OomWitness
 
 _MAX_WARNINGS = 100
+_MAX_WALKS_PER_SCAN = 3  # a pod and its containers made one after another need two
 _DIR_EVENTS = flags.CREATE | flags.DELETE | flags.ONLYDIR
 # cgroupfs delays a file's notification up to 10 ms after the previous one
 # (`CGROUP_FILE_NOTIFY_MIN_INTV` in kernel/cgroup/cgroup.c) and delivers it from a work item.
@@ -201,6 +202,18 @@ class CgroupWatcher:
     # --- discovery ---------------------------------------------------------------------------
 
     def _scan(self, hierarchy: Hierarchy, under: str) -> None:
+        """Walk `under` for new and removed cgroups, and again while the walk put new
+        directories under watch: a child made between a directory's listing and its
+        inotify watch sends no event (real 6.12 in the lab VM: a container made just after
+        its pod was found stayed unwatched, and its first kill went to the pod)."""
+        for _ in range(_MAX_WALKS_PER_SCAN):
+            if not self._scan_once(hierarchy, under):
+                return
+        self._walk_under.add((hierarchy, under))  # a tree still growing: the next poll walks on
+
+    def _scan_once(self, hierarchy: Hierarchy, under: str) -> bool:
+        """One walk; whether it put a directory under watch."""
+        watched_dirs = len(self._dir_wds)
         cgroups, truncated = discover(
             hierarchy,
             include_limited=self._include_limited,
@@ -243,6 +256,7 @@ class CgroupWatcher:
         added = [cg for cg in new if cg.relpath in readings]
         ancestors = self._fresh_ancestors(added)
         self._pending.extend(self._book.add(added, readings, self._clock(), ancestors))
+        return len(self._dir_wds) > watched_dirs
 
     def _fresh_ancestors(self, added: list[WatchedCgroup]) -> dict[str, OomCounters]:
         """Fresh readings of the watched v2 ancestors of new cgroups, then of their watched

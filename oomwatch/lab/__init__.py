@@ -21,7 +21,7 @@ from oomwatch.lab.kmsg import KmsgTail, kmsg_message, wait_rate_limit_window
 from oomwatch.lab.layout import kubelet_layout
 from oomwatch.lab.memcg import Memcg, ScratchMemcg
 from oomwatch.lab.scenarios import KillCapture, provoke_kill
-from oomwatch.lab.spawn import HogProcess, spawn_hog
+from oomwatch.lab.spawn import HogProcess, release_gate, spawn_hog
 
 __all__ = [
     "HOG_MODES",
@@ -37,6 +37,7 @@ __all__ = [
     "memcg_v1_unavailable_reason",
     "memcg_v2_unavailable_reason",
     "provoke_kill",
+    "release_gate",
     "spawn_hog",
     "thp_unavailable_reason",
     "wait_rate_limit_window",

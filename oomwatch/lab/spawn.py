@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import itertools
 import os
 import select
@@ -88,6 +89,23 @@ class HogProcess(subprocess.Popen[bytes]):
         if self.stderr is None or self.poll() is None:
             return ""
         return self.stderr.read().decode(errors="replace")
+
+
+def release_gate(fifo: Path, timeout_s: float = 10.0) -> None:
+    """Let the hog held at its own FIFO gate (`os.mkfifo`, `start_gate=`) go on now.
+
+    The hog waits in `open()` for a writer; a non-blocking open for writing fails with
+    ENXIO until a reader is there (fifo(7)), so a hog that never came is a TimeoutError,
+    not a test hung for ever."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+            return
+        except OSError as exc:
+            if exc.errno != errno.ENXIO or time.monotonic() > deadline:
+                raise TimeoutError(f"no hog waits at gate {fifo}") from exc
+        time.sleep(0.001)
 
 
 def spawn_hog(

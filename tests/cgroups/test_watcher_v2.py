@@ -267,6 +267,29 @@ def test_inotify_sees_new_and_removed_containers_without_a_rescan(
     watcher.close()
 
 
+def test_a_container_made_before_its_new_pod_is_under_watch_is_found(
+    fake_v2: FakeV2, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The race the lab VM's 6.12 storm hit: the pod was listed empty, its container was
+    made before the pod's inotify watch was in place, and no event ever told of it."""
+    watcher = _watcher(fake_v2, clock, inotify=True)
+    pod = "/kubepods/burstable/pod99999999-2222-3333-4444-555555555555"
+    container = f"{pod}/{'f' * 64}"
+    watch_dir = watcher._watch_dir
+
+    def container_made_first(hierarchy: Any, relpath: str) -> None:
+        if relpath == pod:
+            fake_v2.make(container)
+        watch_dir(hierarchy, relpath)
+
+    monkeypatch.setattr(watcher, "_watch_dir", container_made_first)
+    fake_v2.make(pod)
+    _wait_inotify(watcher)
+    watcher.poll_changes()
+    assert container in {cg.relpath for cg in watcher.cgroups()}
+    watcher.close()
+
+
 def test_rescan_of_one_named_cgroup_walks_only_its_new_part(
     fake_v2: FakeV2, clock: Clock, monkeypatch: pytest.MonkeyPatch
 ) -> None:

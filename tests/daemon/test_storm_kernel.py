@@ -10,6 +10,7 @@ and a candidate list that holds the true one.
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 import time
@@ -22,7 +23,14 @@ import pytest
 from support import wait_for
 
 from oomwatch.incident import Incident
-from oomwatch.lab import HogProcess, Memcg, ScratchMemcg, kubelet_layout, spawn_hog
+from oomwatch.lab import (
+    HogProcess,
+    Memcg,
+    ScratchMemcg,
+    kubelet_layout,
+    release_gate,
+    spawn_hog,
+)
 from oomwatch.lab.layout import Driver
 
 from .conftest import DaemonProcess, seed_cursor_at_log_end, stored, victim_is
@@ -106,10 +114,27 @@ def timeline(incidents: list[Incident], truth: dict[int, Container]) -> str:
         assert i.victim is not None and i.attribution is not None
         said = [c.cgroup[-24:] for c in i.attribution.candidates]
         home = truth[i.victim.pid].memcg.relpath[-24:]
+        placed = (i.task_memcg or "-")[-40:]
         rows.append(
-            f"{i.kernel_time_s} pid {i.victim.pid} in {home}: "
-            f"{i.attribution.method} {i.attribution.confidence} {said}"
+            f"{i.kernel_time_s} pid {i.victim.pid} in {home}"
+            f"{' (header-less)' if i.header_suppressed else ''}: {i.attribution.method} "
+            f"{i.attribution.confidence} {said} at {placed}"
         )
+    return "\n".join(rows)
+
+
+def agent_story(agents: list[DaemonProcess], *found: object) -> str:
+    """What a failed storm found, and every kill each agent logged in order (the first run,
+    then the restarted one): where a kill went twice shows in which run, and how."""
+    keys = ("kernel_time_s", "process.pid", "process.executable.name", "task_memcg",
+            "kmsg_missing", "header_suppressed", "attribution", "attribution_method",
+            "wall_time")  # fmt: skip
+    rows = [repr(f) for f in found]
+    for n, agent in enumerate(agents):
+        rows.append(f"-- agent run {n + 1}")
+        for _, line in agent.events(lambda e: e.get("event") == "oom_kill"):
+            rows.append(repr({k: line.get(k) for k in keys}))
+        rows.extend(repr(line) for _, line in agent.events(lambda e: "checkpoint" in str(e)))
     return "\n".join(rows)
 
 
@@ -132,11 +157,9 @@ class Storm:
     every_s: float
     limit_mb: int = 48
     driver: Driver = "cgroupfs"
-    # the kernel's report budget spent first (a slow storm would not spend it by itself) ...
-    spend_first: bool = False
-    # ... and again before every this many kills (0: never): under emulation a loaded host
-    # can stretch the storm past the 5 s window of one spending (CI: none came header-less)
-    spend_every: int = 0
+    # the kernel's report budget spent before every round (one kill per container): a slow
+    # storm would not spend it by itself, and under emulation a loaded host stretches it
+    spend: bool = False
     min_bare: int = 10
 
 
@@ -146,45 +169,57 @@ def storm(
     tmp_path: Path,
     plan: Storm,
 ) -> None:
-    """Kills round-robin over `plan.pods` containers, the agent SIGKILLed half-way and
-    restarted while the storm goes on.  Kills the running agent sees are placed by the
-    timing of their counters (and OOM notifications).  Kills made while it was down are
+    """Kills round-robin over `plan.pods` containers, the agent SIGKILLed half-way (in a
+    round) and restarted while the storm goes on.  Kills the running agent sees are placed
+    by the timing of their counters (and OOM notifications).  Kills made while it was down are
     read back from the log with counters that all moved while nobody watched: those the
-    kernel's evidence cannot separate are ambiguous, and say so."""
+    kernel's evidence cannot separate are ambiguous, and say so.
+
+    Each round's hogs (one per container) are started first and held at their own gates,
+    then released `every_s` apart: starting a Python takes seconds on an emulated, loaded
+    CPU, which stretched the storm past the kernel's 5 s window (lib/ratelimit.c) and left
+    too few kills header-less."""
     seed_cursor_at_log_end(tmp_path / "state")
     daemon = start_daemon()
     pods = containers(scratch, plan.pods, plan.limit_mb, plan.driver)
-    spender = scratch.create_child("spender", 16 * MIB)
-    if plan.spend_first:
-        spend_the_rate_limit(spender)
+    spender = scratch.create_child("spender", 16 * MIB)  # the same cgroup for every spending
     truth: dict[int, Container] = {}
     hogs: list[HogProcess] = []
     spawned_at: dict[int, float] = {}
     restarted: list[DaemonProcess] = []
     restart: threading.Thread | None = None
-    half = plan.kills // 2
+    # mid-round, half-way: the rest of that round is released while no agent runs
+    last_seen = plan.kills // plan.pods // 2 * plan.pods + plan.pods // 2 - 1
     started = time.monotonic()
-    for k in range(plan.kills):
-        if plan.spend_every and k and k % plan.spend_every == 0:
-            # the same cgroup each time: a cgroup made mid-storm is first read after its kills
+    for first in range(0, plan.kills, plan.pods):
+        held = []
+        for k in range(first, min(first + plan.pods, plan.kills)):
+            gate = tmp_path / f"gate-{k}"
+            os.mkfifo(gate)
+            pod = pods[k % plan.pods]
+            hog = spawn_hog(pod.memcg, mode="anon", mb=200, comm="python3", start_gate=gate)
+            assert hog.wait_for("ready", 60) is not None
+            truth[hog.pid] = pod
+            hogs.append(hog)
+            held.append((k, hog, gate))
+        if plan.spend:
             spend_the_rate_limit(spender)
-        pod = pods[k % plan.pods]
-        hog = spawn_hog(pod.memcg, mode="anon", mb=200, comm="python3")
-        truth[hog.pid] = pod
-        spawned_at[hog.pid] = time.monotonic()
-        hogs.append(hog)
-        if k == half - 1:
-            assert hog.wait(60) == -signal.SIGKILL
-            daemon.wait_line(victim_is(hog.pid), timeout_s=20.0)
-            daemon.signal(signal.SIGKILL)
-            daemon.proc.wait(10)
+        released = time.monotonic()
+        for n, (k, hog, gate) in enumerate(held):
+            time.sleep(max(0.0, released + plan.every_s * n - time.monotonic()))
+            release_gate(gate)
+            spawned_at[hog.pid] = time.monotonic()
+            if k == last_seen:
+                assert hog.wait(60) == -signal.SIGKILL
+                daemon.wait_line(victim_is(hog.pid), timeout_s=20.0)
+                daemon.signal(signal.SIGKILL)
+                daemon.proc.wait(10)
 
-            def again() -> None:
-                restarted.append(start_daemon())
+                def again() -> None:
+                    restarted.append(start_daemon())
 
-            restart = threading.Thread(target=again)
-            restart.start()
-        time.sleep(max(0.0, started + plan.every_s * (k + 1) - time.monotonic()))
+                restart = threading.Thread(target=again)
+                restart.start()
     storm_s = time.monotonic() - started
     assert all(h.wait(60) == -signal.SIGKILL for h in hogs)
     assert restart is not None
@@ -201,6 +236,7 @@ def storm(
         f"{outcome.right}, at an ancestor {outcome.upper}, ambiguous {outcome.ambiguous}, "
         f"wrong {len(outcome.wrong or [])}"
     )
+    print(timeline(incidents, truth))  # shown with -s, and beside any failure below
     assert outcome.wrong == [], timeline(incidents, truth)
     assert bare >= plan.min_bare, f"{bare} header-less kills: the storm missed the rate limit"
     counters_only = [
@@ -215,11 +251,13 @@ def storm(
     ]
     # every counted kill was explained by its own log line (else it is recorded twice: the
     # counter's and a line whose cgroup is unknown)
-    assert counters_only == [], (counters_only, unplaced)
+    assert counters_only == [], agent_story(
+        [daemon, agent], [(i.task_memcg, i.wall_time, i.notes) for i in counters_only], unplaced
+    )
     # Kills a running agent saw are placed; only those made while no agent ran may be
     # ambiguous (their counters were first read after the restart, all at once).
     [(up_at, _)] = agent.events(lambda e: e.get("event") == "started")
-    first_half = {h.pid for h in hogs[:half]}
+    first_half = {h.pid for h in hogs[: last_seen + 1]}
     live = [
         i
         for i in incidents

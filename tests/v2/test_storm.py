@@ -20,11 +20,9 @@ pytestmark = [pytest.mark.kernel, pytest.mark.slow]
 def test_storm_with_a_restart_charges_no_pod_wrongly(
     scratch_v2: ScratchMemcg, start_daemon: Callable[..., DaemonProcess], tmp_path: Path
 ) -> None:
-    """20 kills, one every 0.3 s (as fast as the emulated CPU starts hogs) over 5
-    containers, the report budget spent first and before every round, the agent SIGKILLed
-    after the 10th."""
-    plan = Storm(pods=5, kills=20, every_s=0.3, driver="systemd", spend_first=True,
-                 spend_every=5, min_bare=3)  # fmt: skip
+    """20 kills, one every 0.3 s over 5 containers, the report budget spent before every
+    round of 5, the agent SIGKILLed after the 10th."""
+    plan = Storm(pods=5, kills=20, every_s=0.3, driver="systemd", spend=True, min_bare=3)
     storm(scratch_v2, start_daemon, tmp_path, plan)
 
 
