@@ -152,7 +152,7 @@ class CgroupWatcher:
         deltas, self._pending = self._pending, []
         if dirty:
             quiet = {1: v1_quiet_before, 2: v2_quiet_before}
-            deltas.extend(self._dated(d, quiet) for d in self._pass(dirty, now))
+            deltas.extend(self._dated(d, quiet) for d in self._pass(dirty))
         self.witness.note_v2(
             (
                 (d.cgroup.relpath, d.since_s, d.observed_at_s)
@@ -312,11 +312,19 @@ class CgroupWatcher:
 
     # --- internals ---------------------------------------------------------------------------
 
-    def _pass(self, dirty: set[str], now: float) -> list[CounterDelta]:
-        """Read the dirty cgroups (parents first); only changed bytes are parsed."""
+    def _pass(self, dirty: set[str]) -> list[CounterDelta]:
+        """Read the dirty cgroups (parents first); only changed bytes are parsed.
+
+        A counter read between `started` and the end of the reads shows the cgroup's kills
+        up to some moment in between: an unchanged one says "no kill before `started`", a
+        risen one "the kill came before the end".  Both are taken here, not when the poll
+        began: a rescan before the pass (new pods walked, their counters read) took 100+ ms
+        on an emulated, loaded CPU, and a rise dated at the poll's start was "seen" before
+        its own kill, so the kill's own counter was ruled out (lab VM, 6.12, a burst)."""
         files, raw, gone = self._files, self._raw, self._gone
         readings: dict[str, OomCounters | None] = {}
         read_at = self._read_at
+        started = self._clock()
         for rel in self._book.with_descendants(dirty):
             if rel in gone:
                 readings[rel] = None
@@ -327,12 +335,12 @@ class CgroupWatcher:
                 readings[rel] = None
                 continue
             self._last_read[rel] = read_at.get(rel)
-            read_at[rel] = now
+            read_at[rel] = started
             if raw.get(rel) != data:
                 raw[rel] = data
                 readings[rel] = self._parse(rel, data)
         gone.clear()
-        deltas = self._book.update(readings, now)
+        deltas = self._book.update(readings, self._clock())
         for delta in deltas:
             if delta.vanished:
                 self._untrack(delta.cgroup.relpath)

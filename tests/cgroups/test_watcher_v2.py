@@ -106,6 +106,33 @@ def test_one_kill_is_one_delta_at_the_container(
     watcher.close()
 
 
+def test_a_rise_is_dated_by_its_read_not_by_the_start_of_a_slow_poll(
+    fake_v2: FakeV2, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A rescan that takes 200 ms before the pass, and a kill in those 200 ms: the rise is
+    dated after its read (by_s), so it is never "seen" before the kill it counts, and the
+    counter is known unchanged only as of the pass's start (after_s)."""
+    watcher = _watcher(fake_v2, clock, inotify=False)
+    assert watcher.poll_changes() == []
+    clock.advance(1.0)
+    polled_at = clock.now
+    rescan = watcher.rescan
+
+    def slow_rescan(relpath: str | None = None) -> None:
+        rescan(relpath)
+        clock.advance(0.1)
+        _kill_in_container(fake_v2, CONTAINER)  # the kill, at polled_at + 0.1
+        clock.advance(0.1)
+
+    monkeypatch.setattr(watcher, "rescan", slow_rescan)
+    monkeypatch.setattr(watcher, "_next_rescan_s", 0.0)
+    [delta] = watcher.poll_changes()
+    assert delta.cgroup.relpath == CONTAINER
+    assert delta.observed_at_s == polled_at + 0.2
+    assert delta.since_s is not None and delta.since_s <= polled_at + 0.1
+    watcher.close()
+
+
 def test_merged_notifications_count_kills_not_wakeups(fake_v2: FakeV2, clock: Clock) -> None:
     watcher = _watcher(fake_v2, clock, inotify=True)
     watcher.poll_changes()
