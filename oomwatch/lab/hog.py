@@ -20,6 +20,7 @@ standard library is used, so it starts fast (bursts) and runs by path or as a mo
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ctypes
 import mmap
 import os
@@ -200,30 +201,45 @@ def _run_child_worker(args: argparse.Namespace) -> int:
 
     Each child is expected to be killed; the parent waits for it before forking the next,
     so `--children 15` gives a fast, deterministic burst of kills from one small survivor.
+    With `--together` all children are forked first and allocate at once: on an emulated,
+    loaded CPU one after the other took longer than the kernel's 5 s rate-limit window.
     """
-    current = 0
+    living: list[int] = []
 
     def _stop(_signum: int, _frame: object) -> None:
-        if current:
-            os.kill(current, signal.SIGKILL)
-            os.waitpid(current, 0)
+        for pid in living:
+            with contextlib.suppress(OSError):  # reaped meanwhile
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
         sys.exit(0)
 
     signal.signal(signal.SIGTERM, _stop)
     for _ in range(args.children):
-        current = os.fork()
-        if current == 0:
+        pid = os.fork()
+        if pid == 0:
             _die_with_parent()
             _set_comm(args.comm)
+            if args.together:  # the killer must pick a child, never the parent they share
+                with open("/proc/self/oom_score_adj", "w") as handle:
+                    handle.write("1000")
             _allocate_anon(args.mb, args.step_mb, args.step_interval_s, huge=False)
             _say(f"allocated {args.mb}")
             os._exit(0)
-        _say(f"child {current}")
-        _, status = os.waitpid(current, 0)
-        current = 0
-        _say(f"child-exit {status}")
+        living.append(pid)
+        _say(f"child {pid}")
+        if not args.together:
+            _reap(living)
+    while living:
+        _reap(living)
     time.sleep(args.linger_s)
     return 0
+
+
+def _reap(living: list[int]) -> None:
+    pid, status = os.wait()
+    if pid in living:
+        living.remove(pid)
+    _say(f"child-exit {status}")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -240,6 +256,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--reserve-mb", type=int, default=0, help="untouched mapping size")
     parser.add_argument("--children", type=int, default=1, help="child-worker: how many")
     parser.add_argument("--linger-s", type=float, default=2.0, help="child-worker parent")
+    parser.add_argument("--together", action="store_true", help="child-worker: fork all first")
     parser.add_argument(
         "--start-gate",
         type=Path,

@@ -121,6 +121,7 @@ def spawn_hog(
     parent_comm: str = "oomlab-parent",
     linger_s: float = 2.0,
     children: int = 1,
+    together: bool = False,
     join_timeout_s: float = 10.0,
     start_gate: Path | None = None,
     prefill_mb: int = 0,
@@ -161,6 +162,7 @@ def spawn_hog(
         str(linger_s),
         "--children",
         str(children),
+        *(["--together"] if together else []),
     ]
     if oom_score_adj is not None:
         argv += ["--oom-score-adj", str(oom_score_adj)]
