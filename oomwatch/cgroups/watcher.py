@@ -20,13 +20,10 @@ and its pids are read at once, while the victim is still there.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-
-from inotify_simple import INotify, flags
 
 from oomwatch.cgroups.counters import (
     CounterBook,
@@ -46,11 +43,11 @@ from oomwatch.cgroups.discovery import (
 )
 from oomwatch.cgroups.files import CgroupFile, CgroupGone, read_once
 from oomwatch.cgroups.node_kills import NODE_VMSTAT, NodeOomKills
+from oomwatch.cgroups.notify import CgroupNotifier
 from oomwatch.cgroups.oom_events import HOT_POLL_INTERVAL_S, OomWitness
 
 _MAX_WARNINGS = 100
 _MAX_WALKS_PER_SCAN = 3  # a pod and its containers made one after another need two
-_DIR_EVENTS = flags.CREATE | flags.DELETE | flags.ONLYDIR
 # cgroupfs delays a file's notification up to 10 ms after the previous one
 # (`CGROUP_FILE_NOTIFY_MIN_INTV` in kernel/cgroup/cgroup.c) and delivers it from a work item.
 V2_NOTIFY_DELAY_S = 0.05
@@ -90,13 +87,10 @@ class CgroupWatcher:
         self._polled: set[str] = set()  # every cgroup read on the poll timer
         self._polled_v2: set[str] = set()  # ... of which v2 (inotify failed): read every poll
         self._node_kills = NodeOomKills(node_vmstat)
-        self._wd_to_rel: dict[int, str] = {}  # memory.events watches
-        self._rel_to_wd: dict[str, int] = {}
-        self._dir_wds: dict[int, tuple[Hierarchy, str]] = {}  # directory watches
         self._walk_under: set[tuple[Hierarchy, str]] = set()  # new directories to walk
         self._pending: list[CounterDelta] = []
         self._gone: set[str] = set()  # known removed, to be dropped by the next pass
-        self._inotify: INotify | None = INotify(nonblocking=True) if use_inotify else None
+        self._notifier = CgroupNotifier(use_inotify, self._warn)
         self._next_poll_s = 0.0
         self._next_rescan_s = 0.0
         self._read_all = False
@@ -106,14 +100,14 @@ class CgroupWatcher:
         self._v1_quiet_at: float | None = None  # no v1 counter moved before then
         self._v2_quiet_at: float | None = None  # ... no inotify-watched v2 counter
         for hierarchy in self.hierarchies:
-            self._watch_dir(hierarchy, "")
+            self._notifier.watch_dir(hierarchy, "")
         self.rescan()
 
     # --- what the daemon calls -------------------------------------------------------------
 
     def fileno(self) -> int | None:
         """The inotify descriptor to poll for readability (None: polling only)."""
-        return None if self._inotify is None else self._inotify.fileno()
+        return self._notifier.fileno()
 
     def cgroups(self) -> list[WatchedCgroup]:
         return list(self._cgroups.values())
@@ -125,7 +119,7 @@ class CgroupWatcher:
         now = self._clock()
         v2_quiet_before = self._v2_quiet_at
         dirty = self._drain_inotify()
-        if self._inotify is not None:
+        if self._notifier.enabled:
             self._v2_quiet_at = now - V2_NOTIFY_DELAY_S
         dirty.update(self.witness.hot_cgroups(now))
         if now >= self._next_rescan_s:
@@ -141,7 +135,7 @@ class CgroupWatcher:
             moved = self._node_kills.moved()
             dirty.update(self._polled if moved else self._polled_v2)
             if force and moved:  # a kill line came: its counter moved, notified or not yet
-                dirty.update(self._rel_to_wd)
+                dirty.update(self._notifier.counters)
             if self._node_kills.quiet:
                 self._v1_quiet_at = now
             self._next_poll_s = now + self._poll_interval_s
@@ -213,7 +207,7 @@ class CgroupWatcher:
 
     def _scan_once(self, hierarchy: Hierarchy, under: str) -> bool:
         """One walk; whether it put a directory under watch."""
-        watched_dirs = len(self._dir_wds)
+        watched_dirs = self._notifier.directories
         cgroups, truncated = discover(
             hierarchy,
             include_limited=self._include_limited,
@@ -245,18 +239,18 @@ class CgroupWatcher:
                 self._untrack(cg.relpath)
                 continue
             readings[cg.relpath] = reading
-            if read_between_rescans(cg) and not self._watch_counters(cg):
+            if read_between_rescans(cg) and not self._notifier.watch_counters(cg):
                 self._polled.add(cg.relpath)
                 if cg.version == 2:
                     self._polled_v2.add(cg.relpath)
             if cg.version == 1 and read_between_rescans(cg):
                 self.witness.watch(cg.relpath, cg.fs_path, self._clock())
             if cg.identity.level != "container":
-                self._watch_dir(hierarchy, cg.relpath)
+                self._notifier.watch_dir(hierarchy, cg.relpath)
         added = [cg for cg in new if cg.relpath in readings]
         ancestors = self._fresh_ancestors(added)
         self._pending.extend(self._book.add(added, readings, self._clock(), ancestors))
-        return len(self._dir_wds) > watched_dirs
+        return self._notifier.directories > watched_dirs
 
     def _fresh_ancestors(self, added: list[WatchedCgroup]) -> dict[str, OomCounters]:
         """Fresh readings of the watched v2 ancestors of new cgroups, then of their watched
@@ -306,9 +300,7 @@ class CgroupWatcher:
         self._files.clear()
         self._node_kills.close()
         self.witness.close()
-        if self._inotify is not None:
-            self._inotify.close()
-            self._inotify = None
+        self._notifier.close()
 
     # --- internals ---------------------------------------------------------------------------
 
@@ -352,7 +344,7 @@ class CgroupWatcher:
         was drained with nothing for it), whichever is later."""
         rel = delta.cgroup.relpath
         known = [self._last_read.get(rel)]
-        if delta.cgroup.version == 1 or rel in self._rel_to_wd:
+        if delta.cgroup.version == 1 or rel in self._notifier.counters:
             known.append(quiet.get(delta.cgroup.version))
         times = [t for t in known if t is not None]
         return replace(delta, since_s=max(times) if times else None)
@@ -374,74 +366,16 @@ class CgroupWatcher:
 
     def _drain_inotify(self) -> set[str]:
         """Cgroups whose counters changed; schedules walks of new directories."""
-        dirty: set[str] = set()
-        if self._inotify is None:
-            return dirty
-        for event in self._inotify.read(timeout=0):
-            if event.mask & flags.Q_OVERFLOW:
-                self._next_rescan_s = 0.0  # events were lost: walk everything
-                continue
-            rel = self._wd_to_rel.get(event.wd)
-            if rel is not None:
-                dirty.add(rel)
-                if event.mask & flags.IGNORED:  # the file (and so the cgroup) went away
-                    self._forget_watch(rel)
-                    self._gone.add(rel)
-                continue
-            watched_dir = self._dir_wds.get(event.wd)
-            if watched_dir is None or not event.mask & (flags.ISDIR | flags.IGNORED):
-                continue
-            if event.mask & flags.IGNORED:
-                del self._dir_wds[event.wd]
-                continue
-            hierarchy, parent = watched_dir
-            child = f"{parent}/{event.name}"
-            if event.mask & flags.CREATE:
-                self._walk_under.add((hierarchy, child))
-            elif event.mask & flags.DELETE and child in self._cgroups:
-                self._gone.add(child)
-        return dirty
-
-    def _watch_counters(self, cg: WatchedCgroup) -> bool:
-        if self._inotify is None or cg.version != 2:
-            return False
-        try:
-            wd = self._inotify.add_watch(counter_file(cg), flags.MODIFY)
-        except OSError as exc:  # ENOSPC (watch limit) or the cgroup just went away
-            self._warn(f"inotify watch on {cg.relpath!r} failed ({exc.strerror}); polling it")
-            return False
-        self._wd_to_rel[wd] = cg.relpath
-        self._rel_to_wd[cg.relpath] = wd
-        return True
-
-    def _watch_dir(self, hierarchy: Hierarchy, relpath: str) -> None:
-        path = hierarchy.fs_path(relpath)
-        if self._inotify is None or path is None:
-            return
-        try:
-            wd = self._inotify.add_watch(path, _DIR_EVENTS)
-        except OSError as exc:
-            self._warn(f"inotify watch on directory {relpath!r} failed ({exc.strerror})")
-            return
-        self._dir_wds[wd] = (hierarchy, relpath)
-
-    def _forget_watch(self, relpath: str) -> None:
-        wd = self._rel_to_wd.pop(relpath, None)
-        if wd is not None:
-            self._wd_to_rel.pop(wd, None)
+        drained = self._notifier.drain()
+        if drained.overflow:
+            self._next_rescan_s = 0.0  # events were lost: walk everything
+        self._gone.update(drained.gone)
+        self._gone.update(rel for rel in drained.removed if rel in self._cgroups)
+        self._walk_under.update(drained.made)
+        return drained.changed
 
     def _untrack(self, relpath: str) -> None:
-        wd = self._rel_to_wd.get(relpath)
-        self._forget_watch(relpath)
-        if wd is not None and self._inotify is not None:
-            with contextlib.suppress(OSError):  # the kernel already dropped it with the file
-                self._inotify.rm_watch(wd)
-        for dir_wd, (_, dir_rel) in list(self._dir_wds.items()):
-            if dir_rel == relpath:
-                del self._dir_wds[dir_wd]
-                if self._inotify is not None:
-                    with contextlib.suppress(OSError):
-                        self._inotify.rm_watch(dir_wd)
+        self._notifier.forget(relpath)
         cgroup_file = self._files.pop(relpath, None)
         if cgroup_file is not None:
             cgroup_file.close()

@@ -302,14 +302,14 @@ def test_a_container_made_before_its_new_pod_is_under_watch_is_found(
     watcher = _watcher(fake_v2, clock, inotify=True)
     pod = "/kubepods/burstable/pod99999999-2222-3333-4444-555555555555"
     container = f"{pod}/{'f' * 64}"
-    watch_dir = watcher._watch_dir
+    watch_dir = watcher._notifier.watch_dir
 
     def container_made_first(hierarchy: Any, relpath: str) -> None:
         if relpath == pod:
             fake_v2.make(container)
         watch_dir(hierarchy, relpath)
 
-    monkeypatch.setattr(watcher, "_watch_dir", container_made_first)
+    monkeypatch.setattr(watcher._notifier, "watch_dir", container_made_first)
     fake_v2.make(pod)
     _wait_inotify(watcher)
     watcher.poll_changes()
