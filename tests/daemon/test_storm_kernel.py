@@ -38,7 +38,6 @@ from .conftest import DaemonProcess, seed_cursor_at_log_end, stored, victim_is
 
 pytestmark = [pytest.mark.kernel, pytest.mark.slow]
 MIB = 1 << 20
-CLOSE_S = 0.1  # kills closer than this may be ambiguous even while an agent runs
 
 
 @dataclass(frozen=True)
@@ -166,6 +165,10 @@ class Storm:
     # storm would not spend it by itself, and under emulation a loaded host stretches it
     spend: bool = False
     min_bare: int = 10
+    # a kill within this of another may be ambiguous even while an agent runs: on a starved
+    # CPU both counters can be first read after both kills, and then nothing the kernel
+    # left tells them apart
+    close_s: float = 0.1
 
 
 def storm(
@@ -199,6 +202,8 @@ def storm(
     with ThreadPoolExecutor(1) as pool:  # the next round starts while this one is released
         coming = pool.submit(held_round, pods, range(0, min(plan.pods, plan.kills)), tmp_path)
         for first in range(0, plan.kills, plan.pods):
+            if restart is not None:  # the rest of its round went while no agent ran; the
+                restart.join(120)  # next waits for it (its start takes seconds in the VM)
             held = coming.result()
             upcoming = range(first + plan.pods, min(first + 2 * plan.pods, plan.kills))
             if upcoming:
@@ -266,9 +271,7 @@ def storm(
     )
     # Kills a running agent saw are placed; only those made while no agent ran may be
     # ambiguous (their counters were first read after the restart, all at once) -- or a
-    # kill within CLOSE_S of another: on a starved (emulated, loaded) CPU both counters can
-    # be first read after both kills (lab VM, 6.1: two kills 40 ms apart), and then nothing
-    # the kernel left tells them apart.
+    # kill within `plan.close_s` of another (see `Storm`).
     [(up_at, _)] = agent.events(lambda e: e.get("event") == "started")
     first_half = {h.pid for h in hogs[: last_seen + 1]}
     live = [
@@ -282,11 +285,11 @@ def storm(
     for i in live:
         if i.victim and i.attribution and i.attribution.confidence != "certain":
             t = i.kernel_time_s
-            near = t is not None and sum(abs(u - t) < CLOSE_S for u in times) > 1
+            near = t is not None and sum(abs(u - t) < plan.close_s for u in times) > 1
             (crowded if near else uncertain).append(i.victim.pid)
     print(
         f"storm: {len(live)} kills while an agent ran, {len(uncertain)} not certain "
-        f"(and {len(crowded)} within {CLOSE_S * 1000:.0f} ms of another)"
+        f"(and {len(crowded)} within {plan.close_s * 1000:.0f} ms of another)"
     )
     assert uncertain == [], timeline(incidents, truth)
 
