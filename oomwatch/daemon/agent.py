@@ -124,6 +124,7 @@ class Agent:
             enrich_wait_s=config.enrich_wait_s,
             cgroup_facts=self._cgroup_facts,
             kernel_offset_s=self.kmsg.clock.offset_s,
+            kernel_late_s=self.kmsg.clock.late_s,
             log_read_at_s=lambda: self.kmsg.read_through_s,
             history=wiring.history(self.store, self.log),
         )

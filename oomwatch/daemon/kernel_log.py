@@ -26,6 +26,8 @@ KILL_LINE_IDLE_S = 0.005
 RECORD_EXCERPT_BYTES = 512
 CLOCK_WINDOW_S = 600.0
 MIN_LIVE_READS = 3
+RECENT_S = 60.0  # `KernelClock.late_s` looks this far back ...
+RECENT_READS = 4096  # ... at this many records at most
 
 
 class KernelClock:
@@ -44,6 +46,7 @@ class KernelClock:
     def __init__(self, window_s: float = CLOCK_WINDOW_S) -> None:
         self._window_s = window_s
         self._best: deque[tuple[float, float]] = deque()  # (arrival, difference), decreasing
+        self._recent: deque[tuple[float, float]] = deque(maxlen=RECENT_READS)
         self._seed: float | None = None
         self._reads: set[float] = set()  # arrival times of the first live reads
 
@@ -59,6 +62,20 @@ class KernelClock:
         self._best.append((arrival_mono_s, difference))
         while self._best[0][0] < arrival_mono_s - self._window_s:
             self._best.popleft()
+        self._recent.append((arrival_mono_s, difference))
+
+    def late_s(self, now_s: float) -> float:
+        """How much later than the promptest one the records of the last `RECENT_S` were
+        read: a measure of how starved the agent is.  The offset is only as good as its
+        promptest read, whose own delay is unknown; on a starved CPU (lab VM, 6.12, a busy
+        host) it was late by more than the attribution's 50 ms, a kill's time came out
+        after its own counter rise, and the rise was ruled out: the kill went to the wrong
+        pod.  The attribution widens its tolerance by this much."""
+        best = self.offset_s()
+        if best is None:
+            return 0.0
+        recent = [d for arrival, d in self._recent if arrival >= now_s - RECENT_S]
+        return max(0.0, best - min(recent)) if recent else 0.0
 
     def offset_s(self) -> float | None:
         if len(self._reads) < MIN_LIVE_READS or not self._best:

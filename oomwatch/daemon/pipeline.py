@@ -89,6 +89,7 @@ class Pipeline:
         mono_clock: Callable[[], float] = time.monotonic,
         cgroup_facts: Callable[[], CgroupFacts] = CgroupFacts,
         kernel_offset_s: Callable[[], float | None] = lambda: 0.0,
+        kernel_late_s: Callable[[float], float] = lambda _now: 0.0,
         log_read_at_s: Callable[[], float | None] = lambda: None,
         history: History | None = None,
     ) -> None:
@@ -105,6 +106,7 @@ class Pipeline:
         self._mono = mono_clock
         self._cgroup_facts = cgroup_facts
         self._kernel_offset_s = kernel_offset_s
+        self._kernel_late_s = kernel_late_s
         self._log_read_at_s = log_read_at_s
         self.history = history if history is not None else History()
         self.state = ReconcileState()
@@ -146,6 +148,7 @@ class Pipeline:
                 now_mono,
                 facts=self._cgroup_facts(),
                 kernel_offset_s=self._kernel_offset_s(),
+                kernel_late_s=self._kernel_late_s(now_mono),
                 wall_offset_s=now_wall - now_mono,
                 log_read_at_s=self._log_read_at_s(),
             )

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from oomwatch.daemon.attribution import Options, WaitingKill, options
+from oomwatch.daemon.attribution import LATE_SLACK_S, Options, WaitingKill, options
 from oomwatch.daemon.reconcile_state import (
     AMBIGUOUS_WAIT_S,
     SETTLE_S,
@@ -28,18 +28,26 @@ from oomwatch.incident import (
 )
 
 
-def place(work: Work, facts: CgroupFacts, now_s: float, kernel_offset_s: float | None) -> None:
+def place(
+    work: Work,
+    facts: CgroupFacts,
+    now_s: float,
+    kernel_offset_s: float | None,
+    kernel_late_s: float = 0.0,
+) -> None:
     """Decide the bare kills the evidence now decides (each becomes a claim), settle the
     claims whose rises no later kill can need, and note which rises are still wanted.
 
     Only kills with a counter pass since they arrived take part: their own rise is then
     among the rises (the kernel bumps the counter before it prints the line).  A kill whose
-    rise may still be on its way would take another's and make a third look certain."""
+    rise may still be on its way would take another's and make a third look certain.
+    `kernel_late_s` widens how late a converted kill time may be (`KernelClock.late_s`)."""
+    slack_s = LATE_SLACK_S + kernel_late_s
     arrivals = [c.arrived_s for c in work.claims] + [b.arrived_s for b in work.bare]
     uncounted = any(not work.counted(arrived) for arrived in arrivals)
     work.held = set(range(len(work.rises))) if uncounted else set()  # it may take any
     if work.rises and (work.claims or work.bare):
-        found = _options(work, facts, kernel_offset_s)
+        found = _options(work, facts, kernel_offset_s, slack_s)
         still: list[BareKill] = []
         for bare in work.bare:
             opts = found.get(id(bare))
@@ -47,7 +55,7 @@ def place(work: Work, facts: CgroupFacts, now_s: float, kernel_offset_s: float |
                 still.append(bare)
         if len(still) < len(work.bare):  # the new claims take part in the matching now
             work.bare = still
-            found = _options(work, facts, kernel_offset_s)
+            found = _options(work, facts, kernel_offset_s, slack_s)
         _settle(work, found, now_s)
         for bare in work.bare:
             opts = found.get(id(bare))
@@ -66,7 +74,9 @@ def place(work: Work, facts: CgroupFacts, now_s: float, kernel_offset_s: float |
         work.out.ready.append(waiting_kill.incident)
 
 
-def _options(work: Work, facts: CgroupFacts, kernel_offset_s: float | None) -> dict[int, Options]:
+def _options(
+    work: Work, facts: CgroupFacts, kernel_offset_s: float | None, slack_s: float
+) -> dict[int, Options]:
     """Options of every counted claim and waiting bare kill, from one joint matching;
     keyed by the `id()` of the claim or bare kill."""
     keys: list[int] = []
@@ -81,7 +91,8 @@ def _options(work: Work, facts: CgroupFacts, kernel_offset_s: float | None) -> d
             keys.append(id(bare))
             t_s = mono(bare.incident, kernel_offset_s)
             kills.append(WaitingKill(bare.incident, t_s, arrived_s=bare.arrived_s))
-    return dict(zip(keys, options(kills, work.rises, work.witnesses(facts)), strict=True))
+    found = options(kills, work.rises, work.witnesses(facts), slack_s=slack_s)
+    return dict(zip(keys, found, strict=True))
 
 
 _CLAIMED = Incident()  # stands in for a claimed kill: its cgroups alone decide

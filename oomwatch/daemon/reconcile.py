@@ -81,6 +81,7 @@ def reconcile(
     *,
     facts: CgroupFacts | None = None,
     kernel_offset_s: float | None = 0.0,
+    kernel_late_s: float = 0.0,
     grace_s: float = GRACE_S,
     unmatched_keep_s: float = UNMATCHED_KEEP_S,
     wall_offset_s: float | None = None,
@@ -90,9 +91,10 @@ def reconcile(
 
     Call with no new input on each tick so waiting kills reach their deadline.
     `kernel_offset_s` is the kernel log's clock minus CLOCK_MONOTONIC (None: not known yet;
-    then no kill is placed by its time); `wall_offset_s` (wall clock minus CLOCK_MONOTONIC)
-    dates counter-only kills; `log_read_at_s`: the kernel log was read through then (None:
-    through now).
+    then no kill is placed by its time), `kernel_late_s` how much later than the promptest
+    its records were read lately (`KernelClock.late_s`); `wall_offset_s` (wall clock minus
+    CLOCK_MONOTONIC) dates counter-only kills; `log_read_at_s`: the kernel log was read
+    through then (None: through now).
     """
     if not isinstance(news, CgroupNews):
         news = CgroupNews(kills=tuple(news))
@@ -109,7 +111,7 @@ def reconcile(
     )
     _take_incidents(work, incidents, now_s, kernel_offset_s, grace_s)
     _take_news(work, news, now_s, grace_s)
-    place(work, facts or CgroupFacts(), now_s, kernel_offset_s)
+    place(work, facts or CgroupFacts(), now_s, kernel_offset_s, kernel_late_s)
     _expire(work, now_s, wall_offset_s)
     work.out.state = ReconcileState(
         tuple(work.claims),

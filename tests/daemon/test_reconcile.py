@@ -366,6 +366,27 @@ def test_the_kernel_clock_offset_maps_kill_times_onto_the_counters_clock() -> No
     assert kill.task_memcg == CTR_B
 
 
+def test_a_starved_reader_widens_how_late_a_kill_time_may_be() -> None:
+    """Lab VM, 6.12, a busy host: the offset came from reads 100+ ms late, so a kill's
+    converted time fell after its own counter rise plus the 50 ms allowed.  Ruling that
+    rise out put the kill in the next kill's container, "certain".  With the reader's
+    lateness known (`KernelClock.late_s`), the rise stays possible, and the matching
+    gives each kill its own."""
+
+    def run(late_s: float) -> dict[int, str | None]:
+        first, second = bare(110.0, 1), bare(110.06, 2)
+        # the true offset is 100.0; the estimate 99.9 (its promptest read was 100 ms late)
+        rises = news(counted(CTR_A, 1, 9.98, since=9.97), counted(CTR_B, 1, 10.08, since=10.05),
+                     at=10.3)  # fmt: skip
+        r = reconcile(ReconcileState(), [first, second], [], now_s=10.29, kernel_offset_s=99.9)
+        r = reconcile(r.state, [], rises, now_s=10.31, kernel_offset_s=99.9, kernel_late_s=late_s)
+        reconcile(r.state, [], [], now_s=15.0, kernel_offset_s=99.9, kernel_late_s=late_s)
+        return {1: first.task_memcg, 2: second.task_memcg}
+
+    assert run(0.0)[1] == CTR_B  # what the agent did: the second kill's container
+    assert run(0.12) == {1: CTR_A, 2: CTR_B}
+
+
 def test_a_kill_read_from_the_backlog_never_takes_a_later_kills_rise() -> None:
     """Issue 12's finding on 6.12: an agent starting with no cursor reads old header-less
     kills from the ring, and while they wait a new kill's counter rises.  The old lines were
