@@ -27,7 +27,7 @@ RECORD_EXCERPT_BYTES = 512
 CLOCK_WINDOW_S = 600.0
 MIN_LIVE_READS = 3
 RECENT_S = 60.0  # `KernelClock.late_s` looks this far back ...
-RECENT_READS = 4096  # ... at this many records at most
+RECENT_READS = 4096  # ... keeping at most this many of them
 
 
 class KernelClock:
@@ -46,7 +46,9 @@ class KernelClock:
     def __init__(self, window_s: float = CLOCK_WINDOW_S) -> None:
         self._window_s = window_s
         self._best: deque[tuple[float, float]] = deque()  # (arrival, difference), decreasing
-        self._recent: deque[tuple[float, float]] = deque(maxlen=RECENT_READS)
+        # (arrival, difference), increasing differences: the front is the latest read of
+        # the last RECENT_S (a sliding minimum, as `_best` is a sliding maximum)
+        self._latest: deque[tuple[float, float]] = deque()
         self._seed: float | None = None
         self._reads: set[float] = set()  # arrival times of the first live reads
 
@@ -62,7 +64,12 @@ class KernelClock:
         self._best.append((arrival_mono_s, difference))
         while self._best[0][0] < arrival_mono_s - self._window_s:
             self._best.popleft()
-        self._recent.append((arrival_mono_s, difference))
+        latest = self._latest
+        while latest and latest[-1][1] >= difference:
+            latest.pop()
+        latest.append((arrival_mono_s, difference))
+        while len(latest) > RECENT_READS or latest[0][0] < arrival_mono_s - RECENT_S:
+            latest.popleft()
 
     def late_s(self, now_s: float) -> float:
         """How much later than the promptest one the records of the last `RECENT_S` were
@@ -74,8 +81,10 @@ class KernelClock:
         best = self.offset_s()
         if best is None:
             return 0.0
-        recent = [d for arrival, d in self._recent if arrival >= now_s - RECENT_S]
-        return max(0.0, best - min(recent)) if recent else 0.0
+        for arrival, difference in self._latest:  # the first in the window is its latest
+            if arrival >= now_s - RECENT_S:
+                return max(0.0, best - difference)
+        return 0.0
 
     def offset_s(self) -> float | None:
         if len(self._reads) < MIN_LIVE_READS or not self._best:
