@@ -277,6 +277,9 @@ class Incident:
     # is len(victims) + 1 there; members "already exiting" are skipped and not counted.  (A
     # text log stamped to the second shows the repeat as a duplicate line, counted once.)
     kills_counted: int | None = None
+    # The kernel time of the last `Killed process` line: a group kill's lines (one per
+    # member, each after its count) span 5-10 ms on an idle VM, more on a busy node.
+    last_kill_kernel_time_s: float | None = None
     header_suppressed: bool = False
     # How `task_memcg` was established; None for incidents that did not need attributing
     # (framework OOMs, evictions) and for records from before attribution existed.

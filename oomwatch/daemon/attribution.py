@@ -87,6 +87,8 @@ class WaitingKill:
     t_s: float | None
     cgroups: tuple[str, ...] | None = None
     arrived_s: float | None = None
+    # a group kill's last kill line (None: `t_s`): its later members were counted after `t_s`
+    last_t_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,7 +172,8 @@ def fits(kill: WaitingKill, rise: Rise, witnesses: Witnesses, slack_s: float) ->
     if t is not None:
         if rise.by_s + slack_s < t:
             return False  # counted before the kill happened: an earlier kill's
-        if rise.after_s is not None and t < rise.after_s - TIME_SLACK_S:
+        last = t if kill.last_t_s is None else max(t, kill.last_t_s)
+        if rise.after_s is not None and last < rise.after_s - TIME_SLACK_S:
             return False  # the counter had not moved yet when this kill was printed
     victim = kill.incident.victim
     limit = witnesses.limits_bytes.get(rise.cgroup)

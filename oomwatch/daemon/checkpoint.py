@@ -26,7 +26,10 @@ def pending_reconcile(state: ReconcileState) -> dict[str, Any]:
     """The JSON-ready part of the state a restart needs (bare kills and OOM notifications
     excluded: bare kills replay, and notifications are watched anew from the restart)."""
     return {
-        "claims": [[list(c.cgroups), c.kernel_time_s, c.expires_at_s] for c in state.claims],
+        "claims": [
+            [list(c.cgroups), c.kernel_time_s, c.expires_at_s, c.last_kernel_time_s]
+            for c in state.claims
+        ],
         "rises": [[r.cgroup, r.after_s, r.by_s, r.due_s, r.group] for r in state.rises],
         "sightings": [[s.pid, s.cgroup, s.at_s] for s in state.sightings],
         "kernel_offset_s": state.kernel_offset_s,
@@ -43,9 +46,15 @@ def restore_reconcile(data: Mapping[str, Any], now_s: float) -> ReconcileState:
     soon = now_s + GRACE_S
     try:
         # restored claims arrive now: they take part once the restarted agent read counters
-        claims = [
-            Claim(tuple(str(c) for c in cgroups), _opt_float(at), max(float(expires), soon), now_s)
-            for cgroups, at, expires in data.get("claims", ())
+        claims = [  # [cgroups, at, expires, last kill line (absent before)]
+            Claim(
+                tuple(str(c) for c in cgroups),
+                _opt_float(at),
+                max(float(expires), soon),
+                now_s,
+                _opt_float(last[0]) if last else None,
+            )
+            for cgroups, at, expires, *last in data.get("claims", ())
         ]
         claims += [  # before attribution: one report kill per row
             Claim((str(cgroup),), _opt_float(at), max(float(expires), soon), now_s)

@@ -85,7 +85,8 @@ def _options(
         if work.counted(claim.arrived_s):
             keys.append(id(claim))
             t_s = mono_time(claim.kernel_time_s, kernel_offset_s)
-            kills.append(WaitingKill(_CLAIMED, t_s, claim.cgroups, claim.arrived_s))
+            last_s = mono_time(claim.last_kernel_time_s, kernel_offset_s)
+            kills.append(WaitingKill(_CLAIMED, t_s, claim.cgroups, claim.arrived_s, last_s))
     for bare in work.bare:
         if work.counted(bare.arrived_s):
             keys.append(id(bare))
@@ -140,7 +141,15 @@ def _decide(work: Work, waiting: BareKill, opts: Options, now_s: float) -> bool:
         work.out.ambiguous += 1
     work.out.ready.append(incident)
     expires = now_s + work.keep_s
-    work.claims.append(Claim(tuple(cgroups), incident.kernel_time_s, expires, waiting.arrived_s))
+    work.claims.append(
+        Claim(
+            tuple(cgroups),
+            incident.kernel_time_s,
+            expires,
+            waiting.arrived_s,
+            incident.last_kill_kernel_time_s,
+        )
+    )
     return True
 
 

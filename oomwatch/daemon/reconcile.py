@@ -152,8 +152,10 @@ def _take_incidents(
         )
         attribute(incident, method, "certain", [cgroup], "named by the kernel's report")
         work.out.ready.append(incident)
+        last_s = incident.last_kill_kernel_time_s
         for _ in range(incident.kills_counted or max(1, len(incident.victims))):
-            work.claims.append(Claim((cgroup,), incident.kernel_time_s, now_s + work.keep_s, now_s))
+            claim = Claim((cgroup,), incident.kernel_time_s, now_s + work.keep_s, now_s, last_s)
+            work.claims.append(claim)
 
 
 def _take_news(work: Work, news: CgroupNews, now_s: float, grace_s: float) -> None:

@@ -69,6 +69,8 @@ class Claim:
     kernel_time_s: float | None
     expires_at_s: float
     arrived_s: float = float("-inf")  # when its line came (it waits for a pass after)
+    # a group kill's last kill line: each member is counted just before its own line
+    last_kernel_time_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -362,6 +362,7 @@ class ReportAssembler:
             if all(v.pid != victim.pid for v in report.incident.victims):
                 report.incident.victims.append(victim)
             report.incident.kills_counted = (report.incident.kills_counted or 0) + 1
+            report.last_kill_time_s = record.kernel_time_s or report.last_kill_time_s
             return
         if report is None or report.incident.victims:
             report = self._start(record, KILLED, done)
@@ -369,6 +370,7 @@ class ReportAssembler:
         report.incident.victims.append(victim)
         report.incident.kills_counted = 1
         report.kill_record = record
+        report.last_kill_time_s = record.kernel_time_s
         report.kill_message = kill_message or report.kill_message
 
     def _select(

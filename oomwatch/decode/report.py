@@ -51,6 +51,7 @@ class ReportState:
     inline_sum: dict[str, int] = field(default_factory=dict)
     nodes: list[dict[str, int]] = field(default_factory=list)
     kill_record: LogRecord | None = None
+    last_kill_time_s: float | None = None  # the kernel time of the last kill line
     summary_record: LogRecord | None = None
     # The first line with a log prefix (a report's first line may have lost its stamp in a
     # paste): its format is the report's, its time the report's when nothing was killed.
@@ -259,6 +260,8 @@ def finish(report: ReportState) -> Incident:
         incident.notes.append("victim known only from the oom-kill: summary line")
     anchor = report.kill_record or report.summary_record or report.stamped or report.first
     incident.kernel_time_s = anchor.kernel_time_s
+    if report.kill_record is not None:
+        incident.last_kill_kernel_time_s = report.last_kill_time_s
     incident.wall_time = anchor.wall_time
     incident.kmsg_seq = anchor.kmsg_seq
     incident.source_format = (report.stamped or report.first).source_format

@@ -16,7 +16,7 @@ CTR = "/kubepods/burstable/pod1234/aaaa"
 
 def test_pending_state_round_trips_through_json_with_deadlines_re_armed() -> None:
     state = ReconcileState(
-        claims=(Claim((CTR,), 10.0, 40.0), Claim((CTR, CTR + "x"), None, 99.0)),
+        claims=(Claim((CTR,), 10.0, 40.0, 0.0, 10.02), Claim((CTR, CTR + "x"), None, 99.0)),
         rises=(Rise(CTR, 10.5, 11.0, 13.5, True), Rise(CTR, None, 11.0, 60.0)),
         bare=(BareKill(Incident(kind="memcg", header_suppressed=True), 12.0, 14.5),),
         sightings=(Sighting(7, CTR, 9.0),),
@@ -31,13 +31,18 @@ def test_pending_state_round_trips_through_json_with_deadlines_re_armed() -> Non
     assert restored.sightings == state.sightings
     # deadlines already past get one grace period: the replay may still explain them
     assert restored.claims == (
-        Claim((CTR,), 10.0, 50.0 + GRACE_S, 50.0),
+        Claim((CTR,), 10.0, 50.0 + GRACE_S, 50.0, 10.02),
         Claim((CTR, CTR + "x"), None, 99.0, 50.0),
     )
     assert restored.rises == (
         Rise(CTR, 10.5, 11.0, 50.0 + GRACE_S, True),
         Rise(CTR, None, 11.0, 60.0),
     )
+
+
+def test_claims_saved_before_they_had_a_last_kill_line_are_read() -> None:
+    restored = restore_reconcile({"claims": [[[CTR], 10.0, 40.0]]}, now_s=12.0)
+    assert restored.claims == (Claim((CTR,), 10.0, 40.0, 12.0, None),)
 
 
 def test_a_checkpoint_from_before_attribution_is_read() -> None:

@@ -287,6 +287,25 @@ def test_group_kill_explains_the_primary_victims_second_count(members: int) -> N
     assert r.ready == [] and settles(r)
 
 
+def test_a_group_kills_counts_read_between_its_kill_lines_are_all_its_own() -> None:
+    """A memory.oom.group kill prints one kill line per member, each after its count: 5-10 ms
+    apart on an idle lab VM (tests/data/kernel-v2/*/group-kill.kmsg), more on a busy one.
+    Where the agent read the counter between them, the later counts were "seen unchanged"
+    after the primary's line and ruled out for it: one would be a second kill of the pod,
+    with a second Event.  Each count may be up to the last kill line's."""
+    group = full(CTR_A, 10.000, 100)
+    group.victims.append(Victim(pid=101, comm="w"))
+    group.group_kill = True
+    group.group_cgroup = CTR_A
+    group.kills_counted = 3
+    group.last_kill_kernel_time_s = 10.090
+    r = reconcile(ReconcileState(), [], news(counted(CTR_A, 1, 10.050, 0, 9.9), at=10.04), 10.05)
+    r = reconcile(r.state, [group], [], 10.1)
+    assert r.ready == [group]
+    r = reconcile(r.state, [], news(counted(CTR_A, 2, 10.2, group=1, since=10.040), at=10.15), 10.2)
+    assert r.ready == [] and settles(r)
+
+
 def test_storm_read_promptly_places_every_bare_kill() -> None:
     """20 kills 200 ms apart across 4 cgroups, the last 10 header-less; the agent reads
     the counters a few ms after each kill line: every kill in its own cgroup."""
