@@ -28,7 +28,7 @@ from oomwatch.daemon.cgroup_worker import CgroupWorker
 from oomwatch.daemon.checkpoint import Checkpointer
 from oomwatch.daemon.config import DaemonConfig
 from oomwatch.daemon.forecasting import ForecastJoin, ForecastWatch
-from oomwatch.daemon.host import dying, live_pids
+from oomwatch.daemon.host import dying, live_pids, may_kill_group
 from oomwatch.daemon.kernel_log import KernelLog
 from oomwatch.daemon.pipeline import Pipeline
 from oomwatch.daemon.reconcile import CgroupFacts, is_logged_kernel_kill
@@ -72,6 +72,7 @@ class Agent:
             self.boot_id,
             self.log,
             on_lost=self.metrics.add_kmsg_lost,
+            may_kill_group=self._may_kill_group,
         )
         self.watcher = CgroupWatcher(
             list(config.cgroup_roots),
@@ -165,6 +166,10 @@ class Agent:
         except Exception:
             self.log.exception("oom_group_unreadable", cgroup=relpath)
             return None
+
+    def _may_kill_group(self, incident: Incident) -> bool:
+        v2 = any(h.version == 2 for h in self.watcher.hierarchies)
+        return may_kill_group(incident, self._oom_group, cgroup_v2=v2)
 
     # --- API for other threads ---
 

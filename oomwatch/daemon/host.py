@@ -1,4 +1,5 @@
-"""Small facts and settings of the host process: live pids of a cgroup, fd limit, signals."""
+"""Small facts and settings of the host process: live pids of a cgroup, fd limit, signals,
+whether a kill may go on to a group kill."""
 
 from __future__ import annotations
 
@@ -8,6 +9,9 @@ import resource
 import signal
 from collections.abc import Callable
 from types import FrameType
+
+from oomwatch.daemon.attribution import covers
+from oomwatch.incident import Incident
 
 _PROCS_DEPTH = 3
 _PF_EXITING = 0x4  # include/linux/sched.h; field 9 of /proc/<pid>/stat
@@ -60,3 +64,22 @@ def install_signal_handlers(stop: Callable[[], None]) -> None:
 
     signal.signal(signal.SIGTERM, _handler)
     signal.signal(signal.SIGINT, _handler)
+
+
+def may_kill_group(
+    incident: Incident, oom_group: Callable[[str], bool | None], *, cgroup_v2: bool
+) -> bool:
+    """Whether the kernel may go on to kill the victim's whole group, so that the members'
+    kill lines are still to come: `memory.oom.group` set at its cgroup or above it, up to the
+    OOM's (mm/memcontrol.c mem_cgroup_get_oom_group); where the kernel withheld the report
+    (no cgroup printed), on any cgroup v2 node."""
+    cgroup = incident.task_memcg
+    if cgroup is None:
+        return cgroup_v2
+    top = incident.oom_memcg or "/"
+    while True:
+        if oom_group(cgroup):
+            return True
+        if cgroup in ("", "/", top) or not covers(top, cgroup):
+            return False
+        cgroup = cgroup.rsplit("/", 1)[0] or "/"

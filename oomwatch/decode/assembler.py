@@ -108,6 +108,11 @@ class ReportAssembler:
         """True while a report is being assembled."""
         return self._report is not None
 
+    @property
+    def open_incident(self) -> Incident | None:
+        """The incident being assembled, to look at (e.g. to tell when it is complete)."""
+        return None if self._report is None else self._report.incident
+
     def feed(self, record: LogRecord) -> list[Incident]:
         """Add one record; return the incidents it completed."""
         done: list[Incident] = []
