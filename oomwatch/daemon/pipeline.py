@@ -163,6 +163,11 @@ class Pipeline:
             self.stats.attributed += result.attributed
             self.stats.ambiguous += result.ambiguous
             self.stats.kmsg_missing += result.missing
+            if result.repeats:
+                log.info(
+                    "group_kill_line_after_its_report",
+                    extra={"lines": result.repeats, "consequence": "counted with its group kill"},
+                )
             ready = result.ready
         for incident in ready:
             self._stamp(incident, now_wall, now_mono)

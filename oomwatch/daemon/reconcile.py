@@ -39,6 +39,7 @@ from oomwatch.daemon.placement import attribute, mono, place
 from oomwatch.daemon.reconcile_state import (
     AMBIGUOUS_WAIT_S,
     GRACE_S,
+    GROUP_REPEAT_S,
     MAX_SIGHTINGS,
     MAX_SIGNALS,
     MISSING_NOTE,
@@ -144,6 +145,8 @@ def _take_incidents(
                 work.sightings.pop(row.pid, None)
                 work.sightings[row.pid] = Sighting(row.pid, memcg, t_s)
         cgroup = _log_cgroup(incident)
+        if cgroup is None and _repeats_a_group_kill(work, incident, now_s):
+            continue
         if cgroup is None:
             work.bare.append(BareKill(incident, now_s, now_s + grace_s))
             continue
@@ -153,9 +156,40 @@ def _take_incidents(
         attribute(incident, method, "certain", [cgroup], "named by the kernel's report")
         work.out.ready.append(incident)
         last_s = incident.last_kill_kernel_time_s
+        pids = tuple(v.pid for v in incident.victims) if incident.group_kill else ()
         for _ in range(incident.kills_counted or max(1, len(incident.victims))):
-            claim = Claim((cgroup,), incident.kernel_time_s, now_s + work.keep_s, now_s, last_s)
+            claim = Claim(
+                (cgroup,), incident.kernel_time_s, now_s + work.keep_s, now_s, last_s, pids
+            )
             work.claims.append(claim)
+
+
+def _repeats_a_group_kill(work: Work, incident: Incident, now_s: float) -> bool:
+    """A header-less kill line of a victim of a group kill already passed on: the kernel
+    kills the primary victim again as a member (mm/oom_kill.c oom_kill_memcg_member), and a
+    report closed before that line came (its lines more than `GROUP_KILL_IDLE_S` apart)
+    leaves it alone.  No process is killed twice otherwise (a victim is skipped while it
+    exits), so it is the group kill's, and counted: it claims a rise of that cgroup.  Only
+    within `GROUP_REPEAT_S` of the group's kill (a pid is reused in time)."""
+    victim, t = incident.victim, incident.kernel_time_s
+    group = next(
+        (
+            c
+            for c in work.claims
+            if victim is not None
+            and victim.pid in c.victim_pids
+            and t is not None
+            and c.kernel_time_s is not None
+            and 0.0 <= t - c.kernel_time_s <= GROUP_REPEAT_S
+        ),
+        None,
+    )
+    if group is None:
+        return False
+    claim = Claim(group.cgroups, incident.kernel_time_s, now_s + work.keep_s, now_s)
+    work.claims.append(claim)
+    work.out.repeats += 1
+    return True
 
 
 def _take_news(work: Work, news: CgroupNews, now_s: float, grace_s: float) -> None:
@@ -210,6 +244,7 @@ def missing_incident(cgroup: str, *, group_kill: bool = False) -> Incident:
 __all__ = [
     "AMBIGUOUS_WAIT_S",
     "GRACE_S",
+    "GROUP_REPEAT_S",
     "SETTLE_S",
     "UNMATCHED_KEEP_S",
     "BareKill",

@@ -21,6 +21,9 @@ AMBIGUOUS_WAIT_S = 0.25
 # the line right after the counter bump): claims may settle on it.
 SETTLE_S = 1.0
 SIGNAL_KEEP_S = 30.0
+# The kernel prints a group kill in one call path: its lines come within milliseconds
+# (tests/data/kernel-v2/*/group-kill.kmsg), seconds at worst on a starved node.
+GROUP_REPEAT_S = 5.0
 MAX_SIGNALS = 4096
 MAX_SIGHTINGS = 4096
 MISSING_NOTE = (
@@ -71,6 +74,7 @@ class Claim:
     arrived_s: float = float("-inf")  # when its line came (it waits for a pass after)
     # a group kill's last kill line: each member is counted just before its own line
     last_kernel_time_s: float | None = None
+    victim_pids: tuple[int, ...] = ()  # a later kill line of one of them is a repeat
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +116,7 @@ class Reconciled:
     attributed: int = 0  # bare kills placed in one cgroup
     ambiguous: int = 0  # bare kills passed on with several candidates
     missing: int = 0  # kills known only from counters
+    repeats: int = 0  # kill lines that repeat a group kill already passed on
 
 
 @dataclass(slots=True)

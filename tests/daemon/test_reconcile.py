@@ -12,6 +12,7 @@ import pytest
 from oomwatch.cgroups.oom_events import OomSignal, Sighting
 from oomwatch.daemon.reconcile import (
     AMBIGUOUS_WAIT_S,
+    GROUP_REPEAT_S,
     SETTLE_S,
     CgroupFacts,
     CgroupNews,
@@ -304,6 +305,20 @@ def test_a_group_kills_counts_read_between_its_kill_lines_are_all_its_own() -> N
     assert r.ready == [group]
     r = reconcile(r.state, [], news(counted(CTR_A, 2, 10.2, group=1, since=10.040), at=10.15), 10.2)
     assert r.ready == [] and settles(r)
+
+
+@pytest.mark.parametrize(("after_s", "repeat"), [(0.15, True), (GROUP_REPEAT_S + 1.0, False)])
+def test_a_group_victims_later_kill_line_is_a_repeat_only_soon_after(
+    after_s: float, repeat: bool
+) -> None:
+    """The primary victim's second kill line, after its report was closed, is counted with
+    the group kill; the same pid killed much later is another process (pids are reused)."""
+    group = full(CTR_A, 10.0, 100)
+    group.victims.append(Victim(pid=101, comm="w"))
+    group.group_kill, group.group_cgroup, group.kills_counted = True, CTR_A, 2
+    state = reconcile(ReconcileState(), [group], [], 10.01).state
+    r = reconcile(state, [bare(10.0 + after_s, 100)], [], 10.02 + after_s)
+    assert (r.repeats, r.state.bare == ()) == ((1, True) if repeat else (0, False))
 
 
 def test_storm_read_promptly_places_every_bare_kill() -> None:

@@ -156,6 +156,40 @@ def test_a_group_kills_counts_read_before_its_last_line_are_its_own(kernel: str)
 
 
 @pytest.mark.parametrize("kernel", KERNELS)
+def test_the_primary_victims_kill_line_after_its_closed_report_is_counted_with_it(
+    kernel: str,
+) -> None:
+    """Kill lines further apart than the live log waits (a starved node) close the group
+    kill's report before the primary victim's second kill line: that line alone is a
+    header-less kill of a pid just reported, the kernel's repeat, not a second kill."""
+    raws = (DATA / kernel / "group-kill.kmsg").read_bytes().splitlines()
+    records = [r for r in map(parse_kmsg_record, raws) if r is not None]
+    assembler = ReportAssembler()
+    incidents: list[Incident] = []
+    for record in records:
+        if (
+            record
+            is records[max(i for i, r in enumerate(records) if "Killed process" in r.message)]
+        ):
+            incidents += assembler.flush()  # the report was closed before its last line
+        incidents += assembler.feed(record)
+    doc = json.loads((DATA / kernel / "group-kill.json").read_text())
+    facts = doc["facts"]
+    group, repeat = ours(incidents + assembler.flush(), set(facts["members"]))
+    assert repeat.header_suppressed and repeat.victim and repeat.victim.pid == facts["victim_pid"]
+    t = group.kernel_time_s or 0.0
+    state = reconcile(ReconcileState(), [group], [], t + 0.01, kernel_offset_s=0.0).state
+    second = reconcile(state, [repeat], [], t + 0.2, kernel_offset_s=0.0)
+    assert second.ready == [] and second.repeats == 1
+    gained = events(doc, facts["container"], "oom_kill")
+    rise = CounterKills(facts["container"], gained, t + 0.3, oom_group_kill=1, since_s=t - 0.1)
+    news = CgroupNews((rise,), counted_at_s=t + 0.25)
+    matched = reconcile(second.state, [], news, t + 0.3, kernel_offset_s=0.0)
+    later = reconcile(matched.state, [], [], now_s=t + 0.3 + SETTLE_S, kernel_offset_s=0.0)
+    assert matched.ready == later.ready == [] and later.state.quiet  # nothing counter-only
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
 def test_child_worker(kernel: str) -> None:
     incidents, doc = load(kernel, "child-worker")
     facts = doc["facts"]
