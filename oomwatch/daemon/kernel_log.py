@@ -193,6 +193,7 @@ class KernelLog:
         they were read (CLOCK_MONOTONIC; None: now)."""
         out: list[Incident] = []
         read_s = time.monotonic() if arrival_s is None else arrival_s
+        last_message: str | None = None  # the last record fed decides how long to wait
         for seq, raw in records:
             try:
                 record = parse_kmsg_record(raw)
@@ -201,7 +202,7 @@ class KernelLog:
                 if live and record.kernel_time_s is not None:
                     self.clock.note(record.kernel_time_s, read_s)
                 out += self.assembler.feed(record)
-                self._flush_idle_s = self._idle_after(record.message)
+                last_message = record.message
             except Exception as exc:
                 self.undecodable += 1
                 self.log.error(
@@ -211,6 +212,8 @@ class KernelLog:
                     error=f"{type(exc).__name__}: {exc}",
                     consequence="record skipped; the rest of the read is kept",
                 )
+        if last_message is not None:
+            self._flush_idle_s = self._idle_after(last_message)
         if records:  # quiet is counted from the end of decoding (a long read takes a while)
             self._last_record_mono = time.monotonic() if arrival_s is None else arrival_s
         return out
