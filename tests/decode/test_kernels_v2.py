@@ -164,14 +164,13 @@ def test_the_primary_victims_kill_line_after_its_closed_report_is_counted_with_i
     header-less kill of a pid just reported, the kernel's repeat, not a second kill."""
     raws = (DATA / kernel / "group-kill.kmsg").read_bytes().splitlines()
     records = [r for r in map(parse_kmsg_record, raws) if r is not None]
+    cut = max(i for i, r in enumerate(records) if "Killed process" in r.message)
     assembler = ReportAssembler()
     incidents: list[Incident] = []
-    for record in records:
-        if (
-            record
-            is records[max(i for i, r in enumerate(records) if "Killed process" in r.message)]
-        ):
-            incidents += assembler.flush()  # the report was closed before its last line
+    for record in records[:cut]:
+        incidents += assembler.feed(record)
+    incidents += assembler.flush()  # the report was closed before its last kill line
+    for record in records[cut:]:
         incidents += assembler.feed(record)
     doc = json.loads((DATA / kernel / "group-kill.json").read_text())
     facts = doc["facts"]
