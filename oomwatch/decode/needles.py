@@ -104,7 +104,7 @@ def _char_offsets(data: bytes, byte_offsets: list[int]) -> list[int]:
 def _hyperscan_database(needles: tuple[str, ...]) -> Any:
     """A block-mode database matching the needles literally, or None without hyperscan."""
     try:
-        import hyperscan  # type: ignore[import-not-found]  # optional, untyped C extension
+        import hyperscan  # optional, untyped C extension (ignore_missing_imports)
     except ImportError:
         return None
     try:
