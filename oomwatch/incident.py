@@ -17,6 +17,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal, TypeVar, get_args
 
+from oomwatch.incident_v1 import upgrade_v1
+from oomwatch.kernel_limits import UNLIMITED_BYTES as UNLIMITED_BYTES  # its home; re-exported
+
 # Kills the kernel's OOM killer made (a `Killed process` line or an oom_kill count); `unknown`
 # is a kill whose report did not say which constraint.  The other kinds are not kernel kills:
 # a framework's own OOM, a kubelet eviction, a pod Kubernetes calls OOMKilled with no kill.
@@ -50,9 +53,6 @@ def is_constrained_kill(kind: str) -> bool:
 # The version of the JSON shape (`--json`'s top-level `schema_version`).  2: sizes in bytes
 # everywhere (1 had `_kb` fields and the kernel's "no limit" as a number).
 JSON_SCHEMA_VERSION = 2
-# A limit at or above this is the kernel's "no limit" (v1 prints PAGE_COUNTER_MAX pages in kB,
-# 9007199254740988kB; v2 a similar huge value): 4 PiB is not a limit anyone set.
-UNLIMITED_BYTES = 1 << 52
 LIMIT_SCOPES: tuple[str, ...] = get_args(LimitScope)
 
 
@@ -361,8 +361,6 @@ class Incident:
         """Rebuild from `to_dict` output (the store keeps incidents as JSON), or from the
         version-1 shape (`_kb` fields) older agents stored.  Keys this version does not know
         (a newer agent's) are left out, so a store written by a newer agent still reads."""
-        from oomwatch.incident_v1 import upgrade_v1  # it imports this module
-
         data = upgrade_v1(data)
         kwargs = _known(cls, data)
         kwargs["invoker"] = _opt(Invoker, data.get("invoker"))

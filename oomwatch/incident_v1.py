@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from oomwatch.incident import UNLIMITED_BYTES
+from oomwatch.kernel_limits import UNLIMITED_BYTES
 
 # Version 1 (oomwatch 0.1.0) kept the kernel's kB; the kernel's "no limit" (v1
 # PAGE_COUNTER_MAX pages, printed in kB) was stored as that number.
