@@ -10,6 +10,7 @@ import json
 import subprocess
 import sys
 import venv
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -44,6 +45,10 @@ def light(tmp_path_factory: pytest.TempPathFactory) -> Path:
                   "-w", str(wheel_dir), str(REPO)])  # fmt: skip
     assert built.returncode == 0, built.stderr[-3000:]
     [wheel] = wheel_dir.glob("oomwatch-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        shipped = archive.namelist()
+    assert not [n for n in shipped if n.startswith("oomwatch/lab/vm/")], "the QEMU lab ships"
+    assert "oomwatch/lab/hog.py" in shipped  # `oomwatch demo` needs the rest of the lab
     env_dir = tmp / "venv"
     venv.EnvBuilder(with_pip=True).create(env_dir)
     installed = _run([str(env_dir / "bin" / "pip"), "install", "--no-index", str(wheel)])
