@@ -52,6 +52,8 @@ class DaemonConfig:
     probe_pod_dirs: bool = False  # per-pod probe directories are enforced (admission policy)
     health_address: tuple[str, int] | None = None  # a /healthz-only port (the kubelet's probes)
     forecast_horizon_s: float = 300.0  # warn of kills predicted within this (issue 17)
+    incident_retention_days: float = 14.0  # OOMIncident objects not seen since are deleted
+    incident_objects_per_namespace: int = 50  # this node's OOMIncidents in one namespace
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,6 +193,18 @@ SETTINGS: tuple[_Setting, ...] = (
     _Setting("enrich_wait_s", _positive_float, 5.0, "how long an incident may wait for enrichers"),
     _Setting("max_incidents", _positive_int, 10_000, "incidents kept in the store"),
     _Setting("max_age_days", _positive_float, 30.0, "days an incident is kept in the store"),
+    _Setting(
+        "incident_retention_days",
+        _positive_float,
+        14.0,
+        "days an OOMIncident object not seen again is kept before its agent deletes it",
+    ),
+    _Setting(
+        "incident_objects_per_namespace",
+        _positive_int,
+        50,
+        "OOMIncident objects this node's agent keeps in one namespace (the least recent goes)",
+    ),
 )
 
 
@@ -285,4 +299,6 @@ def resolve(args: argparse.Namespace, environ: Mapping[str, str] | None = None) 
         probe_pod_dirs=values["probe_pod_dirs"],
         health_address=values["health_address"],
         forecast_horizon_s=values["forecast_horizon_s"],
+        incident_retention_days=values["incident_retention_days"],
+        incident_objects_per_namespace=values["incident_objects_per_namespace"],
     )

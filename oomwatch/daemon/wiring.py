@@ -40,7 +40,10 @@ def connect_kube(
             annotate=config.annotate_pods,
             submit=submit,
             kernel_kills_for=kernel_kills_for,
-            state_dir=str(config.state_dir),
+            incident_retention_s=config.incident_retention_days * 86400,
+            incident_writer_options={
+                "max_per_namespace": config.incident_objects_per_namespace
+            },
         )
     except Exception as exc:
         log.warning("standalone", reason=f"no Kubernetes cluster reachable: {exc}")

@@ -3,7 +3,7 @@
 The plugin lists core/v1 Events with `reportingComponent=oomwatch.io/agent` (the field every
 API server indexes, as `kubectl get events --field-selector` does); each Event stands for
 `series.count` kills of one container with one reason.  The diagnosis comes from the
-`oomwatch.io/summary` annotation (oomwatch.fleet.summary); Events of agents without it still
+`oomwatch.io/summary` annotation (oomwatch.kube.summary); Events of agents without it still
 give the pod, the node, the reason and the count, and the reason gives the limit's scope.
 """
 
@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from oomwatch.fleet.summary import REPORTING_CONTROLLER, SUMMARY_ANNOTATION, parse_summary
+from oomwatch.kube.summary import REPORTING_CONTROLLER, SUMMARY_ANNOTATION, parse_summary
 from oomwatch.incident import iso_epoch_s
 
 FIELD_SELECTOR = f"reportingComponent={REPORTING_CONTROLLER}"

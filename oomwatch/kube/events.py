@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from oomwatch.fleet.summary import (
+from oomwatch.kube.summary import (
     REPORTING_CONTROLLER,
     SUMMARY_ANNOTATION,
     kill_summary,
@@ -129,7 +129,7 @@ def build_event(
         "metadata": {
             "name": f"{object_name[:236]}.{digest}",
             "namespace": namespace,
-            # The diagnosis as data, for `kubectl oomwatch top` (oomwatch.fleet.summary).
+            # The diagnosis as data, for `kubectl oomwatch top` (oomwatch.kube.summary).
             "annotations": {
                 SUMMARY_ANNOTATION: kill_summary(incident, workload, container, reason)
             },
@@ -204,10 +204,9 @@ def event_note(incident: Incident, hint: ReportHint, node: str, pod: str | None)
     command for the full report, all from the incident's one diagnosis (the log line, the
     store and `oomwatch report` say the same), within the API's 1024 bytes: the advice is
     clipped first, never the command.  `pod`: `namespace/name` of the pod the Event is on."""
-    target = f"--pod {pod}" if pod else "--last 5"
     verdict = incident.verdict or f"{incident.kind} OOM incident (not diagnosed)."
     codes = ", ".join(f.code for f in incident.findings)
-    tail = (f" Findings: {codes}." if codes else "") + f" Full report: {hint.command(node, target)}"
+    tail = (f" Findings: {codes}." if codes else "") + f" Full report: {hint.command(node, pod)}"
     head = escape_control(verdict)
     advice = (incident.recommendation or {}).get("message")
     if isinstance(advice, str) and advice:
@@ -222,22 +221,16 @@ def event_note(incident: Incident, hint: ReportHint, node: str, pod: str | None)
 
 @dataclass(frozen=True, slots=True)
 class ReportHint:
-    """Where a person finds the full report: the agent's namespace and its state dir."""
+    """Where a person reads the full report: the `OOMIncident` objects of the pod's namespace
+    (oomwatch.kube.oomincident), through the plugin or `kubectl describe`; viewing the
+    namespace is the only grant either needs (no exec into the agent)."""
 
-    namespace: str = "oomwatch"
-    state_dir: str = "/var/lib/oomwatch"
-
-    def command(self, node: str, target: str) -> str:
-        """`kubectl exec` into the agent on `node` running `oomwatch report --store`."""
-        ns = self.namespace
-        agent = (
-            f"$(kubectl -n {ns} get pod -l app.kubernetes.io/name=oomwatch"
-            f" --field-selector spec.nodeName={node} -o name)"
-        )
-        return (
-            f"kubectl -n {ns} exec {agent} -c agent -- oomwatch report --store"
-            f" {self.state_dir} {target}"
-        )
+    def command(self, node: str, pod: str | None) -> str:
+        """`kubectl oomwatch report pod/NAME -n NS`, or `node/NAME` for a node's Event."""
+        if pod is None:
+            return f"kubectl oomwatch report node/{node}"
+        namespace, _, name = pod.partition("/")
+        return f"kubectl oomwatch report pod/{name} -n {namespace}"
 
 
 def clip_utf8(text: str, max_bytes: int) -> str:

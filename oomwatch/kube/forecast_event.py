@@ -14,7 +14,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from oomwatch.fleet.summary import (
+from oomwatch.kube.summary import (
     REPORTING_CONTROLLER,
     SUMMARY_ANNOTATION,
     warning_summary,

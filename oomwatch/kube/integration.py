@@ -14,16 +14,20 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
+from typing import Any
 from datetime import UTC, datetime
 
 from kubernetes import client, config
 
-from oomwatch.incident import Incident
+from oomwatch.incident import Incident, parse_iso
 from oomwatch.kube.cache import PodCache
 from oomwatch.kube.enrich import PodEnricher
-from oomwatch.kube.events import ReportHint, annotation_value, build_event
+from oomwatch.kube.events import ReportHint, annotation_value, build_event, micro_time
 from oomwatch.kube.forecast_event import WarningEvents
+from oomwatch.kube.incident_writer import IncidentWriter
+from oomwatch.kube.oomincident import Fingerprint, build_object
 from oomwatch.kube.pods import PodInfo
+from oomwatch.kube.summary import workload_name
 from oomwatch.kube.podsapi import PodsApi
 from oomwatch.kube.publisher import (
     AnnotationUpdate,
@@ -89,8 +93,10 @@ class KubeSink:
         annotate: bool,
         cache_live: Callable[[], bool],
         hint: ReportHint | None = None,
+        incidents: IncidentWriter | None = None,
     ) -> None:
         self._node_name = node_name
+        self._incidents = incidents
         self._hint = hint or ReportHint()
         self._cache = cache
         self._publisher = publisher
@@ -115,10 +121,29 @@ class KubeSink:
         if draft is None:
             return []
         updates: list[Update] = [EventUpdate(draft, observed_at)]
+        if self._incidents is not None and pod is not None and incident.pod_uid:
+            self._offer_incident(incident, pod, draft.container, observed_at)
         if self._annotate and pod is not None:
             value = annotation_value(incident, observed_at, draft.container)
             updates.append(AnnotationUpdate(pod.namespace, pod.name, value))
         return updates
+
+    def _offer_incident(self, incident: Incident, pod: PodInfo, container: str | None,
+                        observed_at: datetime) -> None:  # fmt: skip
+        """The kill's `OOMIncident` to the writer (it coalesces and rate-limits)."""
+        assert self._incidents is not None
+        fingerprint = Fingerprint(
+            namespace=pod.namespace,
+            workload=workload_name(pod.owner_kind, pod.owner_name, pod.name),
+            container=container or "",
+            verdict_code=incident.verdict_code or "undiagnosed",
+            node=self._node_name,
+        )
+        when = parse_iso(incident.wall_time) if incident.wall_time else None
+        seen = micro_time(when or observed_at)
+        obj = build_object(incident, fingerprint, pod=pod.name, kills=1, first_seen=seen,
+                           last_seen=seen)  # fmt: skip
+        self._incidents.offer(fingerprint, obj, seen)
 
     def close(self) -> None:
         self._publisher.wake()
@@ -143,7 +168,9 @@ class KubeIntegration:
         watch_timeout_s: int = 300,
         max_queue: int = 1000,
         backoff_max_s: float = 30.0,
-        state_dir: str = "/var/lib/oomwatch",
+        write_incidents: bool = True,
+        incident_retention_s: float = 14 * 86400,
+        incident_writer_options: dict[str, Any] | None = None,
     ) -> None:
         self.node_name = node_name
         self._submit = submit
@@ -165,9 +192,22 @@ class KubeIntegration:
             max_queue=max_queue,
             backoff_max_s=backoff_max_s,
         )
-        hint = ReportHint(own_namespace(), state_dir)
+        self.incidents: IncidentWriter | None = None
+        if write_incidents:
+            self.incidents = IncidentWriter(
+                client.CustomObjectsApi(api),
+                node_name,
+                retention_s=incident_retention_s,
+                **(incident_writer_options or {}),
+            )
         self.sink = KubeSink(
-            node_name, self.cache, self.publisher, annotate, self._cache_live, hint
+            node_name,
+            self.cache,
+            self.publisher,
+            annotate,
+            self._cache_live,
+            ReportHint(),
+            self.incidents,
         )
         self.warnings = WarningEvents(node_name, self.cache, self.publisher, self._cache_live)
         self._watcher = PodWatcher(
@@ -186,6 +226,7 @@ class KubeIntegration:
             ("oomwatch-kube-pods", self._watcher.run),
             ("oomwatch-kube-events", self.publisher.run),
             ("oomwatch-kube-verify", self._verify_loop),
+            *((("oomwatch-kube-incidents", self.incidents.run),) if self.incidents else ()),
         ):
             thread = threading.Thread(target=target, args=(self._stop,), name=name, daemon=True)
             thread.start()
@@ -204,6 +245,8 @@ class KubeIntegration:
         self._stop.set()
         self._watcher.stop()
         self.publisher.wake()
+        if self.incidents is not None:
+            self.incidents.wake()
         for thread in self._threads:
             thread.join(timeout_s)
 

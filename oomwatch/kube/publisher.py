@@ -203,7 +203,7 @@ class EventPublisher:
                 "note": draft.body["note"],
             }
             annotations = draft.body["metadata"].get("annotations")
-            if annotations:  # the latest kill's summary (oomwatch.fleet.summary)
+            if annotations:  # the latest kill's summary (oomwatch.kube.summary)
                 patch["metadata"] = {"annotations": annotations}
             try:
                 self._events.patch_namespaced_event(

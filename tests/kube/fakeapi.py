@@ -27,7 +27,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from fakeapi_objects import NODE, make_pod, merge_patch, validate_new_event
+from fakeapi_objects import NODE, make_pod, merge_patch, oomincident_problem, validate_new_event
+
+from oomwatch.kube.crd import PRINTER_COLUMNS
 
 __all__ = ["ALL_REQUESTS", "NODE", "FakeApiServer", "make_pod"]
 
@@ -43,6 +45,9 @@ _EVENTS = re.compile(
 _CORE_EVENTS = re.compile(r"^/api/v1(?:/namespaces/(?P<ns>[^/]+))?/events$")
 _NS_PODS = re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/pods$")
 _EXEC = re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/pods/(?P<name>[^/]+)/exec$")
+_OOMI = re.compile(
+    r"^/apis/oomwatch\.io/v1alpha1(?:/namespaces/(?P<ns>[^/]+))?/oomincidents(?:/(?P<name>[^/]+))?$"
+)
 ExecHandler = Callable[[str, str, str, list[str]], tuple[int, bytes, bytes]]
 """(namespace, pod, container, command) -> (exit code, stdout, stderr)."""
 
@@ -50,8 +55,11 @@ ExecHandler = Callable[[str, str, str, list[str]], tuple[int, bytes, bytes]]
 class FakeApiServer:
     """One in-memory cluster; `url` is what a kubeconfig's `server:` points at."""
 
-    def __init__(self, *, guard_rbac: bool = True) -> None:
+    def __init__(self, *, guard_rbac: bool = True, crd_installed: bool = True) -> None:
         self.guard_rbac = guard_rbac  # False: a user's requests, not the agent's
+        self.crd_installed = crd_installed  # the OOMIncident CRD (oomwatch.kube.crd)
+        self.oomincidents: dict[tuple[str, str], dict[str, Any]] = {}
+        self.oomincident_writes: list[tuple[str, str]] = []  # (verb, name)
         self.exec_handler: ExecHandler | None = None
         self.lock = threading.Condition()
         self.pods: dict[tuple[str, str], dict[str, Any]] = {}
@@ -175,6 +183,9 @@ def _make_handler(api: FakeApiServer) -> type[BaseHTTPRequestHandler]:  # noqa: 
         def do_PATCH(self) -> None:
             self._dispatch("PATCH")
 
+        def do_DELETE(self) -> None:
+            self._dispatch("DELETE")
+
         # --- routing -----------------------------------------------------------------------
         def _dispatch(self, method: str) -> None:
             url = urlsplit(self.path)
@@ -185,7 +196,7 @@ def _make_handler(api: FakeApiServer) -> type[BaseHTTPRequestHandler]:  # noqa: 
                 self.close_connection = True
                 return
             if method == "GET" and url.path in _DISCOVERY:  # what kubectl asks first
-                self._json(200, _DISCOVERY[url.path])
+                self._json(200, _discovery(url.path, api.crd_installed))
                 return
             route = self._route(method, url.path, query)
             if route is None:
@@ -210,6 +221,17 @@ def _make_handler(api: FakeApiServer) -> type[BaseHTTPRequestHandler]:  # noqa: 
             getattr(self, f"_{verb}_{resource.replace('/', '_')}")(url.path, query, body)
 
         def _route(self, method: str, path: str, query: dict[str, str]) -> Verb | None:
+            oomi = _OOMI.match(path)
+            if oomi and api.crd_installed:
+                named = oomi.group("name") is not None
+                if not named and not oomi.group("ns") and method != "GET":
+                    return None
+                verb = (
+                    {"GET": "get", "PATCH": "patch", "DELETE": "delete"}
+                    if named
+                    else {"GET": "list", "POST": "create"}
+                ).get(method)
+                return (verb, "oomwatch.io", "oomincidents") if verb else None
             if method == "GET" and _CORE_EVENTS.match(path):
                 return ("list", "", "events")
             if method == "GET" and _NS_PODS.match(path):
@@ -445,6 +467,101 @@ def _make_handler(api: FakeApiServer) -> type[BaseHTTPRequestHandler]:  # noqa: 
                 api.lock.notify_all()
             self._json(200, patched)
 
+        # --- oomincidents (the CRD's objects, checked against its schema) --------------------
+        def _oomi_key(self, path: str) -> tuple[str | None, str | None]:
+            m = _OOMI.match(path)
+            assert m is not None
+            return m["ns"], m["name"]
+
+        def _list_oomincidents(self, path: str, query: dict[str, str], body: Any) -> None:
+            ns, _ = self._oomi_key(path)
+            labels = _selector(query.get("labelSelector", ""))
+            with api.lock:
+                items = [copy.deepcopy(o) for (n, _), o in sorted(api.oomincidents.items())
+                         if ns in (None, n) and all(
+                             o["metadata"].get("labels", {}).get(k) == v
+                             for k, v in labels.items())]  # fmt: skip
+                rv = str(api._rv)
+            if self._wants_table():
+                self._json(200, _table(items, rv))
+                return
+            self._json(200, {"kind": "OOMIncidentList", "apiVersion": "oomwatch.io/v1alpha1",
+                             "metadata": {"resourceVersion": rv}, "items": items})  # fmt: skip
+
+        def _get_oomincidents(self, path: str, query: dict[str, str], body: Any) -> None:
+            ns, name = self._oomi_key(path)
+            with api.lock:
+                obj = copy.deepcopy(api.oomincidents.get((ns or "", name or "")))
+            if obj is None:
+                self._status(404, "NotFound", f'oomincidents.oomwatch.io "{name}" not found')
+            elif self._wants_table():
+                self._json(200, _table([obj], obj["metadata"]["resourceVersion"]))
+            else:
+                self._json(200, obj)
+
+        def _create_oomincidents(self, path: str, query: dict[str, str], body: Any) -> None:
+            ns, _ = self._oomi_key(path)
+            problem = oomincident_problem(body)
+            if problem:
+                self._status(422, "Invalid", problem)
+                return
+            with api.lock:
+                key = (ns or "", body["metadata"]["name"])
+                if key in api.oomincidents:
+                    self._status(409, "AlreadyExists", f'oomincidents "{key[1]}" already exists')
+                    return
+                api._rv += 1
+                stored = copy.deepcopy(body)
+                stored["metadata"].update(
+                    namespace=key[0], uid=str(uuid.uuid4()), resourceVersion=str(api._rv),
+                    creationTimestamp=_now(),
+                    managedFields=_managed([], query.get("fieldManager"), "Update"),
+                )
+                api.oomincidents[key] = stored
+                api.oomincident_writes.append(("create", key[1]))
+                api.lock.notify_all()
+            self._json(201, stored)
+
+        def _patch_oomincidents(self, path: str, query: dict[str, str], body: Any) -> None:
+            ns, name = self._oomi_key(path)
+            if self.headers.get("Content-Type") != "application/merge-patch+json":
+                self._status(415, "UnsupportedMediaType", "expected a merge patch")
+                return
+            with api.lock:
+                key = (ns or "", name or "")
+                if key not in api.oomincidents:
+                    self._status(404, "NotFound", f'oomincidents "{name}" not found')
+                    return
+                patched = merge_patch(api.oomincidents[key], body)
+                problem = oomincident_problem(patched)
+                if problem:
+                    self._status(422, "Invalid", problem)
+                    return
+                api._rv += 1
+                meta = patched["metadata"]
+                meta["resourceVersion"] = str(api._rv)
+                meta["managedFields"] = _managed(meta.get("managedFields") or [],
+                                                 query.get("fieldManager"), "Update")  # fmt: skip
+                api.oomincidents[key] = patched
+                api.oomincident_writes.append(("patch", key[1]))
+                api.lock.notify_all()
+            self._json(200, patched)
+
+        def _delete_oomincidents(self, path: str, query: dict[str, str], body: Any) -> None:
+            ns, name = self._oomi_key(path)
+            with api.lock:
+                gone = api.oomincidents.pop((ns or "", name or ""), None)
+                if gone is not None:
+                    api.oomincident_writes.append(("delete", name or ""))
+                api.lock.notify_all()
+            if gone is None:
+                self._status(404, "NotFound", f'oomincidents "{name}" not found')
+            else:
+                self._json(200, {"kind": "Status", "apiVersion": "v1", "status": "Success"})
+
+        def _wants_table(self) -> bool:
+            return "as=Table" in (self.headers.get("Accept") or "")
+
         # --- wire helpers ------------------------------------------------------------------
         def _json(self, code: int, obj: Any) -> None:
             data = json.dumps(obj).encode()
@@ -490,6 +607,7 @@ def _resources(group_version: str, *rows: tuple[str, str, list[str]]) -> dict[st
 
 
 _EVENTS_GV = {"groupVersion": "events.k8s.io/v1", "version": "v1"}
+_OOMI_GV = {"groupVersion": "oomwatch.io/v1alpha1", "version": "v1alpha1"}
 _DISCOVERY: dict[str, dict[str, Any]] = {
     "/api": {"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": []},
     "/apis": {"kind": "APIGroupList", "apiVersion": "v1", "groups": [
@@ -499,7 +617,60 @@ _DISCOVERY: dict[str, dict[str, Any]] = {
                           ("events", "Event", ["list"])),
     "/apis/events.k8s.io/v1": _resources("events.k8s.io/v1",
                                          ("events", "Event", ["create", "patch", "list"])),
+    "/apis/oomwatch.io/v1alpha1": _resources(
+        "oomwatch.io/v1alpha1", ("oomincidents", "OOMIncident",
+                                 ["create", "delete", "get", "list", "patch"])),
 }  # fmt: skip
+_DISCOVERY["/apis/oomwatch.io/v1alpha1"]["resources"][0].update(
+    singularName="oomincident", shortNames=["oomi"], categories=["oomwatch"])
+
+
+def _discovery(path: str, crd_installed: bool) -> dict[str, Any]:
+    """Discovery as the API server answers it, the oomwatch.io group only with its CRD."""
+    doc = copy.deepcopy(_DISCOVERY[path])
+    if path == "/apis" and crd_installed:
+        doc["groups"].append({"name": "oomwatch.io", "versions": [_OOMI_GV],
+                              "preferredVersion": _OOMI_GV})  # fmt: skip
+    if path == "/apis/oomwatch.io/v1alpha1" and not crd_installed:
+        doc["resources"] = []
+    return doc
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def _managed(entries: list[dict[str, Any]], manager: str | None, operation: str) -> list[Any]:
+    """managedFields after a write by `manager` (the API server records who wrote)."""
+    name = manager or "unknown"
+    kept = [e for e in entries if e.get("manager") != name]
+    return [*kept, {"manager": name, "operation": operation, "apiVersion": "oomwatch.io/v1alpha1",
+                    "time": _now(), "fieldsType": "FieldsV1", "fieldsV1": {}}]  # fmt: skip
+
+
+def _cell(obj: dict[str, Any], column: dict[str, Any]) -> Any:
+    """A cell as the API server's CRD table convertor gives it: dates as an age (`5m`)."""
+    value = _field(obj, column["jsonPath"].lstrip("."))
+    if column["type"] != "date" or not isinstance(value, str):
+        return value
+    then = time.mktime(time.strptime(value[:19], "%Y-%m-%dT%H:%M:%S")) - time.timezone
+    age_s = max(0, int(time.time() - then))
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if age_s >= size:
+            return f"{age_s // size}{unit}"
+    return f"{age_s}s"
+
+
+def _table(items: list[dict[str, Any]], rv: str) -> dict[str, Any]:
+    """A meta.k8s.io/v1 Table of the CRD's printer columns (what kubectl get shows)."""
+    columns = [{"name": "Name", "type": "string", "format": "name", "priority": 0}]
+    columns += [{"name": c["name"], "type": c["type"], "priority": c.get("priority", 0)}
+                for c in PRINTER_COLUMNS]  # fmt: skip
+    rows = [{"cells": [o["metadata"]["name"], *(_cell(o, c) for c in PRINTER_COLUMNS)],
+             "object": {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
+                        "metadata": o["metadata"]}} for o in items]  # fmt: skip
+    return {"kind": "Table", "apiVersion": "meta.k8s.io/v1",
+            "metadata": {"resourceVersion": rv}, "columnDefinitions": columns, "rows": rows}
 
 
 def core_event(event: dict[str, Any]) -> dict[str, Any]:

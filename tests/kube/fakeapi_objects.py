@@ -127,3 +127,39 @@ def make_pod(
         "spec": {"nodeName": node, "containers": containers},
         "status": status,
     }
+
+
+def json_schema(openapi: Any) -> Any:
+    """An OpenAPI v3 structural schema as JSON Schema: `nullable` becomes a `null` type, the
+    `x-kubernetes-*` extensions are left to the API server (jsonschema ignores them)."""
+    if isinstance(openapi, list):
+        return [json_schema(item) for item in openapi]
+    if not isinstance(openapi, dict):
+        return openapi
+    out = {k: json_schema(v) for k, v in openapi.items() if k != "nullable"}
+    if openapi.get("nullable") and "type" in out:
+        out["type"] = [out["type"], "null"]
+        if "enum" in out:
+            out["enum"] = [*out["enum"], None]
+    if out.get("type") == "object" and "properties" in out and not openapi.get(
+        "x-kubernetes-preserve-unknown-fields"
+    ):
+        out.setdefault("additionalProperties", False)  # the API server prunes unknown fields
+    if out.get("format") == "date-time":
+        out["pattern"] = r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)$"
+    return out
+
+
+def oomincident_problem(obj: dict[str, Any]) -> str | None:
+    """What the API server would reject in an OOMIncident (its CRD's schema), or None."""
+    import jsonschema
+
+    from oomwatch.kube.crd import object_schema
+
+    schema = json_schema(object_schema())
+    schema["properties"]["metadata"] = {"type": "object"}
+    errors = sorted(jsonschema.Draft7Validator(schema).iter_errors(obj), key=str)
+    if errors:
+        first = errors[0]
+        return f"{'.'.join(str(p) for p in first.absolute_path)}: {first.message}"
+    return None

@@ -10,7 +10,7 @@ from typing import Any
 from fakeapi import NODE, FakeApiServer, make_pod
 
 from oomwatch.diagnosis import diagnose
-from oomwatch.fleet.summary import SUMMARY_ANNOTATION, parse_summary
+from oomwatch.kube.summary import SUMMARY_ANNOTATION, parse_summary
 from oomwatch.incident import (
     Breakdown,
     Incident,

@@ -4,7 +4,10 @@ The note is for people; `kubectl oomwatch top` needs the diagnosis as data: the 
 API's owner of the pod, never a name a pod wrote), which limit, the finding codes, the top
 recommendation and, for a kill, whether a warning came first.  One compact JSON object per
 Event, capped in size; the agent writes it (`kill_summary`, `warning_summary`) and the plugin
-reads it (`parse_summary`), so both sides share this one definition.
+reads it (`parse_summary`), so both sides share this one definition.  It speaks from the
+stored incident's one diagnosis (its findings and recommendation as stored, crash-loop
+history included), never a second `diagnose()`.  Pure and free of the Kubernetes client:
+the plugin's zipapp imports it.
 """
 
 from __future__ import annotations
@@ -12,7 +15,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from oomwatch.diagnosis import diagnose
 from oomwatch.diagnosis.evidence import limit_bytes, usage_bytes
 from oomwatch.incident import Incident
 from oomwatch.sanitize import escape_control
@@ -31,9 +33,8 @@ def workload_name(owner_kind: str | None, owner_name: str | None, pod: str) -> s
 
 
 def kill_summary(incident: Incident, workload: str, container: str | None, reason: str) -> str:
-    """The summary of a kill's Event: its diagnosis without the history a node store has."""
-    diagnosed = diagnose(incident)
-    rec = diagnosed.recommendation or {}
+    """The summary of a kill's Event: the stored diagnosis (findings, recommendation)."""
+    rec = incident.recommendation or {}
     message = rec.get("message")
     summary: dict[str, Any] = {
         "v": SUMMARY_VERSION,
@@ -42,7 +43,7 @@ def kill_summary(incident: Incident, workload: str, container: str | None, reaso
         "reason": reason,
         "kind": incident.kind,
         "scope": incident.limit_scope,
-        "findings": [f.code for f in diagnosed.findings[:MAX_FINDINGS]],
+        "findings": [f.code for f in incident.findings[:MAX_FINDINGS]],
         "recommendation": _clip(message) if isinstance(message, str) else None,
         "limit_will_not_help": rec.get("limit_will_not_help"),
         "recommended_limit_bytes": rec.get("memory_limit_bytes"),

@@ -1,0 +1,265 @@
+"""`OOMIncident` (oomwatch.io/v1alpha1): one problem of one container, as a namespaced object
+anyone who may view the namespace reads with `kubectl get/describe oomincidents` (pure).
+
+One object per fingerprint (namespace, workload, container, verdict code, node): a crash loop
+is one object whose `kills` grows, not one per kill.  The object carries the stored incident's
+one diagnosis as stored (verdict, findings, recommendation: nothing is diagnosed again) and
+its kernel evidence, trimmed to `MAX_OBJECT_BYTES` (the node's store keeps the full record):
+no task table, timeline or decoder notes, top victims only, the probe's allocator summary
+only where its identity was vouched for.  The plugin rebuilds an `Incident` from `incident`
+and prints it with `oomwatch report`'s own renderer.
+
+This module imports no Kubernetes client: the plugin's zipapp imports it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass, replace
+from typing import Any
+
+from oomwatch.incident import Incident
+from oomwatch.sanitize import escape_control
+
+GROUP = "oomwatch.io"
+VERSION = "v1alpha1"
+API_VERSION = f"{GROUP}/{VERSION}"
+KIND = "OOMIncident"
+PLURAL = "oomincidents"
+SINGULAR = "oomincident"
+SHORT_NAMES = ("oomi",)
+# Every write carries this field manager: `kubectl oomwatch top` counts only objects an agent
+# wrote (their managedFields name it), and only the agent's ClusterRole may write them.
+FIELD_MANAGER = "oomwatch-agent"
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+NODE_LABEL = "oomwatch.io/node"  # the writing agent's node (its GC lists by it)
+MAX_OBJECT_BYTES = 16 * 1024
+MAX_VICTIMS = 5
+MAX_FINDINGS = 12
+MAX_TEXT_CHARS = 1024  # one string of the trimmed incident (a message, a cgroup path)
+UNVERIFIED = "unverified"  # oomwatch.probe.identity.UNVERIFIED (no import: keeps this light)
+_LABEL_VALUE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+_NAME_PART = re.compile(r"[^a-z0-9-]+")
+
+
+@dataclass(frozen=True, slots=True)
+class Fingerprint:
+    """What makes two kills the same problem: one object each."""
+
+    namespace: str
+    workload: str  # `Deployment/web`, `Pod/x` for a pod nothing owns
+    container: str
+    verdict_code: str
+    node: str
+
+    def object_name(self) -> str:
+        """A DNS-1123 name: readable prefix (workload, container) plus a hash of the whole."""
+        digest = hashlib.sha256("\x1f".join(self.fields()).encode()).hexdigest()[:12]
+        stem = f"{self.workload.partition('/')[2]}-{self.container}".lower()
+        stem = _NAME_PART.sub("-", stem).strip("-")[:200] or "oom"
+        return f"{stem}-{digest}"
+
+    def fields(self) -> tuple[str, str, str, str, str]:
+        return (self.namespace, self.workload, self.container, self.verdict_code, self.node)
+
+
+def node_label_value(node: str) -> str:
+    """The node as a label value: itself where a label can hold it, else a hash."""
+    if _LABEL_VALUE.match(node):
+        return node
+    return "h-" + hashlib.sha256(node.encode()).hexdigest()[:32]
+
+
+def limit_text(limit_bytes: int | None) -> str:
+    """The limit in the printer column: `512Mi`, `1.5Gi`, or `none`."""
+    if limit_bytes is None:
+        return "none"
+    for unit, size in (("Gi", 1 << 30), ("Mi", 1 << 20), ("Ki", 1 << 10)):
+        if limit_bytes >= size:
+            value = limit_bytes / size
+            return f"{value:.0f}{unit}" if value == int(value) else f"{value:.1f}{unit}"
+    return str(limit_bytes)
+
+
+def build_object(
+    incident: Incident,
+    fingerprint: Fingerprint,
+    *,
+    pod: str,
+    kills: int,
+    first_seen: str,
+    last_seen: str,
+) -> dict[str, Any]:
+    """The whole object for the stored, diagnosed `incident` (the latest of `kills`)."""
+    trimmed = trimmed_incident(incident)
+    memcg = incident.memcg
+    limit = memcg.limit_bytes if memcg else None
+    k8s = incident.k8s
+    if limit is None and k8s is not None:
+        limit = k8s.container_memory_limit_bytes
+    obj: dict[str, Any] = {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "metadata": {
+            "name": fingerprint.object_name(),
+            "namespace": fingerprint.namespace,
+            "labels": {
+                MANAGED_BY_LABEL: FIELD_MANAGER,
+                NODE_LABEL: node_label_value(fingerprint.node),
+            },
+        },
+        "workload": fingerprint.workload,
+        "container": fingerprint.container,
+        "node": fingerprint.node,
+        "pod": pod,
+        "verdictCode": fingerprint.verdict_code,
+        "verdict": _clip(incident.verdict or f"{incident.kind} OOM incident (not diagnosed)."),
+        "kills": kills,
+        "firstSeen": first_seen,
+        "lastSeen": last_seen,
+        "limit": limit_text(limit),
+        "incident": trimmed,
+    }
+    return fit(obj)
+
+
+def trimmed_incident(incident: Incident) -> dict[str, Any]:
+    """The incident's JSON form with what the node store alone keeps left out, nulls dropped
+    (the object's schema has defaults for none of them: absent reads as unknown)."""
+    allocator = incident.allocator
+    if allocator is not None:
+        vouched = allocator.get("identity") not in (None, UNVERIFIED)
+        allocator = (
+            {k: v for k, v in allocator.items() if k not in ("device_samples", "snapshot")}
+            if vouched
+            else None
+        )
+    slim = replace(
+        incident,
+        tasks=[],
+        notes=[],
+        timeline=None,
+        memcg_stats=None,
+        victims=incident.victims[:MAX_VICTIMS],
+        findings=incident.findings[:MAX_FINDINGS],
+        allocator=allocator,
+    )
+    data = _without_nulls(slim.to_dict())
+    summary = _timeline_summary(incident)
+    if summary:  # the timeline's figures read in the report; its samples stay on the node
+        data["timeline"] = summary
+    return data
+
+
+def _timeline_summary(incident: Incident) -> dict[str, Any]:
+    timeline = incident.timeline
+    if timeline is None:
+        return {}
+    values = {
+        "interval_seconds": timeline.interval_seconds,
+        "peak_bytes": timeline.peak_bytes,
+        "usage_at_kill_bytes": timeline.usage_at_kill_bytes,
+        "growth_bytes_per_second": timeline.growth_bytes_per_second,
+    }
+    return {k: v for k, v in values.items() if v is not None}
+
+
+def object_bytes(obj: dict[str, Any]) -> int:
+    return len(json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode())
+
+
+def fit(obj: dict[str, Any]) -> dict[str, Any]:
+    """The object within MAX_OBJECT_BYTES: long strings clipped, then the least needed parts
+    of the incident dropped, in order, until it fits."""
+    incident = obj["incident"]
+    _clip_strings(incident)
+    drops = (
+        ("attribution",),
+        ("allocator",),
+        ("victims", 1),
+        ("findings", "evidence"),
+        ("findings", 3),
+        ("recommendation", "evidence"),
+        ("invoker",),
+        ("group_cgroup",),
+        ("oom_memcg",),
+        ("task_memcg",),
+    )
+    for drop in drops:
+        if object_bytes(obj) <= MAX_OBJECT_BYTES:
+            return obj
+        _drop(incident, drop)
+    while object_bytes(obj) > MAX_OBJECT_BYTES:  # only a pathological recommendation is left
+        for key in ("recommendation", "k8s", "forecast", "attribution"):
+            if key in incident:
+                del incident[key]
+                break
+        else:
+            obj["incident"] = {"kind": incident.get("kind", "unknown")}
+            break
+    return obj
+
+
+def _drop(incident: dict[str, Any], what: tuple[Any, ...]) -> None:
+    key = what[0]
+    if key not in incident:
+        return
+    if len(what) == 1:
+        del incident[key]
+    elif isinstance(what[1], int):
+        incident[key] = incident[key][: what[1]]
+    elif key == "findings":
+        for finding in incident[key]:
+            finding.pop(what[1], None)
+    elif isinstance(incident[key], dict):
+        incident[key].pop(what[1], None)
+
+
+def _clip_strings(value: Any) -> Any:
+    """Clip every string in place to MAX_TEXT_CHARS (escaped already where a pod chose it)."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            value[key] = _clip_strings(item)
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            value[index] = _clip_strings(item)
+    elif isinstance(value, str):
+        return _clip(value)
+    return value
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= MAX_TEXT_CHARS else text[: MAX_TEXT_CHARS - 1] + "…"
+
+
+_FREE_FORM = frozenset({"recommendation", "evidence", "allocator"})  # kept as stored
+
+
+def _without_nulls(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {
+            k: v if k in _FREE_FORM else _without_nulls(v)
+            for k, v in value.items()
+            if v is not None
+        }
+    if isinstance(value, list):
+        return [_without_nulls(v) for v in value]
+    return value
+
+
+def read_incident(obj: dict[str, Any]) -> Incident | None:
+    """The `Incident` an object carries (for the report renderer), or None if it has none."""
+    data = obj.get("incident")
+    if not isinstance(data, dict):
+        return None
+    try:
+        return Incident.from_dict(data)
+    except (TypeError, ValueError, AttributeError):
+        return None
+
+
+def safe_text(value: object) -> str:
+    """A string read back from the cluster, safe to print."""
+    return escape_control(str(value)) if value is not None else ""
