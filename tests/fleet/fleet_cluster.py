@@ -21,6 +21,7 @@ from fakeapi import FakeApiServer, make_pod
 from kubernetes import client
 from support import wait_for
 
+from oomwatch.diagnosis import diagnose
 from oomwatch.incident import (
     Breakdown,
     ForecastRecord,
@@ -148,8 +149,8 @@ def publish(api: FakeApiServer, api_client: client.ApiClient, now: float,
                            "at_s": now - 450}  # fmt: skip
                 kube.warnings.warn(TRAINER.uid, TRAINER.cid, note, details)
                 expected += 1
-            for incident in kills:
-                kube.sink.emit(incident)
+            for incident in kills:  # stored diagnosed, as the agent's pipeline does
+                kube.sink.emit(diagnose(incident))
             expected += len({(i.pod_uid, i.limit_scope) for i in kills})
             delivered = wait_for(partial(_delivered, kube), 15.0)
             assert delivered, f"{node}: the fake cluster's Events were not all delivered"

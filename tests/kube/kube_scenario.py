@@ -141,11 +141,7 @@ POD_REF = {
     "uid": UID,
     "fieldPath": "spec.containers{app}",
 }
-REPORT_COMMAND = (
-    f"Full report: kubectl -n oomwatch exec $(kubectl -n oomwatch get pod -l"
-    f" app.kubernetes.io/name=oomwatch --field-selector spec.nodeName={NODE} -o name) -c agent"
-    " -- oomwatch report --store /var/lib/oomwatch"
-)
+REPORT_COMMAND = "Full report: kubectl oomwatch report"
 
 
 def assert_note(note: str, incident: Incident, target: str) -> None:

@@ -36,7 +36,7 @@ from oomwatch.incident import (
 )
 from oomwatch.kube import KubeIntegration
 
-POD = "--pod shop/web-7d4b9c8f6d-x2x9z"
+POD = "pod/web-7d4b9c8f6d-x2x9z -n shop"
 
 
 @pytest.mark.parametrize(
@@ -135,7 +135,7 @@ def test_global_oom_without_a_pod_goes_on_the_node(
         {"apiVersion": "v1", "kind": "Node", "name": NODE},
         namespace="default",
     )
-    assert_note(body["note"], node_kill, "--last 5")
+    assert_note(body["note"], node_kill, f"node/{NODE}")
     assert body["note"].startswith(
         "containerd (pid 881) in an unknown cgroup was killed when"
         " the node ran out of memory (global OOM)"

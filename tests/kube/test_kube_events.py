@@ -67,7 +67,7 @@ def test_note_is_cut_at_1024_bytes_in_the_advice_never_the_command() -> None:
     note = draft.body["note"]
     assert len(note) == NOTE_MAX_BYTES and note.startswith(incident.verdict or "?")
     assert "yyy... Findings: eviction. Full report: kubectl" in note
-    assert note.endswith(f"--pod {pod.namespace}/{pod.name}")
+    assert note.endswith(f"kubectl oomwatch report pod/{pod.name} -n {pod.namespace}")
 
 
 @pytest.mark.parametrize("char", ["é", "内", "😀"])  # 2, 3 and 4 bytes in UTF-8
@@ -114,7 +114,7 @@ def test_kubepods_limit_kill_without_a_pod_is_a_node_event() -> None:
     assert diagnosed.body["note"].startswith(
         "a (pid 1) in cgroup /kubepods was killed when node allocatable (all pods together) ran out"
     )
-    assert diagnosed.body["note"].endswith("oomwatch report --store /var/lib/oomwatch --last 5")
+    assert diagnosed.body["note"].endswith("Full report: kubectl oomwatch report node/node-a")
 
 
 def test_event_names_are_stable_for_the_same_kill() -> None:

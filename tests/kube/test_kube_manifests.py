@@ -99,7 +99,8 @@ def test_kustomize_builds_valid_objects(tmp_path: Path, annotate: bool) -> None:
         "quay.io/brancz/kube-rbac-proxy:v0.19.1" + placeholder,
     }
     roles = {d["metadata"]["name"] for d in docs if d["kind"] == "ClusterRole"}
-    base = {"oomwatch", "oomwatch-kube-rbac-proxy", "oomwatch-metrics-reader"}
+    base = {"oomwatch", "oomwatch-kube-rbac-proxy", "oomwatch-metrics-reader",
+            "oomwatch-incidents-view"}  # fmt: skip
     assert roles == (base | {"oomwatch-annotate"} if annotate else base)
     kinds = {d["kind"] for d in docs}
     assert {
@@ -111,6 +112,7 @@ def test_kustomize_builds_valid_objects(tmp_path: Path, annotate: bool) -> None:
         "NetworkPolicy",
         "PodMonitor",
         "PrometheusRule",
+        "CustomResourceDefinition",
     } <= kinds
     assert "ConfigMap" not in kinds  # settings.yaml is local config, consumed by the build
     policies = {"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}

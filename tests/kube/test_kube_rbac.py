@@ -8,6 +8,7 @@ kube test anywhere sent a request the roles do not grant.
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 from fakeapi import NODE, FakeApiServer, make_pod
@@ -16,6 +17,9 @@ from kubernetes import client
 
 from oomwatch.incident import Incident, Victim
 from oomwatch.kube import KubeIntegration
+from oomwatch.kube.oomincident import NODE_LABEL, Fingerprint
+from oomwatch.kube.pods import decode_pod
+from oomwatch.kube.summary import workload_name
 
 CID = "f" * 64
 
@@ -40,9 +44,11 @@ def test_cluster_role_grants_exactly_what_is_used(
         )
     )
     uid = pod["metadata"]["uid"]
+    _seed_oomincidents(fake_api, pod)
     submitted: list[Incident] = []
     kube = KubeIntegration(
         NODE,
+        incident_writer_options={"rate_per_s": 20.0, "burst": 5},
         annotate=annotate,
         submit=submitted.append,
         kernel_kills_for=lambda *_: 0,
@@ -93,8 +99,32 @@ def test_cluster_role_grants_exactly_what_is_used(
         kube.sink.emit(submitted[0])
         # create, series patch, and the false-OOMKilled Event
         fake_api.wait_for(lambda api: len(api.event_writes) == 3)
+        # the expired object collected; the seeded one found by its create, read and patched
+        fake_api.wait_for(lambda api: ("delete", "expired") in api.oomincident_writes)
+        fake_api.wait_for(lambda api: ("get", "oomwatch.io", "oomincidents") in api.seen())
+        fake_api.wait_for(lambda api: ("patch", "oomwatch.io", "oomincidents") in api.seen())
         if annotate:
             fake_api.wait_for(lambda api: ("patch", "", "pods") in api.seen())
     finally:
         kube.stop(timeout_s=2)
     assert fake_api.seen() == granted_verbs(annotate=annotate)
+
+
+def _seed_oomincidents(fake_api: FakeApiServer, pod: dict[str, Any]) -> None:
+    """An expired object of this node (the agent deletes it) and the object the kills will
+    name but without the node label (the agent's list misses it: its create finds it)."""
+    info = decode_pod(pod)
+    assert info is not None
+    fingerprint = Fingerprint(info.namespace, workload_name(info.owner_kind, info.owner_name,
+                              info.name), "app", "undiagnosed", NODE)  # fmt: skip
+    base = {"apiVersion": "oomwatch.io/v1alpha1", "kind": "OOMIncident", "workload": "Pod/x",
+            "container": "app", "node": NODE, "verdictCode": "undiagnosed", "verdict": "v",
+            "kills": 1, "firstSeen": "2026-01-01T00:00:00Z", "lastSeen": "2026-01-01T00:00:00Z",
+            "incident": {"kind": "memcg"}}  # fmt: skip
+    with fake_api.lock:
+        fake_api.oomincidents[("shop", "expired")] = {
+            **base, "metadata": {"name": "expired", "namespace": "shop",
+                                 "labels": {NODE_LABEL: NODE}}}  # fmt: skip
+        name = fingerprint.object_name()
+        fake_api.oomincidents[("shop", name)] = {
+            **base, "metadata": {"name": name, "namespace": "shop"}}  # fmt: skip

@@ -1,0 +1,139 @@
+"""The agent writes `OOMIncident`s through the fake API server (which checks each against the
+CRD's schema): a storm is one object and a few writes, counts go on across a restart, old
+objects are collected, and a cluster without the CRD is told once and keeps its Events."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from fakeapi import NODE, FakeApiServer, make_pod
+from kubernetes import client
+
+from oomwatch.diagnosis.history import History
+from oomwatch.incident import Incident, MemcgUsage, PodContext, Victim
+from oomwatch.kube import KubeIntegration
+from oomwatch.kube.oomincident import FIELD_MANAGER, NODE_LABEL
+
+CID = "c" * 64
+FAST = {"rate_per_s": 2.0, "burst": 2, "gc_interval_s": 3600.0}
+
+
+def _pod(fake_api: FakeApiServer) -> str:
+    pod = fake_api.put_pod(make_pod(statuses=[{
+        "name": "app", "containerID": f"containerd://{CID}", "restartCount": 0,
+        "image": "app:1", "imageID": "app@sha256:" + "0" * 64, "ready": True,
+        "state": {"running": {"startedAt": "2026-11-22T08:00:00Z"}},
+    }]))  # fmt: skip
+    return str(pod["metadata"]["uid"])
+
+
+def _kills(uid: str, count: int) -> list[Incident]:
+    history = History()
+    out = []
+    for i in range(count):
+        incident = Incident(
+            kind="memcg", limit_scope="container", kernel_time_s=float(i), pod_uid=uid,
+            container_id=CID, wall_time=f"2026-11-26T10:{i // 60:02d}:{i % 60:02d}+00:00",
+            memcg=MemcgUsage(usage_bytes=256 << 20, limit_bytes=256 << 20),
+            victims=[Victim(pid=100 + i, comm="python", anon_rss_bytes=250 << 20)],
+            k8s=PodContext(namespace="shop", pod="web-7d4b9c8f6d-x2x9z", container="app"),
+        )  # fmt: skip
+        out.append(history.diagnose(incident))
+        history.remember(out[-1])
+    return out
+
+
+def _emit_all(fake_api: FakeApiServer, kube: KubeIntegration, kills: list[Incident]) -> None:
+    fake_api.wait_for(lambda _: kube.enricher.enrich(kills[0]))
+    for incident in kills:
+        kube.sink.emit(incident)
+
+
+def test_a_storm_of_60_kills_is_one_object_counting_60_in_a_few_writes(
+    fake_api: FakeApiServer, make_kube: Callable[..., KubeIntegration]
+) -> None:
+    uid = _pod(fake_api)
+    kube = make_kube(incident_writer_options=FAST)
+    started = time.monotonic()
+    _emit_all(fake_api, kube, _kills(uid, 60))
+    fake_api.wait_for(
+        lambda api: any(o["kills"] == 60 for o in api.oomincidents.values()), timeout_s=20
+    )
+    elapsed_s = time.monotonic() - started
+    assert len(fake_api.oomincidents) == 1
+    (obj,) = fake_api.oomincidents.values()
+    assert obj["metadata"]["namespace"] == "shop"
+    assert obj["workload"] == "Deployment/web" and obj["container"] == "app"
+    assert obj["node"] == NODE and obj["limit"] == "256Mi"
+    assert obj["firstSeen"].startswith("2026-11-26T10:00:00")
+    assert obj["lastSeen"].startswith("2026-11-26T10:00:59")
+    assert "crash-loop" in [f["code"] for f in obj["incident"]["findings"]]
+    assert [m["manager"] for m in obj["metadata"]["managedFields"]] == [FIELD_MANAGER]
+    # The token bucket: a burst of 2, then 2 a second.
+    bound = 2 + 2 * elapsed_s + 1
+    writes = [w for w in fake_api.oomincident_writes if w[0] != "delete"]
+    assert writes[0][0] == "create" and len(writes) <= bound, (writes, elapsed_s)
+    assert len(fake_api.event_writes) >= 2  # the Events went on beside them
+
+
+def test_a_restarted_agent_goes_on_counting_and_collects_expired_objects(
+    fake_api: FakeApiServer, api_client: client.ApiClient,
+    make_kube: Callable[..., KubeIntegration],
+) -> None:  # fmt: skip
+    uid = _pod(fake_api)
+    first = make_kube(incident_writer_options=FAST)
+    _emit_all(fake_api, first, _kills(uid, 3))
+    fake_api.wait_for(lambda api: any(o["kills"] == 3 for o in api.oomincidents.values()))
+    first.stop(timeout_s=2)
+    old = dict(next(iter(fake_api.oomincidents.values())))
+    expired = {**old, "metadata": {**old["metadata"], "name": "old-one"},
+               "workload": "Deployment/old", "lastSeen": "2026-01-01T00:00:00Z"}  # fmt: skip
+    elsewhere = {**expired, "metadata": {**expired["metadata"], "name": "other-node",
+                                         "labels": {NODE_LABEL: "node-b"}},
+                 "node": "node-b"}  # fmt: skip
+    with fake_api.lock:
+        fake_api.oomincidents[("shop", "old-one")] = expired
+        fake_api.oomincidents[("shop", "other-node")] = elsewhere
+    second = make_kube(incident_writer_options=FAST)
+    _emit_all(fake_api, second, _kills(uid, 2))
+    fake_api.wait_for(lambda api: ("shop", "old-one") not in api.oomincidents)
+    fake_api.wait_for(lambda api: any(o["kills"] == 5 for o in api.oomincidents.values()))
+    assert ("shop", "other-node") in fake_api.oomincidents  # another agent's to collect
+
+
+@pytest.fixture
+def no_crd_api() -> Any:
+    api = FakeApiServer(crd_installed=False).start()
+    try:
+        yield api
+    finally:
+        api.stop()
+
+
+def test_without_the_crd_the_agent_says_so_once_and_keeps_its_events(
+    no_crd_api: FakeApiServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    configuration = client.Configuration(host=no_crd_api.url)
+    configuration.retries = 0
+    uid = _pod(no_crd_api)
+    with client.ApiClient(configuration) as api_client:
+        kube = KubeIntegration(NODE, annotate=False, submit=lambda _: None,
+                               kernel_kills_for=lambda *_: 0, api_client=api_client,
+                               watch_timeout_s=5, backoff_max_s=0.4,
+                               incident_writer_options=FAST)  # fmt: skip
+        kube.start()
+        try:
+            with caplog.at_level(logging.WARNING, logger="oomwatch.kube.incident_writer"):
+                _emit_all(no_crd_api, kube, _kills(uid, 5))
+                no_crd_api.wait_for(lambda api: len(api.event_writes) >= 2)
+                time.sleep(0.5)
+        finally:
+            kube.stop(timeout_s=2)
+    said = [r for r in caplog.records if r.getMessage() == "oomincidents_unavailable"]
+    assert len(said) == 1
+    assert not no_crd_api.oomincidents
+    assert kube.incidents is not None and not kube.incidents.available
