@@ -41,9 +41,7 @@ def connect_kube(
             submit=submit,
             kernel_kills_for=kernel_kills_for,
             incident_retention_s=config.incident_retention_days * 86400,
-            incident_writer_options={
-                "max_per_namespace": config.incident_objects_per_namespace
-            },
+            incident_writer_options={"max_per_namespace": config.incident_objects_per_namespace},
         )
     except Exception as exc:
         log.warning("standalone", reason=f"no Kubernetes cluster reachable: {exc}")

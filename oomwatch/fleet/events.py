@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from oomwatch.kube.summary import REPORTING_CONTROLLER, SUMMARY_ANNOTATION, parse_summary
 from oomwatch.incident import iso_epoch_s
+from oomwatch.kube.summary import REPORTING_CONTROLLER, SUMMARY_ANNOTATION, parse_summary
 
 FIELD_SELECTOR = f"reportingComponent={REPORTING_CONTROLLER}"
 WARNING_REASON = "MemoryLimitApproaching"

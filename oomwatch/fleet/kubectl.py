@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-from collections.abc import Sequence
 from typing import Any
 
 DEFAULT_CHUNK = 500
@@ -57,7 +56,3 @@ class Kubectl:
         if done.returncode != 0:
             return "default"
         return done.stdout.strip() or "default"
-
-    def run(self, args: Sequence[str]) -> int:
-        """Run kubectl with the terminal attached (exec); its exit status."""
-        return subprocess.run([*self.prefix, *args], check=False).returncode

@@ -1,10 +1,12 @@
 """`kubectl oomwatch`: the whole cluster in one command (a kubectl plugin: the executable
 `kubectl-oomwatch` that installing oomwatch puts on PATH; krew manifest plugins/oomwatch.yaml).
 
-    kubectl oomwatch report <pod> [-n NS] [--node N] [-- <oomwatch report flags>]
+    kubectl oomwatch report pod/NAME|NAME|node/NAME|deploy/NAME [-n NS] [-A]
+                            [-o text|json|yaml|wide] [--html FILE] [--details]
     kubectl oomwatch top [--since 7d] [--prometheus URL] [-n NS] [-o json] [--wide]
 
-`report` runs the post-mortem in the agent on the pod's node (oomwatch.fleet.agents); `top`
+`report` prints the post-mortem from the `OOMIncident` objects the agents write into the
+namespace (oomwatch.fleet.report): viewing the namespace is the only grant it needs; `top`
 answers "what died of memory, where and why" for the cluster from the agents' Events and, when
 given, Prometheus (oomwatch.fleet.top).  The cluster is reached through kubectl itself
 (oomwatch.fleet.kubectl); kubectl hands a plugin no global flags: give `--kubeconfig`/
@@ -23,7 +25,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-from oomwatch.fleet import agents
+from oomwatch.fleet import report as fleet_report
 from oomwatch.fleet.events import FIELD_SELECTOR, Sighting, parse_event
 from oomwatch.fleet.kubectl import Kubectl, KubectlError
 from oomwatch.fleet.prom import PrometheusError, bucket_ends, kill_series, step_s
@@ -47,15 +49,19 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--kubeconfig", help="kubeconfig file (default: KUBECONFIG, ~/.kube/config)")
     p.add_argument("--context", help="kubeconfig context")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    report = sub.add_parser("report", help="the post-mortem of a pod, from the agent on its node")
-    report.add_argument("pod", help="pod name (or namespace/name)")
-    report.add_argument("-n", "--namespace", help="the pod's namespace (default: the context's)")
-    report.add_argument("--node", help="skip the lookup: the node the pod ran on")
-    report.add_argument("--agent-namespace", default=agents.AGENT_NAMESPACE)
-    report.add_argument("--agent-selector", default=agents.AGENT_SELECTOR)
-    report.add_argument("--agent-container", default=agents.AGENT_CONTAINER)
-    report.add_argument("--store", default=agents.STORE, help="the agent's state dir")
-    report.add_argument("report_args", nargs="*", help="after --: flags for oomwatch report")
+    report = sub.add_parser("report", help="the post-mortem of a pod, workload or node, from"
+                            " the OOMIncident objects of its namespace")  # fmt: skip
+    report.add_argument(
+        "target",
+        metavar="TYPE/NAME",
+        help="pod/NAME, NAME (a pod), node/NAME, deploy/NAME, statefulset/NAME",
+    )
+    report.add_argument("-n", "--namespace", help="the namespace (default: the context's)")
+    report.add_argument("-A", "--all-namespaces", action="store_true")
+    report.add_argument("-o", "--output", choices=("text", "json", "yaml", "wide"),
+                        default="text")  # fmt: skip
+    report.add_argument("--html", metavar="FILE", help="also write the HTML page here")
+    report.add_argument("--details", action="store_true", help="every incident in full")
     top = sub.add_parser("top", help="what died of memory in the cluster, where and why")
     top.add_argument("--since", type=parse_since, default=parse_since("7d"),
                      help="window, e.g. 7d, 36h, 90m (default 7d)")  # fmt: skip
@@ -76,9 +82,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "report":
             return _report(args, kubectl)
         return _top(args, kubectl)
-    except agents.NotFound as exc:
+    except fleet_report.BadTarget as exc:
         print(f"kubectl-oomwatch: {exc}", file=sys.stderr)
-        return 1
+        return 2
     except KubectlError as exc:
         print(f"kubectl-oomwatch: {exc}", file=sys.stderr)
         return 2
@@ -88,14 +94,38 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _report(args: argparse.Namespace, kubectl: Kubectl) -> int:
-    namespace, _, pod = args.pod.rpartition("/")
-    namespace = namespace or args.namespace or kubectl.namespace()
-    node = args.node or agents.node_of(kubectl, namespace, pod)
-    agent = agents.agent_on(kubectl, node, args.agent_namespace, args.agent_selector)
-    print(f"# {namespace}/{pod}: node {node}, agent {agent.namespace}/{agent.pod}",
-          file=sys.stderr, flush=True)  # fmt: skip
-    return kubectl.run(agents.exec_args(agent, args.agent_container, args.store,
-                                        f"{namespace}/{pod}", args.report_args))  # fmt: skip
+    target = fleet_report.parse_target(args.target)
+    if target.kind == "node" or args.all_namespaces:
+        scope = ["-A"]
+        where = "all namespaces"
+    else:
+        namespace = args.namespace or kubectl.namespace()
+        scope, where = ["-n", namespace], f"namespace {namespace}"
+    reply = kubectl.get(fleet_report.RESOURCE, *scope) or {}
+    objects = fleet_report.select(reply.get("items") or [], target)
+    if args.output == "json":
+        json.dump({"kind": "List", "apiVersion": "v1", "items": objects}, sys.stdout, indent=1)
+        print()
+        return 0 if objects else 1
+    if args.output == "yaml":
+        sys.stdout.write(fleet_report.to_yaml({"kind": "List", "apiVersion": "v1",
+                                               "items": objects}))  # fmt: skip
+        return 0 if objects else 1
+    if args.output == "wide":
+        sys.stdout.write(fleet_report.wide_table(objects))
+        return 0 if objects else 1
+    incidents, lines = fleet_report.incidents_of(objects)
+    source = f"the OOMIncidents of {target.words()} in {where}"
+    notice = lines or [f"No OOMIncident about {target.words()} in {where}."]
+    if args.html:
+        from oomwatch.report import page
+
+        with open(args.html, "w", encoding="utf-8") as fh:
+            fh.write(page.render(incidents, [], source, notice=notice, details=args.details))
+    from oomwatch.report import text
+
+    sys.stdout.write(text.render(incidents, [], source, notice=notice, details=args.details))
+    return 0 if incidents else 1
 
 
 def sightings(kubectl: Kubectl, namespace: str | None) -> list[Sighting]:

@@ -78,7 +78,8 @@ def kill_series(
         url.rstrip("/") + "/api/v1/query_range?" + urllib.parse.urlencode(params)
     )
     if token:
-        request.add_header("Authorization", f"Bearer {token}")
+        # Unredirected: urllib would send it on to wherever a redirect points.
+        request.add_unredirected_header("Authorization", f"Bearer {token}")
     try:
         with urllib.request.urlopen(request, timeout=timeout_s) as resp:
             reply = json.load(resp)

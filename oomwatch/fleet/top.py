@@ -19,6 +19,7 @@ from typing import Any
 
 from oomwatch.fleet.events import Sighting
 from oomwatch.fleet.prom import KillSeries
+from oomwatch.sanitize import escape_control
 
 SPARKS = "▁▂▃▄▅▆▇█"
 RECOMMENDATION_COLUMN_CHARS = 90
@@ -187,8 +188,10 @@ def render(rows: Sequence[Row], header: str, notes: Sequence[str], wide: bool = 
             " ".join(f"{c}x{n}" for c, n in r.findings.most_common(4)) or "-",
             rec,
         ))  # fmt: skip
-    widths = [max(len(cells[i]) for cells in table) for i in range(len(table[0]) - 1)]
-    for cells in table:
+    # Every cell came from the API or Prometheus: no escape sequence or newline gets through.
+    safe = [tuple(escape_control(cell) for cell in cells) for cells in table]
+    widths = [max(len(cells[i]) for cells in safe) for i in range(len(safe[0]) - 1)]
+    for cells in safe:
         padded = [cell.ljust(width) for cell, width in zip(cells, widths, strict=False)]
         lines.append("  ".join([*padded, cells[-1]]).rstrip())
     if any(r.inferred for r in rows):

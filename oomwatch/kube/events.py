@@ -15,14 +15,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from oomwatch.incident import Incident
+from oomwatch.kube.pods import PodInfo
 from oomwatch.kube.summary import (
     REPORTING_CONTROLLER,
     SUMMARY_ANNOTATION,
     kill_summary,
     workload_name,
 )
-from oomwatch.incident import Incident
-from oomwatch.kube.pods import PodInfo
 from oomwatch.sanitize import escape_control
 
 ANNOTATION_KEY = "oomwatch.io/last-oom-kill"

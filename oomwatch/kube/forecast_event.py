@@ -14,12 +14,6 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from oomwatch.kube.summary import (
-    REPORTING_CONTROLLER,
-    SUMMARY_ANNOTATION,
-    warning_summary,
-    workload_name,
-)
 from oomwatch.kube.cache import PodCache
 from oomwatch.kube.events import (
     NOTE_MAX_BYTES,
@@ -30,6 +24,12 @@ from oomwatch.kube.events import (
 )
 from oomwatch.kube.pods import PodInfo
 from oomwatch.kube.publisher import EventPublisher, EventUpdate, NotReady, Update
+from oomwatch.kube.summary import (
+    REPORTING_CONTROLLER,
+    SUMMARY_ANNOTATION,
+    warning_summary,
+    workload_name,
+)
 from oomwatch.sanitize import escape_control
 
 REASON_APPROACHING = "MemoryLimitApproaching"

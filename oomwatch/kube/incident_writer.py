@@ -20,7 +20,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from urllib3.exceptions import HTTPError
 
@@ -28,7 +28,6 @@ from oomwatch.incident import iso_epoch_s
 from oomwatch.kube.oomincident import (
     FIELD_MANAGER,
     GROUP,
-    MAX_OBJECT_BYTES,
     NODE_LABEL,
     PLURAL,
     VERSION,
@@ -42,26 +41,6 @@ log = logging.getLogger(__name__)
 MERGE_PATCH = "application/merge-patch+json"
 RETENTION_S = 14 * 86400
 UNAVAILABLE = frozenset({403, 404})  # no grant / no CRD: said once, then left alone
-
-
-class ObjectsApi(Protocol):
-    """The part of `kubernetes.client.CustomObjectsApi` the writer uses."""
-
-    def create_namespaced_custom_object(self, group: str, version: str, namespace: str,
-                                        plural: str, body: Any, **kw: Any) -> Any: ...  # fmt: skip
-
-    def patch_namespaced_custom_object(self, group: str, version: str, namespace: str,
-                                       plural: str, name: str, body: Any,
-                                       **kw: Any) -> Any: ...  # fmt: skip
-
-    def get_namespaced_custom_object(self, group: str, version: str, namespace: str,
-                                     plural: str, name: str, **kw: Any) -> Any: ...  # fmt: skip
-
-    def list_cluster_custom_object(self, group: str, version: str, plural: str,
-                                   **kw: Any) -> Any: ...  # fmt: skip
-
-    def delete_namespaced_custom_object(self, group: str, version: str, namespace: str,
-                                        plural: str, name: str, **kw: Any) -> Any: ...  # fmt: skip
 
 
 @dataclass(slots=True)
@@ -86,7 +65,7 @@ class IncidentWriter:
 
     def __init__(
         self,
-        api: ObjectsApi,
+        api: Any,  # kubernetes.client.CustomObjectsApi (called by method name: _call)
         node: str,
         *,
         rate_per_s: float = 1 / 30,
@@ -352,4 +331,4 @@ class _ApiError(Exception):
         self.status = status
 
 
-__all__ = ["MAX_OBJECT_BYTES", "IncidentWriter", "ObjectsApi"]
+__all__ = ["IncidentWriter"]

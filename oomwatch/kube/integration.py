@@ -14,8 +14,8 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import Any
 from datetime import UTC, datetime
+from typing import Any
 
 from kubernetes import client, config
 
@@ -27,7 +27,6 @@ from oomwatch.kube.forecast_event import WarningEvents
 from oomwatch.kube.incident_writer import IncidentWriter
 from oomwatch.kube.oomincident import Fingerprint, build_object
 from oomwatch.kube.pods import PodInfo
-from oomwatch.kube.summary import workload_name
 from oomwatch.kube.podsapi import PodsApi
 from oomwatch.kube.publisher import (
     AnnotationUpdate,
@@ -44,6 +43,7 @@ from oomwatch.kube.signals import (
     newly_evicted,
     parse_time_s,
 )
+from oomwatch.kube.summary import workload_name
 from oomwatch.kube.watcher import PodWatcher
 
 log = logging.getLogger(__name__)

@@ -146,7 +146,7 @@ def trimmed_incident(incident: Incident) -> dict[str, Any]:
         findings=incident.findings[:MAX_FINDINGS],
         allocator=allocator,
     )
-    data = _without_nulls(slim.to_dict())
+    data: dict[str, Any] = _without_nulls(slim.to_dict())
     summary = _timeline_summary(incident)
     if summary:  # the timeline's figures read in the report; its samples stay on the node
         data["timeline"] = summary

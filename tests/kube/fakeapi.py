@@ -513,7 +513,9 @@ def _make_handler(api: FakeApiServer) -> type[BaseHTTPRequestHandler]:  # noqa: 
                 api._rv += 1
                 stored = copy.deepcopy(body)
                 stored["metadata"].update(
-                    namespace=key[0], uid=str(uuid.uuid4()), resourceVersion=str(api._rv),
+                    namespace=key[0],
+                    uid=str(uuid.uuid4()),
+                    resourceVersion=str(api._rv),
                     creationTimestamp=_now(),
                     managedFields=_managed([], query.get("fieldManager"), "Update"),
                 )
@@ -622,7 +624,8 @@ _DISCOVERY: dict[str, dict[str, Any]] = {
                                  ["create", "delete", "get", "list", "patch"])),
 }  # fmt: skip
 _DISCOVERY["/apis/oomwatch.io/v1alpha1"]["resources"][0].update(
-    singularName="oomincident", shortNames=["oomi"], categories=["oomwatch"])
+    singularName="oomincident", shortNames=["oomi"], categories=["oomwatch"]
+)
 
 
 def _discovery(path: str, crd_installed: bool) -> dict[str, Any]:
@@ -669,8 +672,13 @@ def _table(items: list[dict[str, Any]], rv: str) -> dict[str, Any]:
     rows = [{"cells": [o["metadata"]["name"], *(_cell(o, c) for c in PRINTER_COLUMNS)],
              "object": {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
                         "metadata": o["metadata"]}} for o in items]  # fmt: skip
-    return {"kind": "Table", "apiVersion": "meta.k8s.io/v1",
-            "metadata": {"resourceVersion": rv}, "columnDefinitions": columns, "rows": rows}
+    return {
+        "kind": "Table",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": {"resourceVersion": rv},
+        "columnDefinitions": columns,
+        "rows": rows,
+    }
 
 
 def core_event(event: dict[str, Any]) -> dict[str, Any]:

@@ -141,8 +141,10 @@ def json_schema(openapi: Any) -> Any:
         out["type"] = [out["type"], "null"]
         if "enum" in out:
             out["enum"] = [*out["enum"], None]
-    if out.get("type") == "object" and "properties" in out and not openapi.get(
-        "x-kubernetes-preserve-unknown-fields"
+    if (
+        out.get("type") == "object"
+        and "properties" in out
+        and not openapi.get("x-kubernetes-preserve-unknown-fields")
     ):
         out.setdefault("additionalProperties", False)  # the API server prunes unknown fields
     if out.get("format") == "date-time":

@@ -47,7 +47,8 @@ def _object(incident: Incident, fp: Fingerprint = FP) -> dict[str, object]:
 
 
 @pytest.mark.parametrize(
-    "path", [REPO / "daemonset" / "crd-oomincident.yaml", REPO / "charts/oomwatch/crds/oomincidents.yaml"]
+    "path",
+    [REPO / "daemonset" / "crd-oomincident.yaml", REPO / "charts/oomwatch/crds/oomincidents.yaml"],
 )
 def test_shipped_crd_is_the_generated_one(path: Path) -> None:
     assert path.read_text() == crd_yaml(), "regenerate: python -m oomwatch.kube.crd > " + str(path)
@@ -99,7 +100,8 @@ def _huge() -> Incident:
         memcg_stats={f"stat{i}": i for i in range(5000)},
         tasks=[TaskRow(pid=i, name=f"worker-{i}", rss_pages=i) for i in range(20_000)],
         victims=[Victim(pid=i, comm="\x1b[2J" + "v" * 200) for i in range(2000)],
-        timeline=Timeline(samples=[TimelineSample(t_seconds=i, usage_bytes=i) for i in range(10_000)]),
+        timeline=Timeline(samples=[TimelineSample(t_seconds=i, usage_bytes=i)
+                                   for i in range(10_000)]),
         k8s=PodContext(namespace="shop", pod="web-1", container="app"),
         allocator={"source": "probe", "identity": "pod_dir", "framework": "torch-cuda",
                    "device_samples": [{"wall_s": i} for i in range(10_000)], "note": big},
@@ -122,8 +124,8 @@ def test_a_huge_incident_fits_16_kib_and_still_validates() -> None:
 
 
 def test_an_unvouched_allocator_stays_on_the_node() -> None:
-    incident = Incident(kind="framework", allocator={"source": "probe", "identity": "unverified",
-                                                    "claimed": {"pod": "someone-else"}})  # fmt: skip
+    allocator = {"source": "probe", "identity": "unverified", "claimed": {"pod": "other"}}
+    incident = Incident(kind="framework", allocator=allocator)
     incident = History().diagnose(incident)
     assert "allocator" not in _object(incident)["incident"]  # type: ignore[operator]
 
@@ -160,6 +162,7 @@ def test_a_crash_loop_reads_the_same_in_the_note_the_summary_and_the_object() ->
     assert " exec " not in draft.body["note"]
     obj = _object(last)
     assert [f["code"] for f in obj["incident"]["findings"]] == codes  # type: ignore[index]
-    assert json.loads(kill_summary(last, "Deployment/web", "app", "ContainerOOMKill"))[
-        "findings"
-    ] == codes
+    assert (
+        json.loads(kill_summary(last, "Deployment/web", "app", "ContainerOOMKill"))["findings"]
+        == codes
+    )
