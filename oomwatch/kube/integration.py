@@ -238,7 +238,7 @@ class KubeIntegration:
         while (
             self._threads
             and self.publisher.reachable
-            and self.publisher.pending()
+            and (self.publisher.pending() or self._incidents_pending())
             and time.monotonic() < deadline
         ):
             time.sleep(0.05)
@@ -249,6 +249,10 @@ class KubeIntegration:
             self.incidents.wake()
         for thread in self._threads:
             thread.join(timeout_s)
+
+    def _incidents_pending(self) -> bool:
+        writer = self.incidents
+        return writer is not None and writer.available and writer.pending() > 0
 
     def healthy(self) -> bool:
         """Liveness: our threads run (an unreachable API is not unhealthy: restarts do not help)."""

@@ -1,13 +1,11 @@
 """Fixtures for the `kubectl oomwatch` tests: the fake API server (as a user's, outside the
 agent's RBAC guard) holding two nodes' agent Events and pods, each node's store, a kubeconfig,
-real kubectl 1.33 and the plugin on PATH, and an exec that runs `oomwatch report` on the
-store of the node whose agent was asked."""
+real kubectl 1.33 and the plugin on PATH."""
 
 from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -19,7 +17,7 @@ import yaml
 sys.path[:0] = [str(Path(__file__).parents[1] / "kube"), str(Path(__file__).parents[1])]
 
 from fakeapi import FakeApiServer  # noqa: E402
-from fleet_cluster import AGENTS, Cluster, publish  # noqa: E402
+from fleet_cluster import Cluster, publish  # noqa: E402
 from kubernetes import client  # noqa: E402
 from rules.conftest import prometheus_binary  # noqa: E402, F401 (a fixture, for test_prometheus)
 
@@ -48,20 +46,6 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
         with client.ApiClient(configuration) as api_client:
             stores = publish(api, api_client, now, tmp_path / "stores")
         found = Cluster(api, _kubeconfig(tmp_path / "kubeconfig", api.url), stores, now, [])
-        node_of_agent = {pod: node for node, pod in AGENTS.items()}
-
-        def run_in_agent(
-            ns: str, pod: str, container: str, cmd: list[str]
-        ) -> tuple[int, bytes, bytes]:
-            """The agent container of `pod`: `oomwatch ...` on that node's store."""
-            found.execs.append((ns, pod, container, cmd))
-            store = str(stores[node_of_agent[pod]])
-            argv = [sys.executable, "-m", "oomwatch.cli",
-                    *(store if a == "/var/lib/oomwatch" else a for a in cmd[1:])]  # fmt: skip
-            done = subprocess.run(argv, capture_output=True, timeout=60, cwd=REPO, check=False)
-            return done.returncode, done.stdout, done.stderr
-
-        api.exec_handler = run_in_agent
         yield found
     finally:
         api.stop()

@@ -138,7 +138,8 @@ def publish(api: FakeApiServer, api_client: client.ApiClient, now: float,
     for node, kills in incidents(now).items():
         kube = KubeIntegration(node, annotate=False, submit=lambda _: None,
                                kernel_kills_for=lambda *_: 1, api_client=api_client,
-                               watch_timeout_s=5, backoff_max_s=0.4)  # fmt: skip
+                               watch_timeout_s=5, backoff_max_s=0.4,
+                               incident_writer_options={"rate_per_s": 50.0})  # fmt: skip
         kube.start()
         try:
             assert wait_for(partial(_connected, kube), 15.0), node
@@ -154,6 +155,7 @@ def publish(api: FakeApiServer, api_client: client.ApiClient, now: float,
             expected += len({(i.pod_uid, i.limit_scope) for i in kills})
             delivered = wait_for(partial(_delivered, kube), 15.0)
             assert delivered, f"{node}: the fake cluster's Events were not all delivered"
+            assert wait_for(partial(_written, kube), 15.0), f"{node}: OOMIncidents not written"
         finally:
             kube.stop(timeout_s=5)
         dirs[node] = stores / node
@@ -167,6 +169,10 @@ def publish(api: FakeApiServer, api_client: client.ApiClient, now: float,
 
 def _connected(kube: KubeIntegration) -> bool:
     return kube.cache.synced and kube.connected
+
+
+def _written(kube: KubeIntegration) -> bool:
+    return kube.incidents is not None and kube.incidents.pending() == 0 and kube.incidents.writes > 0
 
 
 def _delivered(kube: KubeIntegration) -> bool:

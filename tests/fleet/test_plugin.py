@@ -1,7 +1,6 @@
-"""`kubectl oomwatch` end to end through real kubectl 1.33: `report <pod>` finds the agent on
-the pod's node and runs the report there (kubectl exec over WebSocket into the fake API
-server, answered by `oomwatch report` on that node's store); `top` answers what died of
-memory, where and why, from the Events two nodes' agents sent."""
+"""`kubectl oomwatch` end to end through real kubectl 1.33: `report TYPE/NAME` prints the
+post-mortem from the `OOMIncident` objects the two nodes' agents wrote (never an exec); `top`
+answers what died of memory, where and why, from the Events the agents sent."""
 
 from __future__ import annotations
 
@@ -21,39 +20,49 @@ def _kubectl(kubectl: str, cluster: Cluster, *args: str) -> subprocess.Completed
                           check=False)  # fmt: skip
 
 
-def test_report_runs_in_the_agent_on_the_pods_node(kubectl: str, cluster: Cluster) -> None:
-    done = _kubectl(kubectl, cluster, "report", WEB_B.name)  # namespace shop: the context's
+def _no_exec(cluster: Cluster) -> None:
+    assert not [r for r in cluster.api.requests if r[2] == "pods/exec"]
+
+
+def test_report_reads_the_pods_oomincident(kubectl: str, cluster: Cluster) -> None:
+    done = _kubectl(kubectl, cluster, "report", f"pod/{WEB_B.name}")  # the context's namespace
     assert done.returncode == 0, done.stderr
-    assert f"# shop/{WEB_B.name}: node node-b, agent oomwatch/oomwatch-bbbbb" in done.stderr
-    [(ns, pod, container, cmd)] = cluster.execs
-    assert (ns, pod, container) == ("oomwatch", "oomwatch-bbbbb", "agent")
-    assert cmd == ["oomwatch", "report", "--store", "/var/lib/oomwatch", "--pod",
-                   f"shop/{WEB_B.name}"]  # fmt: skip
-    # node-b's store: the two kills of this pod, not node-a's three of its sibling
-    assert done.stdout.count(WEB_B.name) >= 2
-    assert "web-7d4b9c8f6d-x2x9z" not in done.stdout
+    assert f"the OOMIncidents of pod/{WEB_B.name} in namespace shop" in done.stdout
+    assert "2 kill(s) of Deployment/web container app on node node-b" in done.stdout
+    assert "VERDICT" in done.stdout and "limit-container" in done.stdout
+    assert "web-7d4b9c8f6d-x2x9z" not in done.stdout  # node-a's pod: its own object
+    _no_exec(cluster)
 
 
-def test_report_of_a_deleted_pod_finds_its_node_by_its_events(
-    kubectl: str, cluster: Cluster
-) -> None:
+def test_report_of_a_deleted_pod_reads_its_objects(kubectl: str, cluster: Cluster) -> None:
     cluster.api.delete_pod(TRAINER.namespace, TRAINER.name)
-    done = _kubectl(kubectl, cluster, "report", "ml/trainer-0", "--", "--details")
+    done = _kubectl(kubectl, cluster, "report", "trainer-0", "--details", "-n", "ml")
     assert done.returncode == 0, done.stderr
-    assert "node node-b, agent oomwatch/oomwatch-bbbbb" in done.stderr
-    assert cluster.execs[0][3][-1] == "--details"
     assert "warned 4m10s before the kill (MemoryLimitApproaching" in done.stdout
     assert "leak-trend" in done.stdout or "grew steadily" in done.stdout
+
+
+def test_report_of_a_workload_and_of_a_node(kubectl: str, cluster: Cluster) -> None:
+    done = _kubectl(kubectl, cluster, "report", "-n", "shop", "deploy/web", "-o", "json")
+    assert done.returncode == 0, done.stderr
+    items = json.loads(done.stdout)["items"]
+    assert sorted((o["node"], o["kills"]) for o in items) == [("node-a", 3), ("node-b", 2)]
+    done = _kubectl(kubectl, cluster, "report", "node/node-b", "-o", "wide")
+    assert done.returncode == 0, done.stderr
+    rows = done.stdout.splitlines()
+    assert rows[0].split()[:3] == ["NAMESPACE", "NAME", "WORKLOAD"]
+    assert {r.split()[0] for r in rows[1:]} == {"shop", "ml"}
+    done = _kubectl(kubectl, cluster, "report", "statefulset/trainer", "-A", "-o", "yaml")
+    assert done.returncode == 0, done.stderr
+    assert '"workload": "StatefulSet/trainer"' in done.stdout
 
 
 def test_report_says_what_it_could_not_find(kubectl: str, cluster: Cluster) -> None:
     done = _kubectl(kubectl, cluster, "report", "-n", "shop", "no-such-pod")
     assert done.returncode == 1
-    assert "pod shop/no-such-pod not found, and no oomwatch Event names its node" in done.stderr
-    cluster.api.delete_pod("oomwatch", "oomwatch-aaaaa")
-    done = _kubectl(kubectl, cluster, "report", "-n", "batch", "etl-28391734-q7x2v")
-    assert done.returncode == 1
-    assert "no running oomwatch agent on node node-a" in done.stderr
+    assert "No OOMIncident about pod/no-such-pod in namespace shop." in done.stdout
+    done = _kubectl(kubectl, cluster, "report", "node/Bad_Node")
+    assert done.returncode == 2 and "not a valid node name" in done.stderr
 
 
 def _rows(out: str) -> dict[tuple[str, str, str], dict[str, Any]]:

@@ -48,6 +48,7 @@ _EXEC = re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/pods/(?P<name>[^/]+)/exec
 _OOMI = re.compile(
     r"^/apis/oomwatch\.io/v1alpha1(?:/namespaces/(?P<ns>[^/]+))?/oomincidents(?:/(?P<name>[^/]+))?$"
 )
+_NAMESPACE = re.compile(r"^/apis?/(?:[^/]+/)?[^/]+/namespaces/(?P<ns>[^/]+)/")
 ExecHandler = Callable[[str, str, str, list[str]], tuple[int, bytes, bytes]]
 """(namespace, pod, container, command) -> (exit code, stdout, stderr)."""
 
@@ -59,6 +60,9 @@ class FakeApiServer:
         self.guard_rbac = guard_rbac  # False: a user's requests, not the agent's
         self.crd_installed = crd_installed  # the OOMIncident CRD (oomwatch.kube.crd)
         self.oomincidents: dict[tuple[str, str], dict[str, Any]] = {}
+        # User (Impersonate-User) -> what RBAC grants it: (verb, group, resource, namespace or None for
+        # every namespace).  A user not here is not checked (the agent, a test's admin).
+        self.users: dict[str, set[tuple[str, str, str, str | None]]] = {}
         self.oomincident_writes: list[tuple[str, str]] = []  # (verb, name)
         self.exec_handler: ExecHandler | None = None
         self.lock = threading.Condition()
@@ -203,6 +207,10 @@ def _make_handler(api: FakeApiServer) -> type[BaseHTTPRequestHandler]:  # noqa: 
                 self._status(404, "NotFound", f"no route for {method} {url.path}")
                 return
             verb, group, resource = route
+            if not self._authorized(verb, group, resource, url.path):
+                self._status(403, "Forbidden", f"cannot {verb} resource {resource!r} in API"
+                             f" group {group!r} at {url.path}")  # fmt: skip
+                return
             with api.lock:
                 api.requests.append((verb, group, resource, url.path))
                 api.authorizations.add((verb, self.headers.get("Authorization") or ""))
@@ -219,6 +227,22 @@ def _make_handler(api: FakeApiServer) -> type[BaseHTTPRequestHandler]:  # noqa: 
                 self._status(failure[1], "InjectedFailure", f"injected {failure[1]}")
                 return
             getattr(self, f"_{verb}_{resource.replace('/', '_')}")(url.path, query, body)
+
+        def _authorized(self, verb: str, group: str, resource: str, path: str) -> bool:
+            # kubectl sends no bearer token to a plain-http server: the user is named by the
+            # kubeconfig's `as:` (the Impersonate-User header) instead.
+            user = self.headers.get("Impersonate-User") or (
+                self.headers.get("Authorization") or ""
+            ).removeprefix("Bearer ")
+            grants = api.users.get(user)
+            if grants is None:
+                return True
+            namespace = _NAMESPACE.match(path)
+            ns = namespace["ns"] if namespace else None
+            resource = resource.removesuffix("_namespaced")
+            return (verb, group, resource, None) in grants or (
+                ns is not None and (verb, group, resource, ns) in grants
+            )
 
         def _route(self, method: str, path: str, query: dict[str, str]) -> Verb | None:
             oomi = _OOMI.match(path)
