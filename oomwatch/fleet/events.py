@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from oomwatch.incident import iso_epoch_s
+from oomwatch.kube.oomincident import FIELD_MANAGER, KIND
 from oomwatch.kube.summary import REPORTING_CONTROLLER, SUMMARY_ANNOTATION, parse_summary
 
 FIELD_SELECTOR = f"reportingComponent={REPORTING_CONTROLLER}"
@@ -112,6 +113,50 @@ def parse_event(obj: Mapping[str, Any]) -> Sighting | None:
         predicted=summary.get("predicted") if isinstance(summary.get("predicted"), bool) else None,
         lead_time_s=_float(summary.get("lead_time_seconds")),
         note=str(obj.get("message") or obj.get("note") or ""),
+    )
+
+
+def written_by_agent(obj: Mapping[str, Any]) -> bool:
+    """Whether every write of an `OOMIncident` was an agent's: its managedFields name only
+    the agents' field manager.  Only the agent's ClusterRole may write these objects, so a
+    forged one needs a grant beyond `view`; one it names another writer of does not count."""
+    entries = _map(obj.get("metadata")).get("managedFields")
+    if not isinstance(entries, list) or not entries:
+        return False
+    return all(_map(e).get("manager") == FIELD_MANAGER for e in entries)
+
+
+def parse_oomincident(obj: Mapping[str, Any]) -> Sighting | None:
+    """An `OOMIncident` an agent wrote (oomwatch.kube.oomincident): `kills` kills of one
+    container, with the stored diagnosis; None for one no agent wrote, or without times."""
+    if obj.get("kind") != KIND or not written_by_agent(obj):
+        return None
+    last, first = parse_time(obj.get("lastSeen")), parse_time(obj.get("firstSeen"))
+    if last is None:
+        return None
+    incident = _map(obj.get("incident"))
+    forecast = _map(incident.get("forecast"))
+    findings = incident.get("findings")
+    kills = obj.get("kills")
+    codes = [_map(f).get("code") for f in findings] if isinstance(findings, list) else []
+    advice = _map(incident.get("recommendation")).get("message")
+    predicted = forecast.get("predicted")
+    return Sighting(
+        namespace=str(_map(obj.get("metadata")).get("namespace") or ""),
+        pod=_str(obj.get("pod")),
+        node=_str(obj.get("node")),
+        reason=KIND,
+        count=kills if isinstance(kills, int) and kills > 0 else 1,
+        first_s=first or last,
+        last_s=last,
+        workload=_str(obj.get("workload")) or "?",
+        container=_str(obj.get("container")),
+        scope=_str(incident.get("limit_scope")),
+        findings=tuple(str(c) for c in codes if isinstance(c, str)),
+        recommendation=_str(advice),
+        predicted=predicted if isinstance(predicted, bool) else None,
+        lead_time_s=_float(forecast.get("lead_time_seconds")),
+        note=str(obj.get("verdict") or ""),
     )
 
 

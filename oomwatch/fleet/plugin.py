@@ -26,7 +26,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from oomwatch.fleet import report as fleet_report
-from oomwatch.fleet.events import FIELD_SELECTOR, Sighting, parse_event
+from oomwatch.fleet.events import FIELD_SELECTOR, Sighting, parse_event, parse_oomincident
 from oomwatch.fleet.kubectl import Kubectl, KubectlError
 from oomwatch.fleet.prom import PrometheusError, bucket_ends, kill_series, step_s
 from oomwatch.fleet.top import build, render
@@ -69,6 +69,7 @@ def parser() -> argparse.ArgumentParser:
                      help="Prometheus URL for counts over the whole window (default"
                           " $OOMWATCH_PROMETHEUS_URL); without it, what Events remain")  # fmt: skip
     top.add_argument("--prometheus-token-file", type=Path, help="bearer token for Prometheus")
+    top.add_argument("--prometheus-job", help="only series of this scrape job (the agents')")
     top.add_argument("-n", "--namespace", help="one namespace (default: all)")
     top.add_argument("-o", "--output", choices=("text", "json"), default="text")
     top.add_argument("--wide", action="store_true", help="recommendations in full")
@@ -135,13 +136,31 @@ def sightings(kubectl: Kubectl, namespace: str | None) -> list[Sighting]:
     return [s for item in data.get("items", []) if (s := parse_event(item)) is not None]
 
 
+def incident_sightings(kubectl: Kubectl, namespace: str | None) -> list[Sighting] | None:
+    """The `OOMIncident`s agents wrote (others are left out), or None where the cluster has
+    none to give (no CRD, or no grant to read them)."""
+    scope = ["-n", namespace] if namespace else ["-A"]
+    try:
+        data = kubectl.get(fleet_report.RESOURCE, *scope, "--show-managed-fields") or {}
+    except KubectlError:
+        return None
+    return [s for item in data.get("items", []) if (s := parse_oomincident(item)) is not None]
+
+
 def _top(args: argparse.Namespace, kubectl: Kubectl) -> int:
     until_s = time.time()
     since_s = until_s - args.since
     seen = sightings(kubectl, args.namespace)
+    objects = incident_sightings(kubectl, args.namespace)
+    if objects is not None:
+        # Kills from the objects (kept 14 days, not an hour); from Events only the warnings
+        # and the node-wide kills, which no namespaced object holds.
+        seen = [s for s in seen if s.is_warning or not s.namespace] + objects
     token = args.prometheus_token_file.read_text().strip() if args.prometheus_token_file else None
     if args.prometheus:
-        series, ends, step = kill_series(args.prometheus, since_s, until_s, token=token)
+        series, ends, step = kill_series(
+            args.prometheus, since_s, until_s, token=token, job=args.prometheus_job
+        )
         if args.namespace:
             series = [s for s in series if s.labels["namespace"] == args.namespace]
     else:
@@ -151,7 +170,8 @@ def _top(args: argparse.Namespace, kubectl: Kubectl) -> int:
     oldest = min((s.first_s for s in seen), default=None)
     if args.output == "json":
         json.dump({"since": _iso(since_s), "until": _iso(until_s), "bucket_seconds": step,
-                   "prometheus": bool(args.prometheus), "events": len(seen),
+                   "prometheus": bool(args.prometheus), "events": len(seen) - len(objects or ()),
+                   "oomincidents": None if objects is None else len(objects),
                    "oldest_event": _iso(oldest) if oldest else None,
                    "rows": [r.to_dict() for r in rows]}, sys.stdout, indent=1)  # fmt: skip
         print()
@@ -161,16 +181,28 @@ def _top(args: argparse.Namespace, kubectl: Kubectl) -> int:
     workloads = sum(1 for r in rows if r.kills)
     header = (f"OOM kills since {_iso(since_s)[:16]}Z: {kills} in {workloads} workload(s) on"
               f" {len(nodes)} node(s)")  # fmt: skip
+    oldest_text = _iso(oldest)[:16] + "Z" if oldest else "-"
     notes = (
         [f"counts: Prometheus ({args.prometheus}), per {_span(step)}"]
         if args.prometheus
         else [
+            "counts: OOMIncident objects (kept by their agents for 14 days by default; each"
+            " object's kills go in the bucket of its last one) and Events for node-wide kills:"
+            " give --prometheus for counts per bucket"
+        ]
+        if objects is not None
+        else [
             "counts: Events only (the API server keeps them for --event-ttl, 1h by default;"
-            f" the oldest here is from {_iso(oldest)[:16] + 'Z' if oldest else '-'}): give"
+            f" the oldest here is from {oldest_text}): give"
             " --prometheus for the whole window"
         ]
     )
-    notes.append(f"why: {len(seen)} oomwatch Event(s), findings and advice from their summaries")
+    source = (
+        f"{len(objects)} OOMIncident(s) and {len(seen) - len(objects)} Event(s)"
+        if objects is not None
+        else f"{len(seen)} oomwatch Event(s)"
+    )
+    notes.append(f"why: {source}, findings and advice from the stored diagnoses")
     print(render(rows, header, notes, wide=args.wide), end="")
     return 0
 

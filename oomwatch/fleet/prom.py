@@ -41,8 +41,10 @@ def step_s(window_s: float) -> int:
     return 7 * 86400
 
 
-def kills_expr(step: int) -> str:
-    inner = f"({METRIC} unless {METRIC} offset {step}s) or increase({METRIC}[{step}s])"
+def kills_expr(step: int, job: str | None = None) -> str:
+    """The range query; `job`: only the series of that scrape job (the agents')."""
+    metric = METRIC + (f"{{job={json.dumps(job)}}}" if job else "")
+    inner = f"({metric} unless {metric} offset {step}s) or increase({metric}[{step}s])"
     return f"sum by ({', '.join(BY)}) ({inner})"
 
 
@@ -67,12 +69,18 @@ def parse_matrix(reply: Mapping[str, Any], ends: list[float]) -> list[KillSeries
 
 
 def kill_series(
-    url: str, since_s: float, until_s: float, *, token: str | None = None, timeout_s: float = 30
+    url: str,
+    since_s: float,
+    until_s: float,
+    *,
+    token: str | None = None,
+    timeout_s: float = 30,
+    job: str | None = None,
 ) -> tuple[list[KillSeries], list[float], int]:
     """Run the range query; (series, bucket end times, step seconds)."""
     step = step_s(until_s - since_s)
     ends = bucket_ends(since_s, until_s, step)
-    params = {"query": kills_expr(step), "start": f"{ends[0]:.3f}", "end": f"{ends[-1]:.3f}",
+    params = {"query": kills_expr(step, job), "start": f"{ends[0]:.3f}", "end": f"{ends[-1]:.3f}",
               "step": f"{step}s"}  # fmt: skip
     request = urllib.request.Request(
         url.rstrip("/") + "/api/v1/query_range?" + urllib.parse.urlencode(params)

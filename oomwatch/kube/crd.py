@@ -124,7 +124,7 @@ def object_schema() -> dict[str, Any]:
     }
 
 
-PRINTER_COLUMNS = [
+PRINTER_COLUMNS: list[dict[str, Any]] = [
     {"name": "Workload", "type": "string", "jsonPath": ".workload"},
     {"name": "Container", "type": "string", "jsonPath": ".container"},
     {"name": "Kills", "type": "integer", "jsonPath": ".kills"},

@@ -172,7 +172,9 @@ def _connected(kube: KubeIntegration) -> bool:
 
 
 def _written(kube: KubeIntegration) -> bool:
-    return kube.incidents is not None and kube.incidents.pending() == 0 and kube.incidents.writes > 0
+    return (
+        kube.incidents is not None and kube.incidents.pending() == 0 and kube.incidents.writes > 0
+    )
 
 
 def _delivered(kube: KubeIntegration) -> bool:

@@ -4,6 +4,7 @@ what the `view` role aggregates; and forged objects print inert."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 
@@ -73,7 +74,12 @@ def test_forged_objects_print_inert(kubectl: str, cluster: Cluster, tmp_path: Pa
     obj = dict(next(o for (ns, _), o in cluster.api.oomincidents.items() if ns == "shop"))
     forged = {
         **obj,
-        "metadata": {**obj["metadata"], "name": "forged"},
+        "metadata": {
+            **obj["metadata"],
+            "name": "forged",
+            "managedFields": [{"manager": "kubectl-edit", "operation": "Update"}],
+        },
+        "kills": 1000,
         "workload": "Deployment/web\x1b[2J\nshop  Deployment/evil  app  99",
         "pod": WEB_B.name,
         "verdict": "all fine\x1b]0;owned\x07\r\nVERDICT   nothing to see",
@@ -89,3 +95,7 @@ def test_forged_objects_print_inert(kubectl: str, cluster: Cluster, tmp_path: Pa
         assert "\\x1b" in done.stdout or "\\u001b" in done.stdout
         assert not any(line.startswith("VERDICT   forged") for line in done.stdout.splitlines())
         assert "shop  Deployment/evil" not in done.stdout.splitlines()
+    # `top` counts what agents wrote: the forged object's 1000 kills are not among them.
+    top = _run(kubectl, cluster.kubeconfig, "oomwatch", "top", "--since", "1h", "-o", "json")
+    assert top.returncode == 0, top.stderr
+    assert sum(r["kills"] for r in json.loads(top.stdout)["rows"]) == 8

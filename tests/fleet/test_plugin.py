@@ -96,7 +96,7 @@ def test_top_reads_as_a_table(kubectl: str, cluster: Cluster) -> None:
     lines = done.stdout.splitlines()
     assert lines[0].startswith("OOM kills since ")
     assert lines[0].endswith(": 8 in 4 workload(s) on 2 node(s)")
-    assert "Events only" in lines[1]
+    assert "OOMIncident objects" in lines[1]
     header = next(line for line in lines if line.startswith("NAMESPACE"))
     assert "FINDINGS" in header and "TOP RECOMMENDATION" in header
     web = next(line for line in lines if "Deployment/web" in line)

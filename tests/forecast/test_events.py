@@ -13,11 +13,11 @@ sys.path.insert(0, str(Path(__file__).parents[1] / "kube"))
 
 from fakeapi_objects import make_pod, validate_new_event
 
-from oomwatch.kube.summary import SUMMARY_ANNOTATION, parse_summary
 from oomwatch.kube.cache import PodCache
 from oomwatch.kube.forecast_event import WarningEvents, build_warning_event
 from oomwatch.kube.pods import decode_pod
 from oomwatch.kube.publisher import EventUpdate, NotReady
+from oomwatch.kube.summary import SUMMARY_ANNOTATION, parse_summary
 
 CID = "d" * 64
 NOW = datetime(2026, 11, 23, 22, 0, tzinfo=UTC)

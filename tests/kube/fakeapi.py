@@ -60,8 +60,8 @@ class FakeApiServer:
         self.guard_rbac = guard_rbac  # False: a user's requests, not the agent's
         self.crd_installed = crd_installed  # the OOMIncident CRD (oomwatch.kube.crd)
         self.oomincidents: dict[tuple[str, str], dict[str, Any]] = {}
-        # User (Impersonate-User) -> what RBAC grants it: (verb, group, resource, namespace or None for
-        # every namespace).  A user not here is not checked (the agent, a test's admin).
+        # User (Impersonate-User) -> what RBAC grants it: (verb, group, resource, namespace,
+        # None for all).  A user not here is not checked (the agent, a test's admin).
         self.users: dict[str, set[tuple[str, str, str, str | None]]] = {}
         self.oomincident_writes: list[tuple[str, str]] = []  # (verb, name)
         self.exec_handler: ExecHandler | None = None
