@@ -54,6 +54,7 @@ class DaemonConfig:
     forecast_horizon_s: float = 300.0  # warn of kills predicted within this (issue 17)
     incident_retention_days: float = 14.0  # OOMIncident objects not seen since are deleted
     incident_objects_per_namespace: int = 50  # this node's OOMIncidents in one namespace
+    incident_write_interval_s: float = 30.0  # one OOMIncident write per this, after a burst
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,6 +206,13 @@ SETTINGS: tuple[_Setting, ...] = (
         50,
         "OOMIncident objects this node's agent keeps in one namespace (the least recent goes)",
     ),
+    _Setting(
+        "incident_write_interval_s",
+        _positive_float,
+        30.0,
+        "seconds between this node's OOMIncident writes after a burst of 3 (kills in between"
+        " add to the counts of the next write)",
+    ),
 )
 
 
@@ -301,4 +309,5 @@ def resolve(args: argparse.Namespace, environ: Mapping[str, str] | None = None) 
         forecast_horizon_s=values["forecast_horizon_s"],
         incident_retention_days=values["incident_retention_days"],
         incident_objects_per_namespace=values["incident_objects_per_namespace"],
+        incident_write_interval_s=values["incident_write_interval_s"],
     )

@@ -257,6 +257,7 @@ class IncidentWriter:
                 "list_cluster_custom_object",
                 None,
                 label_selector=f"{NODE_LABEL}={node_label_value(self._node)}",
+                resource_version="0",  # from the API server's cache, not a quorum read of etcd
             )
         except _ApiError as exc:
             if exc.status in UNAVAILABLE:

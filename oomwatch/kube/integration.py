@@ -53,18 +53,6 @@ KernelKillsFor = Callable[[str, float, float], int]
 times in seconds since the epoch."""
 
 _SEEN_MAX = 10_000
-SA_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
-
-
-def own_namespace(path: str = SA_NAMESPACE_FILE, default: str = "oomwatch") -> str:
-    """The agent's namespace (for the report command in Events): the service account's
-    namespace file in a pod, else the manifests' `oomwatch`."""
-    try:
-        with open(path) as handle:
-            text = handle.read().strip()
-    except OSError:
-        return default
-    return text if text and len(text) <= 63 and text.replace("-", "").isalnum() else default
 
 
 def default_api_client() -> client.ApiClient:

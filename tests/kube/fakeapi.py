@@ -6,23 +6,22 @@ compacted), events.k8s.io/v1 create and merge-patch with the API server's valida
 new-style Events, pod get and merge-patch.  For the `kubectl oomwatch` plugin (a user's
 requests, outside the agent's RBAC guard: `guard_rbac=False`): core/v1 Event lists (the same
 objects in the core view, field selectors, `limit`/`continue`), namespaced pod lists (label
-and node selectors) and `pods/exec` over WebSocket (`v5.channel.k8s.io`, what kubectl 1.33
-speaks first), answered by the test's `exec_handler`.  Tests can fail requests (`fail_next`), answer
+and node selectors), and the `OOMIncident` CRD's discovery and objects (checked against its
+schema, `managedFields` recorded, Tables of its printer columns for `kubectl get`; `users`
+limits what a named user may do, as RBAC would); a `pods/exec` is recorded and refused.
+Tests can fail requests (`fail_next`), answer
 503 for a while (`unavailable`), or take the server off the network (`go_down`/`come_back`).
 Every request is recorded as (verb, apiGroup, resource) for the RBAC test.
 """
 
 from __future__ import annotations
 
-import base64
 import copy
-import hashlib
 import json
 import re
 import threading
 import time
 import uuid
-from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -49,8 +48,6 @@ _OOMI = re.compile(
     r"^/apis/oomwatch\.io/v1alpha1(?:/namespaces/(?P<ns>[^/]+))?/oomincidents(?:/(?P<name>[^/]+))?$"
 )
 _NAMESPACE = re.compile(r"^/apis?/(?:[^/]+/)?[^/]+/namespaces/(?P<ns>[^/]+)/")
-ExecHandler = Callable[[str, str, str, list[str]], tuple[int, bytes, bytes]]
-"""(namespace, pod, container, command) -> (exit code, stdout, stderr)."""
 
 
 class FakeApiServer:
@@ -64,7 +61,6 @@ class FakeApiServer:
         # None for all).  A user not here is not checked (the agent, a test's admin).
         self.users: dict[str, set[tuple[str, str, str, str | None]]] = {}
         self.oomincident_writes: list[tuple[str, str]] = []  # (verb, name)
-        self.exec_handler: ExecHandler | None = None
         self.lock = threading.Condition()
         self.pods: dict[tuple[str, str], dict[str, Any]] = {}
         self.events: dict[tuple[str, str], dict[str, Any]] = {}
@@ -397,34 +393,8 @@ def _make_handler(api: FakeApiServer) -> type[BaseHTTPRequestHandler]:  # noqa: 
             )
 
         def _create_pods_exec(self, path: str, query: dict[str, str], body: Any) -> None:
-            m = _EXEC.match(path)
-            assert m is not None
-            if (self.headers.get("Upgrade") or "").lower() != "websocket":
-                self._status(400, "BadRequest", "this fake API serves exec over WebSocket only")
-                return
-            offered = [p.strip() for p in (self.headers.get("Sec-WebSocket-Protocol") or "")
-                       .split(",")]  # fmt: skip
-            protocol = next((p for p in ("v5.channel.k8s.io", "v4.channel.k8s.io")
-                             if p in offered), None)  # fmt: skip
-            if protocol is None or api.exec_handler is None:
-                self._status(400, "BadRequest", f"no exec for protocols {offered}")
-                return
-            command = parse_qs(urlsplit(self.path).query).get("command", [])
-            code, out, err = api.exec_handler(m["ns"], m["name"], query.get("container", ""),
-                                              command)  # fmt: skip
-            self.send_response(101, "Switching Protocols")
-            self.send_header("Upgrade", "websocket")
-            self.send_header("Connection", "Upgrade")
-            self.send_header("Sec-WebSocket-Accept", _ws_accept(self.headers["Sec-WebSocket-Key"]))
-            self.send_header("Sec-WebSocket-Protocol", protocol)
-            self.end_headers()
-            for channel, data in ((1, out), (2, err)):
-                for start in range(0, len(data), 32768):
-                    self.wfile.write(_ws_frame(bytes([channel]) + data[start : start + 32768]))
-            self.wfile.write(_ws_frame(bytes([3]) + json.dumps(_exec_status(code)).encode()))
-            self.wfile.write(_ws_frame(b"\x03\xe8", opcode=8))  # close, 1000
-            self.wfile.flush()
-            self.close_connection = True
+            """Recorded (the plugin's tests assert none came), never served."""
+            self._status(400, "BadRequest", "this fake API serves no exec")
 
         # --- events ------------------------------------------------------------------------
         def _list_events(self, path: str, query: dict[str, str], body: Any) -> None:
@@ -739,36 +709,6 @@ def _field(obj: dict[str, Any], path: str) -> Any:
     for part in path.split("."):
         value = value.get(part) if isinstance(value, dict) else None
     return value
-
-
-def _ws_accept(key: str) -> str:
-    digest = hashlib.sha1((key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11").encode()).digest()
-    return base64.b64encode(digest).decode()
-
-
-def _ws_frame(payload: bytes, opcode: int = 2) -> bytes:
-    """One unmasked server frame (RFC 6455 5.2), FIN set."""
-    size = len(payload)
-    if size < 126:
-        head = bytes([0x80 | opcode, size])
-    elif size < 1 << 16:
-        head = bytes([0x80 | opcode, 126]) + size.to_bytes(2, "big")
-    else:
-        head = bytes([0x80 | opcode, 127]) + size.to_bytes(8, "big")
-    return head + payload
-
-
-def _exec_status(code: int) -> dict[str, Any]:
-    """What the kubelet puts on the error channel when the command ends."""
-    if code == 0:
-        return {"metadata": {}, "status": "Success"}
-    return {
-        "metadata": {},
-        "status": "Failure",
-        "reason": "NonZeroExitCode",
-        "message": f"command terminated with non-zero exit code: exit status {code}",
-        "details": {"causes": [{"reason": "ExitCode", "message": str(code)}]},
-    }
 
 
 def _gone() -> dict[str, Any]:
