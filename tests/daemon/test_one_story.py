@@ -223,16 +223,22 @@ def test_a_real_kernel_report_tells_one_story_everywhere(
                 (container_dir / "memory.events").write_text(events(1))
                 assert wait_for(lambda: len(stored(config.state_dir)) == 1, 10.0)
                 api.wait_for(lambda a: len(a.events) == 1, timeout_s=10.0)
+                api.wait_for(lambda a: len(a.oomincidents) == 1, timeout_s=10.0)
         finally:
             os.close(writer)
         [event] = api.events.values()
+        [obj] = api.oomincidents.values()
     [incident] = stored(config.state_dir)
     [line] = [json.loads(x) for x in log.getvalue().splitlines()
               if json.loads(x).get("event") == "oom_kill"]  # fmt: skip
     assert incident.k8s is not None and incident.k8s.pod == "trainer-0"
     story = assert_one_story(incident, event["note"], line, config.state_dir, "ml/trainer-0",
                              [incident])  # fmt: skip
-    assert event["note"].endswith("--pod ml/trainer-0")
+    assert event["note"].endswith("Full report: kubectl oomwatch report pod/trainer-0 -n ml")
+    # ... and the OOMIncident a namespace viewer reads: the stored diagnosis, as stored.
+    assert obj["verdict"] == incident.verdict and obj["kills"] == 1
+    assert obj["incident"]["findings"] == json.loads(json.dumps(incident.to_dict()["findings"]))
+    assert obj["incident"]["recommendation"] == incident.recommendation
     assert story.verdict_code == "limit-container" and "limit-container" in story.findings
     # `oomwatch report` on the kernel log itself: the same kill, the same story (it knows the
     # pod only by UID, and nothing of its sampled memory: advice from the report's usage).

@@ -43,7 +43,7 @@ def test_enrichment_from_the_node_scoped_list(
         restart_count=0,
     )
     assert [p.name for p in kube.cache.pods()] == ["web-7d4b9c8f6d-x2x9z"]
-    list_paths = [path for verb, _, _, path in fake_api.requests if verb == "list"]
+    list_paths = [p for verb, _, r, p in fake_api.requests if verb == "list" and r == "pods"]
     assert list_paths == ["/api/v1/pods"]
 
 
@@ -140,7 +140,7 @@ def test_watch_resumes_from_the_bookmark_without_relisting(
     fake_api.wait_for(lambda api: newest["resourceVersion"] in api.watch_versions, timeout_s=5)
     fake_api.put_pod(app_pod())
     enriched(kube, kill())
-    assert [r[0] for r in fake_api.requests].count("list") == 1
+    assert [r[0] for r in fake_api.requests if r[2] == "pods"].count("list") == 1
 
 
 def test_every_request_carries_the_service_account_token(fake_api: FakeApiServer) -> None:
