@@ -103,3 +103,19 @@ def test_every_kill_reason_the_agent_sends_has_a_scope() -> None:
         kube_events.REASON_NODE,
     }
     assert kill_reasons <= set(_REASON_SCOPE)
+
+
+def test_the_plugin_imports_without_the_agents_libraries() -> None:
+    """The krew zipapp carries no dependency: the plugin's modules must import without the
+    Kubernetes client, urllib3 or PyYAML (oomwatch.kube loads its client-bound names lazily)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "for m in ('kubernetes', 'urllib3', 'yaml'): sys.modules[m] = None\n"
+        "import oomwatch.fleet.plugin, oomwatch.fleet.report, oomwatch.report.page\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr
