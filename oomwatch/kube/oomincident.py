@@ -218,7 +218,8 @@ def _drop(incident: dict[str, Any], what: tuple[Any, ...]) -> None:
 
 
 def _clip_strings(value: Any) -> Any:
-    """Clip every string in place to MAX_TEXT_CHARS (escaped already where a pod chose it)."""
+    """Escape and clip every string in place: `kubectl describe` prints the object's strings
+    as they are, so a process name a pod chose must not reach a terminal raw."""
     if isinstance(value, dict):
         for key, item in value.items():
             value[key] = _clip_strings(item)
@@ -231,6 +232,7 @@ def _clip_strings(value: Any) -> Any:
 
 
 def _clip(text: str) -> str:
+    text = escape_control(text)
     return text if len(text) <= MAX_TEXT_CHARS else text[: MAX_TEXT_CHARS - 1] + "…"
 
 

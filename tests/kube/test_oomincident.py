@@ -123,6 +123,25 @@ def test_a_huge_incident_fits_16_kib_and_still_validates() -> None:
     assert str(obj["verdict"]).startswith("app was killed at its limit.")
 
 
+def test_no_string_a_pod_chose_reaches_kubectl_describe_raw() -> None:
+    """kubectl prints an object's strings as they are: the object holds them escaped."""
+    strings: list[str] = []
+
+    def walk(value: object) -> None:
+        if isinstance(value, dict):
+            for item in value.values():
+                walk(item)
+        elif isinstance(value, list):
+            for item in value:
+                walk(item)
+        elif isinstance(value, str):
+            strings.append(value)
+
+    walk(_object(_huge()))
+    assert not any("\x1b" in s for s in strings)
+    assert any(s.startswith("\\x1b[2J") for s in strings)  # the victim's name, escaped
+
+
 def test_an_unvouched_allocator_stays_on_the_node() -> None:
     allocator = {"source": "probe", "identity": "unverified", "claimed": {"pod": "other"}}
     incident = Incident(kind="framework", allocator=allocator)
