@@ -24,13 +24,15 @@ def _no_exec(cluster: Cluster) -> None:
     assert not [r for r in cluster.api.requests if r[2] == "pods/exec"]
 
 
-def test_report_reads_the_pods_oomincident(kubectl: str, cluster: Cluster) -> None:
-    done = _kubectl(kubectl, cluster, "report", f"pod/{WEB_B.name}")  # the context's namespace
+def test_report_reads_the_pods_oomincident(kubectl: str, cluster: Cluster, tmp_path: Path) -> None:
+    page = tmp_path / "report.html"
+    done = _kubectl(kubectl, cluster, "report", f"pod/{WEB_B.name}", "--html", str(page))
     assert done.returncode == 0, done.stderr
     assert f"the OOMIncidents of pod/{WEB_B.name} in namespace shop" in done.stdout
     assert "2 kill(s) of Deployment/web container app on node node-b" in done.stdout
     assert "VERDICT" in done.stdout and "limit-container" in done.stdout
     assert "web-7d4b9c8f6d-x2x9z" not in done.stdout  # node-a's pod: its own object
+    assert "limit-container" in page.read_text()  # written here, on the user's machine
     _no_exec(cluster)
 
 
