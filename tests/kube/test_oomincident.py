@@ -6,6 +6,7 @@ findings on a crash loop (no second diagnosis)."""
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -172,7 +173,7 @@ def test_a_crash_loop_reads_the_same_in_the_note_the_summary_and_the_object() ->
     last = stored[-1]
     codes = [f.code for f in last.findings]
     assert "crash-loop" in codes
-    draft = build_event(last, "node-a", __import__("datetime").datetime.now(), pod)
+    draft = build_event(last, "node-a", datetime.now(UTC), pod)
     assert draft is not None
     summary = parse_summary(draft.body["metadata"]["annotations"]["oomwatch.io/summary"])
     assert summary is not None and summary["findings"] == codes

@@ -5,6 +5,7 @@ objects are collected, and a cluster without the CRD is told once and keeps its 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -137,3 +138,51 @@ def test_without_the_crd_the_agent_says_so_once_and_keeps_its_events(
     assert len(said) == 1
     assert not no_crd_api.oomincidents
     assert kube.incidents is not None and not kube.incidents.available
+
+
+class _Objects:
+    """CustomObjectsApi in memory: what the writer calls, by name."""
+
+    def __init__(self) -> None:
+        self.objects: dict[tuple[str, str], dict[str, Any]] = {}
+        self.calls: list[str] = []
+
+    def list_cluster_custom_object(self, *args: Any, **kw: Any) -> dict[str, Any]:
+        self.calls.append("list")
+        return {"items": list(self.objects.values())}
+
+    def create_namespaced_custom_object(self, g: str, v: str, ns: str, p: str, body: Any,
+                                        **kw: Any) -> Any:  # fmt: skip
+        self.calls.append("create")
+        self.objects[(ns, body["metadata"]["name"])] = body
+        return body
+
+    def patch_namespaced_custom_object(self, g: str, v: str, ns: str, p: str, name: str,
+                                       body: Any, **kw: Any) -> Any:  # fmt: skip
+        self.calls.append("patch")
+        self.objects[(ns, name)].update({k: v for k, v in body.items() if k != "metadata"})
+        return self.objects[(ns, name)]
+
+    def delete_namespaced_custom_object(self, g: str, v: str, ns: str, p: str, name: str,
+                                        **kw: Any) -> Any:  # fmt: skip
+        self.calls.append("delete")
+        return self.objects.pop((ns, name))
+
+
+def test_a_namespace_keeps_at_most_its_cap_of_a_nodes_objects() -> None:
+    from oomwatch.kube.incident_writer import IncidentWriter
+    from oomwatch.kube.oomincident import Fingerprint, build_object
+
+    api = _Objects()
+    writer = IncidentWriter(api, NODE, rate_per_s=1000.0, burst=100, max_per_namespace=2)
+    stop = threading.Event()
+    for i, workload in enumerate(("Deployment/a", "Deployment/b", "Deployment/c")):
+        fp = Fingerprint("shop", workload, "app", "limit-container", NODE)
+        seen = f"2026-11-26T10:0{i}:00Z"
+        obj = build_object(_kills("uid", 1)[0], fp, pod="p", kills=1, first_seen=seen,
+                           last_seen=seen)  # fmt: skip
+        writer.offer(fp, obj, seen)
+        while writer.pending():
+            writer._turn(stop)
+    assert sorted(o["workload"] for o in api.objects.values()) == ["Deployment/b", "Deployment/c"]
+    assert api.calls == ["list", "create", "create", "delete", "create"]
