@@ -3,14 +3,17 @@
 
     kubectl oomwatch report pod/NAME|NAME|node/NAME|deploy/NAME [-n NS] [-A]
                             [-o text|json|yaml|wide] [--html FILE] [--details]
-    kubectl oomwatch top [--since 7d] [--prometheus URL] [-n NS] [-o json] [--wide]
+    kubectl oomwatch top [--since 7d] [--prometheus URL [--prometheus-job JOB]] [-n NS|-A]
+                         [-o json] [--wide]
 
 `report` prints the post-mortem from the `OOMIncident` objects the agents write into the
-namespace (oomwatch.fleet.report): viewing the namespace is the only grant it needs; `top`
-answers "what died of memory, where and why" for the cluster from the agents' Events and, when
-given, Prometheus (oomwatch.fleet.top).  The cluster is reached through kubectl itself
-(oomwatch.fleet.kubectl); kubectl hands a plugin no global flags: give `--kubeconfig`/
-`--context` after `oomwatch` (KUBECONFIG works as for kubectl, KUBECTL names the binary).
+namespace (oomwatch.fleet.report): viewing the namespace is the only grant it needs, and it
+never execs; `top` answers "what died of memory, where and why" for the cluster from the
+`OOMIncident`s agents wrote, their Events and, when given, Prometheus (oomwatch.fleet.top).
+Everything printed from the cluster is escaped.  The cluster is reached through kubectl
+itself (oomwatch.fleet.kubectl); kubectl hands a plugin no global flags: give
+`--kubeconfig`/`--context` after `oomwatch` or after the command (KUBECONFIG works as for
+kubectl, KUBECTL names the binary).
 """
 
 from __future__ import annotations
@@ -71,8 +74,13 @@ def parser() -> argparse.ArgumentParser:
     top.add_argument("--prometheus-token-file", type=Path, help="bearer token for Prometheus")
     top.add_argument("--prometheus-job", help="only series of this scrape job (the agents')")
     top.add_argument("-n", "--namespace", help="one namespace (default: all)")
+    top.add_argument("-A", "--all-namespaces", action="store_true",
+                     help="every namespace (the default without -n)")  # fmt: skip
     top.add_argument("-o", "--output", choices=("text", "json"), default="text")
     top.add_argument("--wide", action="store_true", help="recommendations in full")
+    for command in (report, top):  # kubectl's global flags, after the command too
+        command.add_argument("--kubeconfig", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+        command.add_argument("--context", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     return p
 
 

@@ -119,3 +119,14 @@ def test_the_plugin_imports_without_the_agents_libraries() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=60, check=False)  # fmt: skip
     assert done.returncode == 0, done.stderr
+
+
+def test_flags_go_anywhere_after_the_command() -> None:
+    from oomwatch.fleet.plugin import parser
+
+    args = parser().parse_args(["report", "-o", "wide", "deploy/web", "--context", "prod",
+                                "-n", "shop", "--kubeconfig", "k"])  # fmt: skip
+    assert (args.target, args.output, args.namespace) == ("deploy/web", "wide", "shop")
+    assert (args.context, args.kubeconfig) == ("prod", "k")
+    args = parser().parse_args(["--context", "dev", "top", "-A"])
+    assert args.context == "dev" and args.all_namespaces
