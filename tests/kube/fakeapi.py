@@ -68,7 +68,9 @@ class FakeApiServer:
         self.watch_versions: list[str] = []  # resourceVersion each watch asked to start from
         self.authorizations: set[tuple[str, str]] = set()  # (verb, Authorization header)
         self.event_writes: list[tuple[str, dict[str, Any]]] = []  # ("create"|"patch", body)
-        self.fail_next: list[tuple[str, int]] = []  # (verb, status) answered once each
+        # (verb, status) answered once each, by the first such request for anything but the
+        # OOMIncidents (the tests that inject failures are about Events and pods)
+        self.fail_next: list[tuple[str, int]] = []
         self.unavailable = False
         self._rv = 1000
         self._history: list[tuple[int, str, dict[str, Any]]] = []
@@ -212,7 +214,8 @@ def _make_handler(api: FakeApiServer) -> type[BaseHTTPRequestHandler]:  # noqa: 
                 api.authorizations.add((verb, self.headers.get("Authorization") or ""))
                 if api.guard_rbac:
                     ALL_REQUESTS.add((verb, group, resource))
-                failure = next((f for f in api.fail_next if f[0] == verb), None)
+                failure = next((f for f in api.fail_next
+                                if f[0] == verb and resource != "oomincidents"), None)  # fmt: skip
                 if failure is not None:
                     api.fail_next.remove(failure)
                 api.lock.notify_all()

@@ -87,7 +87,7 @@ def test_503_and_429_are_retried(
     fake_api.fail_next += [("create", 503), ("create", 429)]
     kube.sink.emit(incident)
     event_for(fake_api)
-    creates = [r for r in fake_api.requests if r[0] == "create"]
+    creates = [r for r in fake_api.requests if r[0] == "create" and r[2] == "events"]
     assert len(creates) == 3
 
 
