@@ -3,6 +3,10 @@
 # Every Python package comes from requirements.lock / requirements-build.lock, pinned by
 # version and sha256 (pip refuses any file whose hash differs).  Pin the base image too:
 #   docker build --build-arg BASE=python:3.11-slim-bookworm@sha256:<digest> ...
+# `./dev.sh image` builds this same file without a registry: BASE is then a Debian bookworm
+# root filesystem made by mmdebstrap (Debian's python3 and python3-venv), and the wheels come
+# from a wheelhouse downloaded on the host (WHEELHOUSE names where it is mounted; pip then
+# reads no index).  Either base works because everything lives in one venv, /opt/oomwatch.
 # Regenerate the locks after changing dependencies in pyproject.toml:
 #   pip-compile --extra agent --strip-extras --generate-hashes --allow-unsafe \
 #     -o requirements.lock pyproject.toml
@@ -10,22 +14,32 @@
 #     --only-build-deps -o requirements-build.lock pyproject.toml
 ARG BASE=python:3.11-slim-bookworm
 FROM ${BASE} AS build
+ARG WHEELHOUSE=""
 WORKDIR /src
 COPY requirements.lock requirements-build.lock ./
-RUN pip install --no-cache-dir --require-hashes --no-deps -r requirements-build.lock \
- && pip install --no-cache-dir --require-hashes --no-deps --prefix=/install -r requirements.lock
+# Two venvs: /opt/build holds pip and setuptools (to build the oomwatch wheel), /opt/oomwatch
+# only what the agent imports; the image ships the second.
+RUN python3 -m venv /opt/build && python3 -m venv --without-pip /opt/oomwatch \
+ && offline=${WHEELHOUSE:+--no-index --find-links=$WHEELHOUSE} \
+ && /opt/build/bin/pip install --no-cache-dir $offline --require-hashes --no-deps -r requirements-build.lock \
+ && /opt/build/bin/pip --python /opt/oomwatch/bin/python install --no-cache-dir $offline --require-hashes --no-deps -r requirements.lock
 COPY pyproject.toml README.md LICENSE ./
 COPY oomwatch ./oomwatch
 # The agent needs no torch/TensorFlow: the trainer probe runs inside training pods.  Its own
 # libraries (the `agent` extra) come from requirements.lock above.
-RUN pip install --no-cache-dir --no-deps --no-build-isolation --prefix=/install .
+# kubernetes/aio is the client's asyncio twin (68 MB of 128): oomwatch never imports it.
+RUN /opt/build/bin/pip wheel --no-cache-dir --no-index --no-deps --no-build-isolation -w /src/wheel . \
+ && /opt/build/bin/pip --python /opt/oomwatch/bin/python install --no-cache-dir --no-index --no-deps /src/wheel/*.whl \
+ && rm -r /opt/oomwatch/lib/python3.11/site-packages/kubernetes/aio
 
 FROM ${BASE}
-COPY --from=build /install /usr/local
+COPY --from=build /opt/oomwatch /opt/oomwatch
 # Non-root by default; the DaemonSet runs only the relay and the init step as root.
 RUN groupadd --gid 65532 oomwatch && useradd --uid 65532 --gid 65532 --no-create-home oomwatch
 USER 65532:65532
-ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1
+# `python` and `oomwatch` are the venv's (the chart's commands name them).
+ENV PATH=/opt/oomwatch/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+    PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1
 EXPOSE 9717 9718
 ENTRYPOINT ["oomwatch"]
 CMD ["run", "--help"]

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # One entry point for a fresh machine: `./dev.sh run` sets up and starts the node agent on
 # embedded defaults (SQLite store, standalone, no cluster); `./dev.sh test` sets up and runs
-# the whole test suite with ruff and mypy.  Both are idempotent: a second run reuses .venv.
+# the whole test suite with ruff and mypy; `./dev.sh image` builds the agent image without a
+# registry; `./dev.sh release` writes every release artifact to dist/.  All are idempotent:
+# a second run reuses .venv, the cached Debian base and the wheelhouse.
 set -euo pipefail
+shopt -s inherit_errexit
 cd "$(dirname "$0")"
 VENV=${OOMWATCH_VENV:-.venv}
 
@@ -13,11 +16,17 @@ need_root() {
   fi
 }
 
+# `run` needs the agent's libraries only; `test` adds torch, the test tools and the rest.
 setup_python() {
   if [ ! -x "$VENV/bin/python" ]; then
     python3 -m venv "$VENV"
   fi
   "$VENV/bin/pip" install -q --upgrade pip
+  "$VENV/bin/pip" install -q -e ".[agent]"
+}
+
+setup_python_test() {
+  setup_python
   # torch first and pinned: the CPU build of 2.13.0 installs from local disk.
   "$VENV/bin/pip" install -q "torch==2.13.0"
   "$VENV/bin/pip" install -q -e ".[agent,test,trainer,fast]"
@@ -65,6 +74,105 @@ setup_kube_tools() {
   fi
 }
 
+# --- the agent image, without a registry (`./dev.sh image`) ---------------------------------
+# The Dockerfile's BASE is a Debian bookworm root filesystem that mmdebstrap makes from Debian's
+# packages (python3 from Debian), cached under $IMAGE_CACHE keyed by its recipe and imported into
+# podman once; the wheels are downloaded on the host (a build container does not trust the
+# registries' proxy) and mounted into the build, where pip reads no index.
+IMAGE_CACHE=${OOMWATCH_IMAGE_CACHE:-$HOME/.cache/oomwatch-image}
+# The essential set satisfies init-system-helpers with usrmerge, which brings 50 MB of perl;
+# usr-is-merged satisfies it too, then they go (nothing else needs them).
+BASE_OPTIONS=(--variant=essential --include=passwd,python3,python3-venv,usr-is-merged --format=tar
+  --customize-hook='chroot "$1" dpkg --purge usrmerge libfile-find-rule-perl
+    libnumber-compare-perl libtext-glob-perl perl perl-modules-5.36 libperl5.36'
+  --aptopt='APT::Install-Recommends "false"'
+  --dpkgopt=path-exclude=/usr/share/doc/* --dpkgopt=path-include=/usr/share/doc/*/copyright
+  --dpkgopt=path-exclude=/usr/share/man/* --dpkgopt=path-exclude=/usr/share/locale/*
+  --dpkgopt=path-exclude=/usr/share/info/*)
+BASE_MIRRORS=("deb http://deb.debian.org/debian bookworm main"
+  "deb http://deb.debian.org/debian bookworm-updates main"
+  "deb http://deb.debian.org/debian-security bookworm-security main")
+IMAGE_PATH=/opt/oomwatch/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+
+oomwatch_version() {
+  sed -n 's/^__version__ = "\(.*\)"$/\1/p' oomwatch/__init__.py
+}
+
+# podman on these hosts: runc (crun 1.8 refuses a hybrid cgroup layout), cgroupfs (no systemd),
+# ulimits a sandbox allows (podman's default nofile 1048576 may be refused).  Each setting is
+# written only where containers.conf does not set it already.
+setup_containers() {
+  local missing=()
+  for package in podman buildah runc mmdebstrap catatonit; do  # catatonit: pods' pause
+    dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q " installed" \
+      || missing+=("$package")
+  done
+  if [ ${#missing[@]} -gt 0 ]; then
+    apt-get update -q
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+      "${missing[@]}"
+  fi
+  python3 - /etc/containers/containers.conf <<'PY'
+import sys, tomllib
+from pathlib import Path
+path = Path(sys.argv[1])
+wanted = {"engine": {"runtime": '"runc"', "cgroup_manager": '"cgroupfs"'},
+          "containers": {"default_ulimits": '["nofile=20000:20000", "nproc=32768:32768"]'}}
+text = path.read_text() if path.exists() else ""
+have = tomllib.loads(text)
+lines = text.splitlines()
+for table, keys in wanted.items():
+    add = [f"{k} = {v}" for k, v in keys.items() if k not in have.get(table, {})]
+    if not add:
+        continue
+    if f"[{table}]" in (line.strip() for line in lines):
+        at = [line.strip() for line in lines].index(f"[{table}]") + 1
+        lines[at:at] = add
+    else:
+        lines += ["", f"[{table}]", *add]
+    print(f"dev.sh: {path}: [{table}] {', '.join(add)}", file=sys.stderr)
+path.parent.mkdir(parents=True, exist_ok=True)
+path.write_text("\n".join(lines).lstrip("\n") + "\n")
+PY
+}
+
+# The base image reference; made (mmdebstrap, ~30 s) and imported only when its recipe changed.
+image_base() {
+  local key tar ref
+  key=$(printf '%s\n' "${BASE_OPTIONS[@]}" "${BASE_MIRRORS[@]}" "$IMAGE_PATH" | sha256sum | cut -c1-12)
+  tar="$IMAGE_CACHE/base-bookworm-$key.tar"
+  ref="localhost/oomwatch-base:bookworm-$key"
+  mkdir -p "$IMAGE_CACHE"
+  if [ ! -s "$tar" ]; then
+    echo "dev.sh: making the Debian base ($tar)" >&2
+    mmdebstrap -q "${BASE_OPTIONS[@]}" bookworm "$tar.part" "${BASE_MIRRORS[@]}" >&2
+    mv "$tar.part" "$tar"
+  fi
+  if ! podman image exists "$ref"; then
+    podman import -q --change "ENV=PATH=$IMAGE_PATH" "$tar" "$ref" >/dev/null
+  fi
+  echo "$ref"
+}
+
+# localhost/oomwatch:<version> in podman's storage and dist/oomwatch-image-<version>.oci.tar.
+build_image() {
+  local version base wheels
+  version=$(oomwatch_version)
+  base=$(image_base)
+  wheels="$IMAGE_CACHE/wheels"
+  mkdir -p "$wheels" dist
+  python3 -m pip download -q --require-hashes --no-deps --only-binary=:all: \
+    -r requirements.lock -r requirements-build.lock -d "$wheels" \
+    2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
+  podman build -q --pull=never --build-arg "BASE=$base" --build-arg WHEELHOUSE=/wheelhouse \
+    -v "$wheels:/wheelhouse:ro" -t "localhost/oomwatch:$version" . >/dev/null
+  rm -f "dist/oomwatch-image-$version.oci.tar"
+  podman save -q --format oci-archive -o "dist/oomwatch-image-$version.oci.tar" \
+    "localhost/oomwatch:$version"
+  echo "dev.sh: localhost/oomwatch:$version, $(podman image inspect --format '{{.Size}}' \
+    "localhost/oomwatch:$version") bytes; dist/oomwatch-image-$version.oci.tar" >&2
+}
+
 case "${1:-}" in
   run)
     need_root
@@ -77,7 +185,7 @@ print(describe(sys.argv[1]))' /sys/fs/cgroup)" >&2
     ;;
   test)
     need_root
-    setup_python
+    setup_python_test
     setup_test_extras
     shift
     "$VENV/bin/ruff" check oomwatch tests bench examples
@@ -88,8 +196,14 @@ print(describe(sys.argv[1]))' /sys/fs/cgroup)" >&2
       --no-warn-return-any tests
     exec "$VENV/bin/pytest" "$@"
     ;;
+  image)
+    need_root
+    setup_containers
+    build_image
+    ;;
   *)
-    echo "usage: ./dev.sh run [oomwatch run flags...] | ./dev.sh test [pytest args...]" >&2
+    echo "usage: ./dev.sh run [oomwatch run flags...] | ./dev.sh test [pytest args...]" \
+      "| ./dev.sh image | ./dev.sh release" >&2
     exit 2
     ;;
 esac

@@ -1,0 +1,103 @@
+"""The chart's rendered pod, run by a real container runtime, records a real OOM kill (issue 21).
+
+`helm template` renders the DaemonSet; its pod template is played by `podman kube play`
+with the image `./dev.sh image` built (support.pod says what is left out and why: the
+kube-rbac-proxy container, the service-account token, scheduling fields).  Then a process is
+OOM-killed in a scratch kubelet-like memcg on this host, and what a user would look at must
+show it: the agent container's log (`kubectl logs`), its metrics port, `oomwatch report
+--store` run in the container (`kubectl exec`), its health endpoint.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from kube_render import helm_template
+from lab_fixtures import memcg_v1, scratch
+from support import wait_for
+from support.pod import ChartPod, chart_pod_manifest, image_present, podman_unavailable_reason
+
+from oomwatch import __version__
+from oomwatch.lab import ScratchMemcg, kubelet_layout, spawn_hog, wait_rate_limit_window
+
+pytestmark = [pytest.mark.image, pytest.mark.kernel, pytest.mark.slow]
+IMAGE = f"localhost/oomwatch:{__version__}"
+MIB = 1 << 20
+__all__ = ["memcg_v1", "scratch"]
+
+
+@pytest.fixture(scope="module")
+def image() -> str:
+    reason = podman_unavailable_reason()
+    if reason is None and not image_present(IMAGE):
+        reason = f"{IMAGE} is not in podman's storage: ./dev.sh image builds it"
+    if reason is not None:
+        if os.environ.get("CI"):
+            pytest.fail(reason)
+        pytest.skip(reason)
+    return IMAGE
+
+
+def metric_value(text: str, name: str, **labels: str) -> float | None:
+    for line in text.splitlines():
+        if line.split("{")[0].split(" ")[0] != name:
+            continue
+        if all(f'{k}="{v}"' in line for k, v in labels.items()):
+            return float(line.rsplit(" ", 1)[1])
+    return None
+
+
+def test_the_rendered_pod_runs_and_records_a_real_kill(
+    image: str, scratch: ScratchMemcg, tmp_path: Path
+) -> None:
+    docs = helm_template(sets=[f"image.repository={image.rsplit(':', 1)[0]}"])
+    dirs = {"state": tmp_path / "state", "probe": tmp_path / "probe"}
+    for path in dirs.values():
+        path.mkdir()
+    name = f"oomwatch-smoke-{uuid.uuid4().hex[:8]}"
+    manifest = chart_pod_manifest(docs, name, dirs)
+    with ChartPod(manifest, tmp_path) as pod:
+        # The agent reads the whole kernel ring first (others' kills too): started, then on.
+        pod.wait_line(lambda e: e.get("event") == "started", timeout_s=90)
+        status, body = pod.get("agent", "http://127.0.0.1:9718/healthz")
+        assert status == 200, body
+
+        uid, cid = str(uuid.uuid4()), uuid.uuid4().hex * 2
+        memcg = kubelet_layout(scratch, uid, cid, container_limit_bytes=32 * MIB)
+        for attempt in range(2):
+            wait_rate_limit_window()
+            hog = spawn_hog(memcg, mode="anon", mb=128, comm="pod-smoke")
+            assert hog.wait(20) == -signal.SIGKILL
+            killed_at = time.monotonic()
+            arrived, line = pod.wait_line(
+                lambda e, pid=hog.pid: e.get("event") == "oom_kill" and e.get("process.pid") == pid,
+                timeout_s=30,
+            )
+            if not line["header_suppressed"] or attempt == 1:
+                break
+            time.sleep(6)  # someone else spent the report rate limit: once more, whole
+        print(f"kill-to-log latency from the container: {(arrived - killed_at) * 1000:.0f} ms")
+        assert line["k8s.pod.uid"] == uid and line["container.id"] == cid
+        assert line["process.executable.name"] == "pod-smoke"
+        assert line["limit_scope"] == "container" and line["limit_bytes"] == 32 * MIB
+
+        def counted() -> bool:
+            status, text = pod.get("agent", "http://127.0.0.1:9717/metrics")
+            value = metric_value(text, "oomwatch_oom_kills_total", pod_uid=uid, scope="container")
+            return status == 200 and value == 1.0
+
+        assert wait_for(counted, 10.0, interval_s=0.5)
+
+        report = pod.exec("agent", "oomwatch", "report", "--store", "/var/lib/oomwatch",
+                          "--pod", uid)  # fmt: skip
+        assert report.returncode == 0, report.stderr
+        assert "pod-smoke" in report.stdout and str(hog.pid) in report.stdout, report.stdout
+
+        rss = pod.exec("agent", "grep", "VmRSS", "/proc/1/status")
+        print(f"agent in the container: {rss.stdout.strip()}")
+        assert pod.state("agent") == "running" and pod.state("kmsg-relay") == "running"
