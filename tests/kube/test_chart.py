@@ -280,6 +280,8 @@ def test_every_object_carries_helms_labels_and_only_the_name_selects() -> None:
     "setting,complaint",
     [
         ("image.digest=latest", "/image/digest"),
+        ("image.digest=sha256:" + "0" * 64, "/image/digest"),
+        ("kubeRbacProxy.image.digest=sha256:" + "0" * 64, "/kubeRbacProxy/image/digest"),
         ("runbookURLBase=https://wiki.example/page#section", "/runbookURLBase"),
         ("grafanaDashboard.labels.grafana_dashboard=1", "want string"),
         ("cgroupRecursiveReadOnly=Disabled", "/cgroupRecursiveReadOnly"),
@@ -314,7 +316,7 @@ def test_the_packaged_chart_carries_the_linked_files(tmp_path: Path) -> None:
 
 
 def test_notes_tell_what_is_left_to_do() -> None:
-    """The placeholder digest and an empty selector label are said at install time."""
+    """Images by tag only and an empty selector label are said at install time."""
     notes = helm("install", "oomwatch", str(CHART_DIR), "--dry-run=client", "-n", "oomwatch")
     assert "image.digest" in notes and "selectorLabels" in notes
     custom = helm(
