@@ -331,3 +331,44 @@ def test_notes_tell_what_is_left_to_do() -> None:
     )
     assert "image.digest" not in custom.partition("NOTES:")[2]
     assert documents(notes.partition("MANIFEST:")[2].partition("NOTES:")[0])
+
+
+def test_no_agent_on_fargate_or_virtual_kubelet_nodes_by_default() -> None:
+    """As prometheus-node-exporter's chart: nodes no DaemonSet pod can run on are excluded."""
+    for docs in (rendered(None), kustomize(DAEMONSET_DIR)):
+        terms = pod_spec(docs)["affinity"]["nodeAffinity"][
+            "requiredDuringSchedulingIgnoredDuringExecution"
+        ]["nodeSelectorTerms"]
+        (term,) = terms
+        excluded = {(e["key"], tuple(e["values"])) for e in term["matchExpressions"]}
+        assert all(e["operator"] == "NotIn" for e in term["matchExpressions"])
+        assert excluded == {
+            ("eks.amazonaws.com/compute-type", ("fargate",)),
+            ("type", ("virtual-kubelet",)),
+        }
+
+
+def test_alerts_can_be_turned_off_one_by_one() -> None:
+    every = [a["alert"] for a in alerts(rendered(None))]
+    kept = [
+        a["alert"]
+        for a in alerts(
+            helm_template(sets=["prometheusOperator.disabledAlerts={NodeOOM,OOMWatchAgentDown}"])
+        )
+    ]
+    assert kept == [a for a in every if a not in ("NodeOOM", "OOMWatchAgentDown")]
+    assert "OOMKillDetected" in kept
+    with pytest.raises(RenderError, match="NodeOMM is no alert"):
+        helm_template(sets=["prometheusOperator.disabledAlerts={NodeOMM}"])
+
+
+def test_pod_labels_reach_the_pods_only_and_cannot_take_the_selector() -> None:
+    docs = helm_template(sets=["podLabels.team=sre"])
+    (daemonset,) = [d for d in docs if d["kind"] == "DaemonSet"]
+    assert daemonset["spec"]["template"]["metadata"]["labels"] == {
+        "app.kubernetes.io/name": "oomwatch",
+        "team": "sre",
+    }
+    assert daemonset["spec"]["selector"]["matchLabels"] == {"app.kubernetes.io/name": "oomwatch"}
+    with pytest.raises(RenderError, match="podLabels"):
+        helm_template(sets=["podLabels.app\\.kubernetes\\.io/name=other"])
