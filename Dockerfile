@@ -1,5 +1,5 @@
 # The oomwatch node agent image (also runs the kmsg relay; see daemonset/daemonset.yaml).
-#   docker build -t oomwatch:0.1.0 .
+#   docker build -t oomwatch:0.2.0 .
 # Every Python package comes from requirements.lock / requirements-build.lock, pinned by
 # version and sha256 (pip refuses any file whose hash differs).  Pin the base image too:
 #   docker build --build-arg BASE=python:3.11-slim-bookworm@sha256:<digest> ...

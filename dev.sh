@@ -83,8 +83,8 @@ IMAGE_CACHE=${OOMWATCH_IMAGE_CACHE:-$HOME/.cache/oomwatch-image}
 # The essential set satisfies init-system-helpers with usrmerge, which brings 50 MB of perl;
 # usr-is-merged satisfies it too, then they go (nothing else needs them).
 BASE_OPTIONS=(--variant=essential --include=passwd,python3,python3-venv,usr-is-merged --format=tar
-  --customize-hook='chroot "$1" dpkg --purge usrmerge libfile-find-rule-perl
-    libnumber-compare-perl libtext-glob-perl perl perl-modules-5.36 libperl5.36'
+  "--customize-hook=chroot \"\$1\" dpkg --purge usrmerge libfile-find-rule-perl\
+ libnumber-compare-perl libtext-glob-perl perl perl-modules-5.36 libperl5.36"
   --aptopt='APT::Install-Recommends "false"'
   --dpkgopt=path-exclude=/usr/share/doc/* --dpkgopt=path-include=/usr/share/doc/*/copyright
   --dpkgopt=path-exclude=/usr/share/man/* --dpkgopt=path-exclude=/usr/share/locale/*
@@ -173,6 +173,37 @@ build_image() {
     "localhost/oomwatch:$version") bytes; dist/oomwatch-image-$version.oci.tar" >&2
 }
 
+# --- a release in dist/, published by nobody here (`./dev.sh release`; README: "Releasing") ---
+release() {
+  local version tools=.tools/kubectl-v33 sha
+  version=$(oomwatch_version)
+  for stated in "$(sed -n 's/^version: //p' charts/oomwatch/Chart.yaml)" \
+    "$(sed -n 's/^appVersion: "\(.*\)"$/\1/p' charts/oomwatch/Chart.yaml)"; do
+    if [ "$stated" != "$version" ]; then
+      echo "dev.sh: charts/oomwatch/Chart.yaml says $stated, oomwatch/__init__.py $version" >&2
+      exit 1
+    fi
+  done
+  grep -q "^## $version\$" CHANGELOG.md \
+    || { echo "dev.sh: CHANGELOG.md has no \"## $version\" section" >&2; exit 1; }
+  rm -rf dist && mkdir -p dist
+  "$VENV/bin/python" -m build -q --no-isolation --sdist --wheel --outdir dist . >/dev/null
+  "$VENV/bin/twine" check --strict dist/*.whl dist/*.tar.gz
+  "$tools/helm/helm" lint --strict charts/oomwatch 2>/dev/null
+  "$tools/helm/helm" package charts/oomwatch --destination dist 2>/dev/null
+  build_image
+  plugins/build-krew-archive.sh dist >/dev/null
+  sha=$(sha256sum dist/kubectl-oomwatch.tar.gz | cut -d' ' -f1)
+  sed -e "s/^  version: v.*/  version: v$version/" \
+    -e "s|releases/download/v[^/]*/|releases/download/v$version/|" \
+    -e "s/sha256: \"[0-9a-f]\{64\}\"/sha256: \"$sha\"/" \
+    plugins/oomwatch.yaml > dist/oomwatch-krew.yaml
+  grep -q "sha256: \"$sha\"" dist/oomwatch-krew.yaml
+  (cd dist && sha256sum -- * > SHA256SUMS)
+  echo "dev.sh: release $version in dist/:" >&2
+  cat dist/SHA256SUMS >&2
+}
+
 case "${1:-}" in
   run)
     need_root
@@ -194,12 +225,23 @@ print(describe(sys.argv[1]))' /sys/fs/cgroup)" >&2
     # the tests too, as strict; they return parsed YAML/JSON documents (Any) as typed dicts
     MYPYPATH=tests "$VENV/bin/mypy" --explicit-package-bases --exclude tests/data/ \
       --no-warn-return-any tests
+    # the image the chart's pod test plays (tests/kube/test_chart_pod.py); cached base
+    setup_containers
+    build_image
     exec "$VENV/bin/pytest" "$@"
     ;;
   image)
     need_root
     setup_containers
     build_image
+    ;;
+  release)
+    need_root
+    setup_python
+    "$VENV/bin/pip" install -q "build>=1" "twine>=5"
+    setup_kube_tools
+    setup_containers
+    release
     ;;
   *)
     echo "usage: ./dev.sh run [oomwatch run flags...] | ./dev.sh test [pytest args...]" \
