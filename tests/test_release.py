@@ -60,3 +60,17 @@ def test_the_license_file_is_the_declared_license() -> None:
 def test_the_changelog_has_an_unreleased_section() -> None:
     headings = re.findall(r"^## (.+)$", (REPO / "CHANGELOG.md").read_text(), flags=re.MULTILINE)
     assert headings and headings[0] == "Unreleased"
+
+
+def test_the_changelog_has_a_section_for_this_version() -> None:
+    """`./dev.sh release` refuses a version the changelog does not describe."""
+    headings = re.findall(r"^## (.+)$", (REPO / "CHANGELOG.md").read_text(), flags=re.MULTILINE)
+    assert __version__ in headings
+
+
+def test_the_krew_manifest_points_at_this_versions_release() -> None:
+    """Its sha256 is set by `./dev.sh release` in dist/oomwatch-krew.yaml, not here."""
+    plugin = yaml.safe_load((REPO / "plugins" / "oomwatch.yaml").read_text())
+    assert plugin["spec"]["version"] == f"v{__version__}"
+    (platform,) = plugin["spec"]["platforms"]
+    assert f"/download/v{__version__}/kubectl-oomwatch.tar.gz" in platform["uri"]
