@@ -239,6 +239,8 @@ print(describe(sys.argv[1]))' /sys/fs/cgroup)" >&2
     need_root
     setup_python
     "$VENV/bin/pip" install -q "build>=1" "twine>=5"
+    # the build backend the image uses, pinned by hash (sdist and wheel build without isolation)
+    "$VENV/bin/pip" install -q --require-hashes --no-deps -r requirements-build.lock
     setup_kube_tools
     setup_containers
     release
