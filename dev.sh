@@ -194,7 +194,7 @@ release() {
   build_image
   plugins/build-krew-archive.sh dist >/dev/null
   sha=$(sha256sum dist/kubectl-oomwatch.tar.gz | cut -d' ' -f1)
-  sed -e "s/^  version: v.*/  version: v$version/" \
+  sed -e '/^#/d' -e "s/^  version: v.*/  version: v$version/" \
     -e "s|releases/download/v[^/]*/|releases/download/v$version/|" \
     -e "s/sha256: \"[0-9a-f]\{64\}\"/sha256: \"$sha\"/" \
     plugins/oomwatch.yaml > dist/oomwatch-krew.yaml
