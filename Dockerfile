@@ -30,7 +30,7 @@ COPY oomwatch ./oomwatch
 # kubernetes/aio is the client's asyncio twin (68 MB of 128): oomwatch never imports it.
 RUN /opt/build/bin/pip wheel --no-cache-dir --no-index --no-deps --no-build-isolation -w /src/wheel . \
  && /opt/build/bin/pip --python /opt/oomwatch/bin/python install --no-cache-dir --no-index --no-deps /src/wheel/*.whl \
- && rm -r /opt/oomwatch/lib/python3.11/site-packages/kubernetes/aio
+ && rm -rf /opt/oomwatch/lib/python3.11/site-packages/kubernetes/aio
 
 FROM ${BASE}
 COPY --from=build /opt/oomwatch /opt/oomwatch

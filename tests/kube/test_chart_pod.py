@@ -24,6 +24,7 @@ from support.pod import ChartPod, chart_pod_manifest, image_present, podman_unav
 
 from oomwatch import __version__
 from oomwatch.lab import ScratchMemcg, kubelet_layout, spawn_hog, wait_rate_limit_window
+from oomwatch.store import DB_NAME
 
 pytestmark = [pytest.mark.image, pytest.mark.kernel, pytest.mark.slow]
 IMAGE = f"localhost/oomwatch:{__version__}"
@@ -98,6 +99,15 @@ def test_the_rendered_pod_runs_and_records_a_real_kill(
         assert report.returncode == 0, report.stderr
         assert "pod-smoke" in report.stdout and str(hog.pid) in report.stdout, report.stdout
 
+        # The securityContext was applied, not only rendered: non-root, no capabilities,
+        # nothing written outside the volumes.
+        status_lines = pod.exec("agent", "cat", "/proc/1/status").stdout.splitlines()
+        fields = dict(line.split(":\t", 1) for line in status_lines if ":\t" in line)
+        assert fields["Uid"].split()[:2] == ["65532", "65532"]
+        assert int(fields["CapEff"], 16) == 0 and fields["NoNewPrivs"].strip() == "1"
+        assert pod.exec("agent", "touch", "/opt/oomwatch/x").returncode != 0
+        # the store on the node's state directory, written by the agent's user
+        assert (dirs["state"] / DB_NAME).stat().st_uid == 65532
         rss = pod.exec("agent", "grep", "VmRSS", "/proc/1/status")
         print(f"agent in the container: {rss.stdout.strip()}")
         assert pod.state("agent") == "running" and pod.state("kmsg-relay") == "running"
