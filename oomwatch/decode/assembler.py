@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import re
 
+from oomwatch.decode import forwarded
 from oomwatch.decode import lines as L
-from oomwatch.decode.context import OrphanRows, SuppressionWitness
+from oomwatch.decode.context import OrphanRows, SequenceWitness, SuppressionWitness
 from oomwatch.decode.records import LogRecord, parse_kmsg_record
 from oomwatch.decode.report import (
     GROUP,
@@ -70,6 +71,7 @@ _PRE_TABLE_KEYS = (
     "_anon:",
     "_file:",
     "kB ",
+    " per-cpu:",
 )
 _KEY_RE = re.compile("|".join(map(re.escape, _KEYS)))
 _KILLED_PID = re.compile(r"Killed process \d")
@@ -102,6 +104,7 @@ class ReportAssembler:
         self._orphans = OrphanRows()
         self._orphan_added = False
         self._witness = SuppressionWitness()
+        self._sequence = SequenceWitness()
 
     @property
     def open(self) -> bool:
@@ -211,7 +214,9 @@ class ReportAssembler:
                     return  # another report's line pasted into this one
                 self._close(done)
                 report = None
-        if not self._report_line(record, message, done):
+        if self._report_line(record, message, done):
+            self._sequence.saw(record)
+        else:
             self._detail_line(record, message, done)
         report = self._report
         if report is not None and report.stamped is None and record.source_format != "plain":
@@ -235,11 +240,13 @@ class ReportAssembler:
         # Kill lines first: their strict end-anchored pattern cannot be forged by a name,
         # while the header begins with the (hostile) name of the invoking task.
         if "Killed process " in message:
-            killed = L.parse_killed(message)
+            killed = forwarded.read_kill(message)
             if killed is not None:
-                self._killed(record, killed, done)
+                self._killed(record, killed[:2], done)
+                if killed[2] is not None and self._report is not None:
+                    self._report.incident.notes.append(killed[2])
                 return True
-        if " invoked oom-killer" in message and self._invoked(record, message, done):
+        if "oom-killer: " in message and self._invoked(record, message, done):
             return True
         if message.startswith("oom-kill:"):
             self._summary(record, message, done)
@@ -371,6 +378,7 @@ class ReportAssembler:
             return
         if report is None or report.incident.victims:
             report = self._start(record, KILLED, done)
+            report.seq_follows = self._sequence.follows(record)
         report.stage = KILLED
         report.incident.victims.append(victim)
         report.incident.kills_counted = 1

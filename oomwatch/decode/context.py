@@ -1,6 +1,8 @@
 """Lines that speak for reports other than their own: task rows printed before the report
-line they belong to (a grep-filtered fragment), and the kernel's `callbacks suppressed`
-line, which says after the fact that earlier reports were withheld.
+line they belong to (a grep-filtered fragment), the kernel's `callbacks suppressed`
+line, which says after the fact that earlier reports were withheld, and the /dev/kmsg
+sequence numbers of a saved dump, which prove it where a kill line follows the previous
+report's last line with no record between.
 """
 
 from __future__ import annotations
@@ -99,3 +101,24 @@ class SuppressionWitness:
                 incident.notes.append(f"the kernel withheld this report (a later line: {said!r})")
             count -= 1
         self._recent.clear()
+
+
+class SequenceWitness:
+    """The sequence number of the last report line of a saved /dev/kmsg dump (`cat
+    /dev/kmsg`, a collector's records).  A kill line numbered right after it had no room for
+    a header: the kernel printed none, its rate limit withheld it (`oom_kill_process()`
+    prints the header, stack, memory and summary only within `oom_rs`), not a cut or a
+    filter, which leave a gap."""
+
+    def __init__(self) -> None:
+        self._last: int | None = None
+
+    def saw(self, record: LogRecord) -> None:
+        """A report line (kill, select, summary, group, reaper) was fed."""
+        if record.kmsg_seq is not None:
+            self._last = record.kmsg_seq
+
+    def follows(self, record: LogRecord) -> int | None:
+        """The previous report line's sequence number if `record` comes right after it."""
+        seq, last = record.kmsg_seq, self._last
+        return last if seq is not None and last is not None and seq == last + 1 else None
