@@ -31,6 +31,7 @@ from oomwatch.decode.report import (
     add_usage,
     finish,
     meminfo_line,
+    note_line,
     table_elsewhere,
 )
 from oomwatch.decode.stamps import YearClock
@@ -301,9 +302,9 @@ class ReportAssembler:
 
     def _detail_line(self, record: LogRecord, message: str, done: list[Incident]) -> None:
         """The lines inside a report: memcg, stats, task table, Mem-Info, stack."""
-        report = self._report
-        if report is not None and _note_line(report, message):
+        if self._note(record, message, done):
             return
+        report = self._report
         if message.startswith(("Task in ", "Memory limit reached")):
             task_in = L.parse_task_in(message)
             if task_in is not None:
@@ -341,6 +342,15 @@ class ReportAssembler:
             return
         if report is not None and not report.incident.victims and report.stage <= MEMINFO:
             meminfo_line(report, message)
+
+    def _note(self, record: LogRecord, message: str, done: list[Incident]) -> bool:
+        """A line that only adds a note (`report.note_line`); an OOM panic opens a report of its own
+        when the rest of its report was cut off (the node went down: say so)."""
+        report = self._report
+        if report is None and message.startswith(L.OOM_END_LINES[1:]):
+            report = self._start(record, HEADER, done)
+            report.header_evidence = True
+        return report is not None and note_line(report, message)
 
     def _suppressed(self, record: LogRecord, count: int, done: list[Incident]) -> None:
         """`oom_kill_process: N callbacks suppressed` begins the next report; in a saved log
@@ -462,23 +472,6 @@ class ReportAssembler:
             return
         self._orphans.add(row, record.line_no)
         self._orphan_added = True
-
-
-def _note_line(report: ReportState, message: str) -> bool:
-    """Lines that only add a note to the open report: a task already exiting (the kernel
-    skipped it), the kernel's end-of-report lines."""
-    if "is already exiting" in message:
-        exiting = L.parse_already_exiting(message)
-        if exiting is not None:
-            report.incident.notes.append(
-                f"pid {exiting[0]} ({escape_control(exiting[1])}) was already exiting; "
-                "the kernel skipped killing it"
-            )
-            return True
-    if message.startswith(L.OOM_END_LINES):
-        report.incident.notes.append(escape_control(message))
-        return True
-    return False
 
 
 def _dedupe_key(record: LogRecord, message: str) -> tuple[object, ...]:

@@ -128,6 +128,23 @@ def add_reaped(report: ReportState, pid: int, comm: str, anon_kb: int) -> None:
         )
 
 
+def note_line(report: ReportState, message: str) -> bool:
+    """Lines that only add a note to the open report: a task already exiting (the kernel
+    skipped it), the kernel's end-of-report lines."""
+    if "is already exiting" in message:
+        exiting = L.parse_already_exiting(message)
+        if exiting is not None:
+            report.incident.notes.append(
+                f"pid {exiting[0]} ({escape_control(exiting[1])}) was already exiting; "
+                "the kernel skipped killing it"
+            )
+            return True
+    if message.startswith(L.OOM_END_LINES):
+        report.incident.notes.append(escape_control(message))
+        return True
+    return False
+
+
 def add_stats(report: ReportState, path: str, inline: dict[str, int] | None) -> None:
     """`Memory cgroup stats for <path>:` (5.3+: the stat lines follow; ≤5.2: inline, one
     line per memcg of the subtree, the OOMing one first)."""
