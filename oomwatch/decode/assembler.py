@@ -13,7 +13,12 @@ import re
 
 from oomwatch.decode import forwarded
 from oomwatch.decode import lines as L
-from oomwatch.decode.context import OrphanRows, SequenceWitness, SuppressionWitness
+from oomwatch.decode.context import (
+    EarlyReaper,
+    OrphanRows,
+    SequenceWitness,
+    SuppressionWitness,
+)
 from oomwatch.decode.records import LogRecord, parse_kmsg_record
 from oomwatch.decode.report import (
     GROUP,
@@ -106,6 +111,7 @@ class ReportAssembler:
         self._orphan_added = False
         self._witness = SuppressionWitness()
         self._sequence = SequenceWitness()
+        self._early_reaper = EarlyReaper()
 
     @property
     def open(self) -> bool:
@@ -266,7 +272,7 @@ class ReportAssembler:
         if "memory.oom.group" in message and self._group(record, message, done):
             return True
         if message.startswith("oom_reaper: "):
-            self._reaped(message)
+            self._reaped(record, message)
             return True
         if message.startswith("oom_kill_process: "):
             count = L.parse_suppressed(message)
@@ -391,6 +397,7 @@ class ReportAssembler:
             report.seq_follows = self._sequence.follows(record)
         report.stage = KILLED
         report.incident.victims.append(victim)
+        self._early_reaper.apply(report.incident, victim, record.line_no)
         report.incident.kills_counted = 1
         report.kill_record = record
         report.last_kill_time_s = record.kernel_time_s
@@ -408,10 +415,12 @@ class ReportAssembler:
             "it may kill a child instead (pre-5.1 'or sacrifice child')"
         )
 
-    def _reaped(self, message: str) -> None:
+    def _reaped(self, record: LogRecord, message: str) -> None:
         reaped = L.parse_reaped(message)
         if reaped is not None and self._report is not None:
             add_reaped(self._report, *reaped)
+        elif reaped is not None:
+            self._early_reaper.hold(*reaped, record.line_no)  # pasted before its report
 
     def _usage(
         self, record: LogRecord, usage: tuple[str, int, int, int], done: list[Incident]

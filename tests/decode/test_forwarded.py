@@ -277,3 +277,16 @@ def test_k3s_colon_cgroup_names_give_pod_and_container(
 )
 def test_colon_forms_and_abridged_ids_that_do_not_fit_are_not_guessed(path: str) -> None:
     assert identify(path).container_id is None
+
+
+def test_a_reaper_line_pasted_before_its_report_joins_its_own_kill() -> None:
+    reaper = (
+        "oom_reaper: reaped process 808 (repro), now anon-rss:12kB, file-rss:0kB, shmem-rss:0kB"
+    )
+    header = "repro invoked oom-killer: gfp_mask=0xcc0(GFP_KERNEL), order=0, oom_score_adj=0"
+    incident = _one([reaper, "", "and the report itself:", header, KILL])
+    assert incident.victims[0].reaped_anon_rss_bytes == 12 * 1024
+    assert any("out of order" in note for note in incident.notes)
+    other = reaper.replace("808 (repro)", "909 (other)")
+    incident = _one([other, header, KILL])  # another process's line proves nothing here
+    assert incident.victims[0].reaped_anon_rss_bytes is None
