@@ -39,6 +39,16 @@ _CONTAINER_FORMS: tuple[tuple[re.Pattern[str], Runtime | None], ...] = (
     (re.compile(r"(?P<id>[0-9a-f]{64})"), "containerd"),  # cgroupfs driver: the bare id
     (re.compile(rf"(?P<id>{_ID})"), None),
 )
+# The systemd spec as a directory name (k3s/k0s, `_colon_form`).
+_COLON_RUNTIMES: dict[str, Runtime] = {
+    "cri-containerd": "containerd",
+    "crio": "cri-o",
+    "docker": "docker",
+}
+_COLON_FORM = re.compile(
+    rf"kubepods-(?:(?P<qos>burstable|besteffort)-)?pod(?P<uid>{_UID})\.slice"
+    rf":(?P<runtime>cri-containerd|crio|docker):(?P<id>[0-9a-f]{{1,128}})"
+)
 # Docker outside Kubernetes: `/docker/<id>` (cgroupfs) or `docker-<id>.scope` (systemd).
 _DOCKER_PLAIN = re.compile(r"(?:^|/)docker/(?P<id>[0-9a-f]{64})(?:/|$)")
 _DOCKER_SCOPE = re.compile(r"(?:^|/)docker-(?P<id>[0-9a-f]{64})\.scope(?:/|$)")
@@ -68,7 +78,8 @@ def identify(cgroup_path: str) -> CgroupIdentity:
     parts = [p for p in cgroup_path.strip().split("/") if p]
     root = next((i for i, p in enumerate(parts) if p in _KUBEPODS), None)
     if root is None:
-        return _outside_kubernetes(cgroup_path)
+        colon = _colon_form(parts[-1]) if parts else None
+        return colon if colon is not None else _outside_kubernetes(cgroup_path)
     driver: CgroupDriver = "systemd" if _KUBEPODS[parts[root]] == "systemd" else "cgroupfs"
     rest = parts[root + 1 :]
     if not rest:
@@ -89,6 +100,19 @@ def identify(cgroup_path: str) -> CgroupIdentity:
     return CgroupIdentity(pod_uid, container_id, qos_class, driver, runtime, "container")
 
 
+def _colon_form(component: str) -> CgroupIdentity | None:
+    """k3s/k0s with the systemd driver but cgroupfs underneath (runc's fallback) name the
+    container's cgroup directory by the systemd spec itself:
+    `kubepods-burstable-pod<uid>.slice:cri-containerd:<id>` (under containerd.service)."""
+    m = _COLON_FORM.fullmatch(component)
+    if m is None:
+        return None
+    qos = _QOS_DIRS.get(m.group("qos") or "", "guaranteed")
+    runtime: Runtime = _COLON_RUNTIMES[m.group("runtime")]
+    uid = m.group("uid").replace("_", "-")
+    return CgroupIdentity(uid, m.group("id"), qos, "systemd", runtime, "container")
+
+
 def _pod_uid(component: str, driver: CgroupDriver, qos: QosClass | None) -> str | None:
     if driver == "cgroupfs":
         m = _POD_DIR.fullmatch(component)
@@ -100,6 +124,8 @@ def _pod_uid(component: str, driver: CgroupDriver, qos: QosClass | None) -> str 
 
 
 def _container(component: str) -> tuple[str | None, Runtime | None]:
+    if "..." in component or "\u2026" in component:
+        return None, None  # abridged by whoever pasted it: an id cut short is no id
     for pattern, runtime in _CONTAINER_FORMS:
         m = pattern.fullmatch(component)
         if m:

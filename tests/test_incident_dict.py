@@ -13,7 +13,7 @@ from oomwatch.incident import Attribution, AttributionCandidate, Finding, Incide
 CORPUS = sorted((Path(__file__).resolve().parent / "data" / "corpus").glob("*.log"))
 
 
-@pytest.mark.parametrize("path", CORPUS[::4], ids=[p.name[:2] for p in CORPUS[::4]])
+@pytest.mark.parametrize("path", CORPUS[::4], ids=[p.name.split("-", 1)[0] for p in CORPUS[::4]])
 def test_every_decoded_incident_gives_what_asdict_gives(path: Path) -> None:
     for incident in decode_text(path.read_text(encoding="utf-8")).incidents:
         assert incident.to_dict() == dataclasses.asdict(incident)

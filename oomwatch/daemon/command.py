@@ -13,6 +13,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.epilog = (
         "Every flag is also an OOMWATCH_* environment variable and a key of the --config YAML "
         "file (e.g. --state-dir = OOMWATCH_STATE_DIR = state_dir); flag > env > file > default."
+        "  Exit status: 0 after a clean stop (SIGTERM, SIGINT); 1 when the agent cannot start"
+        " (a port is taken, the store cannot be opened); 2 for a bad setting (the message"
+        " names it)."
     )
 
 

@@ -220,7 +220,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     """Add `--config` and one flag per setting (defaults applied later, by precedence)."""
     parser.add_argument("--config", metavar="FILE", help="YAML file of settings (same keys)")
     for s in SETTINGS:
-        help_text = f"{s.help} [env {s.env}]"
+        help_text = f"{s.help}{_default_text(s)} [env {s.env}]".replace("%", "%%")
         if s.is_flag:
             parser.add_argument(
                 s.flag, dest=s.key, action="store_const", const=True, default=None, help=help_text
@@ -229,6 +229,16 @@ def configure(parser: argparse.ArgumentParser) -> None:
             parser.add_argument(s.flag, dest=s.key, action="append", default=None, help=help_text)
         else:
             parser.add_argument(s.flag, dest=s.key, default=None, help=help_text)
+
+
+def _default_text(setting: _Setting) -> str:
+    """` (default: X)` for `--help`, unless the help already says it or there is none."""
+    default = setting.default
+    if default is None or setting.is_flag or "default" in setting.help:
+        return ""
+    if isinstance(default, tuple):
+        default = ",".join(map(str, default)) or "none"
+    return f" (default: {default})"
 
 
 def _load_file(path: str) -> dict[str, Any]:

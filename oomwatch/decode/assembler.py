@@ -11,8 +11,14 @@ from __future__ import annotations
 
 import re
 
+from oomwatch.decode import forwarded
 from oomwatch.decode import lines as L
-from oomwatch.decode.context import OrphanRows, SuppressionWitness
+from oomwatch.decode.context import (
+    EarlyReaper,
+    OrphanRows,
+    SequenceWitness,
+    SuppressionWitness,
+)
 from oomwatch.decode.records import LogRecord, parse_kmsg_record
 from oomwatch.decode.report import (
     GROUP,
@@ -30,6 +36,7 @@ from oomwatch.decode.report import (
     add_usage,
     finish,
     meminfo_line,
+    note_line,
     table_elsewhere,
 )
 from oomwatch.decode.stamps import YearClock
@@ -70,6 +77,7 @@ _PRE_TABLE_KEYS = (
     "_anon:",
     "_file:",
     "kB ",
+    " per-cpu:",
 )
 _KEY_RE = re.compile("|".join(map(re.escape, _KEYS)))
 _KILLED_PID = re.compile(r"Killed process \d")
@@ -102,6 +110,8 @@ class ReportAssembler:
         self._orphans = OrphanRows()
         self._orphan_added = False
         self._witness = SuppressionWitness()
+        self._sequence = SequenceWitness()
+        self._early_reaper = EarlyReaper()
 
     @property
     def open(self) -> bool:
@@ -211,7 +221,9 @@ class ReportAssembler:
                     return  # another report's line pasted into this one
                 self._close(done)
                 report = None
-        if not self._report_line(record, message, done):
+        if self._report_line(record, message, done):
+            self._sequence.saw(record)
+        else:
             self._detail_line(record, message, done)
         report = self._report
         if report is not None and report.stamped is None and record.source_format != "plain":
@@ -235,11 +247,13 @@ class ReportAssembler:
         # Kill lines first: their strict end-anchored pattern cannot be forged by a name,
         # while the header begins with the (hostile) name of the invoking task.
         if "Killed process " in message:
-            killed = L.parse_killed(message)
+            killed = forwarded.read_kill(message)
             if killed is not None:
-                self._killed(record, killed, done)
+                self._killed(record, killed[:2], done)
+                if killed[2] is not None and self._report is not None:
+                    self._report.incident.notes.append(killed[2])
                 return True
-        if " invoked oom-killer" in message and self._invoked(record, message, done):
+        if "oom-killer: " in message and self._invoked(record, message, done):
             return True
         if message.startswith("oom-kill:"):
             self._summary(record, message, done)
@@ -258,7 +272,7 @@ class ReportAssembler:
         if "memory.oom.group" in message and self._group(record, message, done):
             return True
         if message.startswith("oom_reaper: "):
-            self._reaped(message)
+            self._reaped(record, message)
             return True
         if message.startswith("oom_kill_process: "):
             count = L.parse_suppressed(message)
@@ -294,9 +308,9 @@ class ReportAssembler:
 
     def _detail_line(self, record: LogRecord, message: str, done: list[Incident]) -> None:
         """The lines inside a report: memcg, stats, task table, Mem-Info, stack."""
-        report = self._report
-        if report is not None and _note_line(report, message):
+        if self._note(record, message, done):
             return
+        report = self._report
         if message.startswith(("Task in ", "Memory limit reached")):
             task_in = L.parse_task_in(message)
             if task_in is not None:
@@ -335,6 +349,15 @@ class ReportAssembler:
         if report is not None and not report.incident.victims and report.stage <= MEMINFO:
             meminfo_line(report, message)
 
+    def _note(self, record: LogRecord, message: str, done: list[Incident]) -> bool:
+        """A line that only adds a note (`report.note_line`); an OOM panic opens a report of its own
+        when the rest of its report was cut off (the node went down: say so)."""
+        report = self._report
+        if report is None and message.startswith(L.OOM_END_LINES[1:]):
+            report = self._start(record, HEADER, done)
+            report.header_evidence = True
+        return report is not None and note_line(report, message)
+
     def _suppressed(self, record: LogRecord, count: int, done: list[Incident]) -> None:
         """`oom_kill_process: N callbacks suppressed` begins the next report; in a saved log
         it is the evidence that earlier kills' reports were withheld (`context`)."""
@@ -371,8 +394,10 @@ class ReportAssembler:
             return
         if report is None or report.incident.victims:
             report = self._start(record, KILLED, done)
+            report.seq_follows = self._sequence.follows(record)
         report.stage = KILLED
         report.incident.victims.append(victim)
+        self._early_reaper.apply(report.incident, victim, record.line_no)
         report.incident.kills_counted = 1
         report.kill_record = record
         report.last_kill_time_s = record.kernel_time_s
@@ -390,10 +415,12 @@ class ReportAssembler:
             "it may kill a child instead (pre-5.1 'or sacrifice child')"
         )
 
-    def _reaped(self, message: str) -> None:
+    def _reaped(self, record: LogRecord, message: str) -> None:
         reaped = L.parse_reaped(message)
         if reaped is not None and self._report is not None:
             add_reaped(self._report, *reaped)
+        elif reaped is not None:
+            self._early_reaper.hold(*reaped, record.line_no)  # pasted before its report
 
     def _usage(
         self, record: LogRecord, usage: tuple[str, int, int, int], done: list[Incident]
@@ -454,23 +481,6 @@ class ReportAssembler:
             return
         self._orphans.add(row, record.line_no)
         self._orphan_added = True
-
-
-def _note_line(report: ReportState, message: str) -> bool:
-    """Lines that only add a note to the open report: a task already exiting (the kernel
-    skipped it), the kernel's end-of-report lines."""
-    if "is already exiting" in message:
-        exiting = L.parse_already_exiting(message)
-        if exiting is not None:
-            report.incident.notes.append(
-                f"pid {exiting[0]} ({escape_control(exiting[1])}) was already exiting; "
-                "the kernel skipped killing it"
-            )
-            return True
-    if message.startswith(L.OOM_END_LINES):
-        report.incident.notes.append(escape_control(message))
-        return True
-    return False
 
 
 def _dedupe_key(record: LogRecord, message: str) -> tuple[object, ...]:

@@ -1,6 +1,9 @@
 """Lines that speak for reports other than their own: task rows printed before the report
-line they belong to (a grep-filtered fragment), and the kernel's `callbacks suppressed`
-line, which says after the fact that earlier reports were withheld.
+line they belong to (a grep-filtered fragment), the kernel's `callbacks suppressed`
+line, which says after the fact that earlier reports were withheld, and the /dev/kmsg
+sequence numbers of a saved dump, which prove it where a kill line follows the previous
+report's last line with no record between, and an `oom_reaper` line pasted before the report
+it belongs to.
 """
 
 from __future__ import annotations
@@ -8,7 +11,7 @@ from __future__ import annotations
 from collections import deque
 
 from oomwatch.decode.records import LogRecord
-from oomwatch.incident import Incident, TaskRow
+from oomwatch.incident import Incident, TaskRow, Victim
 from oomwatch.sanitize import escape_control
 
 # Task rows seen without their header and outside a report (a grep-filtered fragment) are
@@ -22,6 +25,9 @@ ORPHAN_LEAD_LINES = ORPHAN_GAP_LINES + ORPHAN_ROWS_MAX
 # The kernel's oom_rs ratelimit in oom_kill_process(): DEFAULT_RATELIMIT_INTERVAL (5 s).
 RATELIMIT_INTERVAL_S = 5.0
 _RECENT_MAX = 64
+# How far before its kill line an out-of-order `oom_reaper` line may be pasted (a report with
+# its stack and a task table of a few hundred processes).
+EARLY_REAPER_LINES = 600
 
 
 class OrphanRows:
@@ -99,3 +105,49 @@ class SuppressionWitness:
                 incident.notes.append(f"the kernel withheld this report (a later line: {said!r})")
             count -= 1
         self._recent.clear()
+
+
+class SequenceWitness:
+    """The sequence number of the last report line of a saved /dev/kmsg dump (`cat
+    /dev/kmsg`, a collector's records).  A kill line numbered right after it had no room for
+    a header: the kernel printed none, its rate limit withheld it (`oom_kill_process()`
+    prints the header, stack, memory and summary only within `oom_rs`), not a cut or a
+    filter, which leave a gap."""
+
+    def __init__(self) -> None:
+        self._last: int | None = None
+
+    def saw(self, record: LogRecord) -> None:
+        """A report line (kill, select, summary, group, reaper) was fed."""
+        if record.kmsg_seq is not None:
+            self._last = record.kmsg_seq
+
+    def follows(self, record: LogRecord) -> int | None:
+        """The previous report line's sequence number if `record` comes right after it."""
+        seq, last = record.kmsg_seq, self._last
+        return last if seq is not None and last is not None and seq == last + 1 else None
+
+
+class EarlyReaper:
+    """An `oom_reaper: reaped process N (comm)` line with no report open: a paste whose
+    fragments are out of order (the reaper's line first).  Held for the kill line of the
+    same pid and name a little later in the same paste; a live /dev/kmsg stream (no line
+    numbers) always prints the kill first, so nothing is held there."""
+
+    def __init__(self) -> None:
+        self._held: tuple[int, str, int, int] | None = None
+
+    def hold(self, pid: int, comm: str, anon_kb: int, line_no: int | None) -> None:
+        self._held = None if line_no is None else (pid, comm, anon_kb, line_no)
+
+    def apply(self, incident: Incident, victim: Victim, line_no: int | None) -> None:
+        """Give `victim` (just killed, at `line_no`) the held reaper line if it is its own."""
+        held, self._held = self._held, None
+        if held is None or line_no is None or (held[0], held[1]) != (victim.pid, victim.comm):
+            return
+        if 0 < line_no - held[3] <= EARLY_REAPER_LINES:
+            victim.reaped_anon_rss_bytes = held[2] * 1024
+            incident.notes.append(
+                f"the oom_reaper line of pid {victim.pid} comes before its report in this"
+                " paste (fragments out of order)"
+            )

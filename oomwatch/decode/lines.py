@@ -28,6 +28,8 @@ _INVOKED = re.compile(
 # whatever of the kernel's fields remain, read where they are.  The name must fit a comm
 # (TASK_COMM_LEN 16, so 15 bytes) for prose that mentions the killer not to become a header.
 _INVOKED_LOOSE = re.compile(r"(?P<comm>\S.{0,15}?) invoked oom-killer:(?P<rest>.*)$", _S)
+# 2.6.11-2.6.17 printed the header without the task: `oom-killer: gfp_mask=0xd0[, order=0]`.
+_OLD_HEADER = re.compile(r"oom-killer: gfp_mask=(0x[0-9a-fA-F]{1,20})(?:, order=(-?\d{1,20}))?\s*$")
 _GFP = re.compile(r"\bgfp_mask=(0x[0-9a-fA-F]{1,20}(?:\([^)]{0,400}\))?)")
 _ORDER = re.compile(r"\border=(-?\d{1,20})\b")
 _ADJ = re.compile(r"\boom_score_adj=(-?\d{1,20})")
@@ -116,13 +118,18 @@ def _int(value: str | None) -> int | None:
 
 
 def parse_invoked(message: str) -> tuple[Invoker, str | None] | None:
-    """`<comm> invoked oom-killer: gfp_mask=..., order=N, oom_score_adj=N` (all versions).
+    """`<comm> invoked oom-killer: gfp_mask=..., order=N, oom_score_adj=N` (2.6.18 on), and
+    2.6.11-2.6.17's `oom-killer: gfp_mask=...[, order=N]` (no task named).
 
     Returns the invoker and a note: pre-2.6.36 `oomkilladj=` (not an oom_score_adj), or that
     the line was abridged (only the fields it still has are read).
     """
     match = _INVOKED.match(message)
     if match is None:
+        old = _OLD_HEADER.match(message)
+        if old is not None:
+            order = int(old.group(2)) if old.group(2) is not None else None
+            return Invoker(gfp_mask=old.group(1), order=order), None
         return _parse_invoked_abridged(message)
     rest = match.group("rest")
     adj = _ADJ.search(rest)

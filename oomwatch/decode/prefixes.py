@@ -24,6 +24,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import replace
 from datetime import UTC, datetime
 
+from oomwatch.decode import forwarded
 from oomwatch.decode import lines as L
 from oomwatch.decode.dmesg import Stamp, dmesg_record, dmesg_stamp, numeric_record
 from oomwatch.decode.records import MAX_MESSAGE_CHARS, LogRecord, kmsg_record_from_text
@@ -110,6 +111,7 @@ class LineParser:
         self._skipped = False  # this line was another program's (dropped)
         # The last stamped line was another program's: its continuation lines are its own.
         self._foreign = False
+        self._prev_marked = False  # the last line ended with a `$` end mark
 
     def banner(self, line: str) -> None:
         """Read the year from journalctl's first line (`-- Logs begin at <date> ...`)."""
@@ -145,6 +147,11 @@ class LineParser:
             self._foreign = True
             yield from self._release()
             return
+        if previous is not None and forwarded.wants_continuation(previous.message):
+            joined = forwarded.join_wrapped(previous.message, stripped)
+            if joined is not None:  # a wrapped report line, joined on evidence (`forwarded`)
+                self._hold(replace(previous, message=joined), len(line))
+                return
         if _NOISE.fullmatch(stripped):
             yield from self._release()  # a separator, elision or prompt: never part of a record
             return
@@ -177,6 +184,8 @@ class LineParser:
             quote = _QUOTE.match(line)
             if quote and ">" in quote.group(0):
                 line = line[quote.end() :]
+        if line[:1] in ("*", "-", "\u2022"):
+            line = forwarded.strip_list_marker(line)
         if line.endswith("]"):
             marker = _TMUX_MARKER.search(line, max(0, len(line) - 24))
             if marker:
@@ -185,7 +194,21 @@ class LineParser:
             dropped = _DROPPED.match(line)
             if dropped:
                 line = line[dropped.end() :]
-        return line
+        if line[-1:] == "$":
+            return self._end_marked(line)
+        self._prev_marked = False
+        return forwarded.strip_glued_prompt(line) if "login: " in line else line
+
+    def _end_marked(self, line: str) -> str:
+        """`cat -A` and screen captures mark each line's end with `$`: two marked lines in a
+        row prove the marks (one alone may be a pager's cut or a name's), which then go."""
+        if not self._prev_marked:
+            self._prev_marked = True
+            return line
+        pending = self._pending
+        if pending is not None and pending.message.endswith("$"):
+            self._pending = replace(pending, message=pending.message[:-1].rstrip())
+        return line[:-1]
 
     def finish(self) -> Iterator[LogRecord]:
         """The record still held back at end of input."""

@@ -71,6 +71,9 @@ class ReportState:
     # ring): a kill line without its header then proves the kernel rate-limited it.
     complete_log: bool = True
     clock: YearClock | None = None
+    # A header-less kill's /dev/kmsg record follows the previous report's last one (this
+    # number) with none between: proof that the kernel rate-limited its header.
+    seq_follows: int | None = None
 
 
 # Kernels 5.0-5.2 print CONSTRAINT_NONE for every OOM: dump_oom_summary() reads
@@ -123,6 +126,23 @@ def add_reaped(report: ReportState, pid: int, comm: str, anon_kb: int) -> None:
         incident.notes.append(
             f"victim pid {pid} known only from its oom_reaper line (no kill line seen)"
         )
+
+
+def note_line(report: ReportState, message: str) -> bool:
+    """Lines that only add a note to the open report: a task already exiting (the kernel
+    skipped it), the kernel's end-of-report lines."""
+    if "is already exiting" in message:
+        exiting = L.parse_already_exiting(message)
+        if exiting is not None:
+            report.incident.notes.append(
+                f"pid {exiting[0]} ({escape_control(exiting[1])}) was already exiting; "
+                "the kernel skipped killing it"
+            )
+            return True
+    if message.startswith(L.OOM_END_LINES):
+        report.incident.notes.append(escape_control(message))
+        return True
+    return False
 
 
 def add_stats(report: ReportState, path: str, inline: dict[str, int] | None) -> None:
@@ -270,12 +290,11 @@ def finish(report: ReportState) -> Incident:
     _date(report, anchor)
     incident.kind = _kind(report)
     headerless = bool(incident.victims) and not report.header_evidence
-    incident.header_suppressed = headerless and report.complete_log
+    incident.header_suppressed = headerless and (
+        report.complete_log or report.seq_follows is not None
+    )
     if headerless and not report.complete_log:
-        incident.notes.append(
-            "this log has no report header for the kill (cut, filtered, or rate-limited: the"
-            " log alone does not say which)"
-        )
+        incident.notes.append(_headerless_note(report, anchor))
     kmem = incident.memcg.kmem_usage_bytes if incident.memcg is not None else None
     if report.line_stats:
         incident.memcg_stats = {k: v for k, v in report.line_stats.items() if is_byte_stat(k)}
@@ -298,6 +317,21 @@ def finish(report: ReportState) -> Incident:
             "no kill line: the report ends without a kill (no killable process, or the log is cut)"
         )
     return incident
+
+
+def _headerless_note(report: ReportState, anchor: LogRecord) -> str:
+    """Why a saved log has no header for a kill: proven rate-limited, or not known."""
+    if report.seq_follows is None:
+        return (
+            "this log has no report header for the kill (cut, filtered, or rate-limited: the"
+            " log alone does not say which)"
+        )
+    return (
+        f"rate-limited: this kill's /dev/kmsg record ({anchor.kmsg_seq}) follows the previous"
+        f" report's last one ({report.seq_follows}) with no record between, so the kernel"
+        " printed no header for it; the kills came in a burst, and the memcg of the previous"
+        " report is likely this one's too, but not proven"
+    )
 
 
 def _date(report: ReportState, anchor: LogRecord) -> None:

@@ -13,6 +13,7 @@ the whole text.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
@@ -31,6 +32,7 @@ _OPENING = (
     "Memory limit reached of cgroup",
     "memory: usage ",
     "Memory cgroup stats for ",
+    "oom-killer: gfp_mask=",
 )
 # The task table can be long (every process of a node in a global OOM).
 _TABLE = ("Tasks state (memory values", "uid  tgid total_vm")
@@ -46,6 +48,12 @@ _CLOSING = (
     "not syncing: System is deadlocked on memory",
     "not syncing: Out of memory",
     "oom_kill_process: ",
+)
+# A closing line that does not end the way a whole kernel line ends may go on over the next
+# lines (a mail client's or a console's wrap, `forwarded`): its window runs this much further.
+_WRAP_FILL_CHARS = 512
+_WHOLE_END = re.compile(
+    r"(?:oom_score_adj:-?\d+|,uid=\d+|shmem-rss:\d+kB|oom\.group set|the task|processes)\s*$"
 )
 # A few short needles that every anchor contains (one pass for all, see `needles`); each
 # hit's line is then checked for the anchors themselves.
@@ -112,6 +120,8 @@ def _line_fill(line: str) -> int | None:
     ):
         if any(anchor in line for anchor in anchors):
             fill = value if fill is None else max(fill, value)
+    if fill == 0 and _WHOLE_END.search(line) is None:
+        fill = _WRAP_FILL_CHARS
     return fill
 
 

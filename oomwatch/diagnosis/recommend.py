@@ -42,6 +42,12 @@ DEFAULT_BUFFER_PERCENT = 20
 # fill it, so a limit sized from the usage would only feed what holds the kernel memory.
 KERNEL_MAJORITY = 0.5
 GROWTH_CODES = ("leak-trend",)
+# A sampled window "shows no plateau" when it rose by this share of the usage at its end, its
+# last third still rose at this share of the whole window's rate (`_no_plateau`) ...
+PLATEAU_MIN_SAMPLES = 4
+PLATEAU_MIN_RISE_SHARE = 0.1
+PLATEAU_MIN_TAIL_RATE = 0.5
+PLATEAU_MIN_HEAD_RATE = 0.25  # and its first half rose too: growth throughout, not a spike
 NODE_SCOPES = ("node", "qos", "global")
 BESTEFFORT_SCORE_ADJ = 1000  # kubelet's oom_score_adj for BestEffort pods (no request)
 _RAN_OUT = {
@@ -107,6 +113,17 @@ def _resize(incident: Incident, codes: set[str], buffer_percent: int) -> dict[st
     if sizes is None:
         return None
     base, request, basis = sizes
+    if (growth := _no_plateau(incident)) is not None:
+        return {
+            "action": "watch-longer",
+            "limit_will_not_help": False,
+            "memory_limit_bytes": None,
+            "memory_limit": None,
+            "memory_request_bytes": request,
+            "memory_request": quantity(request) if request is not None else None,
+            **basis,
+            "message": growth,
+        }
     limit = round_up_mi(base * (1 + buffer_percent / 100))
     scope = incident.limit_scope
     if scope == "pod":
@@ -339,6 +356,37 @@ def _sizes(incident: Incident) -> tuple[int, int | None, dict[str, Any]] | None:
         ),
     }
     return base, request, basis
+
+
+def _no_plateau(incident: Incident) -> str | None:
+    """Advice in words where the sampled window shows growth to the very end: nothing in it
+    says where the usage would have levelled off, so no limit is sized from it."""
+    samples = incident.timeline.samples if incident.timeline else []
+    if len(samples) < PLATEAU_MIN_SAMPLES:
+        return None
+    span = samples[-1].t_seconds - samples[0].t_seconds
+    first, last = samples[0].usage_bytes, samples[-1].usage_bytes
+    top = max(s.usage_bytes for s in samples)
+    if span <= 0 or last < top * 0.98 or last - first < PLATEAU_MIN_RISE_SHARE * last:
+        return None
+    tail = samples[-max(2, len(samples) // 3) :]
+    tail_span = tail[-1].t_seconds - tail[0].t_seconds
+    if tail_span <= 0:
+        return None
+    rate = (last - first) / span
+    if (tail[-1].usage_bytes - tail[0].usage_bytes) / tail_span < PLATEAU_MIN_TAIL_RATE * rate:
+        return None  # it was levelling off: the window says something about the peak
+    head = samples[: max(2, len(samples) // 2)]
+    head_span = head[-1].t_seconds - head[0].t_seconds
+    if head_span <= 0 or (head[-1].usage_bytes - head[0].usage_bytes) / head_span < (
+        PLATEAU_MIN_HEAD_RATE * rate
+    ):
+        return None  # flat, then a jump: a spike (its own finding), not steady growth
+    return (
+        f"Memory grew without levelling off for the {span:.0f} s it was watched"
+        f" ({fmt_bytes(first)} to {fmt_bytes(last)}, {len(samples)} samples): a larger limit may"
+        " only delay the kill; watch it longer, or find what grows, before sizing a limit."
+    )
 
 
 def _on_kubernetes(incident: Incident) -> bool:

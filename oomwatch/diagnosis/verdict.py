@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
+from oomwatch.diagnosis import victims
 from oomwatch.diagnosis.evidence import charged_bytes, fmt_bytes, limit_bytes, pct, where, who
 from oomwatch.incident import Finding, Incident, is_kernel_kill
 from oomwatch.sanitize import escape_control
@@ -165,6 +166,8 @@ def action(incident: Incident) -> str | None:
         return "raising its limit cannot help"
     if kind == "fix-growth":
         return "a larger limit only delays the next kill"
+    if kind == "watch-longer":
+        return "it grew without levelling off while watched: a larger limit may only delay it"
     if kind == "widen-numa-nodes":
         return "a memory limit will not help; allow it more memory nodes"
     if kind == "find-kernel-memory":
@@ -188,6 +191,11 @@ def _drafts(incident: Incident, by_code: dict[str, Finding]) -> Iterator[str]:
     if incident.victim is None and not incident.header_suppressed:
         invoker = incident.invoker.comm if incident.invoker else None
         by = f" by {escape_control(invoker)}" if invoker else ""
+        panic = victims.panic_clause(incident)
+        if panic is not None:
+            yield f"The OOM killer was invoked{by} and {panic}."
+            yield f"The OOM killer was invoked{by} and the node panicked."
+            return
         head = f"The OOM killer was invoked{by}, but this log shows no kill"
         yield f"{head} (nothing was killable, another task was exiting, or the log is cut)."
         yield f"{head}."
@@ -223,9 +231,10 @@ def verdict(incident: Incident) -> str:
 
 def verdict_code(incident: Incident) -> str:
     """The verdict as a code for tables: the finding it leads with (`limit-pod`,
-    `framework-oom`, ...), `no-kill` when nothing was killed, `limit-unknown` else."""
+    `framework-oom`, ...; `node-panic` first), `no-kill` when nothing was killed,
+    `limit-unknown` else."""
     codes = [f.code for f in incident.findings]
-    for code in (*_ELSEWHERE, *_LIMIT_WORDS):
+    for code in ("node-panic", *_ELSEWHERE, *_LIMIT_WORDS):
         if code in codes:
             return code
     if incident.victim is None and not incident.header_suppressed:

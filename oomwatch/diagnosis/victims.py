@@ -106,3 +106,54 @@ def rate_limited_report(incident: Incident) -> Finding | None:
         "kmsg_missing": incident.kmsg_missing,
     }
     return Finding("rate-limited-report", "info", message, evidence)
+
+
+def panic_clause(incident: Incident) -> str | None:
+    """How an OOM that killed nothing ended in a kernel panic, as a verdict's clause; None
+    when the report shows no panic (the decoder keeps the kernel's end lines as notes)."""
+    panic, no_victims = _panic(incident)
+    if panic is None:
+        return None
+    if _panic_on_oom(panic):
+        return "the node panicked instead of killing (vm.panic_on_oom): every pod on it went down"
+    if no_victims:
+        return "found nothing it could kill, so the node panicked and every pod on it went down"
+    return "the node panicked: every pod on it went down"
+
+
+def node_panic(incident: Incident) -> Finding | None:
+    """An OOM that ended in a kernel panic: the node, not one container, went down."""
+    if incident.victim is not None:
+        return None
+    panic, no_victims = _panic(incident)
+    if panic is None:
+        return None
+    said = escape_control(panic)
+    if _panic_on_oom(panic):
+        why = (
+            "vm.panic_on_oom is set, so the kernel panics instead of killing: the node went"
+            " down with every pod on it, where a kill would have cost one process; unset it"
+            " (0) unless a reboot is what this node should do, and find what filled memory"
+        )
+    elif no_victims:
+        why = (
+            "the OOM killer found nothing it could kill (what filled memory was unkillable:"
+            " kernel memory, or processes at oom_score_adj -1000), so the node went down with"
+            " every pod on it; no limit on a killable pod would have helped: find what held the"
+            " memory"
+        )
+    else:
+        why = "the node went down with every pod on it"
+    message = f"The OOM ended in a kernel panic ({said!r}): {why}."
+    evidence = {"panic": said, "panic_on_oom": _panic_on_oom(panic), "no_killable": no_victims}
+    return Finding("node-panic", "critical", message, evidence)
+
+
+def _panic(incident: Incident) -> tuple[str | None, bool]:
+    notes = incident.notes
+    panic = next((n for n in notes if n.startswith("Kernel panic - not syncing")), None)
+    return panic, any(n.startswith("Out of memory and no killable processes") for n in notes)
+
+
+def _panic_on_oom(panic: str) -> bool:
+    return "panic_on_oom" in panic or panic.rstrip(". ").endswith("not syncing: Out of memory")

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import os
+import shutil
 import sys
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
@@ -37,6 +38,11 @@ MAX_HELD = 1000  # incidents held for a text or HTML report, or for --last
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
+    parser.epilog = (
+        "Exit status: 0 whether or not kills were found; 1 when lines that plainly belong to"
+        " an OOM kill could not be decoded (the report lists them); 2 when the input cannot be"
+        " read (the message names it)."
+    )
     parser.add_argument(
         "file",
         nargs="?",
@@ -116,7 +122,9 @@ def main(args: argparse.Namespace) -> int:
     _write(lambda out: out.write(
         jsonout.render(incidents, [*warnings, *also_json])
         if args.json
-        else text.render(incidents, warnings, source, notice=notice, details=args.details)
+        else text.render(
+            incidents, warnings, source, notice=notice, details=args.details, width=_width()
+        )
     ))  # fmt: skip
     return 1 if loaded.unread else 0
 
@@ -192,3 +200,8 @@ def _held(incidents: Iterable[Incident], limit: int, loaded: Loaded, what: str) 
 def _fail(message: str) -> int:
     sys.stderr.write(f"oomwatch report: {message}\n")
     return 2
+
+
+def _width() -> int | None:
+    """The terminal's width to wrap the advice to; None when stdout is no terminal."""
+    return shutil.get_terminal_size().columns if sys.stdout.isatty() else None

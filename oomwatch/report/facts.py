@@ -51,7 +51,9 @@ def kind_words(kind: str) -> str:
 def when(incident: Incident) -> str:
     parts = []
     if incident.wall_time:
-        parts.append(incident.wall_time)
+        inferred = incident.year_inferred_from
+        # a year the log did not print is marked as inferred, with what gave it
+        parts.append(incident.wall_time + (f" (year inferred: {inferred})" if inferred else ""))
     if incident.kernel_time_s is not None:
         parts.append(f"{incident.kernel_time_s:.6f} s after boot")
     if incident.kmsg_seq is not None:

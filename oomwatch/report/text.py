@@ -13,6 +13,7 @@ through `escape_control` so a name cannot move the cursor, clear the screen or f
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 
 from oomwatch.diagnosis import unknowns
@@ -33,6 +34,21 @@ _LABEL = 10
 
 def _row(label: str, text: str) -> str:
     return f"  {label:<{_LABEL}} {esc(text)}"
+
+
+def _wrapped(prefix: str, text: str, width: int | None) -> list[str]:
+    """`prefix` + `text`, wrapped to the terminal's `width` under its own first column (None:
+    one line, for a pipe or a file, where a reader greps)."""
+    line = prefix + esc(text)
+    if width is None or len(line) <= width:
+        return [line]
+    return textwrap.wrap(
+        esc(text),
+        max(width, len(prefix) + 20),
+        initial_indent=prefix,
+        subsequent_indent=" " * len(prefix),
+        break_on_hyphens=False,
+    )
 
 
 def _also(members: Table) -> str:
@@ -65,14 +81,15 @@ def _findings(incident: Incident, indent: str) -> list[str]:
     return lines
 
 
-def render_incident(incident: Incident, index: int, total: int) -> str:
+def render_incident(incident: Incident, index: int, total: int, width: int | None = None) -> str:
     when = esc(facts.when(incident))
     out = [f"== OOM {index} of {total}: {kind_words(incident.kind)}, {when} =="]
     out.append(_row("VERDICT", incident.verdict or "?"))
     if incident.findings:
         out.append("  findings:")
         out.extend(_findings(incident, "    "))
-    out.extend(_row(label, text) for label, text in facts.advice(incident))
+    for label, text in facts.advice(incident):
+        out.extend(_wrapped(f"  {label:<{_LABEL}} ", text, width))
     if (breakdown := facts.breakdown(incident)) is not None:
         out.append(_row("breakdown", breakdown))
     if (tasks := facts.tasks(incident)) is not None:
@@ -114,7 +131,7 @@ def summary_table(incidents: Sequence[Incident]) -> list[str]:
     return lines
 
 
-def _top(incidents: Sequence[Incident]) -> list[str]:
+def _top(incidents: Sequence[Incident], width: int | None = None) -> list[str]:
     """Verdict, findings and advice of the largest summary rows."""
     table = summary.rows(incidents)
     top = summary.largest(table, TOP_ROWS)
@@ -126,7 +143,8 @@ def _top(incidents: Sequence[Incident]) -> list[str]:
         since = f", {row.cells[1]} to {row.last_time}" if row.last_time else ""
         out.append(f"  #{row.numbers[0]} ({count}{since}): {esc(incident.verdict or '?')}")
         out.extend(_findings(incident, "      "))
-        out.extend(f"      {label}: {esc(text)}" for label, text in facts.advice(incident))
+        for label, text in facts.advice(incident):
+            out.extend(_wrapped(f"      {label}: ", text, width))
     return out
 
 
@@ -144,9 +162,11 @@ def render(
     *,
     notice: Sequence[str] = (),
     details: bool = False,
+    width: int | None = None,
 ) -> str:
     """The report; `notice` (what a filter or the decoder could not match, first line a
-    sentence) stands in for "No OOM kills found" when nothing is shown."""
+    sentence) stands in for "No OOM kills found" when nothing is shown.  `width`: the
+    terminal's, to wrap the advice to (None: not wrapped)."""
     total = len(incidents)
     if not incidents:
         empty = f"No OOM kills found in {esc(source)}."
@@ -160,9 +180,9 @@ def render(
         if total > 1:
             blocks.append("\n".join(summary_table(incidents)))
         if details or total <= FULL_UPTO:
-            blocks.extend(render_incident(i, n, total) for n, i in enumerate(incidents, 1))
+            blocks.extend(render_incident(i, n, total, width) for n, i in enumerate(incidents, 1))
         else:
-            blocks.append("\n".join(_top(incidents)))
+            blocks.append("\n".join(_top(incidents, width)))
             blocks.append(
                 f"Each incident in full: --details ({total} blocks); the newest: --last 1."
             )

@@ -47,7 +47,7 @@ def _summary(incidents: list[Incident]) -> list[tuple[object, ...]]:
 KMSG_LIKE = [p for p in CORPUS if not p.name.startswith("18-")]
 
 
-@pytest.mark.parametrize("path", KMSG_LIKE, ids=[p.name[:2] for p in KMSG_LIKE])
+@pytest.mark.parametrize("path", KMSG_LIKE, ids=[p.name.split("-", 1)[0] for p in KMSG_LIKE])
 def test_corpus_as_kmsg_records(path: Path) -> None:
     from_text = decode_text(path.read_bytes()).incidents
     from_kmsg = decode_kmsg_records(_as_kmsg(path)).incidents

@@ -44,10 +44,10 @@ def _line_cuts(text: str, every: int) -> list[int]:
 
 
 def test_corpus_is_there() -> None:
-    assert len(CORPUS) == 88
+    assert len(CORPUS) == 113
 
 
-@pytest.mark.parametrize("path", CORPUS, ids=[p.name[:2] for p in CORPUS])
+@pytest.mark.parametrize("path", CORPUS, ids=[p.name.split("-", 1)[0] for p in CORPUS])
 def test_corpus_file_in_pieces(path: Path) -> None:
     text = path.read_text(encoding="utf-8")
     whole = decode_text(text)

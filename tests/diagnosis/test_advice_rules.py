@@ -117,7 +117,8 @@ def test_no_recommendation_when_nothing_was_killed(prefix: str, index: int) -> N
     """No killable process, or the kill line is not in the log: nothing to resize."""
     incident = _corpus(prefix)[index]
     assert incident.victim is None and incident.recommendation is None
-    assert "shows no kill" in verdict(incident)
+    # corpus 10's report ends in a kernel panic: the verdict says that instead
+    assert ("panicked" if prefix == "10" else "shows no kill") in verdict(incident)
 
 
 def test_constraint_none_memcg_gets_memcg_advice_not_node_advice() -> None:

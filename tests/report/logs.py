@@ -37,13 +37,18 @@ def _one_kill(messages: list[str]) -> bool:
     return len(incidents) == 1 and incidents[0].victim is not None
 
 
+def _number(path: Path) -> int:
+    """A corpus file's number (`NN-`, three digits from 100 on): files in corpus order."""
+    return int(path.name.split("-", 1)[0])
+
+
 def three_hundred_kills(total: int = 300) -> str:
     """The log (text); decoding it gives exactly `total` incidents, each with a kill."""
     crash = _messages(next(CORPUS.glob(f"{CRASH_LOOP}-*.log")))
     crash = crash[: [n for n, m in enumerate(crash) if "invoked oom-killer" in m][1]]
     others = [
         m
-        for path in sorted(CORPUS.glob("*.log"))[:OTHERS_FROM]
+        for path in sorted(CORPUS.glob("*.log"), key=_number)[:OTHERS_FROM]
         if not path.name.startswith(CRASH_LOOP) and _one_kill(m := _messages(path))
     ]
     blocks = []

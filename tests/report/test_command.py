@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -23,7 +24,10 @@ def test_every_corpus_file_gives_the_json_contract(report, path: str) -> None:  
     assert run.rc == 0, run.err
     doc = run.json()
     assert doc["schema_version"] == 2
-    assert doc["incidents"], "every public corpus file has at least one OOM"
+    expected = Path(path).parent / "expected" / (Path(path).stem + ".json")
+    near_miss = not json.loads(expected.read_text(encoding="utf-8"))["incidents"]
+    # every public corpus file has at least one OOM, but a near miss (earlyoom, kubectl text)
+    assert bool(doc["incidents"]) != near_miss
     for incident in doc["incidents"]:
         if incident["tasks"]:  # task rows count pages: the size is stated, or said unknown
             assert "page_size_bytes" in incident

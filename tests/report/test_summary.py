@@ -128,6 +128,7 @@ def test_every_corpus_verdict_is_one_sentence_to_read_aloud() -> None:
         assert verdict_code(incident) in {
             *(f.code for f in incident.findings),
             "no-kill",
+            "node-panic",
             "limit-unknown",
         }
     # the reasoning and full advice are not lost: findings and the recommendation carry them

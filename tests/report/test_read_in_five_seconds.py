@@ -1,0 +1,152 @@
+"""The report as a person reads it (issue 27): a panicked node says so and why, an inferred
+year is marked, sizing advice stays within its window, the advice fits the terminal, and
+`--help` shows defaults and exit statuses."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from oomwatch.cgroup_identity import annotate
+from oomwatch.cli import main
+from oomwatch.decode import Reference, decode_text
+from oomwatch.diagnosis import diagnose
+from oomwatch.incident import Incident, MemcgUsage, Timeline, TimelineSample, Victim
+from oomwatch.report import jsonout, page, text
+
+CORPUS = Path(__file__).resolve().parents[1] / "data" / "corpus"
+MIB = 1 << 20
+POD = "/kubepods/burstable/pod1d2c/" + "ab" * 32
+
+
+def _corpus(prefix: str) -> list[Incident]:
+    [path] = CORPUS.glob(f"{prefix}-*.log")
+    found = decode_text(path.read_bytes()).incidents
+    return [diagnose(annotate(i), found) for i in found]
+
+
+def _outputs(incident: Incident) -> tuple[str, str, str]:
+    """Text, HTML and JSON of one incident."""
+    return (
+        text.render([incident], [], "log"),
+        page.render([incident], [], "log"),
+        jsonout.render([incident], []),
+    )
+
+
+def test_an_oom_ending_in_a_panic_says_the_node_went_down_and_why() -> None:
+    """Corpus 10 (lkml, 6.8 arm): `Out of memory and no killable processes...`, then
+    `Kernel panic - not syncing: System is deadlocked on memory`."""
+    panicked = _corpus("10")[1]
+    assert panicked.verdict_code == "node-panic"
+    assert "found nothing it could kill, so the node panicked" in (panicked.verdict or "")
+    assert "log is cut" not in (panicked.verdict or "")
+    for out in _outputs(panicked):
+        assert "node-panic" in out and "no limit on a killable pod would have helped" in out
+
+
+def test_panic_on_oom_is_named_as_the_cause() -> None:
+    lines = [
+        "[  910.064760] kworker/1:2 invoked oom-killer: gfp_mask=0xd0, order=0, oom_score_adj=0",
+        "[  910.113950] Kernel panic - not syncing: Out of memory: compulsory panic_on_oom is"
+        " enabled",
+    ]
+    [incident] = decode_text("\n".join(lines) + "\n").incidents
+    out = diagnose(annotate(incident))
+    assert out.verdict_code == "node-panic" and "vm.panic_on_oom" in (out.verdict or "")
+    panic = next(f for f in out.findings if f.code == "node-panic")
+    assert panic.evidence["panic_on_oom"] is True and "unset it" in panic.message
+
+
+def test_an_oom_without_a_kill_or_a_panic_keeps_its_words() -> None:
+    out = _corpus("56")[0]
+    assert out.verdict_code == "no-kill" and "or the log is cut" in (out.verdict or "")
+
+
+def test_an_inferred_year_is_marked_in_every_output() -> None:
+    log = "-- Logs begin at Tue 2023-03-14 10:00:00 UTC. --\n"
+    log += (
+        "Mar 15 10:00:01 node-1 kernel: Out of memory: Killed process 42 (java) "
+        "total-vm:1000kB, anon-rss:900kB, file-rss:0kB, shmem-rss:0kB, UID:0 pgtables:4kB "
+        "oom_score_adj:0\n"
+    )
+    [incident] = decode_text(log, Reference(1700000000.0)).incidents
+    out = diagnose(annotate(incident))
+    assert out.year_inferred_from == "journal banner"
+    rendered = _outputs(out)
+    assert "2023-03-15T10:00:01 (year inferred: journal banner)" in rendered[0]
+    assert "year inferred: journal banner" in rendered[1]
+    assert '"year_inferred_from": "journal banner"' in rendered[2]
+
+
+def _watched(usages_mib: list[float], step_s: float = 0.5) -> Incident:
+    samples = [
+        TimelineSample(
+            t_seconds=1000.0 + i * step_s, usage_bytes=int(u * MIB), limit_bytes=64 * MIB
+        )
+        for i, u in enumerate(usages_mib)
+    ]
+    timeline = Timeline(
+        samples=samples,
+        interval_seconds=step_s,
+        peak_bytes=max(s.usage_bytes for s in samples),
+        usage_at_kill_bytes=samples[-1].usage_bytes,
+    )
+    return Incident(
+        kind="memcg",
+        oom_memcg=POD,
+        task_memcg=POD,
+        memcg=MemcgUsage(64 * MIB, 64 * MIB, 1),
+        victims=[Victim(pid=7, comm="hog", anon_rss_bytes=63 * MIB)],
+        timeline=timeline,
+    )
+
+
+def test_growth_to_the_end_of_a_short_window_sizes_no_limit() -> None:
+    """`oomwatch demo`'s shape: 15 MiB/s from the start to the kill, 8 samples over ~4 s."""
+    out = diagnose(annotate(_watched([4 + 7.5 * i for i in range(9)])))
+    rec = out.recommendation
+    assert rec is not None and rec["action"] == "watch-longer"
+    assert rec["memory_limit_bytes"] is None and rec["memory_limit"] is None
+    assert "grew without levelling off for the 4 s it was watched" in rec["message"]
+    assert "a larger limit may only delay the kill" in rec["message"]
+    assert "levelling off" in (out.verdict or "")
+    assert "watch-longer" in jsonout.render([out], [])
+
+
+def test_a_window_that_levelled_off_still_sizes_the_limit() -> None:
+    out = diagnose(annotate(_watched([10, 30, 50, 60, 62, 63, 63, 63.5, 64])))
+    rec = out.recommendation
+    assert rec is not None and rec["action"] == "resize" and rec["memory_limit_bytes"]
+
+
+def test_the_advice_is_wrapped_to_the_terminal_and_kept_whole_for_a_pipe() -> None:
+    incident = _corpus("01")[0]
+    advice = (incident.recommendation or {})["message"]
+    assert len(advice) > 100
+    piped = text.render([incident], [], "log")
+    assert any(advice in line for line in piped.splitlines())
+    wrapped = text.render([incident], [], "log", width=72)
+    block = [line for line in wrapped.splitlines() if line.startswith("  advice")]
+    assert block and all(len(line) <= 72 for line in block)
+    lines = wrapped.splitlines()
+    start = lines.index(block[0])
+    joined = " ".join(line.strip() for line in lines[start : start + 12])
+    assert " ".join(advice.split()) in " ".join(joined.split())
+
+
+def test_run_help_shows_defaults_and_exit_statuses(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "(default: /var/lib/oomwatch)" in out and "(default: 1.0)" in out
+    assert "Exit status: 0 after a clean stop" in out and "2 for a bad setting" in out
+
+
+def test_report_help_documents_exit_statuses(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["report", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "Exit status: 0 whether or not kills were found; 1 when" in out
+    assert "2 when the input cannot be read" in out
