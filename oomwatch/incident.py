@@ -277,6 +277,9 @@ class Incident:
     # is len(victims) + 1 there; members "already exiting" are skipped and not counted.  (A
     # text log stamped to the second shows the repeat as a duplicate line, counted once.)
     kills_counted: int | None = None
+    # Victims of a group kill not kept in `victims` (which holds the first and the largest
+    # by anon rss: a pod decides how many processes its group kill takes; issue 22).
+    victims_omitted: int = 0
     # The kernel time of the last `Killed process` line: a group kill's lines (one per
     # member, each after its count) span 5-10 ms on an idle VM, more on a busy node.
     last_kill_kernel_time_s: float | None = None
@@ -332,6 +335,11 @@ class Incident:
     def victim(self) -> Victim | None:
         """The primary victim (first `Killed process`), if any line named one."""
         return self.victims[0] if self.victims else None
+
+    @property
+    def victim_count(self) -> int:
+        """How many processes the kernel killed by name (kept or not in `victims`)."""
+        return len(self.victims) + self.victims_omitted
 
     def identity_key(self) -> str:
         """A stable key that is the same however often the same kill is decoded.

@@ -31,7 +31,7 @@ from oomwatch.incident import KERNEL_KILL_KINDS, Incident, iso_epoch_s, kill_epo
 from oomwatch.sources.kmsg import KmsgCursor
 from oomwatch.store_checkpoint import Checkpoint
 from oomwatch.store_keys import store_key
-from oomwatch.store_limits import MAX_DB_BYTES, bounded, move_aside
+from oomwatch.store_limits import MAX_DB_BYTES, bounded, capped, move_aside
 from oomwatch.store_schema import BREAKING_MIGRATIONS, MIGRATIONS, SCHEMA_VERSION
 from oomwatch.store_upgrade import NEWER, oldest_user, schema_of, take_back_set_aside, usable
 from oomwatch.store_warnings import StoredWarning
@@ -319,8 +319,8 @@ class IncidentStore:
             sql = f"SELECT * FROM ({sql} ORDER BY killed_at_s DESC, id DESC LIMIT ?)"
             params.append(max(0, last))
         sql += " ORDER BY killed_at_s, id"
-        for row in self._db.execute(sql, params):
-            yield Incident.from_dict(json.loads(row[2]))
+        for row in self._db.execute(sql, params):  # capped: a store may predate the caps
+            yield capped(Incident.from_dict(json.loads(row[2])))
 
     @_locked
     def query(

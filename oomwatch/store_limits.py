@@ -19,9 +19,10 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
-from oomwatch.incident import Incident, TaskRow, Timeline
+from oomwatch.incident import Incident, TaskRow, Timeline, Victim
 
 MAX_TASK_ROWS = 256
+MAX_VICTIMS = 256  # a group kill keeps its first victim and the largest others
 MAX_NOTES = 100
 MAX_NOTE_CHARS = 512
 MAX_INCIDENT_BYTES = 256 * 1024
@@ -34,9 +35,11 @@ def incident_json(incident: Incident) -> str:
 
 
 def capped(incident: Incident) -> Incident:
-    """The incident with its task table and notes capped (itself when nothing is over)."""
+    """The incident with its task table, victims and notes capped (itself when nothing is
+    over)."""
     if (
         len(incident.tasks) <= MAX_TASK_ROWS
+        and len(incident.victims) <= MAX_VICTIMS
         and len(incident.notes) <= MAX_NOTES
         and all(len(n) <= MAX_NOTE_CHARS for n in incident.notes)
     ):
@@ -51,21 +54,71 @@ def capped(incident: Incident) -> Incident:
             f"oomwatch: task table of {len(incident.tasks)} rows stored as the victims' rows and"
             f" the largest by rss ({len(tasks)} rows)"
         )
-    return replace(incident, tasks=tasks, notes=notes)
+    victims, omitted = incident.victims, incident.victims_omitted
+    if len(victims) > MAX_VICTIMS:
+        victims = largest_victims(victims, MAX_VICTIMS)
+        omitted += len(incident.victims) - len(victims)
+    return replace(incident, tasks=tasks, notes=notes, victims=victims, victims_omitted=omitted)
 
 
 def bounded(incident: Incident) -> tuple[Incident, str]:
-    """The incident as stored (`capped`, and its older timeline samples dropped while its
-    JSON is over MAX_INCIDENT_BYTES) and that JSON."""
+    """The incident as stored and that JSON: `capped`, then, while its JSON is over
+    MAX_INCIDENT_BYTES, cut part by part (the timeline's older samples, the allocator
+    state, then tables, notes and findings to a few rows each), each cut noted."""
     incident = capped(incident)
     data = incident_json(incident)
-    if len(data.encode()) > MAX_INCIDENT_BYTES and incident.timeline is not None:
-        kept = incident.timeline.samples[-60:]
-        timeline: Timeline = replace(incident.timeline, samples=kept)
-        notes = [*incident.notes, "oomwatch: memory timeline cut to its last 60 samples"]
-        incident = replace(incident, timeline=timeline, notes=notes)
-        data = incident_json(incident)
+    for cut in _CUTS:
+        if len(data.encode()) <= MAX_INCIDENT_BYTES:
+            break
+        smaller = cut(incident)
+        if smaller is not None:
+            incident = smaller
+            data = incident_json(incident)
     return incident, data
+
+
+def _cut_timeline(incident: Incident) -> Incident | None:
+    if incident.timeline is None or len(incident.timeline.samples) <= 60:
+        return None
+    timeline: Timeline = replace(incident.timeline, samples=incident.timeline.samples[-60:])
+    notes = [*incident.notes, "oomwatch: memory timeline cut to its last 60 samples"]
+    return replace(incident, timeline=timeline, notes=notes)
+
+
+def _cut_allocator(incident: Incident) -> Incident | None:
+    if incident.allocator is None:
+        return None
+    notes = [*incident.notes, "oomwatch: allocator state not stored (over the size cap)"]
+    return replace(incident, allocator=None, notes=notes)
+
+
+def _cut_rows(incident: Incident) -> Incident:
+    few = 16
+    victims = largest_victims(incident.victims, few)
+    omitted = incident.victims_omitted + len(incident.victims) - len(victims)
+    ours = [n for n in incident.notes[few:] if n.startswith("oomwatch: ")][-few:]
+    notes = [n[:128] for n in incident.notes[:few]] + ours
+    notes.append("oomwatch: tables, notes and findings cut to a few rows (over the size cap)")
+    return replace(
+        incident,
+        tasks=largest_tasks(incident, few),
+        victims=victims,
+        victims_omitted=omitted,
+        notes=notes,
+        findings=[replace(f, evidence={}) for f in incident.findings[:few]],
+        memcg_stats=None,
+        timeline=None,
+    )
+
+
+_CUTS = (_cut_timeline, _cut_allocator, _cut_rows)
+
+
+def largest_victims(victims: list[Victim], limit: int) -> list[Victim]:
+    """The first victim (the kernel's choice) and the largest others by anon rss, in the
+    kernel's order."""
+    ranked = sorted(range(1, len(victims)), key=lambda i: -(victims[i].anon_rss_bytes or 0))
+    return [victims[0], *(victims[i] for i in sorted(ranked[: limit - 1]))] if victims else []
 
 
 def largest_tasks(incident: Incident, limit: int) -> list[TaskRow]:

@@ -30,6 +30,7 @@ from oomwatch.diagnosis.history import History
 from oomwatch.incident import Incident, Timeline, iso_epoch_s, iso_time
 from oomwatch.stages import Enricher, Sink
 from oomwatch.store import IncidentStore
+from oomwatch.store_limits import capped
 
 log = logging.getLogger("oomwatch.pipeline")
 
@@ -257,13 +258,15 @@ class Pipeline:
         self._deferred = still
 
     def _commit(self, incident: Incident) -> None:
-        """Diagnose, store once, then publish; a store failure still publishes (better than
-        silence), and so does a failed diagnosis (the facts without a verdict)."""
+        """Diagnose (from the whole report), then hold only the capped form: store it once,
+        then publish; a store failure still publishes (better than silence), and so does a
+        failed diagnosis (the facts without a verdict)."""
         try:
             incident = self.history.diagnose(incident)
         except Exception:
             log.exception("diagnose_failed", extra={"consequence": "stored undiagnosed"})
             self.stats.errors += 1
+        incident = capped(incident)
         try:
             if not self.store.add(incident):
                 self.stats.duplicates += 1

@@ -43,6 +43,7 @@ from oomwatch.decode.stamps import YearClock
 from oomwatch.decode.tasks import infer_layout, parse_header, parse_row
 from oomwatch.incident import Incident, MemcgUsage, Victim
 from oomwatch.sanitize import escape_control
+from oomwatch.store_limits import MAX_VICTIMS, largest_victims
 
 # A gap in kernel time this long ends a report: no report's lines are that far apart.
 REPORT_GAP_S = 10.0
@@ -387,8 +388,14 @@ class ReportAssembler:
         kill_message, victim = killed
         report = self._report
         if report is not None and report.incident.victims and report.incident.group_kill:
-            if all(v.pid != victim.pid for v in report.incident.victims):
-                report.incident.victims.append(victim)
+            incident = report.incident
+            if victim.pid not in report.victim_pids:
+                report.victim_pids.add(victim.pid)
+                incident.victims.append(victim)
+                if len(incident.victims) >= 2 * MAX_VICTIMS:
+                    kept = largest_victims(incident.victims, MAX_VICTIMS)
+                    incident.victims_omitted += len(incident.victims) - len(kept)
+                    incident.victims = kept
             report.incident.kills_counted = (report.incident.kills_counted or 0) + 1
             report.last_kill_time_s = record.kernel_time_s or report.last_kill_time_s
             return
@@ -398,6 +405,7 @@ class ReportAssembler:
         report.stage = KILLED
         report.incident.victims.append(victim)
         self._early_reaper.apply(report.incident, victim, record.line_no)
+        report.victim_pids.add(victim.pid)
         report.incident.kills_counted = 1
         report.kill_record = record
         report.last_kill_time_s = record.kernel_time_s

@@ -43,6 +43,7 @@ class ReportState:
     stage: int = HEADER
     last_time_s: float | None = None
     seen: set[tuple[object, ...]] = field(default_factory=set)
+    victim_pids: set[int] = field(default_factory=set)  # every pid a kill line named
     header_evidence: bool = False
     columns: list[str] | None = None
     in_stats: bool = False

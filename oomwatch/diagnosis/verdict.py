@@ -207,7 +207,7 @@ def _drafts(incident: Incident, by_code: dict[str, Finding]) -> Iterator[str]:
         of=f" of {fmt_bytes(limit)}" if limit else "", size=f"{fmt_bytes(limit)}, " if limit else ""
     )
     cause = _cause(incident, by_code)
-    more = len(incident.victims) - 1
+    more = incident.victim_count - 1
     many = f"{who(incident)} and {more} more processes" if more > 0 else None
     for place in (where(incident), short_where(incident)):
         if many:

@@ -78,7 +78,7 @@ def main(args: argparse.Namespace) -> int:
         stream, source = _open(args, since)
         loaded = stream.loaded
         seen: deque[Incident] = deque(maxlen=MAX_HELD)  # for --pod's "the pods it has"
-        diagnosed = _diagnosed(stream.incidents, seen.append)
+        diagnosed = _diagnosed(stream.incidents, lambda i: seen.append(filters.pod_facts(i)))
         shown = filters.selected(diagnosed, since, args.pod, loaded.warn)
         if args.last is not None:  # the newest N: only they are held
             shown = iter(_held(shown, min(args.last, MAX_HELD), loaded, "--last"))

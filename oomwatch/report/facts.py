@@ -164,7 +164,10 @@ def members(incident: Incident) -> Table | None:
     for victim in incident.victims[1:]:
         rss = victim_rss_bytes(victim)
         rows.append((str(victim.pid), fmt_bytes(rss) if rss else "?", victim.comm))
-    return Table(f"also killed ({len(rows)})", ("pid", "rss", "name"), rows)
+    title = f"also killed ({len(rows)})"
+    if incident.victims_omitted:
+        title = f"also killed ({incident.victim_count - 1}; the largest {len(rows)} listed)"
+    return Table(title, ("pid", "rss", "name"), rows)
 
 
 def timeline(incident: Incident) -> str | None:

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 
 from oomwatch.diagnosis.trends import incident_time_s
-from oomwatch.incident import Incident, parse_iso
+from oomwatch.incident import Incident, PodContext, Victim, parse_iso
 
 _RELATIVE = re.compile(r"(\d+(?:\.\d+)?)\s*(s|sec|m|min|h|d|w)", re.IGNORECASE)
 UID_PREFIX_CHARS = 8  # the summary table shows pod UIDs by their first 8 characters
@@ -99,6 +99,19 @@ def _pods(incidents: Sequence[Incident]) -> dict[str, list[Incident]]:
             continue
         pods.setdefault(key, []).append(incident)
     return pods
+
+
+def pod_facts(incident: Incident) -> Incident:
+    """What `pod_matches` and `no_pod_notice` read of an incident, nothing more: the report
+    keeps a thousand of these, so a few hundred bytes each whatever the kill's size."""
+    ctx, victim = incident.k8s, incident.victim
+    return Incident(
+        pod_uid=incident.pod_uid,
+        container_id=incident.container_id,
+        k8s=PodContext(namespace=ctx.namespace, pod=ctx.pod) if ctx is not None else None,
+        victims=[Victim(pid=victim.pid, comm=victim.comm)] if victim is not None else [],
+        attribution=incident.attribution,
+    )
 
 
 def no_pod_notice(incidents: Sequence[Incident], pod: str) -> list[str]:

@@ -63,7 +63,7 @@ def victim_cell(incident: Incident, with_pid: bool) -> str:
     if victim is None:
         return "(no kill)" if not incident.header_suppressed else "?"
     text = f"{victim.comm} ({victim.pid})" if with_pid else victim.comm
-    more = len(incident.victims) - 1
+    more = incident.victim_count - 1
     return text + (f" +{more}" if more > 0 else "")
 
 
@@ -92,7 +92,7 @@ def _key(incident: Incident) -> tuple[str, ...]:
     return (
         owner(incident),
         victim.comm if victim else "",
-        str(len(incident.victims)),
+        str(incident.victim_count),
         incident.kind,
         limit_cell(incident),
         dominant(incident)[0],

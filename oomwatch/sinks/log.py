@@ -125,7 +125,7 @@ def incident_fields(incident: Incident) -> dict[str, Any]:
         "process.pid": victim.pid if victim else None,
         "process.executable.name": victim.comm if victim else None,
         "victim_anon_rss_bytes": victim.anon_rss_bytes if victim else None,
-        "victims": len(incident.victims),
+        "victims": incident.victim_count,
         "victim_pids": [v.pid for v in incident.victims] if len(incident.victims) > 1 else None,
         "qos_class": incident.qos_class,
         "limit_scope": incident.limit_scope,

@@ -203,7 +203,7 @@ class Metrics:
                 return
             if not is_kernel_kill(incident.kind):
                 return  # evictions and false OOMKilled reports are not kernel kills
-            kills = max(1, len(incident.victims))
+            kills = max(1, incident.victim_count)
             scope = incident.limit_scope if incident.limit_scope in LIMIT_SCOPES else ""
             how = (incident.kind, scope or "", attribution_label(incident))
             self._inc(self.oom_kills, labels, how, kills)

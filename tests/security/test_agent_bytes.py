@@ -1,0 +1,41 @@
+"""Issue 22's memory rows against the real agent (`oomwatch run` over a fake cgroup tree and
+a FIFO): a container's process count never decides the agent's memory.
+
+Was: 8 kills of a 30,000-process container grew the agent by 105 MiB (its crash-loop history
+held each incident with every task row), against its 192 MiB limit.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from .agentproc import REPO, running_agent
+from .test_agent_attacks import kernel_kill_logged
+
+pytestmark = pytest.mark.slow
+
+
+def rss_growth_mib(tmp: Path, kills: int, rows: int) -> tuple[float, int]:
+    """The agent's RSS growth from its first kill of a `rows`-process container to its
+    `kills`-th, and its peak RSS (KiB).  bench/hostile.py runs it with 10 kills."""
+    with running_agent(REPO, tmp) as agent:
+        agent.kill(extra_tasks=rows)
+        assert kernel_kill_logged(agent, 20_001, 60) is not None
+        time.sleep(1)
+        first = agent.status()["VmRSS"]
+        for k in range(2, kills + 1):
+            agent.kill(extra_tasks=rows)
+            assert kernel_kill_logged(agent, 20_000 + k, 60) is not None
+        time.sleep(1)
+        last = agent.status()
+    return (last["VmRSS"] - first) / 1024, last["VmHWM"]
+
+
+def test_kills_of_a_30000_process_container_hold_no_task_rows(tmp_path: Path) -> None:
+    """4 kills here (CI time); bench/RESULTS.md has 10."""
+    growth_mib, peak_kib = rss_growth_mib(tmp_path, 4, 30_000)
+    assert growth_mib < 20, growth_mib  # was +105 MiB for 8 kills
+    assert peak_kib < 150 * 1024, peak_kib  # under the 192 MiB limit with room
