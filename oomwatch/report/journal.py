@@ -92,6 +92,7 @@ class JsonLines:
         self.bad = 0  # lines or objects that are not journal JSON
         self.first_bad: int | None = None
         self.null_messages = 0
+        self.too_deep = 0  # lines of JSON nested deeper than it can be read
         self._line_no = 0
         self._open: list[str] | None = None  # json-pretty: the lines of the entry being read
 
@@ -109,6 +110,11 @@ class JsonLines:
             out.append(
                 f"{self.name}: {self.bad} lines are not journal JSON (first: line"
                 f" {self.first_bad}); they were skipped"
+            )
+        if self.too_deep:
+            out.append(
+                f"{self.name}: {self.too_deep} lines nest JSON deeper than can be read (no"
+                " journal entry does); they were skipped"
             )
         if self.null_messages:
             out.append(
@@ -141,6 +147,9 @@ class JsonLines:
         try:
             entry = json.loads(text)
         except ValueError:
+            entry = None
+        except RecursionError:  # arrays in arrays past Python's stack: no journal entry
+            self.too_deep += 1
             entry = None
         if not isinstance(entry, dict):
             self.bad += 1
