@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import os
 import sqlite3
 import threading
 import time
@@ -136,7 +137,7 @@ class IncidentStore:
     def _connect(self, target: Path | str) -> sqlite3.Connection:
         """A writable connection, size-capped, checked, migrated (closed again on failure)."""
         if isinstance(target, Path):
-            target.parent.mkdir(parents=True, exist_ok=True)
+            _private_file(target)
         db = sqlite3.connect(target, timeout=5.0, isolation_level=None, check_same_thread=False)
         self._db = db
         try:
@@ -435,3 +436,19 @@ class IncidentStore:
     @_locked
     def close(self) -> None:
         self._db.close()
+
+
+def _private_file(path: Path) -> None:
+    """The database file created (or narrowed to) owner-only before SQLite opens it: it
+    holds every kill's pod, command lines and allocator state, and SQLite gives its WAL
+    files the database's mode.  Reading a report needs the agent's uid, as the log does."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        mode = os.fstat(fd).st_mode
+        if mode & 0o077:
+            os.fchmod(fd, mode & 0o700)
+    except OSError:  # not ours to narrow: left as its owner made it
+        pass
+    finally:
+        os.close(fd)

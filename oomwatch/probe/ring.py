@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import struct
 import zlib
 from dataclasses import dataclass
@@ -160,6 +161,12 @@ def _loads_object(body: bytes, what: str) -> dict[str, Any]:
     return obj
 
 
+# Read by the agent, which runs as another uid with no capabilities (no DAC override),
+# so the file must be readable by others; what it holds (pod UID, names, memory figures) is
+# kept from other pods only by per-pod directories (daemonset/README.md, threat model).
+RING_FILE_MODE = 0o644
+
+
 class RingWriter:
     """Writes samples and events into one file; used only by the probe in its own process."""
 
@@ -167,10 +174,12 @@ class RingWriter:
         self.geometry = geometry or RingGeometry()
         header = encode_header(self.geometry, meta)
         # Built under a name the reader ignores, then renamed: no reader sees a half header.
+        # The name is unpredictable and O_EXCL: another pod with the directory cannot plant
+        # a link or a file there to be written through (issue 22).
         directory, base = os.path.split(path)
-        tmp = os.path.join(directory, f".{base}.tmp")
-        flags = os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
-        self._fd = os.open(tmp, flags, 0o644)
+        tmp = os.path.join(directory, f".{base}.{secrets.token_hex(8)}.tmp")
+        flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        self._fd = os.open(tmp, flags, RING_FILE_MODE)
         try:
             os.pwrite(self._fd, header + bytes(self.geometry.file_bytes - HEADER_BYTES), 0)
             os.replace(tmp, path)
