@@ -72,7 +72,9 @@ def open_probe(
     source: FrameworkSource = FrameworkOomSource(
         probe_dir, reader=reader, pod_dirs=config.probe_pod_dirs
     )
-    enricher: ClosingEnricher = ProbeEnricher(probe_dir, reader=reader)
+    enricher: ClosingEnricher = ProbeEnricher(
+        probe_dir, reader=reader, pod_dirs=config.probe_pod_dirs
+    )
     return enricher, source
 
 

@@ -8,7 +8,6 @@ from collections.abc import Sequence
 
 from oomwatch.diagnosis.evidence import fmt_bytes, limit_bytes, own_usage_bytes, where
 from oomwatch.incident import Finding, Incident, Timeline, TimelineSample, iso_epoch_s
-from oomwatch.sanitize import escape_control
 
 LEAK_MIN_SAMPLES = 10
 LEAK_MIN_SPAN_S = 30.0
@@ -102,11 +101,11 @@ def spike(incident: Incident) -> Finding | None:
     limit = _limit(timeline, incident) or end
     if jump < SPIKE_MIN_SHARE_OF_LIMIT * limit or jump < SPIKE_MIN_SHARE_OF_RISE * rise:
         return None
+    # The probe's phase is the pod's text: evidence, never words of the verdict (issue 22).
     phase = (incident.allocator or {}).get("phase")
-    during = f" during phase {escape_control(str(phase))!s}" if phase else ""
     message = (
         f"Memory of {where(incident)} jumped by {fmt_bytes(jump)} (from {fmt_bytes(base)} to"
-        f" {fmt_bytes(end)}) in the last {SPIKE_WINDOW_S:.0f} s before the kill{during}: one"
+        f" {fmt_bytes(end)}) in the last {SPIKE_WINDOW_S:.0f} s before the kill: one"
         " burst (a large batch, a file loaded whole, a burst of requests) rather than growth."
     )
     evidence = {

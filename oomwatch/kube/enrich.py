@@ -5,7 +5,6 @@ from __future__ import annotations
 from oomwatch.incident import Incident, PodContext
 from oomwatch.kube.cache import PodCache
 from oomwatch.kube.pods import ContainerInfo, PodInfo
-from oomwatch.probe.identity import BY_OWNER, owner_vouches
 
 
 def pod_context(pod: PodInfo, container: ContainerInfo | None) -> PodContext:
@@ -67,24 +66,19 @@ def vouch_claims(incident: Incident, cache: PodCache) -> bool:
     """Give a framework OOM the pod and container its probe file claims, where the API backs
     the claim (oomwatch.probe.identity); False while the claimed pod is not in the cache yet.
 
-    In a per-pod directory the pod is known and only its container is looked up by the
-    claimed name (a pod can only name its own).  Otherwise the file's owner must be the uid
-    the API says the claimed container runs as.
+    Only a per-pod directory vouches (oomwatch.probe.identity): the pod is then known and
+    only its container is looked up by the claimed name (a pod can only name its own).  A
+    claim from anywhere else stays unverified: no pod identity, no Event, no labels.
     """
     alloc = incident.allocator or {}
     claims = alloc.get("claimed") or {}
-    uid = incident.pod_uid or claims.get("pod_uid")
-    if incident.container_id is not None or not isinstance(uid, str):
+    uid = incident.pod_uid
+    if incident.container_id is not None or uid is None:
         return True
     pod = cache.get(uid)
     if pod is None:
         return False  # not yet (or never: the pipeline's bounded wait ends the retries)
     name = claims.get("container")
     container = pod.container_by_name(name) if isinstance(name, str) else None
-    if incident.pod_uid is None:  # claimed, not vouched: the owner must prove it
-        if container is None or not owner_vouches(alloc.get("owner_uid"), container.run_as_user):
-            return True  # stays unverified: no pod identity, no Event, no labels
-        incident.pod_uid = pod.uid
-        alloc["identity"] = BY_OWNER
     incident.container_id = container.container_id if container is not None else None
     return True

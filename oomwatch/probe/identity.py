@@ -2,15 +2,14 @@
 
 A flight record names the pod, namespace, container and memcg that wrote it, and any pod that
 can write the probe directory can write any of that.  A framework OOM's claim is believed only
-when something the writer cannot choose backs it (issue 14):
+when something the writer cannot choose backs it (issues 14, 22): the file lies in a
+per-pod directory named by a pod UID, and the deployment makes every pod mount only its own
+(`--probe-pod-dirs`: the kubelet resolves `subPathExpr: $(POD_UID)` from `metadata.uid`, and
+the shipped admission policy, daemonset/probe-mount-policy.yaml, admits no other mount of
+the directory; daemonset/README.md, threat model).
 
-- `pod_dir`: the file lies in a per-pod directory named by a pod UID, and the deployment makes
-  every pod mount only its own (`--probe-pod-dirs`: the kubelet resolves `subPathExpr:
-  $(POD_UID)` from `metadata.uid`, and an admission policy of the cluster's admits no other
-  mount of the directory; daemonset/README.md, threat model);
-- `owner_uid`: the API says the claimed container runs as a fixed non-root uid, and the file's
-  owner is that uid.  The kernel sets the owner; only a pod with CAP_CHOWN can give a file
-  another, and root (uid 0) owns what every root pod writes, so it vouches for no one.
+The file's owner vouches for nothing (issue 22): any pod may run as the uid another pod's
+container runs as (the shipped training example runs as 1000), and a root pod may chown.
 
 An incident from an unvouched file keeps the claims as escaped text (`allocator.claimed`) for
 the post-mortem and carries no pod identity: no Event, no annotation, no pod labels.
@@ -18,14 +17,11 @@ the post-mortem and carries no pod identity: no Event, no annotation, no pod lab
 
 from __future__ import annotations
 
-from typing import Any
-
 from oomwatch.probe.schema import ProbeMeta
 from oomwatch.sanitize import escape_control
 
 UNVERIFIED = "unverified"
 BY_POD_DIR = "pod_dir"
-BY_OWNER = "owner_uid"
 
 
 def claimed(meta: ProbeMeta) -> dict[str, str | None]:
@@ -47,13 +43,3 @@ def dir_vouched_uid(pod_dir: str | None, meta: ProbeMeta, pod_dirs_enforced: boo
     if meta.pod_uid is not None and meta.pod_uid != pod_dir:
         return None  # a contradiction is no evidence either way
     return pod_dir
-
-
-def owner_vouches(owner_uid: Any, run_as_user: int | None) -> bool:
-    """Whether a file's owner proves it was written by a container running as `run_as_user`."""
-    return (
-        isinstance(owner_uid, int)
-        and run_as_user is not None
-        and owner_uid == run_as_user
-        and owner_uid != 0
-    )

@@ -251,10 +251,14 @@ class ProbeEnricher:
         limits: ReaderLimits | None = None,
         window_s: float = 120.0,
         reader: ProbeDirReader | None = None,
+        pod_dirs: bool = False,
     ) -> None:
         # The agent hands the framework source's reader: one cache and one budget for both.
         self._reader = reader or ProbeDirReader(probe_dir, limits)
         self.window_s = window_s
+        # Per-pod directories enforced (--probe-pod-dirs): a file joins only the kills of
+        # the pod whose directory it lies in (the kernel names the pod by its cgroup path).
+        self._pod_dirs = pod_dirs
         self._warn = WarnOnce()
 
     def enrich(self, incident: Incident) -> bool:
@@ -265,6 +269,8 @@ class ProbeEnricher:
             if not claims_consistent(record):
                 self._warn(record, CONTRADICTED)
                 continue
+            if self._pod_dirs and (record.pod_dir is None or record.pod_dir != incident.pod_uid):
+                continue  # another pod's directory (or none): no evidence about this kill
             reason = match_reason(incident, record)
             if reason is None:
                 continue

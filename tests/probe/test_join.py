@@ -218,3 +218,21 @@ def test_the_enricher_refuses_a_pod_uid_its_memcg_contradicts(probe_dir: Path) -
     incident = _kill(pod_uid=META.pod_uid, k8s=PodContext(container="trainer"))
     ProbeEnricher(probe_dir).enrich(incident)
     assert incident.allocator is None
+
+
+def test_with_pod_dirs_a_file_joins_only_its_own_pods_kill(probe_dir: Path) -> None:
+    """Issue 22: the kernel-kill join held to the identity rule.  A file of the same owner in
+    another pod's directory (or above them all) claiming the killed container's memcg is no
+    evidence about that kill; the one in the killed pod's directory is."""
+    victim_uid, other_uid = "1b2c0000-4444", "ffff0000-9999"
+    for where in (other_uid, ""):
+        (probe_dir / where).mkdir(exist_ok=True)
+        write_record(probe_dir / where, samples=_samples())  # claims META's memcg
+    kill = _kill(task_memcg=META.cgroup, pod_uid=victim_uid)
+    assert ProbeEnricher(probe_dir, pod_dirs=True).enrich(kill)
+    assert kill.allocator is None
+    (probe_dir / victim_uid).mkdir()
+    write_record(probe_dir / victim_uid, samples=_samples())
+    joined = _kill(task_memcg=META.cgroup, pod_uid=victim_uid)
+    assert ProbeEnricher(probe_dir, pod_dirs=True).enrich(joined)
+    assert joined.allocator is not None and joined.allocator["file"].startswith(victim_uid)

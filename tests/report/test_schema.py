@@ -46,7 +46,7 @@ def test_sizes_are_bytes_and_quantities_say_their_unit() -> None:
     seconds, or one of the counts and identifiers listed here."""
     counts = {"pid", "uid", "tgid", "order", "oom_score_adj", "failcnt", "kmsg_seq",
               "selected_pid", "restart_count", "last_termination_exit_code",
-              "kills_counted"}  # fmt: skip
+              "kills_counted", "victims_omitted"}  # fmt: skip
     for cls in _dataclasses():
         if cls is contract.Breakdown:
             continue  # its fields are the parts of `breakdown_bytes`: the unit is in that name

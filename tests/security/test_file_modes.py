@@ -35,7 +35,5 @@ def test_a_planted_temporary_name_is_not_written_through(tmp_path: Path) -> None
     RingWriter(str(ring), {"pid": 1, "comm": "python3"}).close()
     assert target.read_text() == "untouched"
     assert ring.is_file() and not ring.is_symlink()
-    assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == [
-        ".trainer.ring.tmp"
-    ]
+    assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == [".trainer.ring.tmp"]
     assert os.stat(ring).st_nlink == 1
