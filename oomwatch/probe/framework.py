@@ -154,7 +154,7 @@ class FrameworkOomSource:
             log.warning("framework_ooms_rate_limited", extra={
                 "waiting": sum(suppressed.values()), "sources": len(suppressed),
                 "by_source": dict(suppressed.most_common(5)),
-                "consequence": "recorded when their source's budget allows; kernel kills unaffected",
+                "consequence": "recorded when their source's budget allows",
             })  # fmt: skip
         return out
 
