@@ -12,11 +12,14 @@ user, thousands of entries.  So:
 - only the newest `keep_samples` samples and `keep_events` framework OOMs of a file are
   parsed and kept, and all files together are held under one byte budget (past it, a file
   keeps only its newest sample and event);
-- a walk looks at no more than `max_entries` directory entries and `max_files` flight
-  records, and for no longer than `max_walk_s`; the next walk goes on where it stopped, so
-  junk can delay a real file by a few walks but never hide it;
+- a walk looks at no more than `max_entries` directory entries (`POD_DIR_ENTRIES` in each
+  per-pod directory) and `max_files` flight records, and for no longer than `max_walk_s`,
+  listing included; the next walk goes on where it stopped, so junk can delay a real file
+  by a few walks but never hide it;
 - any failure on one file (including ones this module did not foresee) refuses that file
-  alone, logged once per version of it; reading never raises.
+  alone; the first `REFUSAL_LINES` refusals a minute are logged one line each, the rest
+  counted in one summary line (at most one each `REFUSAL_SUMMARY_S`): 1,000 junk files
+  touched every second made 1,000 lines a second (issue 22).  Reading never raises.
 
 Files sit at the top of the directory or one level down, in a directory named like a pod
 UID: that is where a pod that mounts only its own `subPathExpr: $(POD_UID)` writes.
@@ -52,6 +55,10 @@ IDLE_S = 2.0
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,250}" + re.escape(FILE_SUFFIX))
 POD_DIR = re.compile(r"[0-9a-f][0-9a-f-]{7,63}")  # a pod UID (or a static pod's config hash)
 FILES_PER_POD_DIR = 8
+POD_DIR_ENTRIES = 256  # entries looked at in one per-pod directory per walk
+CLOCK_EVERY_ENTRIES = 128  # a listing looks at the clock this often
+REFUSAL_LINES = 16  # refusals logged one line each per minute; the rest summarised
+REFUSAL_SUMMARY_S = 10.0
 # What one kept sample / event / file costs in memory, as Python objects, at most (measured
 # in tests/probe/test_reader_bounds.py with every field at its longest).
 SAMPLE_COST_BYTES = 2560
@@ -137,6 +144,9 @@ class ProbeDirReader:
         self._offset = 0  # directory entries the next window skips
         self._window_ends_cycle = False  # the current window reached the end of the listing
         self._seen: set[str] = set()  # names read in the current cycle
+        self._refused: dict[str, int] = {}  # reasons of refusals not logged one by one
+        self._lines_left, self._lines_at_s = REFUSAL_LINES, clock()
+        self._summary_at_s = clock() - REFUSAL_SUMMARY_S  # the first summary comes at once
 
     def read_all(self, now_wall_s: float | None = None) -> list[FlightRecord]:
         """Records read now, then those kept from earlier walks of this cycle."""
@@ -146,7 +156,7 @@ class ProbeDirReader:
             return []
         deadline = self._clock() + self.limits.max_walk_s
         if not self._pending:
-            names, self._window_ends_cycle = self._scan(dir_fd)
+            names, self._window_ends_cycle = self._scan(dir_fd, deadline)
             self._pending.extend(names)
         read: list[FlightRecord] = []
         tried = 0
@@ -160,7 +170,9 @@ class ProbeDirReader:
             record = self._read_entry(name, now)
             if record is not None:
                 read.append(record)
-                self._seen.add(name)
+                if len(self._seen) < 4 * self.limits.max_files:  # past it: read again
+                    self._seen.add(name)
+        self._summarise()
         if not self._pending and self._window_ends_cycle:
             for gone in set(self._kept) - self._seen:
                 self._forget(gone)
@@ -194,22 +206,32 @@ class ProbeDirReader:
                 )
         return self._dir_fd
 
-    def _scan(self, dir_fd: int) -> tuple[list[str], bool]:
+    def _scan(self, dir_fd: int, deadline: float) -> tuple[list[str], bool]:
         """The flight-record names of the next window of the listing (sorted), and whether
         the window reached its end.  Looks at `max_entries` entries and keeps `max_files`
-        names at most; the next window starts after the last entry looked at."""
+        names at most, until `deadline`; the next window starts after the last entry
+        looked at."""
         limits = self.limits
         names: list[str] = []
         start, position = self._offset, 0
         try:
             with os.scandir(dir_fd) as entries:
                 for position, entry in enumerate(entries):
-                    if position < start:
+                    late = (
+                        position > 0
+                        and position % CLOCK_EVERY_ENTRIES == 0
+                        and self._clock() > deadline
+                    )
+                    if position < start and not late:
                         continue
-                    if position - start >= limits.max_entries or len(names) >= limits.max_files:
-                        self._offset = position
+                    if (
+                        position - start >= limits.max_entries
+                        or len(names) >= limits.max_files
+                        or late
+                    ):
+                        self._offset = max(position, start) if late else position
                         reason = (f"more than {limits.max_entries} entries or {limits.max_files}"
-                                  " flight records: read in turns")  # fmt: skip
+                                  f" records, or {limits.max_walk_s} s: read in turns")  # fmt: skip
                         self._refuse("*", reason, (0, 0))
                         return sorted(names), False
                     if entry.name.endswith(FILE_SUFFIX):
@@ -233,11 +255,11 @@ class ProbeDirReader:
             return names
         try:
             with os.scandir(fd) as entries:
-                for entry in entries:
+                for looked, entry in enumerate(entries, 1):
                     if entry.name.endswith(FILE_SUFFIX):
                         names.append(f"{pod_dir}/{entry.name}")
-                        if len(names) >= FILES_PER_POD_DIR:
-                            break
+                    if len(names) >= FILES_PER_POD_DIR or looked >= POD_DIR_ENTRIES:
+                        break
         except OSError:
             pass
         finally:
@@ -266,10 +288,32 @@ class ProbeDirReader:
         if len(self._logged) > 4096:
             self._logged.clear()
         self._logged[key] = version
+        now = self._clock()
+        if now - self._lines_at_s >= 60.0:
+            self._lines_left, self._lines_at_s = REFUSAL_LINES, now
+        if self._lines_left <= 0:
+            short = reason[:80]
+            if short in self._refused or len(self._refused) < 16:
+                self._refused[short] = self._refused.get(short, 0) + 1
+            return
+        self._lines_left -= 1
         log.warning(  # probe_file_refused or probe_file_trimmed
             f"probe_file_{what}",
             extra={"file_name": escape_control(name), "reason": escape_control(reason)},
         )
+
+    def _summarise(self) -> None:
+        """One line for the refusals not logged one by one since the last such line."""
+        now = self._clock()
+        if not self._refused or now - self._summary_at_s < REFUSAL_SUMMARY_S:
+            return
+        reasons = sorted(self._refused.items(), key=lambda kv: -kv[1])[:5]
+        log.warning("probe_files_refused", extra={
+            "files": sum(self._refused.values()),
+            "reasons": {escape_control(r): n for r, n in reasons},
+            "since_s": round(now - self._summary_at_s, 1),
+        })  # fmt: skip
+        self._refused, self._summary_at_s = {}, now
 
     def _forget(self, name: str) -> None:
         kept = self._kept.pop(name, None)

@@ -1,0 +1,78 @@
+"""Issue 22: what a pod can do to the probe walk's time and to the agent's log.
+
+Was: 10 pod directories of 100k entries made each walk 0.32 s (the per-pod listing counted
+only flight-record names, so it read every entry); 1,000 junk files touched every second made
+1,000 refusal lines a second, rotating the agent's own kill lines out of `kubectl logs`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from oomwatch.probe.reader import POD_DIR_ENTRIES, REFUSAL_LINES, ProbeDirReader
+
+from .conftest import write_record
+
+POD = "1b2c0000-{:04d}"
+
+
+def test_crowded_pod_directories_do_not_lengthen_the_walk(
+    probe_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    junk = probe_dir / "junk"
+    junk.write_bytes(b"x")
+    for d in range(10):
+        pod = probe_dir / POD.format(d)
+        pod.mkdir()
+        for i in range(POD_DIR_ENTRIES + 200):  # hard links: a pod needs no space for this
+            os.link(junk, pod / f"j{i}")
+    real = probe_dir / POD.format(99)
+    real.mkdir()
+    write_record(real)
+    looked = 0
+    scandir = os.scandir
+
+    class Counted:
+        def __init__(self, fd: int) -> None:
+            self._it = scandir(fd)
+
+        def __enter__(self) -> Iterator[os.DirEntry[str]]:
+            nonlocal looked
+            for entry in self._it:
+                looked += 1
+                yield entry
+
+        def __exit__(self, *exc: object) -> None:
+            self._it.close()
+
+    monkeypatch.setattr(os, "scandir", Counted)
+    started = time.perf_counter()
+    records = ProbeDirReader(probe_dir).read_all()
+    walk_s = time.perf_counter() - started
+    assert [r.pod_dir for r in records] == [POD.format(99)]
+    assert looked <= 12 + 11 * POD_DIR_ENTRIES, looked  # was every entry of every directory
+    assert walk_s < 0.25, walk_s
+
+
+def test_hundreds_of_junk_files_make_a_few_lines_and_one_summary(
+    probe_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    for i in range(300):
+        (probe_dir / f"junk{i}.trainer.ring").write_bytes(b"\0" * 64)
+    reader = ProbeDirReader(probe_dir)
+    with caplog.at_level(logging.WARNING):
+        for _ in range(3):
+            reader.read_all()
+            for i in range(300):  # touched: a new version of every one
+                os.utime(probe_dir / f"junk{i}.trainer.ring")
+    ours = [r for r in caplog.records if r.name == "oomwatch.probe.reader"]
+    lines = [r for r in ours if r.getMessage() == "probe_file_refused"]
+    summaries = [r for r in ours if r.getMessage() == "probe_files_refused"]
+    assert len(lines) <= REFUSAL_LINES + 3  # + "read in turns"
+    assert len(summaries) == 1 and summaries[0].files >= 100
