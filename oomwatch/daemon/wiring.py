@@ -61,6 +61,7 @@ def open_probe(
         log.warning("probe_dir_missing", path=str(probe_dir))
         return None
     try:
+        from oomwatch.daemon.probe_worker import ProbeWorker
         from oomwatch.probe.framework import FrameworkOomSource
         from oomwatch.probe.join import ProbeEnricher
         from oomwatch.probe.reader import ProbeDirReader, ReaderLimits
@@ -69,11 +70,12 @@ def open_probe(
         return None
     # One reader for both: one parse cache and one byte budget for every file.
     reader = ProbeDirReader(probe_dir, ReaderLimits(allowed_uids=config.probe_allowed_uids))
+    walks = ProbeWorker(reader, config.sample_interval_s)  # off the kernel log's loop
     source: FrameworkSource = FrameworkOomSource(
-        probe_dir, reader=reader, pod_dirs=config.probe_pod_dirs
+        probe_dir, reader=walks, pod_dirs=config.probe_pod_dirs
     )
     enricher: ClosingEnricher = ProbeEnricher(
-        probe_dir, reader=reader, pod_dirs=config.probe_pod_dirs
+        probe_dir, reader=walks, pod_dirs=config.probe_pod_dirs
     )
     return enricher, source
 

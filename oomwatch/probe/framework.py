@@ -21,7 +21,7 @@ from pathlib import Path
 
 from oomwatch.incident import Incident
 from oomwatch.probe.join import CONTRADICTED, WarnOnce, claims_consistent, framework_incident
-from oomwatch.probe.reader import ProbeDirReader, ReaderLimits
+from oomwatch.probe.reader import ProbeDirReader, ReaderLimits, RecordSource
 
 log = logging.getLogger("oomwatch.probe.framework")
 
@@ -106,7 +106,7 @@ class FrameworkOomSource:
         probe_dir: Path,
         *,
         limits: ReaderLimits | None = None,
-        reader: ProbeDirReader | None = None,
+        reader: RecordSource | None = None,
         pod_dirs: bool = False,
         rate: RateLimit | None = None,
     ) -> None:

@@ -23,7 +23,7 @@ from typing import Any
 from oomwatch.cgroup_identity import identify
 from oomwatch.incident import Incident, Invoker, iso_epoch_s
 from oomwatch.probe.identity import BY_POD_DIR, UNVERIFIED, claimed, dir_vouched_uid
-from oomwatch.probe.reader import FlightRecord, ProbeDirReader, ReaderLimits
+from oomwatch.probe.reader import FlightRecord, ProbeDirReader, ReaderLimits, RecordSource
 from oomwatch.probe.schema import FrameworkOomEvent, ProbeSample, to_payload
 from oomwatch.sanitize import escape_control
 
@@ -250,7 +250,7 @@ class ProbeEnricher:
         *,
         limits: ReaderLimits | None = None,
         window_s: float = 120.0,
-        reader: ProbeDirReader | None = None,
+        reader: RecordSource | None = None,
         pod_dirs: bool = False,
     ) -> None:
         # The agent hands the framework source's reader: one cache and one budget for both.

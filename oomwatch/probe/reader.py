@@ -37,6 +37,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Protocol
 
 from oomwatch.probe.ring import FILE_SUFFIX, HEADER_BYTES, decode_header, decode_slots
 from oomwatch.probe.schema import (
@@ -81,6 +82,15 @@ class ReaderLimits:
     keep_events: int = 16  # the newest framework OOMs of a file
     budget_bytes: int = 16 << 20  # what all kept records may cost together
     allowed_uids: tuple[range, ...] | None = None
+
+
+class RecordSource(Protocol):
+    """What reads flight records: `ProbeDirReader`, or a snapshot of its walks taken on
+    another thread (oomwatch.daemon.probe_worker)."""
+
+    def read_all(self, now_wall_s: float | None = None) -> list[FlightRecord]: ...
+
+    def close(self) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)

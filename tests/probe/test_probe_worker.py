@@ -1,0 +1,57 @@
+"""Issue 22: nothing a pod does to the probe directory slows the kernel log's loop.  The
+walks run on the probe worker's thread; the framework-OOM source and the allocator join read
+its snapshot, and the loop's thread never lists, stats or opens a probe file."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from oomwatch.daemon.probe_worker import ProbeWorker
+from oomwatch.incident import Incident, Victim
+from oomwatch.probe.framework import FrameworkOomSource
+from oomwatch.probe.join import ProbeEnricher
+from oomwatch.probe.reader import ProbeDirReader
+
+from .conftest import META, sample, write_record
+
+
+def test_the_loops_thread_never_touches_the_probe_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_record(tmp_path, samples=[sample(i) for i in range(5)])
+    worker = ProbeWorker(ProbeDirReader(tmp_path), interval_s=0.05)
+    try:
+        deadline = time.monotonic() + 10
+        while worker.walks < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert worker.walks >= 2 and worker.is_alive()
+        loop = threading.get_ident()
+        touched: list[str] = []
+
+        def watch(name: str) -> Any:
+            real = getattr(os, name)
+
+            def call(*args: Any, **kwargs: Any) -> Any:
+                if threading.get_ident() == loop:
+                    touched.append(name)
+                return real(*args, **kwargs)
+
+            return call
+
+        for name in ("scandir", "stat", "open", "lstat"):
+            monkeypatch.setattr(os, name, watch(name))
+        enricher = ProbeEnricher(tmp_path, reader=worker)
+        kill = Incident(kind="memcg", kernel_time_s=1007.4, boot_id="b0",
+                        task_memcg=META.cgroup, victims=[Victim(pid=999, comm="python3")])  # fmt: skip
+        assert enricher.enrich(kill) and kill.allocator is not None  # from the snapshot
+        FrameworkOomSource(tmp_path, reader=worker).poll()
+        assert touched == []
+    finally:
+        worker.close()
+    assert not worker.is_alive()
