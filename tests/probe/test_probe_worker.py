@@ -47,8 +47,9 @@ def test_the_loops_thread_never_touches_the_probe_directory(
         for name in ("scandir", "stat", "open", "lstat"):
             monkeypatch.setattr(os, name, watch(name))
         enricher = ProbeEnricher(tmp_path, reader=worker)
+        victims = [Victim(pid=999, comm="python3")]
         kill = Incident(kind="memcg", kernel_time_s=1007.4, boot_id="b0",
-                        task_memcg=META.cgroup, victims=[Victim(pid=999, comm="python3")])  # fmt: skip
+                        task_memcg=META.cgroup, victims=victims)  # fmt: skip
         assert enricher.enrich(kill) and kill.allocator is not None  # from the snapshot
         FrameworkOomSource(tmp_path, reader=worker).poll()
         assert touched == []
