@@ -55,6 +55,14 @@ DEFAULT_MAX_INCIDENTS = 10_000  # kernel kills
 DEFAULT_MAX_OTHER_INCIDENTS = 2_000  # framework OOMs, evictions, false OOMKilled reports
 DEFAULT_MAX_AGE_SECONDS = 30 * 24 * 3600.0
 _PRUNE_EVERY_ADDS = 100
+# One pod's share of each class (a kill storm, a flood of framework OOMs, a container
+# cycling through warnings keeps its newest this many; the others' history stays: issue 22).
+# Kills outside a pod (system services) and unvouched framework OOMs share one key.
+POD_SHARE_KERNEL_KILLS = 1_000
+POD_SHARE_OTHER_INCIDENTS = 200
+MAX_FORECASTS = 5_000
+CGROUP_SHARE_FORECASTS = 100
+_POD_KEY = "COALESCE(pod_uid, '')"
 
 
 class StoreError(Exception):
@@ -280,11 +288,14 @@ class IncidentStore:
 
     def _make_room(self) -> None:
         """The file reached `max_db_bytes`: drop the oldest tenth of what pods can cause,
-        and of kernel kills only when that freed nothing."""
+        and of kernel kills only when that freed nothing; in each, of the pod holding the
+        most (a storm fills the file with its own kills, and loses its own)."""
         kernel = ",".join(f"'{k}'" for k in KERNEL_KILL_KINDS)
         for where in (f"kind NOT IN ({kernel})", f"kind IN ({kernel})"):
+            largest = f"(SELECT {_POD_KEY} FROM incidents WHERE {where} GROUP BY 1 ORDER BY COUNT(*) DESC LIMIT 1)"  # noqa: E501
             removed = self._db.execute(
                 f"DELETE FROM incidents WHERE id IN (SELECT id FROM incidents WHERE {where}"
+                f" AND {_POD_KEY} = {largest}"
                 " ORDER BY id LIMIT MAX(1, (SELECT COUNT(*) FROM incidents) / 10))"
             ).rowcount
             if removed:
@@ -366,9 +377,18 @@ class IncidentStore:
         cutoff_s = now_s - self._max_age_s
         self._db.execute("DELETE FROM incidents WHERE detected_at_s < ?", (cutoff_s,))
         self._db.execute("DELETE FROM forecasts WHERE started_at_s < ?", (cutoff_s,))
+        _keep_newest(self._db, "forecasts", "cgroup", CGROUP_SHARE_FORECASTS)
+        self._db.execute(
+            "DELETE FROM forecasts WHERE id IN (SELECT id FROM forecasts"
+            " ORDER BY id DESC LIMIT -1 OFFSET ?)",
+            (MAX_FORECASTS,),
+        )
         kernel = ",".join(f"'{k}'" for k in KERNEL_KILL_KINDS)
-        for where, keep in ((f"kind IN ({kernel})", self._max_incidents),
-                            (f"kind NOT IN ({kernel})", self._max_other)):  # fmt: skip
+        for where, keep, share in (
+            (f"kind IN ({kernel})", self._max_incidents, POD_SHARE_KERNEL_KILLS),
+            (f"kind NOT IN ({kernel})", self._max_other, POD_SHARE_OTHER_INCIDENTS),
+        ):
+            _keep_newest(self._db, "incidents", _POD_KEY, share, where)
             self._db.execute(
                 f"DELETE FROM incidents WHERE id IN (SELECT id FROM incidents WHERE {where}"
                 " ORDER BY id DESC LIMIT -1 OFFSET ?)",
@@ -452,3 +472,15 @@ def _private_file(path: Path) -> None:
         pass
     finally:
         os.close(fd)
+
+
+def _keep_newest(
+    db: sqlite3.Connection, table: str, key: str, share: int, where: str = "1"
+) -> None:
+    """Delete the rows of `table` (matching `where`) beyond the newest `share` of each `key`."""
+    db.execute(
+        f"DELETE FROM {table} WHERE id IN (SELECT id FROM (SELECT id, ROW_NUMBER() OVER"
+        f" (PARTITION BY {key} ORDER BY id DESC) AS newer FROM {table} WHERE {where})"
+        " WHERE newer > ?)",
+        (share,),
+    )
