@@ -1,7 +1,9 @@
-"""Fuzz the two parsers a pod or the kernel feeds: the probe reader and the OOM decoder.
+"""Fuzz the parsers a pod or the kernel feeds: the probe reader, the OOM decoder, and the
+journal reader of `oomwatch report`.
 
     .venv/bin/python bench/fuzz.py probe --cases 100000
     .venv/bin/python bench/fuzz.py decode --cases 100000
+    .venv/bin/python bench/fuzz.py journal --cases 100000
 
 `probe`: mutated flight-record images (bit flips, byte runs, truncation, splices, slot
 payloads replaced by hostile JSON: nesting, huge numbers, wrong types, NaN) through
@@ -9,12 +11,18 @@ payloads replaced by hostile JSON: nesting, huge numbers, wrong types, NaN) thro
 (`RingFormatError`, `SchemaError`) are the expected outcome; any other exception counts.
 `decode`: mutated corpus reports (lines dropped, duplicated, cut, swapped, bytes flipped,
 numbers replaced, control and invalid UTF-8 bytes) through `decode_text`: nothing may raise.
+`journal`: the journal dumps of tests/data/journal (json, json-pretty, export) mutated as
+the decode cases are, plus JSON-level damage (nesting, truncation, wrong types, huge values,
+invalid UTF-8, gzip wrapping) through the report's whole input path (`load_file`: sniffing,
+decompression, the journal readers, the decoder); `InputError` (a clear message naming the
+input) is an expected outcome, any other exception counts.
 Prints cases, exceptions, time and peak RSS (VmHWM); exits 1 on any exception.
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import logging
 import random
@@ -185,15 +193,74 @@ def fuzz_decode(cases: int, seed: int) -> tuple[int, list[str]]:
     return cases, errors
 
 
+JSON_DAMAGE = [b"[" * 200_000, b'{"MESSAGE":' * 3000, b'"MESSAGE":null', b'"MESSAGE":[1,2]',
+               b'"__REALTIME_TIMESTAMP":"x"', b'"_SOURCE_MONOTONIC_TIMESTAMP":"-1"',
+               b"\xff\xfe\x80", b'"MESSAGE":"' + b"\\ud800" * 50 + b'"',
+               b'"PRIORITY":1e999', b"\x00" * 10, b"}" * 50, b"\x1e"]  # fmt: skip
+
+
+def mutate_journal(rng: random.Random, data: bytes) -> bytes:
+    lines = data.split(b"\n")
+    start = rng.randrange(max(1, len(lines) - 40))
+    out = lines[start : start + rng.randint(1, 60)]
+    for _ in range(rng.randint(1, 5)):
+        if not out:
+            break
+        i = rng.randrange(len(out))
+        op = rng.randrange(6)
+        if op == 0:
+            at = rng.randrange(len(out[i]) + 1)
+            out[i] = out[i][:at] + rng.choice(JSON_DAMAGE) + out[i][at:]
+        elif op == 1:
+            out[i] = out[i][: rng.randrange(len(out[i]) + 1)]
+        elif op == 2:
+            del out[i]
+        elif op == 3:
+            out.insert(i, out[rng.randrange(len(out))])
+        elif op == 4:
+            raw = bytearray(out[i])
+            for _ in range(rng.randint(1, 8)):
+                if raw:
+                    raw[rng.randrange(len(raw))] = rng.randrange(256)
+            out[i] = bytes(raw)
+        else:
+            out[i] = (out[i] * rng.randint(2, 40))[:70_000]
+    joined = b"\n".join(out)
+    return gzip.compress(joined, 1) if rng.random() < 0.1 else joined
+
+
+def fuzz_journal(cases: int, seed: int) -> tuple[int, list[str]]:
+    from oomwatch.report.inputs import load_file
+    from oomwatch.report.sniff import InputError
+
+    rng = random.Random(seed)
+    dumps = [p.read_bytes() for p in sorted((ROOT / "tests" / "data" / "journal").iterdir())
+             if p.suffix in (".json", ".export", ".json-pretty")]  # fmt: skip
+    errors: list[str] = []
+    incidents = refused = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "journal"
+        for case in range(cases):
+            path.write_bytes(mutate_journal(rng, rng.choice(dumps)))
+            try:
+                incidents += len(load_file(str(path)).incidents)
+            except InputError:
+                refused += 1
+            except Exception as exc:
+                errors.append(f"case {case}: {type(exc).__name__}: {exc}"[:200])
+    print(f"journal: {incidents} incidents decoded, {refused} inputs refused with a message")
+    return cases, errors
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("target", choices=["probe", "decode"])
+    parser.add_argument("target", choices=["probe", "decode", "journal"])
     parser.add_argument("--cases", type=int, default=100_000)
     parser.add_argument("--seed", type=int, default=14)
     args = parser.parse_args()
     logging.disable(logging.WARNING)  # the reader logs each refusal; only exceptions count
     started = time.perf_counter()
-    run = fuzz_probe if args.target == "probe" else fuzz_decode
+    run = {"probe": fuzz_probe, "decode": fuzz_decode, "journal": fuzz_journal}[args.target]
     cases, errors = run(args.cases, args.seed)
     result = {"target": args.target, "cases": cases, "exceptions": len(errors),
               "seconds": round(time.perf_counter() - started, 1),

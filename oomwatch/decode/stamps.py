@@ -65,7 +65,7 @@ def month_number(text: str) -> int | None:
     if cjk:
         number = int(cjk.group(1))
         return number if 1 <= number <= 12 else None
-    if text.isdigit() and 1 <= int(text) <= 12:
+    if text.isascii() and text.isdigit() and 1 <= int(text) <= 12:  # isdigit admits ²
         return int(text)
     return None
 
@@ -96,7 +96,7 @@ def ctime_stamp(text: str) -> tuple[str | None, str | None] | None:
         rest = rest[: year.start()] + " " + rest[year.end() :]
     if not day_text:
         words = [w.strip(".,") for w in rest.replace(",", " ").split()]
-        days = [w for w in words if w.isdigit() and len(w) <= 2]
+        days = [w for w in words if w.isascii() and w.isdigit() and len(w) <= 2]
         names = [w for w in words if not w.isdigit()]
         if len(days) == 1 and names:
             day_text, month_text = days[0], names[-1] if len(names) <= 2 else ""

@@ -53,7 +53,7 @@ def parse_header(message: str) -> list[str] | None:
 def _is_int(token: str) -> bool:
     """A kernel integer: at most 20 digits (64 bits), so int() stays cheap and bounded."""
     digits = token[1:] if token.startswith("-") else token
-    return digits.isdigit() and len(digits) <= 20
+    return digits.isascii() and digits.isdigit() and len(digits) <= 20  # not ² (isdigit)
 
 
 def infer_layout(message: str) -> list[str] | None:

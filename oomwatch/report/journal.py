@@ -45,7 +45,8 @@ def _value(raw: object) -> str | None:
 
 
 def _micros(raw: str | None) -> int | None:
-    if raw is None or not raw.isdigit():
+    """Microseconds as journalctl writes them: ASCII digits (`isdigit` admits `³`)."""
+    if raw is None or not raw.isascii() or not raw.isdigit():
         return None
     return int(raw)
 

@@ -38,3 +38,13 @@ def test_a_few_stray_bytes_still_read_as_windows_1252(tmp_path: Path) -> None:
     path = tmp_path / "pasted.log"
     path.write_bytes(b"caf\xe9 " + b"x" * 300 + b"\n")
     assert decode_bytes(path.read_bytes()).startswith("café ")
+
+
+def test_digits_python_reads_but_int_refuses_are_not_numbers(tmp_path: Path) -> None:
+    """Found by bench/fuzz.py journal: `'³'.isdigit()` is True, `int('³')` raises."""
+    path = tmp_path / "j.json"
+    path.write_text(
+        '{"_TRANSPORT":"kernel","MESSAGE":"x","_SOURCE_MONOTONIC_TIMESTAMP":"85²",'
+        '"__REALTIME_TIMESTAMP":"1700000000000000"}\n'
+    )
+    assert load_file(str(path)).incidents == []
