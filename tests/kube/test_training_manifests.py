@@ -89,10 +89,11 @@ def test_the_claim_is_the_directory_the_agent_reads() -> None:
 
 @pytest.mark.parametrize("name", JOBS)
 def test_the_probe_knows_its_pod_and_the_agent_can_vouch_for_it(name: str) -> None:
-    """The downward API names the pod, the container's name is the literal the probe needs, the
-    mount is the pod's own subdirectory, and a fixed non-root uid owns the file: the agent
-    believes the file's pod when the API says the container runs as that uid
-    (oomwatch.probe.identity, `owner_uid`)."""
+    """The downward API names the pod, the container's name is the literal the probe needs, and
+    the mount is the pod's own subdirectory: the agent believes the file's pod from that
+    directory where the probe-pod-dirs admission policy enforces the mount
+    (oomwatch.probe.identity; tests/kube/test_kube_probe_mount_policy.py admits these Jobs).
+    A fixed non-root uid keeps the kernel kill's allocator join to the victim's files."""
     [job] = _docs(name)
     pod = job["spec"]["template"]["spec"]
     [trainer] = pod["containers"]
