@@ -7,6 +7,7 @@ held each incident with every task row), against its 192 MiB limit.
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -39,3 +40,32 @@ def test_kills_of_a_30000_process_container_hold_no_task_rows(tmp_path: Path) ->
     growth_mib, peak_kib = rss_growth_mib(tmp_path, 4, 30_000)
     assert growth_mib < 20, growth_mib  # was +105 MiB for 8 kills
     assert peak_kib < 150 * 1024, peak_kib  # under the 192 MiB limit with room
+
+
+def test_a_crowded_probe_directory_does_not_delay_kill_lines(tmp_path: Path) -> None:
+    """Was: 10 pod directories of 100k entries made every probe walk 0.32 s on the kernel
+    log's thread, again for each kill's allocator join.  Walks now run on their own thread."""
+    (tmp_path / "probe").mkdir()
+    junk = tmp_path / "probe" / "junk"
+    junk.write_bytes(b"x")
+    for d in range(10):
+        pod = tmp_path / "probe" / f"1b2c0000-{d:04d}"
+        pod.mkdir()
+        for i in range(3_000):
+            os.link(junk, pod / f"j{i}.ring")
+    for i in range(1_000):
+        (tmp_path / "probe" / f"junk{i}.trainer.ring").write_bytes(b"\0" * 64)
+    with running_agent(REPO, tmp_path) as agent:
+        time.sleep(3)  # walks under way
+        latencies = []
+        for k in range(1, 4):
+            written = agent.kill()
+            logged = kernel_kill_logged(agent, 20_000 + k, 30)
+            assert logged is not None
+            latencies.append(logged - written)
+        refusal_lines = len(agent.events(lambda line: line.get("event") == "probe_file_refused"))
+        summaries = agent.events(lambda line: line.get("event") == "probe_files_refused")
+    print(f"kill-to-log latencies under the flood: {latencies}")
+    assert max(latencies) < 2.0, latencies  # measured 0.35 s without the flood (issue 14)
+    assert refusal_lines <= 16, refusal_lines  # was one per junk file
+    assert summaries, "the rest are counted in a summary line"
