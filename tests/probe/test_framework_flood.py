@@ -66,7 +66,7 @@ def test_the_real_trainers_oom_is_recorded_after_a_100_uid_flood(
     (trainer,) = frameworks.poll(1_700_000_007.0)
     assert trainer.pod_uid == TRAINER_UID
     summaries = [r for r in caplog.records if r.getMessage() == "framework_ooms_rate_limited"]
-    assert len(summaries) == 1 and summaries[0].waiting == 80  # one line, counted
+    assert len(summaries) == 1 and summaries[0].__dict__["waiting"] == 80  # one line, counted
     assert frameworks.suppressed == 80
 
 

@@ -75,4 +75,4 @@ def test_hundreds_of_junk_files_make_a_few_lines_and_one_summary(
     lines = [r for r in ours if r.getMessage() == "probe_file_refused"]
     summaries = [r for r in ours if r.getMessage() == "probe_files_refused"]
     assert len(lines) <= REFUSAL_LINES + 3  # + "read in turns"
-    assert len(summaries) == 1 and summaries[0].files >= 100
+    assert len(summaries) == 1 and summaries[0].__dict__["files"] >= 100
