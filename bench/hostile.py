@@ -66,8 +66,12 @@ def store(repo: Path, tmp: Path) -> dict[str, Any]:
     """`oomwatch report --store` over 20 uncapped 20,000-victim group kills (4.1 MB each)."""
     old_store(tmp, 20)
     peaks = {}
-    forms = (("text", []), ("json", ["--json"]), ("json_last_1", ["--json", "--last", "1"]),
-             ("html", ["--html", str(tmp / "r.html")]))  # fmt: skip
+    forms: list[tuple[str, list[str]]] = [
+        ("text", []),
+        ("json", ["--json"]),
+        ("json_last_1", ["--json", "--last", "1"]),
+        ("html", ["--html", str(tmp / "r.html")]),
+    ]
     for name, args in forms:
         command = [sys.executable, "-m", "oomwatch.cli", "report", "--store", str(tmp), *args]
         run = peak_rss_kib(command, agent_env(repo, None), repo, 600, 3 << 20, tmp / "out")
@@ -104,11 +108,11 @@ def flood(repo: Path, tmp: Path) -> dict[str, Any]:
     """10 pod directories of 20,000 hard links and 1,000 junk files: kill-to-log latency."""
     probe = tmp / "probe"
     probe.mkdir()
-    junk = probe / "junk"
-    junk.write_bytes(b"x")
     for d in range(10):
         pod = probe / f"1b2c0000-{d:04d}"
         pod.mkdir()
+        junk = tmp / f"junk{d}"  # an inode takes 65,000 links at most (ext4)
+        junk.write_bytes(b"x")
         for i in range(20_000):
             os.link(junk, pod / f"j{i}")
     for i in range(1_000):

@@ -51,5 +51,5 @@ def test_report_over_a_store_of_huge_group_kills_fits_the_agents_limit(
     command = [sys.executable, "-m", "oomwatch.cli", "report", "--store", str(store_dir), *args]
     run = peak_rss_kib(command, agent_env(REPO, None), REPO, 300, 1 << 20, tmp_path / "out")
     assert run["rc"] == 0 and not run["stopped"], run
-    assert float(run["peak_rss_mib"]) < 150, run  # type: ignore[arg-type]
+    assert float(run["peak_rss_mib"]) < 150, run
     print(f"report {' '.join(form) or 'text'}: peak {run['peak_rss_mib']} MiB")
