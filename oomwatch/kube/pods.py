@@ -41,9 +41,6 @@ class ContainerInfo:
     restart_count: int | None
     terminated: Termination | None
     last_terminated: Termination | None
-    # The host uid its processes run as, where the spec fixes it (container, else pod
-    # `securityContext.runAsUser`; None in a user namespace, whose host uids the API omits).
-    run_as_user: int | None = None
 
     def has_id(self, container_id: str) -> bool:
         """True for the running container or the one it replaced (killed ones restart)."""
@@ -109,16 +106,11 @@ def decode_pod(obj: Mapping[str, Any]) -> PodInfo:
     if not (uid and namespace and name):
         raise PodDecodeError("pod object without metadata.uid/namespace/name")
     owner_kind, owner_name = _owner(meta)
-    # In a user namespace the host uid differs from runAsUser, and the API does not say it.
-    run_as = False if spec.get("hostUsers") is False else _uid(spec.get("securityContext"))
     containers = (
-        _containers(spec.get("initContainers"), status.get("initContainerStatuses"), "init", run_as)
-        + _containers(spec.get("containers"), status.get("containerStatuses"), "app", run_as)
+        _containers(spec.get("initContainers"), status.get("initContainerStatuses"), "init")
+        + _containers(spec.get("containers"), status.get("containerStatuses"), "app")
         + _containers(
-            spec.get("ephemeralContainers"),
-            status.get("ephemeralContainerStatuses"),
-            "ephemeral",
-            run_as,
+            spec.get("ephemeralContainers"), status.get("ephemeralContainerStatuses"), "ephemeral"
         )
     )
     request, limit = _pod_memory(spec, containers)
@@ -160,15 +152,7 @@ def _owner(meta: Mapping[str, Any]) -> tuple[str | None, str | None]:
     return kind, name
 
 
-def _uid(security_context: object) -> int | None:
-    value = _map(security_context).get("runAsUser")
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _containers(
-    specs: object, statuses: object, role: str, pod_run_as: int | bool | None
-) -> tuple[ContainerInfo, ...]:
-    """`pod_run_as`: the pod's runAsUser, None if unset, False in a user namespace."""
+def _containers(specs: object, statuses: object, role: str) -> tuple[ContainerInfo, ...]:
     by_name = {_str(_map(s).get("name")): _map(s) for s in _list(statuses)}
     out: list[ContainerInfo] = []
     for raw in _list(specs):
@@ -193,7 +177,6 @@ def _containers(
                 restart_count=restart if isinstance(restart, int) else None,
                 terminated=_termination(_map(st.get("state")).get("terminated")),
                 last_terminated=_termination(_map(st.get("lastState")).get("terminated")),
-                run_as_user=_run_as(spec, pod_run_as),
             )
         )
     return tuple(out)
@@ -237,13 +220,6 @@ def _pod_memory(
         if all(v is not None for v in init_limits):
             pod_limit = max([total, *(v or 0 for v in init_limits)])
     return pod_request, pod_limit
-
-
-def _run_as(spec: Mapping[str, Any], pod_run_as: int | bool | None) -> int | None:
-    if pod_run_as is False:
-        return None
-    own = _uid(spec.get("securityContext"))
-    return own if own is not None else _uid({"runAsUser": pod_run_as})
 
 
 def _map(value: object) -> Mapping[str, Any]:

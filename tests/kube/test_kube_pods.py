@@ -140,19 +140,3 @@ def test_hostile_or_malformed_fields_decode_to_none() -> None:
     assert pod.qos_class is None
     with pytest.raises(PodDecodeError):
         decode_pod({"metadata": {"name": "x"}})
-
-
-def test_the_uid_each_container_runs_as() -> None:
-    """Container runAsUser, else the pod's; none in a user namespace (probe identity)."""
-    pod = make_pod(containers=[
-        {"name": "a", "securityContext": {"runAsUser": 3000}},
-        {"name": "b"},
-        {"name": "c", "securityContext": {"runAsUser": 0}},
-    ])  # fmt: skip
-    pod["spec"]["securityContext"] = {"runAsUser": 2000}
-    run_as = {c.name: c.run_as_user for c in decode_pod(pod).containers}
-    assert run_as == {"a": 3000, "b": 2000, "c": 0}
-    pod["spec"]["hostUsers"] = False
-    assert {c.run_as_user for c in decode_pod(pod).containers} == {None}
-    pod["spec"] = {"containers": [{"name": "d", "securityContext": {"runAsUser": True}}]}
-    assert decode_pod(pod).containers[0].run_as_user is None
