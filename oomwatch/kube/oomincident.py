@@ -143,6 +143,7 @@ def trimmed_incident(incident: Incident) -> dict[str, Any]:
         timeline=None,
         memcg_stats=None,
         victims=incident.victims[:MAX_VICTIMS],
+        victims_omitted=incident.victim_count - len(incident.victims[:MAX_VICTIMS]),
         findings=incident.findings[:MAX_FINDINGS],
         allocator=allocator,
     )
