@@ -18,7 +18,8 @@ from pathlib import Path
 
 from oomwatch.incident import Incident
 from oomwatch.probe.join import CONTRADICTED, WarnOnce, claims_consistent, framework_incident
-from oomwatch.probe.reader import ProbeDirReader, ReaderLimits
+from oomwatch.probe.reader import FlightRecord, ProbeDirReader, ReaderLimits
+from oomwatch.probe.schema import FrameworkOomEvent
 
 log = logging.getLogger("oomwatch.probe.framework")
 
@@ -81,12 +82,27 @@ def _refill(bucket: _Bucket, now: float, burst: int, every_s: float) -> None:
     bucket.at_s = now
 
 
+EventKey = tuple[int | None, str | None, int | None, int, float, int]
+
+
+def event_key(record: FlightRecord, event: FrameworkOomEvent) -> EventKey:
+    """What no other process can repeat: the writer's owner, boot, pid namespace, pid and
+    start time, and the event's sequence number in its file (a restarted process is a new
+    pid or start time; a renamed file keeps all of these)."""
+    meta = record.meta
+    return (record.owner_uid, meta.boot_id, meta.pid_ns, meta.pid, meta.started_mono_s,
+            event.seq)  # fmt: skip
+
+
 class FrameworkOomSource:
     """Reports each framework OOM recorded in the probe directory once (per daemon run).
 
-    After a daemon restart the same events come again; the store drops them, since the
-    incident's store key (boot, time, file, owner) is the same.  `pod_dirs`: the deployment
-    enforces per-pod directories (oomwatch.probe.identity).
+    An event is known by the process that wrote it (`event_key`), not by the file's name: a
+    restarted container's probe renames the previous run's file to `.prev.ring`, and the
+    same events under a new name are not new.  After a daemon restart the same events come
+    again; the store drops them, since the incident's store key is built from the same
+    (oomwatch.store_keys).  `pod_dirs`: the deployment enforces per-pod directories
+    (oomwatch.probe.identity).
     """
 
     def __init__(
@@ -101,14 +117,14 @@ class FrameworkOomSource:
         self._reader = reader or ProbeDirReader(probe_dir, limits)
         self._pod_dirs = pod_dirs
         self._rate = rate or RateLimit()
-        self._seen: set[tuple[str, int, float, int]] = set()
+        self._seen: set[EventKey] = set()
         self._warn = WarnOnce()
         self.suppressed = 0
 
     def poll(self, now_wall_s: float | None = None) -> list[Incident]:
         now = time.time() if now_wall_s is None else now_wall_s
         out: list[Incident] = []
-        present: set[tuple[str, int, float, int]] = set()
+        present: set[EventKey] = set()
         suppressed: Counter[int | None] = Counter()
         for record in self._reader.read_all(now):
             if not record.events:
@@ -117,7 +133,7 @@ class FrameworkOomSource:
                 self._warn(record, CONTRADICTED)
                 continue
             for event in record.events:
-                key = (record.name, record.meta.pid, record.meta.started_wall_s, event.seq)
+                key = event_key(record, event)
                 present.add(key)
                 if key in self._seen:
                     continue
