@@ -158,15 +158,16 @@ def _summary(incidents: Sequence[Incident]) -> str:
 def _top(incidents: Sequence[Incident]) -> str:
     table = summary.rows(incidents)
     items = []
-    for row in summary.largest(table, TOP_ROWS):
-        first = incidents[row.numbers[0] - 1]
+    for row in summary.top(table, TOP_ROWS):
+        shown = incidents[row.shown - 1]
         count = row.count
         items.append(
             f"<h3>#{row.numbers[0]} ({count})</h3>"
-            f'<p class="verdict">{_e(first.verdict or "?")}</p>'
-            f"{_findings(first)}"
+            f'<p class="verdict">{_e(shown.verdict or "?")}</p>'
+            f"{_findings(shown)}"
         )
-    head = '<section class="top" id="top"><h2>Findings of the largest rows</h2>'
+    head = '<section class="top" id="top"><h2>Findings of the first rows (most actionable first)'
+    head += "</h2>"
     return f"{head}{''.join(items)}</section>"
 
 
@@ -174,7 +175,7 @@ def _grouped(incidents: Sequence[Incident]) -> str:
     """Every incident, closed, in one `<details>` per summary row."""
     total, out = len(incidents), []
     for row in summary.rows(incidents):
-        first = incidents[row.numbers[0] - 1]
+        first = incidents[row.shown - 1]
         inner = "".join(
             f'<details class="incident" id="incident-{n}"><summary>OOM {n} of {total},'
             f" {_e(facts.when(incidents[n - 1]))}</summary>"
