@@ -5,8 +5,8 @@ is never folded into a row of requests too large for the device.
 
 Rows are ranked by what a reader can act on, then by count: the severity of the finding
 the verdict names, whether there is advice, how actionable the verdict's code is
-(`ACTION_ORDER`), then the number of incidents; so three "too little evidence" rows never
-hide a diagnosed one.  A row shows its most actionable incident (`Row.shown`).
+(oomwatch.diagnosis.ranking), then the number of incidents; so three "too little evidence"
+rows never hide a diagnosed one.  A row shows its most actionable incident (`Row.shown`).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from oomwatch.diagnosis.evidence import fmt_bytes, limit_bytes, pct
+from oomwatch.diagnosis.ranking import action_rank
 from oomwatch.diagnosis.verdict import dominant_part, short_where
 from oomwatch.incident import Incident
 
@@ -23,16 +24,6 @@ COLUMNS = ("#", "time", "kills", "pod / cgroup", "victim", "kind", "limit", "dom
 # still be wider than TABLE_COLUMNS, the pod/cgroup and victim cells give way (see `widths`).
 MAX_WIDTHS = (5, 14, 5, 26, 22, 9, 8, 12, 22)
 MIN_WIDTHS = {3: 12, 4: 10}  # pod / cgroup, victim
-# Verdict codes from the most to the least actionable: a setting fixes it, then a limit or
-# placement, then a smaller request, then the kinds whose fix lies elsewhere, then the
-# verdicts the evidence could not decide.
-ACTION_ORDER = (
-    "device-fragmentation", "device-shared",
-    "limit-container", "limit-pod", "limit-node-allocatable", "limit-qos", "limit-node",
-    "limit-cgroup", "limit-cpuset", "limit-mempolicy",
-    "device-too-large", "device-footprint",
-    "framework-oom", "eviction", "false-oomkilled", "no-kill", "limit-unknown",
-)  # fmt: skip
 _SEVERITY = {"critical": 0, "warning": 1, "info": 2}
 TABLE_COLUMNS = 120
 INDENT, GAP = 2, 2
@@ -132,8 +123,7 @@ def actionability(incident: Incident) -> tuple[int, int, int]:
     named = next((f for f in incident.findings if f.code == code), None)
     severity = _SEVERITY.get(named.severity, 3) if named is not None else 3
     advised = 0 if (incident.recommendation or {}).get("message") else 1
-    order = ACTION_ORDER.index(code) if code in ACTION_ORDER else len(ACTION_ORDER)
-    return severity, advised, order
+    return severity, advised, action_rank(code)
 
 
 def rows(incidents: Sequence[Incident]) -> list[Row]:

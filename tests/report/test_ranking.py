@@ -55,7 +55,8 @@ def test_a_group_shows_its_most_actionable_incident() -> None:
 
 def test_every_verdict_code_has_a_rank() -> None:
     from oomwatch.diagnosis.device import CAUSE_CODES
+    from oomwatch.diagnosis.ranking import ACTION_ORDER
     from oomwatch.diagnosis.verdict import _ELSEWHERE, _LIMIT_WORDS
 
     codes = {*CAUSE_CODES, *_ELSEWHERE, *_LIMIT_WORDS}
-    assert codes | {"no-kill", "limit-unknown"} == set(summary.ACTION_ORDER)
+    assert codes | {"no-kill", "limit-unknown"} == set(ACTION_ORDER)
