@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from oomwatch.diagnosis import unknowns
 from oomwatch.incident import Incident
-from oomwatch.report import facts, summary, svg
+from oomwatch.report import device_bar, facts, summary, svg
 from oomwatch.report.facts import Table, kind_words
 from oomwatch.report.text import FULL_UPTO, TOP_ROWS
 from oomwatch.sanitize import escape_control
@@ -115,6 +115,8 @@ def _body(incident: Incident, n: int) -> str:
         f"<h3>{plot_title}</h3>{svg.render(incident, f'timeline-{n}')}",
         f'<p class="caption">{_e(svg.caption(incident))}</p>',
     ]
+    if (bar := device_bar.render(incident, f"device-{n}")) is not None:
+        parts.append(f"<h3>Device memory at the out-of-memory error</h3>{bar}")
     if (tasks := facts.tasks(incident)) is not None:
         parts.append(f"<h3>{_e(tasks.title.capitalize())}</h3>{_grid(tasks, numeric=(0, 1, 2, 3))}")
     if (members := facts.members(incident)) is not None:

@@ -60,3 +60,14 @@ def test_every_verdict_code_has_a_rank() -> None:
 
     codes = {*CAUSE_CODES, *_ELSEWHERE, *_LIMIT_WORDS}
     assert codes | {"no-kill", "limit-unknown"} == set(ACTION_ORDER)
+
+
+def test_the_html_draws_the_device_at_the_error() -> None:
+    """allocated, reserved but unallocated, the rest of the process, the others, free."""
+    from support.frameworks import SHARED
+
+    html = page.render([framework(SHARED)], [], "node.log")
+    assert 'id="device-1"' in html
+    for words in ("allocated by tensors 20 GiB", "other processes 40.5 GiB", "free 18.2 GiB",
+                  "requested 30 GiB", "device capacity 79.2 GiB"):  # fmt: skip
+        assert words in html, words
