@@ -103,7 +103,7 @@ def device_cause(incident: Incident) -> Finding | None:
         else:
             who = "none of them visible from this container (another container's)"
         return Finding("device-shared", "critical", (
-            f"Other processes hold {fmt_bytes(others)} of its {fmt_bytes(total)}, {who}:"
+            f"Others hold {fmt_bytes(others)} of the {fmt_bytes(total)} device, {who}:"
             " lowering this job's batch size is not the fix; give it a device of its"
             " own (time-slicing and MPS share memory without limits) or end what holds it (a"
             " zombie worker of an earlier run)."), evidence)  # fmt: skip

@@ -271,7 +271,12 @@ def verdict_code(incident: Incident) -> str:
 def unknowns(incident: Incident) -> list[str]:
     """What this incident's evidence does not say (shown by every report format)."""
     if not is_kernel_kill(incident.kind):
-        return [] if incident.k8s else ["pod name unknown (no Kubernetes lookup)"]
+        if incident.k8s:
+            return []
+        if claimed_where(incident):
+            return ["pod unverified: only the probe file claims it (no per-pod directory or"
+                    " file owner vouches for it)"]  # fmt: skip
+        return ["pod name unknown (no Kubernetes lookup)"]
     out: list[str] = []
     if incident.victim is None:
         out.append("victim unknown (no `Killed process` line)")

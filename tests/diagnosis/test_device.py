@@ -14,6 +14,7 @@ from support.frameworks import (
     framework,
 )
 
+from oomwatch.diagnosis import unknowns
 from oomwatch.probe.oom_messages import parse_torch_oom
 
 
@@ -29,7 +30,7 @@ def test_the_recorded_shared_gpu_message_names_the_other_process() -> None:
     assert cause.evidence["other_processes"] == [{"pid": 439, "bytes": round(40.51 * GIB)}]
     assert "process 439 40.5 GiB" in cause.message
     assert incident.verdict is not None and "batch is not the fix" in incident.verdict
-    assert "other processes hold 40.5 GiB of its 79.2 GiB, process 439" in incident.verdict
+    assert "others hold 40.5 GiB of the 79.2 GiB device, process 439" in incident.verdict
     rec = incident.recommendation or {}
     assert rec["action"] == "free-shared-device" and "batch size is not the fix" in rec["message"]
 
@@ -76,5 +77,6 @@ def test_an_unvouched_claim_is_shown_as_a_claim() -> None:
     facts = incident.findings[0]
     assert "claimed pod ml/trainer-0 container trainer (unverified)" in facts.message
     assert "unknown cgroup" not in (incident.verdict or "")
+    assert unknowns(incident)[0].startswith("pod unverified: only the probe file claims it")
     vouched = framework(FRAGMENTED, identity="pod_dir")
     assert "claimed" not in (vouched.verdict or "")
