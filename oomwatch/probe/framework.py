@@ -20,6 +20,7 @@ from oomwatch.incident import Incident
 from oomwatch.probe.join import CONTRADICTED, WarnOnce, claims_consistent, framework_incident
 from oomwatch.probe.reader import FlightRecord, ProbeDirReader, ReaderLimits
 from oomwatch.probe.schema import FrameworkOomEvent
+from oomwatch.sanitize import escape_control
 
 log = logging.getLogger("oomwatch.probe.framework")
 
@@ -94,6 +95,28 @@ def event_key(record: FlightRecord, event: FrameworkOomEvent) -> EventKey:
             event.seq)  # fmt: skip
 
 
+# Ranks of one launch that run out within this long of the first are one incident: torchrun
+# SIGTERMs the others when one fails, but ranks fed the same batch shapes often all run out.
+JOB_WINDOW_S = 3.0
+JobKey = tuple[int | None, str | None, str]
+
+
+def job_key(record: FlightRecord) -> JobKey | None:
+    """Which distributed launch wrote the record (owner, boot, launch), None outside one."""
+    meta = record.meta
+    if meta.job_id is None or meta.world_size is None or meta.world_size < 2:
+        return None
+    return (record.owner_uid, meta.boot_id, meta.job_id)
+
+
+@dataclass(slots=True)
+class _Launch:
+    """Framework OOMs of one distributed launch, held until its window has passed."""
+
+    first_seen_s: float
+    events: dict[EventKey, tuple[FlightRecord, FrameworkOomEvent]]
+
+
 class FrameworkOomSource:
     """Reports each framework OOM recorded in the probe directory once (per daemon run).
 
@@ -101,8 +124,9 @@ class FrameworkOomSource:
     restarted container's probe renames the previous run's file to `.prev.ring`, and the
     same events under a new name are not new.  After a daemon restart the same events come
     again; the store drops them, since the incident's store key is built from the same
-    (oomwatch.store_keys).  `pod_dirs`: the deployment enforces per-pod directories
-    (oomwatch.probe.identity).
+    (oomwatch.store_keys).  The OOMs of the ranks of one distributed launch (`job_key`)
+    wait `JOB_WINDOW_S` and become one incident: the first rank's, naming the others.
+    `pod_dirs`: the deployment enforces per-pod directories (oomwatch.probe.identity).
     """
 
     def __init__(
@@ -113,16 +137,20 @@ class FrameworkOomSource:
         reader: ProbeDirReader | None = None,
         pod_dirs: bool = False,
         rate: RateLimit | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._reader = reader or ProbeDirReader(probe_dir, limits)
         self._pod_dirs = pod_dirs
         self._rate = rate or RateLimit()
+        self._clock = clock
         self._seen: set[EventKey] = set()
+        self._launches: dict[JobKey, _Launch] = {}
         self._warn = WarnOnce()
         self.suppressed = 0
 
     def poll(self, now_wall_s: float | None = None) -> list[Incident]:
         now = time.time() if now_wall_s is None else now_wall_s
+        now_s = self._clock()
         out: list[Incident] = []
         present: set[EventKey] = set()
         suppressed: Counter[int | None] = Counter()
@@ -132,16 +160,32 @@ class FrameworkOomSource:
             if not claims_consistent(record):
                 self._warn(record, CONTRADICTED)
                 continue
+            job = job_key(record)
             for event in record.events:
                 key = event_key(record, event)
                 present.add(key)
                 if key in self._seen:
                     continue
-                if self._rate.allow(record.owner_uid):
+                if job is not None:
+                    launch = self._launches.setdefault(job, _Launch(now_s, {}))
+                    launch.events[key] = (record, event)
+                elif self._rate.allow(record.owner_uid):
                     out.append(framework_incident(record, event, now, self._pod_dirs))
                 else:
                     suppressed[record.owner_uid] += 1
-        self._seen = present  # files gone or refused are forgotten: the set stays bounded
+        waiting: set[EventKey] = set()
+        for job, launch in list(self._launches.items()):
+            if now_s - launch.first_seen_s < JOB_WINDOW_S:
+                waiting.update(launch.events)
+                continue
+            del self._launches[job]
+            first_record = min(launch.events.values(), key=lambda item: item[1].mono_s)[0]
+            if self._rate.allow(first_record.owner_uid):
+                out.append(launch_incident(list(launch.events.values()), now, self._pod_dirs))
+            else:
+                suppressed[first_record.owner_uid] += 1
+        # Files gone or refused are forgotten (the set stays bounded); held ones are not seen.
+        self._seen = present - waiting
         if suppressed:
             self.suppressed += sum(suppressed.values())
             log.warning("framework_ooms_rate_limited", extra={
@@ -151,3 +195,22 @@ class FrameworkOomSource:
 
     def close(self) -> None:
         self._reader.close()
+
+
+def launch_incident(
+    events: list[tuple[FlightRecord, FrameworkOomEvent]], now_wall_s: float, pod_dirs: bool
+) -> Incident:
+    """One incident for the OOMs of one launch's ranks: the first to run out speaks (its
+    store key is its own event's, so a restarted agent regroups to the same incident), the
+    others are listed under `allocator.ranks`, in the order they ran out."""
+    ordered = sorted(events, key=lambda item: item[1].mono_s)
+    record, first = ordered[0]
+    incident = framework_incident(record, first, now_wall_s, pod_dirs)
+    if incident.allocator is not None:
+        incident.allocator["ranks"] = [
+            {"rank": r.meta.rank, "local_rank": r.meta.local_rank,
+             "device": None if e.device is None else escape_control(e.device),
+             "after_s": round(e.mono_s - first.mono_s, 3)}
+            for r, e in ordered
+        ]  # fmt: skip
+    return incident

@@ -330,6 +330,12 @@ def framework_incident(
         "pid_ns": meta.pid_ns,
         "process_started_mono_s": meta.started_mono_s,
         "event_seq": event.seq,
+        # A distributed launch: which rank ran out (the file's claim, like the pod's).
+        "rank": meta.rank,
+        "local_rank": meta.local_rank,
+        "world_size": meta.world_size,
+        "job_id": _text(meta.job_id),
+        "visible_devices": _text(meta.visible_devices),
         "identity": BY_POD_DIR if pod_uid else UNVERIFIED,
     }
     return Incident(
