@@ -205,10 +205,10 @@ def _drafts(incident: Incident, by_code: dict[str, Finding]) -> Iterator[str]:
     if code is not None:
         head = _first_clause(by_code[code].message)
         head = head[:1].upper() + head[1:]
-        cause = next((by_code[c] for c in CAUSE_CODES if c in by_code), None)
+        device_cause = next((by_code[c] for c in CAUSE_CODES if c in by_code), None)
         heads = (head, head.replace(where(incident), short_where(incident), 1))
-        if cause is not None:
-            gist = _first_clause(cause.message)
+        if device_cause is not None:
+            gist = _first_clause(device_cause.message)
             yield from (f"{h}: {gist}" + (f"; {todo}." if todo else ".") for h in heads)
             yield from (f"{h}: {gist}." for h in heads)
         yield from (h + (f"; {todo}." if todo else ".") for h in heads)

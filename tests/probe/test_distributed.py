@@ -36,7 +36,8 @@ def test_the_launch_comes_from_torchruns_environment() -> None:
     }
     assert distributed_identity(kubeflow.get)["job_id"] == "job-master-0:23456/0"
     assert distributed_identity({"RANK": "x", "WORLD_SIZE": "2"}.get) == {}
-    assert distributed_identity({}.get) == {}
+    nothing: dict[str, str] = {}
+    assert distributed_identity(nothing.get) == {}
 
 
 class Clock:
