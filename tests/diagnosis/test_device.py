@@ -4,6 +4,7 @@ a request larger than the device, the job's own footprint; and a claim shown as 
 
 from __future__ import annotations
 
+from contract import validate_stored
 from support.frameworks import (
     FOOTPRINT,
     FRAGMENTED,
@@ -31,6 +32,7 @@ def test_the_recorded_shared_gpu_message_names_the_other_process() -> None:
     assert "process 439 40.5 GiB" in cause.message
     assert incident.verdict is not None and "batch is not the fix" in incident.verdict
     assert "others hold 40.5 GiB of the 79.2 GiB device, process 439" in incident.verdict
+    validate_stored(incident.to_dict())
     rec = incident.recommendation or {}
     assert rec["action"] == "free-shared-device" and "batch size is not the fix" in rec["message"]
 

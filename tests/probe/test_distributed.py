@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from contract import validate_stored
 
 from oomwatch.diagnosis import diagnose
 from oomwatch.probe.framework import JOB_WINDOW_S, FrameworkOomSource
@@ -77,6 +78,7 @@ def test_ranks_that_run_out_together_are_one_incident(tmp_path: Path) -> None:
         (1, "cuda:1", 0.0), (0, "cuda:0", 0.3)]  # fmt: skip
     assert "on cuda:1 as rank 1 of 2" in (first.verdict or "")
     assert "the first of 2 ranks to run out" in first.findings[0].message
+    validate_stored(first.to_dict())  # the JSON contract holds the new fields
     # a restarted agent regroups the same OOMs into the same incident: the store keeps one
     store = IncidentStore(tmp_path / "state")
     assert sum(store.add(i) for i in incidents) == 2
