@@ -106,10 +106,15 @@ def workload(incident: Incident) -> str:
 
 
 def container(incident: Incident) -> str:
+    """The container's name, its id's first 12, or the one a probe file claims."""
     ctx = incident.k8s
     if ctx is not None and ctx.container:
         return ctx.container
-    return (incident.container_id or "")[:12]
+    if incident.container_id:
+        return incident.container_id[:12]
+    claim = (incident.allocator or {}).get("claimed")
+    named = claim.get("container") if isinstance(claim, dict) else None
+    return f"claimed {named}" if isinstance(named, str) else ""
 
 
 def _key(incident: Incident) -> tuple[str, ...]:

@@ -71,3 +71,13 @@ def test_the_html_draws_the_device_at_the_error() -> None:
     for words in ("allocated by tensors 20 GiB", "other processes 40.5 GiB", "free 18.2 GiB",
                   "requested 30 GiB", "device capacity 79.2 GiB"):  # fmt: skip
         assert words in html, words
+
+
+def test_a_claim_is_shown_as_a_claim_and_claimed_containers_stay_apart() -> None:
+    one = framework(FRAGMENTED)
+    other = framework(FRAGMENTED, claimed={"namespace": "ml", "pod": "trainer-0",
+                                           "container": "sidecar"})  # fmt: skip
+    assert len(summary.rows([one, other])) == 2
+    out = text.render([one], [], "node.log")
+    assert "  pod        claimed pod ml/trainer-0 container trainer (unverified)" in out
+    assert "pod unverified: only the probe file claims it" in out
