@@ -72,10 +72,16 @@ def own_memory_cgroup(proc_cgroup_text: str) -> str | None:
     return unified
 
 
-def flight_record_name(pod_uid: str | None, container: str | None, comm: str, pid: int) -> str:
-    """`<pod uid>.<container>.ring` in a pod; `local.<comm>.<pid>.ring` outside one."""
+def flight_record_name(
+    pod_uid: str | None, container: str | None, comm: str, pid: int, rank: int | None = None
+) -> str:
+    """`<pod uid>.<container>.ring` in a pod (`.r<local rank>.ring` for one of several ranks
+    in the container: each rank its own file, which its restart renames); else
+    `local.<comm>.<pid>.ring`."""
     if pod_uid and container:
-        return f"{_UNSAFE.sub('_', pod_uid)[:64]}.{_UNSAFE.sub('_', container)[:63]}{FILE_SUFFIX}"
+        ranked = f".r{rank}" if rank is not None else ""
+        name = f"{_UNSAFE.sub('_', pod_uid)[:64]}.{_UNSAFE.sub('_', container)[:63]}{ranked}"
+        return name + FILE_SUFFIX
     return f"local.{_UNSAFE.sub('_', comm)[:15] or 'proc'}.{pid}{FILE_SUFFIX}"
 
 
@@ -170,7 +176,8 @@ class Probe:
             pid_ns=_pid_namespace(),
             **(distributed if distributed is not None else distributed_identity()),
         )
-        self.path = directory / flight_record_name(pod_uid, container, comm, pid)
+        local_rank = self.meta.local_rank if self.meta.local_rank is not None else self.meta.rank
+        self.path = directory / flight_record_name(pod_uid, container, comm, pid, local_rank)
         self._writer: RingWriter | None = None
         try:
             directory.mkdir(parents=True, exist_ok=True)

@@ -51,7 +51,7 @@ class Clock:
 
 def _rank(probe_dir: Path, rank: int, mono_s: float, job: str = "run-1/0") -> None:
     identity = {"rank": rank, "local_rank": rank, "world_size": 2, "job_id": job}
-    probe = Probe(probe_dir, pod_uid=POD_UID, container=f"rank{rank}", distributed=identity)
+    probe = Probe(probe_dir, pod_uid=POD_UID, container="trainer", distributed=identity)
     message = (f"CUDA out of memory. Tried to allocate 1024.00 GiB. GPU {rank} has a total"
                " capacity of 79.18 GiB of which 78.60 GiB is free.")  # fmt: skip
     probe._write_event(FrameworkOomEvent(wall_s=1.7e9 + mono_s, mono_s=mono_s,
@@ -66,6 +66,10 @@ def test_ranks_that_run_out_together_are_one_incident(tmp_path: Path) -> None:
     _rank(probe_dir, 0, mono_s=500.4)
     _rank(probe_dir, 1, mono_s=500.1)  # rank 1 ran out first
     _rank(probe_dir, 1, mono_s=900.0, job="run-1/1")  # the restarted launch: its own
+    # each rank its own file in one container; the restarted rank 1 renamed its own
+    assert sorted(p.name for p in probe_dir.iterdir()) == [
+        f"{POD_UID}.trainer.r0.ring", f"{POD_UID}.trainer.r1.prev.ring",
+        f"{POD_UID}.trainer.r1.ring"]  # fmt: skip
     source = FrameworkOomSource(probe_dir, clock=clock)
     assert source.poll() == []  # held for the window
     clock.now_s += JOB_WINDOW_S
