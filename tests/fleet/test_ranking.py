@@ -11,8 +11,8 @@ from typing import Any
 from support.frameworks import FRAGMENTED, TOO_LARGE, framework
 
 from oomwatch.fleet.events import parse_event
-from oomwatch.kube.summary import SUMMARY_ANNOTATION, kill_summary
 from oomwatch.fleet.top import build, render
+from oomwatch.kube.summary import SUMMARY_ANNOTATION, kill_summary
 
 
 def _event(reason: str, summary: str, count: int, minute: int, pod: str = "trainer-0") -> Any:
