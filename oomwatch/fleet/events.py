@@ -159,7 +159,7 @@ def parse_oomincident(obj: Mapping[str, Any]) -> Sighting | None:
         predicted=predicted if isinstance(predicted, bool) else None,
         lead_time_s=_float(forecast.get("lead_time_seconds")),
         note=str(obj.get("verdict") or ""),
-        verdict=_str(incident.get("verdict_code")),
+        verdict=_str(incident.get("verdict_code")) or _str(obj.get("verdictCode")),
     )
 
 
