@@ -17,15 +17,19 @@ def store_key(incident: Incident) -> str:
       cgroup would share a key; each is observed once (never replayed): a fresh key.
     - A header-suppressed kill gets its cgroup from the counters, which a replay after a
       restart may not repeat, so its key leaves the cgroup out (time + pid stay unique).
-    - A framework OOM is one event of one probe file: the file and its owner go in the key.
+    - A framework OOM is one event of one writing process: its pid namespace, pid, start
+      time and the event's sequence number, the file's owner and the vouched pod go in the
+      key; the file's name does not (a restarted container renames the previous run's file).
     - An incident from the pod status (eviction, false OOMKilled) has neither kernel time
       nor victim: pod, container and its time tell two of them apart.
     """
     if incident.kmsg_missing:
         return f"{incident.identity_key()}-{uuid.uuid4().hex[:12]}"
-    if incident.kind == "framework":  # one event of one file: its time alone could be forged
+    if incident.kind == "framework":  # its time alone could be forged
         alloc = incident.allocator or {}
-        return _digest(incident.identity_key(), str(alloc.get("file")), str(alloc.get("owner_uid")))
+        writer = (alloc.get(k) for k in ("pid_ns", "pid", "process_started_mono_s", "event_seq"))
+        return _digest(incident.identity_key(), *map(str, writer), str(alloc.get("owner_uid")),
+                       incident.pod_uid or "")  # fmt: skip
     if incident.header_suppressed:
         return replace(incident, task_memcg=None, oom_memcg=None).identity_key()
     if incident.kernel_time_s is None and not incident.victims:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-from oomwatch.diagnosis import consumers, elsewhere, limits, trends, victims
+from oomwatch.diagnosis import consumers, device, elsewhere, limits, trends, victims
 from oomwatch.diagnosis.recommend import recommend
 from oomwatch.diagnosis.verdict import unknowns, verdict, verdict_code
 from oomwatch.incident import Finding, Incident
@@ -34,6 +34,7 @@ _CHECKS: tuple[Callable[[Incident], Finding | None], ...] = (
     trends.leak_trend,
     trends.spike,
     elsewhere.framework_oom,
+    device.device_cause,
     elsewhere.eviction,
     elsewhere.false_oomkilled,
     limits.no_memory_limit,
@@ -64,6 +65,7 @@ CODES = frozenset(
         "spike",
         "crash-loop",
         "framework-oom",
+        *device.CAUSE_CODES,
         "eviction",
         "false-oomkilled",
         "no-memory-limit",

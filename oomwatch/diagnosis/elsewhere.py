@@ -41,7 +41,8 @@ def framework_oom(incident: Incident) -> Finding | None:
         "allocated_bytes": allocated,
         "requested_bytes": requested,
     }
-    message = f"{escape_control(framework)} ran out of device memory in {where(incident)}"
+    message = f"{escape_control(framework)} ran out of device memory"
+    message += _rank_words(alloc, evidence) + f" in {where(incident)}"
     if requested is not None:
         message += f" asking for {fmt_bytes(requested)}"
     if allocated is not None and idle_bytes is not None:
@@ -58,6 +59,23 @@ def framework_oom(incident: Incident) -> Finding | None:
         message += "; the probe recorded no allocator numbers (allocated/reserved unknown)"
     message += _snapshot_words(alloc.get("snapshot"), requested, evidence)
     return Finding("framework-oom", "critical", message + ".", evidence)
+
+
+def _rank_words(alloc: dict[str, Any], evidence: dict[str, Any]) -> str:
+    """` on cuda:1 as rank 1 of 2`, and how many other ranks ran out after it."""
+    rank, world = _num(alloc, "rank"), _num(alloc, "world_size")
+    if rank is None or world is None:
+        return ""
+    evidence.update(rank=rank, world_size=world, job_id=alloc.get("job_id"))
+    device = alloc.get("device")
+    words = f" on {escape_control(device)}" if isinstance(device, str) else ""
+    words += f" as rank {rank} of {world}"
+    ranks = alloc.get("ranks")
+    others = len(ranks) - 1 if isinstance(ranks, list) else 0
+    if others > 0:
+        evidence["ranks_out_of_memory"] = others + 1
+        words += f" (the first of {others + 1} ranks to run out)"
+    return words
 
 
 def _snapshot_words(snapshot: Any, requested: int | None, evidence: dict[str, Any]) -> str:

@@ -113,8 +113,29 @@ def where(incident: Incident) -> str:
         text = incident.attribution.describe()  # no pod is charged: name every candidate
     else:
         path = incident.task_memcg or incident.group_cgroup or incident.oom_memcg
-        text = f"cgroup {path}" if path else "an unknown cgroup"
+        text = f"cgroup {path}" if path else claimed_where(incident) or "an unknown cgroup"
     return escape_control(text)
+
+
+def claimed_where(incident: Incident) -> str | None:
+    """`claimed pod ml/trainer-0 container trainer (unverified)`: who a probe file says
+    wrote it, where nothing vouched for it (oomwatch.probe.identity); None without a claim."""
+    alloc = incident.allocator or {}
+    claim = alloc.get("claimed")
+    if not isinstance(claim, dict) or alloc.get("identity") != "unverified":
+        return None
+    namespace, pod, container = (claim.get(k) for k in ("namespace", "pod", "container"))
+    pod_uid = claim.get("pod_uid")
+    if isinstance(pod, str) and pod:
+        name = f"{namespace}/{pod}" if isinstance(namespace, str) and namespace else pod
+    elif isinstance(pod_uid, str) and pod_uid:
+        name = f"uid {pod_uid}"
+    else:
+        return None
+    text = f"claimed pod {name}"
+    if isinstance(container, str) and container:
+        text += f" container {container}"
+    return text + " (unverified)"
 
 
 def charged_where(incident: Incident) -> str:

@@ -72,14 +72,7 @@ def recommend(
     """The recommendation dict for `incident.recommendation`, or None when nothing supports one."""
     codes = {f.code for f in findings}
     if incident.kind == "framework":
-        return {
-            "action": "reduce-device-memory",
-            "limit_will_not_help": True,
-            "message": (
-                "A container memory limit does not govern device memory: lower the batch size or"
-                " model footprint, or fix fragmentation (expandable_segments) if it shows."
-            ),
-        }
+        return _device(findings)
     if incident.kind not in (*KERNEL_KILL_KINDS, "eviction"):
         return None
     if incident.kind == "unknown" or _nothing_killed(incident):
@@ -105,6 +98,47 @@ def recommend(
     if incident.limit_scope in NODE_SCOPES or incident.kind == "global":
         return _node_ran_out(incident, buffer_percent)
     return _resize(incident, codes, buffer_percent)
+
+
+_DEVICE_ACTIONS = {  # cause finding -> action
+    "device-fragmentation": "fix-fragmentation",
+    "device-shared": "free-shared-device",
+    "device-too-large": "reduce-device-memory",
+    "device-footprint": "reduce-device-memory",
+}
+
+
+def _device(findings: Sequence[Finding]) -> dict[str, Any]:
+    """A framework OOM's advice: the cause finding's, else the general one."""
+    cause = next((f for f in findings if f.code in _DEVICE_ACTIONS), None)
+    if cause is None:
+        message = (
+            "A container memory limit does not govern device memory: lower the batch size or"
+            " model footprint, or fix fragmentation (expandable_segments) if it shows."
+        )
+        return {"action": "reduce-device-memory", "limit_will_not_help": True,
+                "message": message}  # fmt: skip
+    if cause.code == "device-fragmentation":
+        message = (
+            "Set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True in the container's"
+            " environment: the caching allocator then grows segments instead of leaving"
+            " reserved memory it cannot reuse; the batch size can stay."
+        )
+    elif cause.code == "device-shared":
+        message = cause.message
+    elif cause.code == "device-too-large":
+        message = (
+            "The request alone is larger than the device: only a smaller request helps (a"
+            " smaller batch, a sharded model, activation checkpointing); no allocator setting"
+            " or memory limit fits it."
+        )
+    else:
+        message = (
+            "Lower the batch size or the model's footprint (mixed precision, activation"
+            " checkpointing, sharding): this job's own memory fills the device."
+        )
+    return {"action": _DEVICE_ACTIONS[cause.code], "limit_will_not_help": True,
+            "based_on": cause.evidence, "message": message}  # fmt: skip
 
 
 def _resize(incident: Incident, codes: set[str], buffer_percent: int) -> dict[str, Any] | None:

@@ -13,7 +13,16 @@ import re
 from collections.abc import Iterator
 
 from oomwatch.diagnosis import victims
-from oomwatch.diagnosis.evidence import charged_bytes, fmt_bytes, limit_bytes, pct, where, who
+from oomwatch.diagnosis.device import CAUSE_CODES
+from oomwatch.diagnosis.evidence import (
+    charged_bytes,
+    claimed_where,
+    fmt_bytes,
+    limit_bytes,
+    pct,
+    where,
+    who,
+)
 from oomwatch.incident import Finding, Incident, is_kernel_kill
 from oomwatch.sanitize import escape_control
 
@@ -53,7 +62,7 @@ PART_WORDS = {
     "cache": "page cache",
     "kernel": "kernel memory",
 }
-_PARENTHESES = re.compile(r"\s*\([^()]*\)")
+_PARENTHESES = re.compile(r"\s*\((?!unverified\))[^()]*\)")  # a claim stays marked
 _LONG_HEX = re.compile(r"[0-9a-f]{16,}")
 
 
@@ -88,7 +97,14 @@ def short_where(incident: Incident) -> str:
         text = f"pod {incident.pod_uid[:8]}"
     else:
         path = incident.task_memcg or incident.group_cgroup or incident.oom_memcg
-        text = f"cgroup {short_cgroup(path)}" if path else "an unknown cgroup"
+        claim = claimed_where(incident)
+        if path:
+            text = f"cgroup {short_cgroup(path)}"
+        elif claim:
+            text = claim.partition(" container ")[0].removesuffix(" (unverified)")
+            text += " (unverified)"
+        else:
+            text = "an unknown cgroup"
     return escape_control(text)
 
 
@@ -173,7 +189,11 @@ def action(incident: Incident) -> str | None:
     if kind == "find-kernel-memory":
         return "find what holds the kernel memory before raising any limit"
     if kind == "reduce-device-memory":
-        return "a memory limit will not help"
+        return "lower the batch size or model footprint"
+    if kind == "fix-fragmentation":
+        return "set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"
+    if kind == "free-shared-device":
+        return "a smaller batch is not the fix"
     return _first_clause(str(rec["message"]))
 
 
@@ -185,8 +205,14 @@ def _drafts(incident: Incident, by_code: dict[str, Finding]) -> Iterator[str]:
     if code is not None:
         head = _first_clause(by_code[code].message)
         head = head[:1].upper() + head[1:]
-        yield head + (f"; {todo}." if todo else ".")
-        yield head + "."
+        device_cause = next((by_code[c] for c in CAUSE_CODES if c in by_code), None)
+        heads = (head, head.replace(where(incident), short_where(incident), 1))
+        if device_cause is not None:
+            gist = _first_clause(device_cause.message)
+            yield from (f"{h}: {gist}" + (f"; {todo}." if todo else ".") for h in heads)
+            yield from (f"{h}: {gist}." for h in heads)
+        yield from (h + (f"; {todo}." if todo else ".") for h in heads)
+        yield from (h + "." for h in heads)
         return
     if incident.victim is None and not incident.header_suppressed:
         invoker = incident.invoker.comm if incident.invoker else None
@@ -234,7 +260,7 @@ def verdict_code(incident: Incident) -> str:
     `framework-oom`, ...; `node-panic` first), `no-kill` when nothing was killed,
     `limit-unknown` else."""
     codes = [f.code for f in incident.findings]
-    for code in ("node-panic", *_ELSEWHERE, *_LIMIT_WORDS):
+    for code in ("node-panic", *CAUSE_CODES, *_ELSEWHERE, *_LIMIT_WORDS):
         if code in codes:
             return code
     if incident.victim is None and not incident.header_suppressed:
@@ -245,7 +271,12 @@ def verdict_code(incident: Incident) -> str:
 def unknowns(incident: Incident) -> list[str]:
     """What this incident's evidence does not say (shown by every report format)."""
     if not is_kernel_kill(incident.kind):
-        return [] if incident.k8s else ["pod name unknown (no Kubernetes lookup)"]
+        if incident.k8s:
+            return []
+        if claimed_where(incident):
+            return ["pod unverified: only the probe file claims it (no per-pod directory or"
+                    " file owner vouches for it)"]  # fmt: skip
+        return ["pod name unknown (no Kubernetes lookup)"]
     out: list[str] = []
     if incident.victim is None:
         out.append("victim unknown (no `Killed process` line)")

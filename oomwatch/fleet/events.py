@@ -51,6 +51,7 @@ class Sighting:
     predicted: bool | None  # a kill: was a MemoryLimitApproaching warning first
     lead_time_s: float | None
     note: str
+    verdict: str | None = None  # the diagnosis's verdict code (agents since issue 25)
 
     @property
     def is_kill(self) -> bool:
@@ -113,6 +114,7 @@ def parse_event(obj: Mapping[str, Any]) -> Sighting | None:
         predicted=summary.get("predicted") if isinstance(summary.get("predicted"), bool) else None,
         lead_time_s=_float(summary.get("lead_time_seconds")),
         note=str(obj.get("message") or obj.get("note") or ""),
+        verdict=_str(summary.get("verdict")),
     )
 
 
@@ -157,6 +159,7 @@ def parse_oomincident(obj: Mapping[str, Any]) -> Sighting | None:
         predicted=predicted if isinstance(predicted, bool) else None,
         lead_time_s=_float(forecast.get("lead_time_seconds")),
         note=str(obj.get("verdict") or ""),
+        verdict=_str(incident.get("verdict_code")) or _str(obj.get("verdictCode")),
     )
 
 

@@ -1,5 +1,7 @@
 """`kubectl oomwatch top`: what died of memory, where and why, one row per workload, container
-and limit scope (pure: Events and Prometheus series in, rows and text out).
+and limit scope, or verdict where no limit was hit (a framework's device OOM: fragmentation,
+a shared GPU, ...), ranked by how actionable the row's diagnosis is, then by kills
+(oomwatch.diagnosis.ranking; pure: Events and Prometheus series in, rows and text out).
 
 Kill counts come from Prometheus when it is given (the whole window, every node), else from
 the Events' series counts (only what the API server still holds: `--event-ttl`, 1 h by
@@ -17,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from oomwatch.diagnosis.ranking import action_rank
 from oomwatch.fleet.events import Sighting
 from oomwatch.fleet.prom import KillSeries
 from oomwatch.sanitize import escape_control
@@ -27,7 +30,7 @@ RECOMMENDATION_COLUMN_CHARS = 90
 _DEPLOYMENT_POD = re.compile(r"^(?P<name>.+)-[bcdfghjklmnpqrstvwxz2456789]{6,10}-[a-z0-9]{5}$")
 _STATEFUL_POD = re.compile(r"^(?P<name>.+)-\d+$")
 
-Key = tuple[str, str, str, str]  # namespace, workload, container, scope
+Key = tuple[str, str, str, str]  # namespace, workload, container, scope (or verdict)
 
 
 @dataclass(slots=True)
@@ -44,11 +47,38 @@ class Row:
     findings: Counter[str] = field(default_factory=Counter)
     recommendation: str | None = None
     recommendation_at_s: float = 0.0
+    recommendation_rank: int = 1 << 30  # action_rank of the verdict it came with
+    verdicts: Counter[str] = field(default_factory=Counter)
     lead_times_s: list[float] = field(default_factory=list)
     inferred: bool = False  # workload from pod names only
 
+    def diagnosed(self, seen: Sighting) -> None:
+        """Count a kill Event's diagnosis; keep the advice of the most actionable verdict
+        (among equals, the latest)."""
+        self.findings.update({code: seen.count for code in seen.findings})
+        if seen.verdict:
+            self.verdicts[seen.verdict] += seen.count
+        rank = action_rank(seen.verdict)
+        if seen.recommendation and (rank, -seen.last_s) <= (
+            self.recommendation_rank,
+            -self.recommendation_at_s,
+        ):
+            self.recommendation, self.recommendation_at_s = seen.recommendation, seen.last_s
+            self.recommendation_rank = rank
+        if seen.predicted and seen.lead_time_s is not None:
+            self.lead_times_s.append(seen.lead_time_s)
+
     def trend(self) -> str:
         return trend_word(self.buckets)
+
+    @property
+    def verdict(self) -> str | None:
+        """The most actionable verdict code of its Events (None: no agent summary said)."""
+        return min(self.verdicts, key=action_rank) if self.verdicts else None
+
+    def ranked_findings(self) -> list[tuple[str, int]]:
+        """Finding codes, the most actionable first, then the most frequent."""
+        return sorted(self.findings.items(), key=lambda item: (action_rank(item[0]), -item[1]))
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -57,12 +87,13 @@ class Row:
             "workload_inferred": self.inferred,
             "container": self.container,
             "scope": self.scope,
+            "verdict": self.verdict,
             "kills": self.kills,
             "kills_per_bucket": self.buckets,
             "trend": self.trend(),
             "nodes": sorted(self.nodes),
             "pods": sorted(self.pods),
-            "findings": dict(self.findings.most_common()),
+            "findings": dict(self.ranked_findings()),
             "recommendation": self.recommendation,
             "warnings": self.warnings,
             "lead_times_seconds": self.lead_times_s,
@@ -115,7 +146,9 @@ def build(
     for seen in sightings:
         if seen.last_s <= since_s:
             continue
-        entry = row((seen.namespace, seen.workload, seen.container or "", seen.scope or "?"))
+        # No limit scope (a framework's device OOM): its verdict tells rows apart instead.
+        scope = seen.scope or (seen.verdict if seen.is_kill else None) or "?"
+        entry = row((seen.namespace, seen.workload, seen.container or "", scope))
         if seen.node:
             entry.nodes.add(seen.node)
         if seen.pod:
@@ -130,12 +163,9 @@ def build(
             at = bucket_of(seen.last_s, ends, step)
             if at is not None:
                 entry.buckets[at] += seen.count
-        entry.findings.update({code: seen.count for code in seen.findings})
-        if seen.recommendation and seen.last_s >= entry.recommendation_at_s:
-            entry.recommendation, entry.recommendation_at_s = seen.recommendation, seen.last_s
-        if seen.predicted and seen.lead_time_s is not None:
-            entry.lead_times_s.append(seen.lead_time_s)
-    return sorted(rows.values(), key=lambda r: (-r.kills, -r.warnings, r.namespace, r.workload))
+        entry.diagnosed(seen)
+    return sorted(rows.values(), key=lambda r: (action_rank(r.verdict), -r.kills, -r.warnings,
+                                                r.namespace, r.workload))  # fmt: skip
 
 
 def sparkline(buckets: Sequence[int]) -> str:
@@ -185,7 +215,7 @@ def render(rows: Sequence[Row], header: str, notes: Sequence[str], wide: bool = 
             sparkline(r.buckets),
             r.trend(),
             f"{r.warnings}{lead}" if r.warnings or lead else "-",
-            " ".join(f"{c}x{n}" for c, n in r.findings.most_common(4)) or "-",
+            " ".join(f"{c}x{n}" for c, n in r.ranked_findings()[:4]) or "-",
             rec,
         ))  # fmt: skip
     # Every cell came from the API or Prometheus: no escape sequence or newline gets through.

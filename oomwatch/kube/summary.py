@@ -43,6 +43,7 @@ def kill_summary(incident: Incident, workload: str, container: str | None, reaso
         "reason": reason,
         "kind": incident.kind,
         "scope": incident.limit_scope,
+        "verdict": incident.verdict_code,  # the row `kubectl oomwatch top` ranks by
         "findings": [f.code for f in incident.findings[:MAX_FINDINGS]],
         "recommendation": _clip(message) if isinstance(message, str) else None,
         "limit_will_not_help": rec.get("limit_will_not_help"),

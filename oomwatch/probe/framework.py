@@ -21,7 +21,9 @@ from pathlib import Path
 
 from oomwatch.incident import Incident
 from oomwatch.probe.join import CONTRADICTED, WarnOnce, claims_consistent, framework_incident
-from oomwatch.probe.reader import ProbeDirReader, ReaderLimits, RecordSource
+from oomwatch.probe.reader import FlightRecord, ProbeDirReader, ReaderLimits, RecordSource
+from oomwatch.probe.schema import FrameworkOomEvent
+from oomwatch.sanitize import escape_control
 
 log = logging.getLogger("oomwatch.probe.framework")
 
@@ -93,12 +95,50 @@ def _refill(bucket: _Bucket, now: float, burst: int, every_s: float) -> None:
     bucket.at_s = now
 
 
+EventKey = tuple[int | None, str | None, int | None, int, float, int]
+
+
+def event_key(record: FlightRecord, event: FrameworkOomEvent) -> EventKey:
+    """What no other process can repeat: the writer's owner, boot, pid namespace, pid and
+    start time, and the event's sequence number in its file (a restarted process is a new
+    pid or start time; a renamed file keeps all of these)."""
+    meta = record.meta
+    return (record.owner_uid, meta.boot_id, meta.pid_ns, meta.pid, meta.started_mono_s,
+            event.seq)  # fmt: skip
+
+
+# Ranks of one launch that run out within this long of the first are one incident: torchrun
+# SIGTERMs the others when one fails, but ranks fed the same batch shapes often all run out.
+JOB_WINDOW_S = 3.0
+JobKey = tuple[int | None, str | None, str]
+
+
+def job_key(record: FlightRecord) -> JobKey | None:
+    """Which distributed launch wrote the record (owner, boot, launch), None outside one."""
+    meta = record.meta
+    if meta.job_id is None or meta.world_size is None or meta.world_size < 2:
+        return None
+    return (record.owner_uid, meta.boot_id, meta.job_id)
+
+
+@dataclass(slots=True)
+class _Launch:
+    """Framework OOMs of one distributed launch, held until its window has passed."""
+
+    first_seen_s: float
+    events: dict[EventKey, tuple[FlightRecord, FrameworkOomEvent]]
+
+
 class FrameworkOomSource:
     """Reports each framework OOM recorded in the probe directory once (per daemon run).
 
-    After a daemon restart the same events come again; the store drops them, since the
-    incident's store key (boot, time, file, owner) is the same.  `pod_dirs`: the deployment
-    enforces per-pod directories (oomwatch.probe.identity).
+    An event is known by the process that wrote it (`event_key`), not by the file's name: a
+    restarted container's probe renames the previous run's file to `.prev.ring`, and the
+    same events under a new name are not new.  After a daemon restart the same events come
+    again; the store drops them, since the incident's store key is built from the same
+    (oomwatch.store_keys).  The OOMs of the ranks of one distributed launch (`job_key`)
+    wait `JOB_WINDOW_S` and become one incident: the first rank's, naming the others.
+    `pod_dirs`: the deployment enforces per-pod directories (oomwatch.probe.identity).
     """
 
     def __init__(
@@ -109,21 +149,25 @@ class FrameworkOomSource:
         reader: RecordSource | None = None,
         pod_dirs: bool = False,
         rate: RateLimit | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._reader = reader or ProbeDirReader(probe_dir, limits)
         self._pod_dirs = pod_dirs
         self._rate = rate or RateLimit()
-        self._seen: set[tuple[str, int, float, int]] = set()
-        self._waiting: set[tuple[str, int, float, int]] = set()  # refused, tried again
+        self._clock = clock
+        self._seen: set[EventKey] = set()
+        self._waiting: set[EventKey] = set()  # refused, tried again
+        self._launches: dict[JobKey, _Launch] = {}
         self._warn = WarnOnce()
         self.suppressed = 0  # events refused at least once
         self._logged_at_s = 0.0
 
     def poll(self, now_wall_s: float | None = None) -> list[Incident]:
         now = time.time() if now_wall_s is None else now_wall_s
+        now_s = self._clock()
         out: list[Incident] = []
-        present: set[tuple[str, int, float, int]] = set()
-        waiting: set[tuple[str, int, float, int]] = set()
+        present: set[EventKey] = set()
+        refused: set[EventKey] = set()
         suppressed: Counter[str] = Counter()
         for record in self._reader.read_all(now):
             if not record.events:
@@ -131,24 +175,35 @@ class FrameworkOomSource:
             if not claims_consistent(record):
                 self._warn(record, CONTRADICTED)
                 continue
-            vouched = self._pod_dirs and record.pod_dir is not None
-            source = f"pod_dir {record.pod_dir}" if vouched else f"uid {record.owner_uid}"
+            job = job_key(record)
             for event in record.events:
-                key = (record.name, record.meta.pid, record.meta.started_wall_s, event.seq)
+                key = event_key(record, event)
                 if key in self._seen:
                     present.add(key)
-                elif self._rate.allow(source, vouched):
+                elif job is not None:  # held, unseen, until its launch's window has passed
+                    launch = self._launches.setdefault(job, _Launch(now_s, {}))
+                    launch.events[key] = (record, event)
+                elif self._admit(record, suppressed):
                     present.add(key)
                     out.append(framework_incident(record, event, now, self._pod_dirs))
                 else:
-                    waiting.add(key)
-                    suppressed[source] += 1
-        # Files gone or refused are forgotten (the sets stay bounded by what the reader
-        # holds); a refused event stays unseen, to be recorded once its source has tokens.
+                    refused.add(key)
+        for job, launch in list(self._launches.items()):
+            if now_s - launch.first_seen_s < JOB_WINDOW_S:
+                continue
+            del self._launches[job]
+            first_record = min(launch.events.values(), key=lambda item: item[1].mono_s)[0]
+            if self._admit(first_record, suppressed):
+                present.update(launch.events)
+                out.append(launch_incident(list(launch.events.values()), now, self._pod_dirs))
+            else:
+                refused.update(launch.events)
+        # Files gone are forgotten (the sets stay bounded by what the reader holds); a refused
+        # event stays unseen, to be recorded once its source has tokens.
         self._seen = present
-        fresh = len(waiting - self._waiting)
+        fresh = len(refused - self._waiting)
         self.suppressed += fresh
-        self._waiting = waiting
+        self._waiting = refused
         if suppressed and (fresh or now - self._logged_at_s >= SUMMARY_EVERY_S):
             self._logged_at_s = now
             log.warning("framework_ooms_rate_limited", extra={
@@ -158,5 +213,33 @@ class FrameworkOomSource:
             })  # fmt: skip
         return out
 
+    def _admit(self, record: FlightRecord, suppressed: Counter[str]) -> bool:
+        """Whether the record's source may report one more event now (else it is counted)."""
+        vouched = self._pod_dirs and record.pod_dir is not None
+        source = f"pod_dir {record.pod_dir}" if vouched else f"uid {record.owner_uid}"
+        if self._rate.allow(source, vouched):
+            return True
+        suppressed[source] += 1
+        return False
+
     def close(self) -> None:
         self._reader.close()
+
+
+def launch_incident(
+    events: list[tuple[FlightRecord, FrameworkOomEvent]], now_wall_s: float, pod_dirs: bool
+) -> Incident:
+    """One incident for the OOMs of one launch's ranks: the first to run out speaks (its
+    store key is its own event's, so a restarted agent regroups to the same incident), the
+    others are listed under `allocator.ranks`, in the order they ran out."""
+    ordered = sorted(events, key=lambda item: item[1].mono_s)
+    record, first = ordered[0]
+    incident = framework_incident(record, first, now_wall_s, pod_dirs)
+    if incident.allocator is not None:
+        incident.allocator["ranks"] = [
+            {"rank": r.meta.rank, "local_rank": r.meta.local_rank,
+             "device": None if e.device is None else escape_control(e.device),
+             "after_s": round(e.mono_s - first.mono_s, 3)}
+            for r, e in ordered
+        ]  # fmt: skip
+    return incident

@@ -23,6 +23,7 @@ from typing import Any
 from oomwatch.cgroup_identity import identify
 from oomwatch.incident import Incident, Invoker, iso_epoch_s
 from oomwatch.probe.identity import BY_POD_DIR, UNVERIFIED, claimed, dir_vouched_uid
+from oomwatch.probe.oom_messages import parse_torch_oom
 from oomwatch.probe.reader import FlightRecord, ProbeDirReader, ReaderLimits, RecordSource
 from oomwatch.probe.schema import FrameworkOomEvent, ProbeSample, to_payload
 from oomwatch.sanitize import escape_control
@@ -302,6 +303,9 @@ def framework_incident(
     window = [s for s in record.samples if s.mono_s <= event.mono_s + CLOCK_SLACK_S]
     last = window[-1] if window else None
     pod_uid = dir_vouched_uid(record.pod_dir, meta, pod_dirs)
+    # The probe file holds the message; what it says of the device's other users is read
+    # here (older probes did not parse it).
+    parsed = parse_torch_oom(event.message) if event.framework.startswith("torch") else None
     allocator: dict[str, Any] = {
         "source": "probe",
         "file": escape_control(record.name),
@@ -312,6 +316,10 @@ def framework_incident(
         "total_bytes": event.total_bytes,
         "allocated_bytes": event.allocated_bytes,
         "reserved_unallocated_bytes": event.reserved_unallocated_bytes,
+        "process_bytes": parsed.process_bytes if parsed else None,
+        "other_processes": [
+            {"pid": pid, "bytes": size} for pid, size in (parsed.other_processes if parsed else ())
+        ],
         "phase": _text(event.phase),
         "epoch": event.epoch,
         "step": event.step,
@@ -323,6 +331,17 @@ def framework_incident(
         "device_samples": device_samples(window[-120:]),
         "claimed": claimed(meta),
         "owner_uid": record.owner_uid,
+        # Who wrote the event, as no later process can repeat it (oomwatch.store_keys).
+        "pid": meta.pid,
+        "pid_ns": meta.pid_ns,
+        "process_started_mono_s": meta.started_mono_s,
+        "event_seq": event.seq,
+        # A distributed launch: which rank ran out (the file's claim, like the pod's).
+        "rank": meta.rank,
+        "local_rank": meta.local_rank,
+        "world_size": meta.world_size,
+        "job_id": _text(meta.job_id),
+        "visible_devices": _text(meta.visible_devices),
         "identity": BY_POD_DIR if pod_uid else UNVERIFIED,
     }
     return Incident(

@@ -41,6 +41,11 @@ _TORCH_CAPACITY = re.compile(
 )
 _TORCH_ALLOCATED = re.compile(r"Of the allocated memory " + _SIZE + " is allocated by PyTorch")
 _TORCH_UNALLOCATED = re.compile(_SIZE + r" is reserved by PyTorch but unallocated")
+# What this process holds on the device, and the other processes NVML lets torch see (absent
+# where they live in another PID namespace: another container's).
+_TORCH_THIS_PROCESS = re.compile(r"this process has " + _SIZE + " memory in use")
+_TORCH_OTHER_PROCESS = re.compile(r"Process (\d{1,10}) has " + _SIZE + " memory in use")
+MAX_OTHER_PROCESSES = 8
 _TORCH_OLD = re.compile(
     r"\(GPU (\d+); "
     + _SIZE
@@ -90,6 +95,8 @@ class ParsedOom:
     free_bytes: int | None = None
     allocated_bytes: int | None = None  # held by the framework's live tensors
     reserved_unallocated_bytes: int | None = None  # cached by the allocator, not in use
+    process_bytes: int | None = None  # this process on the device, non-framework memory too
+    other_processes: tuple[tuple[int, int], ...] = ()  # (pid, bytes) torch named, at most 8
 
 
 def _bytes(number: str, unit: str) -> int:
@@ -124,6 +131,7 @@ def parse_torch_oom(message: str) -> ParsedOom:
     if capacity:
         allocated = _TORCH_ALLOCATED.search(message)
         unallocated = _TORCH_UNALLOCATED.search(message)
+        this = _TORCH_THIS_PROCESS.search(message)
         return ParsedOom(
             device=f"{device_type}:{capacity.group(1)}" if capacity.group(1) else None,
             requested_bytes=requested_bytes,
@@ -133,6 +141,8 @@ def parse_torch_oom(message: str) -> ParsedOom:
             reserved_unallocated_bytes=(
                 _bytes(unallocated.group(1), unallocated.group(2)) if unallocated else None
             ),
+            process_bytes=_bytes(this.group(1), this.group(2)) if this else None,
+            other_processes=other_processes(message),
         )
     old = _TORCH_OLD.search(message)
     if old:
@@ -147,6 +157,16 @@ def parse_torch_oom(message: str) -> ParsedOom:
             reserved_unallocated_bytes=max(reserved_bytes - allocated_bytes, 0),
         )
     return ParsedOom(requested_bytes=requested_bytes)
+
+
+def other_processes(message: str) -> tuple[tuple[int, int], ...]:
+    """(pid, bytes) of each "Process N has X memory in use" clause (the first few)."""
+    found = []
+    for match in _TORCH_OTHER_PROCESS.finditer(message):
+        found.append((int(match.group(1)), _bytes(match.group(2), match.group(3))))
+        if len(found) >= MAX_OTHER_PROCESSES:
+            break
+    return tuple(found)
 
 
 def parse_tf_oom(message: str) -> ParsedOom:

@@ -72,11 +72,46 @@ def own_memory_cgroup(proc_cgroup_text: str) -> str | None:
     return unified
 
 
-def flight_record_name(pod_uid: str | None, container: str | None, comm: str, pid: int) -> str:
-    """`<pod uid>.<container>.ring` in a pod; `local.<comm>.<pid>.ring` outside one."""
+def flight_record_name(
+    pod_uid: str | None, container: str | None, comm: str, pid: int, rank: int | None = None
+) -> str:
+    """`<pod uid>.<container>.ring` in a pod (`.r<local rank>.ring` for one of several ranks
+    in the container: each rank its own file, which its restart renames); else
+    `local.<comm>.<pid>.ring`."""
     if pod_uid and container:
-        return f"{_UNSAFE.sub('_', pod_uid)[:64]}.{_UNSAFE.sub('_', container)[:63]}{FILE_SUFFIX}"
+        ranked = f".r{rank}" if rank is not None else ""
+        name = f"{_UNSAFE.sub('_', pod_uid)[:64]}.{_UNSAFE.sub('_', container)[:63]}{ranked}"
+        return name + FILE_SUFFIX
     return f"local.{_UNSAFE.sub('_', comm)[:15] or 'proc'}.{pid}{FILE_SUFFIX}"
+
+
+def _int_env(env: Callable[[str], str | None], name: str) -> int | None:
+    value = env(name)
+    return int(value) if value is not None and value.isdigit() and len(value) < 10 else None
+
+
+def distributed_identity(env: Callable[[str], str | None] = os.environ.get) -> dict[str, Any]:
+    """Rank, local rank, world size, the launch and the visible devices, from what torchrun
+    (TORCHELASTIC_*), Kubeflow's PyTorchJob (MASTER_ADDR/PORT) or Slurm (SLURM_JOB_ID) set;
+    empty outside a distributed launch.  Ranks of one launch share `job_id`; a restart of the
+    workers (TORCHELASTIC_RESTART_COUNT) is a launch of its own."""
+    rank = _int_env(env, "RANK")
+    world = _int_env(env, "WORLD_SIZE")
+    if rank is None or world is None:
+        return {}
+    run_id = env("TORCHELASTIC_RUN_ID")
+    if run_id in (None, "", "none"):
+        run_id = env("SLURM_JOB_ID") or (
+            f"{env('MASTER_ADDR')}:{env('MASTER_PORT')}" if env("MASTER_ADDR") else None
+        )
+    attempt = env("TORCHELASTIC_RESTART_COUNT") or "0"
+    return {
+        "rank": rank,
+        "local_rank": _int_env(env, "LOCAL_RANK"),
+        "world_size": world,
+        "job_id": _clip(f"{run_id}/{attempt}") if run_id else None,
+        "visible_devices": _clip(env("CUDA_VISIBLE_DEVICES")),
+    }
 
 
 def _read(path: str) -> str | None:
@@ -111,6 +146,7 @@ class Probe:
         pod_name: str | None = None,
         namespace: str | None = None,
         container: str | None = None,
+        distributed: dict[str, Any] | None = None,
     ) -> None:
         self.interval_s = interval_s
         self._phase: tuple[str | None, int | None, int | None, int | None] = (
@@ -138,8 +174,10 @@ class Probe:
             namespace=_clip(namespace),
             container=_clip(container),
             pid_ns=_pid_namespace(),
+            **(distributed if distributed is not None else distributed_identity()),
         )
-        self.path = directory / flight_record_name(pod_uid, container, comm, pid)
+        local_rank = self.meta.local_rank if self.meta.local_rank is not None else self.meta.rank
+        self.path = directory / flight_record_name(pod_uid, container, comm, pid, local_rank)
         self._writer: RingWriter | None = None
         try:
             directory.mkdir(parents=True, exist_ok=True)
@@ -331,7 +369,8 @@ def start(
 
     `OOMWATCH_PROBE_DIR` (default /var/run/oomwatch/probe), `OOMWATCH_POD_UID`,
     `OOMWATCH_POD_NAME`, `OOMWATCH_POD_NAMESPACE` (downward API) and `OOMWATCH_CONTAINER_NAME`
-    (a literal in the manifest: the downward API cannot give the container name).
+    (a literal in the manifest: the downward API cannot give the container name); in a
+    distributed launch, the rank and the launch (`distributed_identity`).
     """
     probe = Probe(
         Path(directory or env(ENV_DIR) or DEFAULT_DIR),
@@ -340,6 +379,7 @@ def start(
         pod_name=env(ENV_POD_NAME),
         namespace=env(ENV_NAMESPACE),
         container=env(ENV_CONTAINER),
+        distributed=distributed_identity(env),
     )
     if excepthooks and probe.enabled:
         probe.install_excepthooks()

@@ -75,6 +75,12 @@ class ProbeMeta:
     namespace: str | None = None
     container: str | None = None
     pid_ns: int | None = None  # inode of /proc/self/ns/pid
+    # Distributed training, as torchrun (and Kubeflow's, Slurm's launchers) set them.
+    rank: int | None = None
+    local_rank: int | None = None
+    world_size: int | None = None
+    job_id: str | None = None  # the launch: run id (or master address) and restart attempt
+    visible_devices: str | None = None  # CUDA_VISIBLE_DEVICES
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,6 +153,11 @@ def _check(name: str, value: Any, kind: str) -> Any:
 _KINDS: dict[str, str] = {
     "pid": "count",
     "pid_ns": "count",
+    "rank": "count",
+    "local_rank": "count",
+    "world_size": "count",
+    "job_id": "text",
+    "visible_devices": "text",
     "comm": "text",
     "started_wall_s": "float",
     "started_mono_s": "float",

@@ -13,6 +13,7 @@ from typing import Any
 
 from oomwatch.diagnosis.evidence import (
     charged_bytes,
+    claimed_where,
     duration,
     fmt_bytes,
     limit_bytes,
@@ -84,6 +85,8 @@ def _where(incident: Incident) -> list[tuple[str, str]]:
         rows.append(("cgroup", incident.task_memcg))
     if incident.oom_memcg and incident.oom_memcg != incident.task_memcg:
         rows.append(("oom memcg", incident.oom_memcg))
+    if ctx is None and (claim := claimed_where(incident)) is not None:
+        rows.append(("pod", claim))  # a probe file's claim nothing vouched for
     return rows
 
 

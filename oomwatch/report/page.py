@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from oomwatch.diagnosis import unknowns
 from oomwatch.incident import Incident
-from oomwatch.report import facts, summary, svg
+from oomwatch.report import device_bar, facts, summary, svg
 from oomwatch.report.facts import Table, kind_words
 from oomwatch.report.text import FULL_UPTO, TOP_ROWS
 from oomwatch.sanitize import escape_control
@@ -115,6 +115,8 @@ def _body(incident: Incident, n: int) -> str:
         f"<h3>{plot_title}</h3>{svg.render(incident, f'timeline-{n}')}",
         f'<p class="caption">{_e(svg.caption(incident))}</p>',
     ]
+    if (bar := device_bar.render(incident, f"device-{n}")) is not None:
+        parts.append(f"<h3>Device memory at the out-of-memory error</h3>{bar}")
     if (tasks := facts.tasks(incident)) is not None:
         parts.append(f"<h3>{_e(tasks.title.capitalize())}</h3>{_grid(tasks, numeric=(0, 1, 2, 3))}")
     if (members := facts.members(incident)) is not None:
@@ -158,15 +160,16 @@ def _summary(incidents: Sequence[Incident]) -> str:
 def _top(incidents: Sequence[Incident]) -> str:
     table = summary.rows(incidents)
     items = []
-    for row in summary.largest(table, TOP_ROWS):
-        first = incidents[row.numbers[0] - 1]
+    for row in summary.top(table, TOP_ROWS):
+        shown = incidents[row.shown - 1]
         count = row.count
         items.append(
             f"<h3>#{row.numbers[0]} ({count})</h3>"
-            f'<p class="verdict">{_e(first.verdict or "?")}</p>'
-            f"{_findings(first)}"
+            f'<p class="verdict">{_e(shown.verdict or "?")}</p>'
+            f"{_findings(shown)}"
         )
-    head = '<section class="top" id="top"><h2>Findings of the largest rows</h2>'
+    head = '<section class="top" id="top"><h2>Findings of the first rows (most actionable first)'
+    head += "</h2>"
     return f"{head}{''.join(items)}</section>"
 
 
@@ -174,7 +177,7 @@ def _grouped(incidents: Sequence[Incident]) -> str:
     """Every incident, closed, in one `<details>` per summary row."""
     total, out = len(incidents), []
     for row in summary.rows(incidents):
-        first = incidents[row.numbers[0] - 1]
+        first = incidents[row.shown - 1]
         inner = "".join(
             f'<details class="incident" id="incident-{n}"><summary>OOM {n} of {total},'
             f" {_e(facts.when(incidents[n - 1]))}</summary>"

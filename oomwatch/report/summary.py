@@ -1,7 +1,12 @@
-"""The summary a report with many incidents starts with: one row per kind of kill (time,
-pod/cgroup, victim, kind, limit, dominant consumer, verdict code), so 300 kills of one
-crash-looping container are one row that says `×300`, and the largest groups first
-in the findings that follow.
+"""The summary a report with many incidents starts with: one row per workload, container and
+verdict code (time, pod/cgroup, victim, kind, limit, dominant consumer, verdict code), so 300
+kills of one crash-looping container are one row that says `×300`, and a fragmentation OOM
+is never folded into a row of requests too large for the device.
+
+Rows are ranked by what a reader can act on, then by count: the severity of the finding
+the verdict names, whether there is advice, how actionable the verdict's code is
+(oomwatch.diagnosis.ranking), then the number of incidents; so three "too little evidence"
+rows never hide a diagnosed one.  A row shows its most actionable incident (`Row.shown`).
 """
 
 from __future__ import annotations
@@ -10,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from oomwatch.diagnosis.evidence import fmt_bytes, limit_bytes, pct
+from oomwatch.diagnosis.ranking import action_rank
 from oomwatch.diagnosis.verdict import dominant_part, short_where
 from oomwatch.incident import Incident
 
@@ -18,6 +24,7 @@ COLUMNS = ("#", "time", "kills", "pod / cgroup", "victim", "kind", "limit", "dom
 # still be wider than TABLE_COLUMNS, the pod/cgroup and victim cells give way (see `widths`).
 MAX_WIDTHS = (5, 14, 5, 26, 22, 9, 8, 12, 22)
 MIN_WIDTHS = {3: 12, 4: 10}  # pod / cgroup, victim
+_SEVERITY = {"critical": 0, "warning": 1, "info": 2}
 TABLE_COLUMNS = 120
 INDENT, GAP = 2, 2
 
@@ -27,8 +34,10 @@ class Row:
     """One kind of kill: the incidents (1-based numbers) that share every cell but time."""
 
     numbers: tuple[int, ...]
-    cells: tuple[str, ...]  # one per COLUMNS entry, raw text
+    cells: tuple[str, ...]  # one per COLUMNS entry, raw text (of the `shown` incident)
     last_time: str  # time of the last incident of the row ("" when one)
+    shown: int  # the number of the incident whose cells and findings the row shows
+    rank: tuple[int, ...]  # smaller first (`rows`)
 
     @property
     def count(self) -> str:
@@ -87,47 +96,75 @@ def dominant(incident: Incident) -> tuple[str, str]:
     return "?", "?"
 
 
+def workload(incident: Incident) -> str:
+    """The API's owner of the pod (`Deployment/web`), else the pod or cgroup cell."""
+    ctx = incident.k8s
+    if ctx is not None and ctx.owner_kind and ctx.owner_name:
+        namespace = f"{ctx.namespace}/" if ctx.namespace else ""
+        return f"{namespace}{ctx.owner_kind}/{ctx.owner_name}"
+    return owner(incident)
+
+
+def container(incident: Incident) -> str:
+    """The container's name, its id's first 12, or the one a probe file claims."""
+    ctx = incident.k8s
+    if ctx is not None and ctx.container:
+        return ctx.container
+    if incident.container_id:
+        return incident.container_id[:12]
+    claim = (incident.allocator or {}).get("claimed")
+    named = claim.get("container") if isinstance(claim, dict) else None
+    return f"claimed {named}" if isinstance(named, str) else ""
+
+
 def _key(incident: Incident) -> tuple[str, ...]:
-    victim = incident.victim
-    return (
-        owner(incident),
-        victim.comm if victim else "",
-        str(incident.victim_count),
-        incident.kind,
-        limit_cell(incident),
-        dominant(incident)[0],
-        incident.verdict_code or "",
-    )
+    return (workload(incident), container(incident), incident.verdict_code or "")
+
+
+def actionability(incident: Incident) -> tuple[int, int, int]:
+    """Smaller is more actionable: the severity of the finding the verdict names, whether
+    there is advice, the verdict code's place in ACTION_ORDER."""
+    code = incident.verdict_code or ""
+    named = next((f for f in incident.findings if f.code == code), None)
+    severity = _SEVERITY.get(named.severity, 3) if named is not None else 3
+    advised = 0 if (incident.recommendation or {}).get("message") else 1
+    return severity, advised, action_rank(code)
 
 
 def rows(incidents: Sequence[Incident]) -> list[Row]:
-    """Incidents grouped by what they share, in order of each group's first incident."""
+    """Incidents grouped by workload, container and verdict code, the most actionable rows
+    first, then the largest, then the earliest."""
     groups: dict[tuple[str, ...], list[int]] = {}
     for number, incident in enumerate(incidents, 1):
         groups.setdefault(_key(incident), []).append(number)
     with_date = dated(incidents)
     out = []
     for numbers in groups.values():
-        first, last = incidents[numbers[0] - 1], incidents[numbers[-1] - 1]
+        shown = min(numbers, key=lambda n: (
+            actionability(incidents[n - 1]), -len(incidents[n - 1].findings), n))  # fmt: skip
+        first, last = incidents[shown - 1], incidents[numbers[-1] - 1]
         many = len(numbers) > 1
+        pods = {owner(incidents[n - 1]) for n in numbers}
         cells = (
             str(numbers[0]),
-            time_cell(first, with_date),
+            time_cell(incidents[numbers[0] - 1], with_date),
             f"×{len(numbers)}" if many else "1",
-            owner(first),
+            owner(first) + (f" +{len(pods) - 1} pods" if len(pods) > 1 else ""),
             victim_cell(first, with_pid=not many),
             first.kind,
             limit_cell(first),
             dominant(first)[1],
             first.verdict_code or "",
         )
-        out.append(Row(tuple(numbers), cells, time_cell(last, with_date) if many else ""))
-    return out
+        rank = (*actionability(first), -len(numbers), numbers[0])
+        out.append(Row(tuple(numbers), cells, time_cell(last, with_date) if many else "",
+                       shown, rank))  # fmt: skip
+    return sorted(out, key=lambda r: r.rank)
 
 
-def largest(table: Sequence[Row], count: int) -> list[Row]:
-    """The rows with the most incidents (ties: the earlier first)."""
-    return sorted(table, key=lambda r: (-len(r.numbers), r.numbers[0]))[:count]
+def top(table: Sequence[Row], count: int) -> list[Row]:
+    """The first `count` rows: the most actionable, then the largest (`rows` ranks them)."""
+    return sorted(table, key=lambda r: r.rank)[:count]
 
 
 def widths(cells: Sequence[Sequence[str]]) -> list[int]:

@@ -3,9 +3,9 @@
 One incident prints in full: the verdict (one sentence), the findings and the advice, the
 breakdown, the largest tasks and the timeline; then the facts they rest on (identity,
 victims, limit, invoker), what the decoder noted and what is unknown.  Several start with a
-summary table, one row per kind of kill; up to `FULL_UPTO` then print in full, more print the
-findings of the largest rows and leave the rest to `--details`, so 300 kills read in one
-screen instead of 10,000 lines.
+summary table, one row per workload, container and verdict; up to `FULL_UPTO` then print in
+full, more print the findings of the most actionable rows and leave the rest to `--details`,
+so 300 kills read in one screen instead of 10,000 lines.
 
 Process names, cgroup paths and pod names come from whoever runs the workload; each goes
 through `escape_control` so a name cannot move the cursor, clear the screen or fake a line.
@@ -25,7 +25,7 @@ from oomwatch.sanitize import escape_control as esc
 __all__ = ["kind_words", "render", "render_incident"]
 
 FULL_UPTO = 3  # more incidents than this: summary and top findings unless --details
-TOP_ROWS = 3  # rows of the summary whose findings are printed
+TOP_ROWS = 3  # rows of the summary whose findings are printed (the first: most actionable)
 MAX_FINDINGS = 6
 MAX_WARNINGS = 10
 MAX_ALSO = 4  # more killed processes (a group kill) are listed on one line, then counted
@@ -132,13 +132,14 @@ def summary_table(incidents: Sequence[Incident]) -> list[str]:
 
 
 def _top(incidents: Sequence[Incident], width: int | None = None) -> list[str]:
-    """Verdict, findings and advice of the largest summary rows."""
+    """Verdict, findings and advice of the first summary rows (the most actionable), each
+    from the row's most actionable incident."""
     table = summary.rows(incidents)
-    top = summary.largest(table, TOP_ROWS)
-    which = "the largest row" if len(top) == 1 else f"the {len(top)} largest rows"
-    out = [f"Findings of {which} (of {len(table)}):"]
+    top = summary.top(table, TOP_ROWS)
+    which = "the first row" if len(top) == 1 else f"the first {len(top)} rows"
+    out = [f"Findings of {which} (of {len(table)}, the most actionable first):"]
     for row in top:
-        incident = incidents[row.numbers[0] - 1]
+        incident = incidents[row.shown - 1]
         count = row.count
         since = f", {row.cells[1]} to {row.last_time}" if row.last_time else ""
         out.append(f"  #{row.numbers[0]} ({count}{since}): {esc(incident.verdict or '?')}")

@@ -253,9 +253,11 @@ def test_elsewhere_kinds_and_superseded_adapter_findings() -> None:
             },
         )
     )
-    [f] = fw.findings
+    f, cause = fw.findings
     assert f.code == "framework-oom" and "expandable_segments" in f.message
+    assert cause.code == "device-fragmentation" and fw.verdict_code == "device-fragmentation"
     assert fw.recommendation and fw.recommendation["limit_will_not_help"] is True
+    assert fw.recommendation["action"] == "fix-fragmentation"
 
 
 def test_pod_facts() -> None:

@@ -161,7 +161,8 @@ def test_framework_oom_event_from_the_probe_allocator(
     assert_note(body["note"], cuda, POD)
     assert body["note"].startswith(
         "Torch-cuda ran out of device memory in pod shop/web-7d4b9c8f6d-x2x9z container app"
-        " asking for 2 GiB; a memory limit will not help."
+        " asking for 2 GiB: this job fills the device itself; lower the batch size or model"
+        " footprint."
     )
 
 

@@ -72,6 +72,7 @@ def test_identity_from_the_downward_api_and_restart_keeps_the_previous_file(
 def test_file_names_cannot_be_steered_by_hostile_identity() -> None:
     assert flight_record_name("../../etc", "x/y", "c", 1) == "______etc.x_y.ring"
     assert flight_record_name(None, None, "py\nthon", 77) == "local.py_thon.77.ring"
+    assert flight_record_name("u", "c", "python", 1, rank=3) == "u.c.r3.ring"
 
 
 def test_unwritable_directory_disables_the_probe_without_raising(tmp_path: Path) -> None:
