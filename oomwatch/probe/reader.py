@@ -55,7 +55,9 @@ log = logging.getLogger("oomwatch.probe.reader")
 IDLE_S = 2.0
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,250}" + re.escape(FILE_SUFFIX))
 POD_DIR = re.compile(r"[0-9a-f][0-9a-f-]{7,63}")  # a pod UID (or a static pod's config hash)
-FILES_PER_POD_DIR = 8
+# Flight records read from one pod's directory: each rank writes its own file and keeps its
+# previous run's (`.prev`), so one 8-GPU pod of two containers holds 32.
+FILES_PER_POD_DIR = 32
 POD_DIR_ENTRIES = 256  # entries looked at in one per-pod directory per walk
 CLOCK_EVERY_ENTRIES = 128  # a listing looks at the clock this often
 REFUSAL_LINES = 16  # refusals logged one line each per minute; the rest summarised

@@ -76,3 +76,17 @@ def test_hundreds_of_junk_files_make_a_few_lines_and_one_summary(
     summaries = [r for r in ours if r.getMessage() == "probe_files_refused"]
     assert len(lines) <= REFUSAL_LINES + 3  # + "read in turns"
     assert len(summaries) == 1 and summaries[0].__dict__["files"] >= 100
+
+
+def test_every_rank_of_an_eight_gpu_pod_is_read_with_its_previous_run(probe_dir: Path) -> None:
+    pod = probe_dir / POD.format(7)
+    pod.mkdir()
+    names = {
+        f"{pod.name}/1b2c-44.{container}.r{rank}{prev}.ring"
+        for container in ("trainer", "eval")
+        for rank in range(8)
+        for prev in ("", ".prev")
+    }
+    for name in names:
+        write_record(probe_dir, name)
+    assert {r.name for r in ProbeDirReader(probe_dir).read_all()} == names
