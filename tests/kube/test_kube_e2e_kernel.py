@@ -130,7 +130,7 @@ def test_real_kill_produces_an_event_on_the_pod(
     assert event["reason"] in ("ContainerOOMKill", "ChildProcessOOMKilled")
     assert event["reportingInstance"] == f"oomwatch-{NODE}"
     assert "in pod ml/trainer-0" in event["note"]  # the container: regarding's fieldPath
-    assert event["note"].endswith(" --pod ml/trainer-0")  # the command for the full report
+    assert event["note"].endswith("kubectl oomwatch report pod/trainer-0 -n ml")  # the full report
     assert event["metadata"]["namespace"] == "ml"
     if "rate-limited-report" not in event["note"]:  # a whole report names the limit it hit
         assert "was killed at its container memory limit of 64 MiB" in event["note"]
