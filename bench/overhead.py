@@ -12,8 +12,11 @@ Targets from the issue: <= 0.5 % of one core and <= 64 MiB RSS.  Needs root and 
 memory controller; every memcg and process it makes is removed at the end, also on failure.
 Other cgroups on the node (other scratch trees) are watched too, as on a real node.
 
-    sudo PYTHONPATH=. .venv/bin/python bench/overhead.py [--cgroups 250] [--seconds 60] \
-        [--target daemon|loop]
+    sudo PYTHONPATH=. .venv/bin/python bench/overhead.py [--cgroups 250 | 100,250,500,1000,2000] \
+        [--seconds 60] [--target daemon|loop]
+
+With several counts it measures each in turn (a fresh tree each) and prints the growth per
+container: the least-squares slope of CPU and RSS over the counts.
 """
 
 from __future__ import annotations
@@ -148,9 +151,72 @@ def measure(proc: psutil.Process, seconds: float) -> tuple[float, float]:
     return 100.0 * used / elapsed, peak_rss / MiB
 
 
+def parse_counts(text: str) -> list[int]:
+    """`250` or `100,250,500`: container memcg counts, each a positive integer."""
+    try:
+        counts = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--cgroups {text!r}: not a list of integers") from None
+    if not counts or any(count <= 0 for count in counts):
+        raise argparse.ArgumentTypeError(f"--cgroups {text!r}: counts must be positive")
+    return counts
+
+
+def measure_point(count: int, seconds: float, target: str) -> tuple[int | None, float, float]:
+    """One point of the curve: (cgroups watched, CPU % of a core, peak RSS MiB) with `count`."""
+    with ScratchMemcg(256 * MiB) as scratch, tempfile.TemporaryDirectory() as tmp:
+        t0 = time.monotonic()
+        build_tree(scratch, count)
+        print(f"built {count} container memcgs in {time.monotonic() - t0:.1f} s", flush=True)
+        if target == "daemon":
+            port = free_port()
+            child = start_daemon(Path(tmp), port)
+            try:
+                try:
+                    wait_healthy(port)
+                except RuntimeError:
+                    print((Path(tmp) / "daemon.log").read_text()[-3000:], file=sys.stderr)
+                    raise
+                time.sleep(WARMUP_S)
+                cpu, rss = measure(psutil.Process(child.pid), seconds)
+                watched = watched_by_daemon(Path(tmp) / "daemon.log")
+            finally:
+                child.terminate()
+                child.wait(timeout=30)
+        else:
+            child = subprocess.Popen(
+                [sys.executable, __file__, "--loop-child", "--seconds", str(seconds)],
+                stdout=subprocess.PIPE,
+                env=_env(),
+            )
+            try:
+                assert child.stdout is not None
+                watched = json.loads(child.stdout.readline())["cgroups_watched"]
+                time.sleep(WARMUP_S)
+                cpu, rss = measure(psutil.Process(child.pid), seconds)
+            finally:
+                child.kill()
+                child.wait(timeout=30)
+    return watched, cpu, rss
+
+
+def growth(points: list[tuple[int, float, float]]) -> tuple[float, float]:
+    """Least-squares slope per container: (CPU % of a core, RSS KiB)."""
+    n = len(points)
+    mean_x = sum(p[0] for p in points) / n
+    var_x = sum((p[0] - mean_x) ** 2 for p in points)
+    if var_x == 0:
+        return 0.0, 0.0
+    mean_cpu = sum(p[1] for p in points) / n
+    mean_rss = sum(p[2] for p in points) / n
+    cpu = sum((p[0] - mean_x) * (p[1] - mean_cpu) for p in points) / var_x
+    rss = sum((p[0] - mean_x) * (p[2] - mean_rss) for p in points) / var_x
+    return cpu, rss * 1024
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--cgroups", type=int, default=250)
+    parser.add_argument("--cgroups", type=parse_counts, default=[250], help="e.g. 100,250,500")
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--target", choices=("daemon", "loop"), default="daemon")
     parser.add_argument("--loop-child", action="store_true", help=argparse.SUPPRESS)
@@ -162,45 +228,23 @@ def main(argv: list[str] | None = None) -> int:
     if reason is not None:
         print(f"overhead: cannot run: {reason}", file=sys.stderr)
         return 2
-    with ScratchMemcg(256 * MiB) as scratch, tempfile.TemporaryDirectory() as tmp:
-        t0 = time.monotonic()
-        build_tree(scratch, args.cgroups)
-        print(f"built {args.cgroups} container memcgs in {time.monotonic() - t0:.1f} s")
-        if args.target == "daemon":
-            port = free_port()
-            child = start_daemon(Path(tmp), port)
-            try:
-                try:
-                    wait_healthy(port)
-                except RuntimeError:
-                    print((Path(tmp) / "daemon.log").read_text()[-3000:], file=sys.stderr)
-                    raise
-                time.sleep(WARMUP_S)
-                cpu, rss = measure(psutil.Process(child.pid), args.seconds)
-                watched = watched_by_daemon(Path(tmp) / "daemon.log")
-            finally:
-                child.terminate()
-                child.wait(timeout=30)
-        else:
-            child = subprocess.Popen(
-                [sys.executable, __file__, "--loop-child", "--seconds", str(args.seconds)],
-                stdout=subprocess.PIPE,
-                env=_env(),
-            )
-            try:
-                assert child.stdout is not None
-                watched = json.loads(child.stdout.readline())["cgroups_watched"]
-                time.sleep(WARMUP_S)
-                cpu, rss = measure(psutil.Process(child.pid), args.seconds)
-            finally:
-                child.kill()
-                child.wait(timeout=30)
-    verdict = "PASS" if cpu <= 0.5 and rss <= 64 else "OVER TARGET"
-    print(
-        f"target={args.target} container_memcgs={args.cgroups} cgroups_watched={watched} "
-        f"seconds={args.seconds:.0f} cpu_percent_of_one_core={cpu:.3f} peak_rss_mib={rss:.1f} "
-        f"(targets <= 0.5 % and <= 64 MiB: {verdict})"
-    )
+    points: list[tuple[int, float, float]] = []
+    for count in args.cgroups:
+        watched, cpu, rss = measure_point(count, args.seconds, args.target)
+        points.append((count, cpu, rss))
+        verdict = "PASS" if cpu <= 0.5 and rss <= 64 else "OVER TARGET"
+        print(
+            f"target={args.target} container_memcgs={count} cgroups_watched={watched} "
+            f"seconds={args.seconds:.0f} cpu_percent_of_one_core={cpu:.3f} peak_rss_mib={rss:.1f} "
+            f"load={os.getloadavg()[0]:.2f} (targets <= 0.5 % and <= 64 MiB: {verdict})",
+            flush=True,
+        )
+    if len(points) > 1:
+        cpu_slope, rss_slope = growth(points)
+        print(
+            f"growth per container (least squares over {len(points)} points): "
+            f"cpu_percent_of_one_core={cpu_slope:.5f} rss_kib={rss_slope:.1f}"
+        )
     return 0
 
 

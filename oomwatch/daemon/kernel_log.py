@@ -1,7 +1,7 @@
 """The daemon's kernel log: /dev/kmsg followed from the saved cursor, decoded record by record.
 
-A report is many records; it is complete once the log is quiet for a moment, so the loop asks
-`flush_at()` when to close it.  One record the decoder chokes on is logged by its sequence
+A report is many records; it is complete at its kill line where no group kill can follow,
+else once the log is quiet for a moment, so the loop asks `flush_at()` when to close it.  One record the decoder chokes on is logged by its sequence
 number and skipped: the other records of the read (up to thousands) and the kills they
 complete are kept, because the cursor has already moved past all of them.
 """
@@ -19,10 +19,11 @@ from oomwatch.sources.kmsg import MAX_RECORDS_PER_READ, KmsgCursor, KmsgFollower
 from oomwatch.stages import EventLogger
 
 FLUSH_IDLE_S = 0.02  # a report is complete once the kernel log is quiet this long
-# ... or this long after a `Killed process` line: the kernel prints the whole report in one
-# call path (0.3 ms here) and only the group-kill lines follow the kill line directly; the
-# oom_reaper line comes later or never, and the decoder ignores it once the report is closed.
-KILL_LINE_IDLE_S = 0.005
+# ... or at once after its `Killed process` line (or the oom_reaper line that came in the same
+# read): the kernel prints the whole report in one call path (0.3 ms here) and only group-kill
+# lines follow the kill line; the oom_reaper line comes later or never, and the decoder ignores
+# it once the report is closed.
+KILL_LINE_IDLE_S = 0.0
 # ... except where the kill may go on to a memory.oom.group kill: the members' kill lines
 # follow, each printed after the killing task wrote the previous lines to the console --
 # 5-10 ms apart on the idle lab VM (tests/data/kernel-v2/*/group-kill.kmsg), a line on a
@@ -220,9 +221,11 @@ class KernelLog:
 
     def _idle_after(self, message: str) -> float:
         """How long the log must be quiet after this record for the open report to be done."""
-        if parse_killed(message) is None:
-            return FLUSH_IDLE_S
         incident = self.assembler.open_incident
+        if parse_killed(message) is None and not (
+            message.startswith("oom_reaper: ") and incident is not None and incident.victims
+        ):
+            return FLUSH_IDLE_S
         if incident is not None and (incident.group_kill or self._may_kill_group(incident)):
             return GROUP_KILL_IDLE_S
         return KILL_LINE_IDLE_S

@@ -75,6 +75,23 @@ def test_a_kill_with_no_group_to_follow_is_closed_at_once() -> None:
     assert calls[0].task_memcg is not None  # asked with the report's cgroups known
 
 
+
+def test_a_kill_with_no_group_to_follow_closes_in_the_read_that_brings_its_kill_line() -> None:
+    """v1 (no group kill can follow): the report is whole at its kill line and is recorded
+    without waiting for a quiet log; the oom_reaper line in the same read is part of it."""
+    path = DATA / KERNELS[-1] / "single-kill.kmsg"
+    raws = path.read_bytes().splitlines()
+    reaper = b"6,9999,131835000,-;oom_reaper: reaped process 228 (v2-plain), now anon-rss:0kB, "
+    reaper += b"file-rss:0kB, shmem-rss:0kB"
+    for tail in ([], [reaper]):
+        kmsg = KernelLog(str(path.parent / "absent"), None, "b", get_logger(), lambda _n: None,
+                         may_kill_group=lambda _i: False)  # fmt: skip
+        assert kmsg.decode(list(enumerate([*raws, *tail])), arrival_s=100.0) == []
+        [incident] = kmsg.flush_if_idle(100.0)  # the same loop turn: no wait
+        assert [v.pid for v in incident.victims] == [228]
+        assert (incident.victims[0].reaped_anon_rss_bytes == 0) is bool(tail)
+
+
 def oom_group_at(*groups: str) -> Callable[[str], bool | None]:
     return lambda cgroup: cgroup in groups
 
