@@ -18,6 +18,8 @@ from oomwatch.cgroups.files import CgroupFile, CgroupGone, keyed_value, parse_in
 from oomwatch.incident import Timeline, TimelineSample
 
 SAMPLED_LEVELS = frozenset({"container", "cgroup"})
+FINE_S = 60.0  # the ring keeps every sample of the last minute ...
+COARSE_STEP_S = 10.0  # ... and one per 10 s before that
 LIMIT_REFRESH_SAMPLES = 10  # limits change rarely (in-place resize): re-read every 10th sample
 
 # (anon, file, shmem, thp, kernel parts, inactive file) keys of memory.stat, by version.
@@ -49,13 +51,9 @@ class _Breakdown:
     inactive_file: int | None = None
 
 
-class _Ring:
-    """The last `capacity` samples of one cgroup, in flat arrays: no object per sample.
-
-    250 containers x 601 samples as `TimelineSample` objects would be ~25 MiB of heap; as
-    nine 8-byte columns it is about 10 MiB.  `None` is stored as -1 (no byte count is
-    negative).
-    """
+class _Columns:
+    """A circular buffer of samples in flat typed arrays (nine 8-byte columns): no object
+    per sample.  `None` is stored as -1 (no byte count is negative)."""
 
     __slots__ = ("_columns", "_next", "_times", "capacity", "size")
 
@@ -66,21 +64,24 @@ class _Ring:
         self._times = array("d", bytes(8 * capacity))
         self._columns = [array("q", bytes(8 * capacity)) for _ in range(8)]
 
-    def append(self, t_s: float, usage: int, limit: int | None, b: _Breakdown) -> None:
+    def oldest(self) -> tuple[float, tuple[int, ...]] | None:
+        """The sample the next append overwrites, while full."""
+        if self.size < self.capacity:
+            return None
         i = self._next
-        c = self._columns
+        return self._times[i], tuple(column[i] for column in self._columns)
+
+    def append(self, t_s: float, row: tuple[int, ...]) -> None:
+        i = self._next
         self._times[i] = t_s
-        c[0][i] = usage
-        c[1][i] = -1 if limit is None else limit
-        c[2][i] = -1 if b.anon is None else b.anon
-        c[3][i] = -1 if b.file is None else b.file
-        c[4][i] = -1 if b.shmem is None else b.shmem
-        c[5][i] = -1 if b.thp is None else b.thp
-        c[6][i] = -1 if b.kernel is None else b.kernel
-        c[7][i] = -1 if b.inactive_file is None else b.inactive_file
+        for column, value in zip(self._columns, row, strict=True):
+            column[i] = value
         self._next = 0 if i + 1 == self.capacity else i + 1
         if self.size < self.capacity:
             self.size += 1
+
+    def last_time_s(self) -> float | None:
+        return self._times[(self._next - 1) % self.capacity] if self.size else None
 
     def samples(self) -> list[TimelineSample]:
         """Oldest first."""
@@ -88,9 +89,76 @@ class _Ring:
         out = []
         for k in range(self.size):
             i = (start + k) % self.capacity
-            usage, *rest = (column[i] for column in self._columns)
-            out.append(TimelineSample(self._times[i], usage, *(None if v < 0 else v for v in rest)))
+            out.append(self.sample_of(self._times[i], [column[i] for column in self._columns]))
         return out
+
+    @staticmethod
+    def sample_of(t_s: float, row: Sequence[int]) -> TimelineSample:
+        usage, *rest = row
+        return TimelineSample(t_s, usage, *(None if v < 0 else v for v in rest))
+
+
+class _Ring:
+    """The last `window_s` of one cgroup: every sample of the last `fine_s`, and before that
+    the highest-usage sample of each `coarse_step_s`, so the peaks a forecast compares with
+    (a sawtooth's, the one growth must pass again) survive.  A 10-minute window at 1 Hz is
+    then 116 samples (8 KiB), not 601 (43 KiB).
+    """
+
+    __slots__ = ("_bucket", "_coarse", "_coarse_step_s", "_fine")
+
+    def __init__(self, interval_s: float, window_s: float, fine_s: float, coarse_step_s: float):
+        fine_span_s = min(window_s, fine_s)
+        self._fine = _Columns(max(1, int(fine_span_s / interval_s) + 1))
+        coarse_span_s = window_s - fine_span_s
+        self._coarse_step_s = max(coarse_step_s, interval_s)
+        self._coarse = (
+            _Columns(int(coarse_span_s / self._coarse_step_s) + 1) if coarse_span_s > 0 else None
+        )
+        # (bucket start, best sample so far) of the coarse step being filled
+        self._bucket: tuple[float, float, tuple[int, ...]] | None = None
+
+    @property
+    def capacity(self) -> int:
+        return self._fine.capacity + (self._coarse.capacity + 1 if self._coarse else 0)
+
+    def append(self, t_s: float, usage: int, limit: int | None, b: _Breakdown) -> None:
+        leaving = self._fine.oldest()
+        if leaving is not None and self._coarse is not None:
+            self._keep_coarse(*leaving)
+        self._fine.append(
+            t_s,
+            (
+                usage,
+                -1 if limit is None else limit,
+                -1 if b.anon is None else b.anon,
+                -1 if b.file is None else b.file,
+                -1 if b.shmem is None else b.shmem,
+                -1 if b.thp is None else b.thp,
+                -1 if b.kernel is None else b.kernel,
+                -1 if b.inactive_file is None else b.inactive_file,
+            ),
+        )
+
+    def _keep_coarse(self, t_s: float, row: tuple[int, ...]) -> None:
+        assert self._coarse is not None
+        bucket = self._bucket
+        if bucket is not None and t_s - bucket[0] < self._coarse_step_s:
+            if row[0] > bucket[2][0]:
+                self._bucket = (bucket[0], t_s, row)
+            return
+        if bucket is not None:
+            self._coarse.append(bucket[1], bucket[2])
+        self._bucket = (t_s, t_s, row)
+
+    def samples(self) -> list[TimelineSample]:
+        """Oldest first."""
+        if self._coarse is None:
+            return self._fine.samples()
+        older = self._coarse.samples()
+        if self._bucket is not None:
+            older.append(_Columns.sample_of(self._bucket[1], self._bucket[2]))
+        return older + self._fine.samples()
 
 
 class _Source:
@@ -110,7 +178,7 @@ class _Source:
         "usage_file",
     )
 
-    def __init__(self, cgroup: WatchedCgroup, maxlen: int) -> None:
+    def __init__(self, cgroup: WatchedCgroup, ring: _Ring) -> None:
         v2 = cgroup.version == 2
         base = cgroup.fs_path + "/"
         self.cgroup = cgroup
@@ -118,7 +186,7 @@ class _Source:
         self.usage_file = CgroupFile(base + usage_name, size_bytes=64)
         self.limit_file = CgroupFile(base + ("memory.max" if v2 else "memory.limit_in_bytes"), 64)
         self.stat_file = CgroupFile(base + "memory.stat", size_bytes=8192)
-        self.ring = _Ring(maxlen)
+        self.ring = ring
         self.last_usage = -1
         self.limit: int | None = None
         self.limit_age = LIMIT_REFRESH_SAMPLES
@@ -188,7 +256,6 @@ class TimelineSampler:
         self.window_s = window_s
         # A vanished container's ring is kept long enough for its kill to be frozen.
         self._keep_gone_s = window_s if keep_gone_s is None else keep_gone_s
-        self._maxlen = max(1, int(window_s / interval_s) + 1)
         self._sources: dict[str, _Source] = {}
         self._next_expiry_s = 0.0
 
@@ -204,7 +271,8 @@ class TimelineSampler:
             if source is None or source.cgroup.fs_path != cg.fs_path:
                 if source is not None:
                     source.close()
-                source = self._sources[cg.relpath] = _Source(cg, self._maxlen)
+                ring = _Ring(self.interval_s, self.window_s, FINE_S, COARSE_STEP_S)
+                source = self._sources[cg.relpath] = _Source(cg, ring)
             if source.gone:
                 continue
             source.last_seen_s = now_s

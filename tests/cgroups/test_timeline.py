@@ -98,6 +98,43 @@ def test_growth_is_frozen_into_the_timeline_and_the_ring_is_bounded(fake_v2: Fak
     assert sampler.freeze("/never/sampled", at_s=1029.5) is None
 
 
+
+def test_the_ring_keeps_the_last_minute_whole_and_one_sample_per_10_s_before(
+    fake_v2: FakeV2,
+) -> None:
+    """A 10-minute window at 1 Hz: 116 samples in the ring, not 601; the frozen timeline
+    still spans the window and its growth rate is the leak's."""
+    cg = _container(fake_v2)
+    current = fake_v2.path(CONTAINER) / "memory.current"
+    sampler = TimelineSampler(interval_s=1.0, window_s=600.0)
+    for t in range(900):  # 64 KiB/s growth for 15 minutes
+        current.write_text(f"{(10 * MiB) + 64 * 1024 * t}\n")
+        sampler.sample([cg], now_s=1000.0 + t)
+    timeline = sampler.freeze(CONTAINER, at_s=1899.5)
+    assert timeline is not None
+    times = [s.t_seconds for s in timeline.samples]
+    assert times[-61:] == [1839.0 + k for k in range(61)]  # the last minute, every sample
+    older = times[:-61]  # one per 10 s, its highest (here the latest of each step)
+    assert all(9.0 <= b - a <= 11.0 for a, b in zip(older, older[1:], strict=False)), older
+    assert 1299.0 <= older[0] <= 1310.0 and len(timeline.samples) <= 117  # the window, no more
+    assert timeline.growth_bytes_per_second == pytest.approx(64 * 1024, rel=0.01)
+
+
+def test_the_coarse_part_of_the_ring_keeps_each_steps_peak(fake_v2: FakeV2) -> None:
+    """A 7 s sawtooth seen minutes later: the coarse samples are its peaks, not its troughs
+    (the forecast compares new growth with the peak it came back from)."""
+    cg = _container(fake_v2)
+    current = fake_v2.path(CONTAINER) / "memory.current"
+    sampler = TimelineSampler(interval_s=1.0, window_s=600.0)
+    for t in range(300):
+        current.write_text(f"{(10 + (t % 7)) * MiB}\n")
+        sampler.sample([cg], now_s=1000.0 + t)
+    timeline = sampler.freeze(CONTAINER, at_s=1299.5)
+    assert timeline is not None
+    older = [s.usage_bytes for s in timeline.samples[:-61]]
+    assert older and all(usage == 16 * MiB for usage in older), older
+
+
 def test_vanished_cgroup_keeps_its_ring_for_the_freeze(fake_v2: FakeV2) -> None:
     cg = _container(fake_v2)
     sampler = TimelineSampler(interval_s=1.0, window_s=60.0)
