@@ -76,9 +76,12 @@ class MemcgEventfds:
     def __len__(self) -> int:
         return len(self._rel_to_fd)
 
-    def register(self, relpath: str, fs_path: str, now_s: float) -> bool:
+    def register(
+        self, relpath: str, fs_path: str, now_s: float, arguments: str | None = None
+    ) -> bool:
         """Ask the kernel to notify this memcg; False where it cannot (and why in `failure`,
-        after which nothing more is tried)."""
+        after which nothing more is tried).  `arguments` replaces the ones given at
+        construction (a usage threshold differs per memcg)."""
         if self.failure is not None or relpath in self._rel_to_fd:
             return relpath in self._rel_to_fd
         efd = os.eventfd(0, os.EFD_CLOEXEC | os.EFD_NONBLOCK)
@@ -87,7 +90,8 @@ class MemcgEventfds:
             try:
                 fd = os.open(os.path.join(fs_path, "cgroup.event_control"), os.O_WRONLY)
                 try:
-                    os.write(fd, f"{efd} {control}{self._suffix}".encode())
+                    suffix = self._suffix if arguments is None else f" {arguments}"
+                    os.write(fd, f"{efd} {control}{suffix}".encode())
                 finally:
                     os.close(fd)
             finally:

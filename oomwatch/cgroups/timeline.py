@@ -9,10 +9,12 @@ byte-identical usage means the breakdown is the one we already have.
 
 from __future__ import annotations
 
+import time
 from array import array
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from oomwatch.cgroups.attention import HOT_HOLD_S, UsageThresholds, needs_attention
 from oomwatch.cgroups.discovery import WatchedCgroup
 from oomwatch.cgroups.files import CgroupFile, CgroupGone, keyed_value, parse_int, parse_limit_bytes
 from oomwatch.incident import Timeline, TimelineSample
@@ -80,8 +82,8 @@ class _Columns:
         if self.size < self.capacity:
             self.size += 1
 
-    def last_time_s(self) -> float | None:
-        return self._times[(self._next - 1) % self.capacity] if self.size else None
+    def last_usage(self) -> int:
+        return self._columns[0][(self._next - 1) % self.capacity] if self.size else -1
 
     def samples(self) -> list[TimelineSample]:
         """Oldest first."""
@@ -151,6 +153,10 @@ class _Ring:
             self._coarse.append(bucket[1], bucket[2])
         self._bucket = (t_s, t_s, row)
 
+    def last_usage(self) -> int:
+        """The usage of the latest sample (-1: none yet)."""
+        return self._fine.last_usage()
+
     def samples(self) -> list[TimelineSample]:
         """Oldest first."""
         if self._coarse is None:
@@ -167,7 +173,9 @@ class _Source:
     __slots__ = (
         "breakdown",
         "cgroup",
+        "due_s",
         "gone",
+        "hot_until_s",
         "last_seen_s",
         "last_usage",
         "limit",
@@ -193,6 +201,8 @@ class _Source:
         self.breakdown = _Breakdown()
         self.gone = False
         self.last_seen_s = 0.0
+        self.due_s = 0.0  # the next sample is taken at the first pass at or after this
+        self.hot_until_s = 0.0  # sampled every interval until then
 
     def close(self) -> None:
         self.usage_file.close()
@@ -205,6 +215,7 @@ class _Source:
             usage = parse_int(self.usage_file.read())
             if usage is None:
                 return None
+            previous_usage = self.ring.last_usage()
             if self.limit_age >= LIMIT_REFRESH_SAMPLES:
                 self.limit = parse_limit_bytes(self.limit_file.read())
                 self.limit_age = 0
@@ -218,6 +229,8 @@ class _Source:
             return None
         b = self.breakdown
         self.ring.append(now_s, usage, self.limit, b)
+        if needs_attention(usage, previous_usage, self.limit):
+            self.hot_until_s = max(self.hot_until_s, now_s + HOT_HOLD_S)
         return TimelineSample(
             now_s, usage, self.limit, b.anon, b.file, b.shmem, b.thp, b.kernel, b.inactive_file
         )
@@ -246,14 +259,26 @@ def _parse_breakdown(stat: bytes, version: int) -> _Breakdown:
 class TimelineSampler:
     """Samples container cgroups into bounded rings and freezes a window at a kill.
 
+    Every `interval_s` a container needs attention (`attention.needs_attention`, or `attend`),
+    one per `cold_interval_s` otherwise (the default: `interval_s`, every container every
+    time).  With `thresholds` a v1 container's usage crossing half its limit is notified by
+    the kernel (`crossed()`), and the owner attends to it at once.
     Not thread-safe: call `sample` and `freeze` from one thread or under one lock.
     """
 
     def __init__(
-        self, interval_s: float = 1.0, window_s: float = 600.0, keep_gone_s: float | None = None
+        self,
+        interval_s: float = 1.0,
+        window_s: float = 600.0,
+        keep_gone_s: float | None = None,
+        *,
+        cold_interval_s: float | None = None,
+        thresholds: UsageThresholds | None = None,
     ) -> None:
         self.interval_s = interval_s
         self.window_s = window_s
+        self.cold_interval_s = interval_s if cold_interval_s is None else cold_interval_s
+        self.thresholds = thresholds
         # A vanished container's ring is kept long enough for its kill to be frozen.
         self._keep_gone_s = window_s if keep_gone_s is None else keep_gone_s
         self._sources: dict[str, _Source] = {}
@@ -262,7 +287,8 @@ class TimelineSampler:
     def sample(
         self, cgroups: Iterable[WatchedCgroup], now_s: float
     ) -> list[tuple[WatchedCgroup, TimelineSample]]:
-        """Take one sample of each container-level cgroup; `now_s` is the wall clock."""
+        """Take one sample of each container-level cgroup that is due; `now_s` is the wall
+        clock."""
         out: list[tuple[WatchedCgroup, TimelineSample]] = []
         for cg in cgroups:
             if cg.identity.level not in SAMPLED_LEVELS:
@@ -270,19 +296,57 @@ class TimelineSampler:
             source = self._sources.get(cg.relpath)
             if source is None or source.cgroup.fs_path != cg.fs_path:
                 if source is not None:
-                    source.close()
+                    self._drop(cg.relpath)
                 ring = _Ring(self.interval_s, self.window_s, FINE_S, COARSE_STEP_S)
                 source = self._sources[cg.relpath] = _Source(cg, ring)
             if source.gone:
                 continue
             source.last_seen_s = now_s
+            if now_s < source.due_s:
+                continue
+            limit = source.limit
             taken = source.take(now_s)
-            if taken is not None:
-                out.append((cg, taken))
+            if taken is None:
+                if self.thresholds is not None:
+                    self.thresholds.disarm(cg.relpath)
+                continue
+            out.append((cg, taken))
+            hot = now_s < source.hot_until_s
+            # a pass comes every interval, a little late or early: due half an interval early
+            step = self.interval_s if hot else self.cold_interval_s
+            source.due_s = now_s + step - self.interval_s / 2
+            if self.thresholds is not None and cg.version == 1 and taken.limit_bytes != limit:
+                self.thresholds.arm(cg.relpath, cg.fs_path, taken.limit_bytes, time.monotonic())
         if now_s >= self._next_expiry_s:
             self._expire(now_s)
             self._next_expiry_s = now_s + 60.0
         return out
+
+    def attend(self, relpath: str, now_s: float, hold_s: float) -> None:
+        """Sample this cgroup (and the containers inside it) every interval from the next
+        pass on, for `hold_s` (a kill, an OOM notification, pressure, a crossed threshold)."""
+        prefix = relpath.rstrip("/") + "/"
+        for rel, source in self._sources.items():
+            if rel == relpath or rel.startswith(prefix):
+                source.hot_until_s = max(source.hot_until_s, now_s + hold_s)
+                source.due_s = 0.0
+
+    def hot(self, now_s: float) -> int:
+        """How many containers are sampled every interval now."""
+        return sum(1 for source in self._sources.values() if now_s < source.hot_until_s)
+
+    def limits_bytes(self) -> dict[str, int]:
+        """The limit of every container sampled (as of its last sample), unlimited left out."""
+        return {
+            rel: source.limit
+            for rel, source in self._sources.items()
+            if source.limit is not None and not source.gone
+        }
+
+    def _drop(self, relpath: str) -> None:
+        self._sources.pop(relpath).close()
+        if self.thresholds is not None:
+            self.thresholds.disarm(relpath)
 
     def _expire(self, now_s: float) -> None:
         stale = [
@@ -291,7 +355,7 @@ class TimelineSampler:
             if now_s - source.last_seen_s > self._keep_gone_s
         ]
         for rel in stale:
-            self._sources.pop(rel).close()
+            self._drop(rel)
 
     def freeze(self, relpath: str, at_s: float) -> Timeline | None:
         """The window before `at_s` (wall clock) for an incident; None if never sampled."""
@@ -304,6 +368,8 @@ class TimelineSampler:
         for source in self._sources.values():
             source.close()
         self._sources.clear()
+        if self.thresholds is not None:
+            self.thresholds.close()
 
 
 def summarize(

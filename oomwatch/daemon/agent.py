@@ -21,10 +21,10 @@ import threading
 import time
 from collections import OrderedDict
 
-from oomwatch.cgroups import CgroupWatcher, TimelineSampler, WatchedCgroup
+from oomwatch.cgroups import CgroupWatcher, WatchedCgroup
 from oomwatch.cgroups.pressure import PressureWatch
 from oomwatch.daemon import wiring
-from oomwatch.daemon.cgroup_worker import CgroupWorker
+from oomwatch.daemon.cgroup_worker import CgroupWorker, attentive_sampler
 from oomwatch.daemon.checkpoint import Checkpointer
 from oomwatch.daemon.config import DaemonConfig
 from oomwatch.daemon.forecasting import ForecastJoin, ForecastWatch
@@ -81,7 +81,7 @@ class Agent:
         )
         self.cgroups = CgroupWorker(
             self.watcher,
-            TimelineSampler(config.sample_interval_s, config.timeline_window_s),
+            attentive_sampler(config.sample_interval_s, config.timeline_window_s),
             on_samples=self._publish_memory,
             wake=self._wake,
             log=self.log,
@@ -106,6 +106,7 @@ class Agent:
             horizon_s=config.forecast_horizon_s,
             pressure=PressureWatch(),
             warn_pod=self.kube.warnings.warn if self.kube is not None else None,
+            attend=self.cgroups.attend,
         )
         enrichers.append(ForecastJoin(self.store, self.forecasts.reasons))
         probe = wiring.open_probe(config, self.log)
@@ -348,7 +349,7 @@ class Agent:
                     labels, sample.usage_bytes, sample.limit_bytes, sample.working_set_bytes
                 )
         self.metrics.forget_stale(now_wall)
-        self.forecasts.observe(samples, now_wall)
+        self.forecasts.observe(samples, now_wall, self.cgroups.watched)
 
     def _labels(self, pod_uid: str | None, container_id: str | None) -> SeriesLabels | None:
         if not pod_uid:

@@ -20,6 +20,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from oomwatch.cgroups import CgroupWatcher, CounterDelta, TimelineSampler, WatchedCgroup
+from oomwatch.cgroups.attention import (
+    COLD_INTERVAL_S,
+    HOT_HOLD_S,
+    KILLED_HOLD_S,
+    UsageThresholds,
+)
 from oomwatch.cgroups.counters import OomCounters
 from oomwatch.cgroups.oom_events import HOT_POLL_INTERVAL_S, OomSignal, Sighting, pids_in
 from oomwatch.daemon.reconcile import CgroupNews, CounterKills
@@ -39,6 +45,15 @@ NEAR_LIMIT_FRACTION = 0.9
 MAX_NEAR_LIMIT_CGROUPS = 64
 
 OnSamples = Callable[[list[tuple[WatchedCgroup, TimelineSample]], float], None]
+
+
+def attentive_sampler(interval_s: float, window_s: float) -> TimelineSampler:
+    """The agent's sampler: every `interval_s` for containers that need attention, one per
+    `COLD_INTERVAL_S` for the others, v1 usage thresholds where the kernel takes them."""
+    cold_s = max(interval_s, COLD_INTERVAL_S)
+    return TimelineSampler(
+        interval_s, window_s, cold_interval_s=cold_s, thresholds=UsageThresholds()
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,7 +168,9 @@ class CgroupWorker:
         """
         poller = select.poll()
         poller.register(self._pipe_r, select.POLLIN)
-        for fd in (self.watcher.fileno(), self.watcher.witness.fileno()):
+        thresholds = self.sampler.thresholds
+        threshold_fd = thresholds.fileno() if thresholds is not None else None
+        for fd in (self.watcher.fileno(), self.watcher.witness.fileno(), threshold_fd):
             if fd is not None:
                 poller.register(fd, select.POLLIN)
         next_sample = last_pass = time.monotonic()
@@ -161,14 +178,16 @@ class CgroupWorker:
             gap_s = HOT_POLL_INTERVAL_S if self.watcher.witness.hot else MIN_PASS_GAP_S
             wake_at = max(min(next_sample, self.watcher.next_due_s()), last_pass + gap_s)
             timeout_ms = max(0.0, wake_at - time.monotonic()) * 1000.0
-            if self._pipe_r in {fd for fd, _ in poller.poll(math.ceil(timeout_ms))}:
+            ready = {fd for fd, _ in poller.poll(math.ceil(timeout_ms))}
+            if self._pipe_r in ready:
                 with contextlib.suppress(BlockingIOError):
                     os.read(self._pipe_r, 4096)
             if self._stop.is_set():
                 break
             self._counters()
             last_pass = time.monotonic()
-            if last_pass >= next_sample - SAMPLE_EARLY_S:
+            crossed = threshold_fd in ready and self._attend_crossed()
+            if crossed or last_pass >= next_sample - SAMPLE_EARLY_S:
                 self._sample()
                 next_sample = time.monotonic() + self.sampler.interval_s
 
@@ -194,10 +213,28 @@ class CgroupWorker:
         witness = self.watcher.witness
         signals, witness.signals = witness.signals, []
         sightings, witness.sightings = witness.sightings, []
+        killed = [d.cgroup.relpath for d in deltas if d.oom_kill > 0 or d.oom > 0]
+        if killed or signals:
+            self.attend([*killed, *(signal.cgroup for signal in signals)], KILLED_HOLD_S)
         if not (deltas or signals or sightings or forced):
             return False
         self._queue(CgroupBatch(deltas, signals, sightings, started_at_s if forced else None))
         return True
+
+    def attend(self, relpaths: list[str], hold_s: float) -> None:
+        """Sample these cgroups' containers every interval for `hold_s` (any thread)."""
+        now_wall = time.time()
+        with self._lock:
+            for relpath in relpaths:
+                self.sampler.attend(relpath, now_wall, hold_s)
+
+    def _attend_crossed(self) -> bool:
+        """A v1 container's usage crossed half its limit: sample it now, and every second."""
+        assert self.sampler.thresholds is not None
+        crossed = self.sampler.thresholds.crossed()
+        if crossed:
+            self.attend(crossed, HOT_HOLD_S)
+        return bool(crossed)
 
     def _queue(self, batch: CgroupBatch) -> None:
         self.batches += 1
@@ -209,17 +246,16 @@ class CgroupWorker:
             with self._lock:
                 cgroups = self.watcher.cgroups()
                 samples = self.sampler.sample(cgroups, now_wall)
+                limits = self.sampler.limits_bytes()
             self.watched = frozenset(cg.relpath for cg in cgroups)
+            self.limits_bytes = limits
             self._note_limits(samples)
             self._on_samples(samples, now_wall)
         except Exception:
             self._log.exception("memory_sampling_failed")
 
     def _note_limits(self, samples: list[tuple[WatchedCgroup, TimelineSample]]) -> None:
-        """Keep the limits, and look at the pids of containers near theirs."""
-        self.limits_bytes = {
-            cg.relpath: s.limit_bytes for cg, s in samples if s.limit_bytes is not None
-        }
+        """Look at the pids of containers near their limits."""
         near = [
             cg
             for cg, s in samples

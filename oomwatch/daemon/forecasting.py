@@ -16,7 +16,7 @@ import dataclasses
 import logging
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
 from oomwatch.cgroups.discovery import WatchedCgroup
@@ -41,14 +41,18 @@ from oomwatch.store import IncidentStore
 log = logging.getLogger("oomwatch.forecast")
 
 TREND_STEP_S = 10.0  # the cheap look keeps one point per 10 s ...
+TREND_STEP_SLACK_S = 0.5  # (a container far from its limit is sampled about every 10 s)
 TREND_KEEP_S = 130.0  # ... for this long
 TREND_MIN_S = 50.0  # and needs this much of it
 PRESSURE_RELEASE_S = 120.0  # a container's pressure is watched this long after it last grew
 REASON_KEEP_S = 600.0  # a gone container's last word is kept this long for its kill
 NOT_GROWING = "no sustained growth seen"
 KILL_GRACE_S = CLEAR_S + 30.0  # a kill this soon after its warning cleared was predicted
+ATTEND_S = 120.0  # a container growing or warned of is sampled every second this long
 
 TimelineFor = Callable[[str, float], Timeline | None]
+Attend = Callable[[list[str], float], None]
+"""(cgroups, for how long) -> sample them every interval."""
 LabelsFor = Callable[[str | None, str | None], SeriesLabels | None]
 WarnPod = Callable[[str, str | None, str, dict[str, object]], None]
 """(pod UID, container ID, note, details) -> queue a `MemoryLimitApproaching` Event."""
@@ -63,7 +67,7 @@ class _Track:
     labels: SeriesLabels | None = None  # of the gauge, while a warning shows on it
 
     def note(self, t_s: float, value: int) -> None:
-        if not self.trend or t_s - self.trend[-1][0] >= TREND_STEP_S:
+        if not self.trend or t_s - self.trend[-1][0] >= TREND_STEP_S - TREND_STEP_SLACK_S:
             self.trend.append((t_s, value))
         while self.trend and self.trend[0][0] < t_s - TREND_KEEP_S:
             self.trend.popleft()
@@ -100,8 +104,10 @@ class ForecastWatch:
         horizon_s: float = DEFAULT_HORIZON_S,
         pressure: PressureWatch | None = None,
         warn_pod: WarnPod | None = None,
+        attend: Attend | None = None,
     ) -> None:
         self.horizon_s = horizon_s
+        self._attend = attend
         self._timeline_for = timeline_for
         self._store = store
         self._metrics = metrics
@@ -114,26 +120,41 @@ class ForecastWatch:
         self._gone_at_s: dict[str, float] = {}
         self._said: set[str] = set()
 
-    def observe(self, samples: list[tuple[WatchedCgroup, TimelineSample]], now_s: float) -> None:
-        """One sample of every container: forecast those growing, publish what changed."""
+    def observe(
+        self,
+        samples: list[tuple[WatchedCgroup, TimelineSample]],
+        now_s: float,
+        present: Collection[str] | None = None,
+    ) -> None:
+        """The samples of a pass: forecast those growing, publish what changed.  `present`:
+        the cgroups still there (a calm container is not sampled every pass); None: the
+        sampled ones."""
         try:
-            self._observe(samples, now_s)
+            self._observe(samples, now_s, present)
         except Exception:
             log.exception("forecast_failed")
 
-    def _observe(self, samples: list[tuple[WatchedCgroup, TimelineSample]], now_s: float) -> None:
+    def _observe(
+        self,
+        samples: list[tuple[WatchedCgroup, TimelineSample]],
+        now_s: float,
+        present: Collection[str] | None,
+    ) -> None:
         if self._pressure is not None:
             self._pressure.poll(time.monotonic())
-        seen: set[str] = set()
+        attend: list[str] = []
         for cg, sample in samples:
-            seen.add(cg.relpath)
             try:
-                self._observe_one(cg, sample, now_s)
+                if self._observe_one(cg, sample, now_s):
+                    attend.append(cg.relpath)
             except Exception:  # one container's trouble (a full store) spares the others
                 log.exception("forecast_failed", extra={"cgroup": cg.relpath})
-        self._forget(seen, now_s)
+        if attend and self._attend is not None:
+            self._attend(attend, ATTEND_S)
+        self._forget(present if present is not None else {cg.relpath for cg, _ in samples}, now_s)
 
-    def _observe_one(self, cg: WatchedCgroup, sample: TimelineSample, now_s: float) -> None:
+    def _observe_one(self, cg: WatchedCgroup, sample: TimelineSample, now_s: float) -> bool:
+        """Whether the container grows or is warned of (to be sampled every second)."""
         track = self._tracks.get(cg.relpath)
         if track is None:
             track = self._tracks[cg.relpath] = _Track()
@@ -144,7 +165,7 @@ class ForecastWatch:
             if track.episode.reason != NOT_GROWING:  # quiet, nothing pending: nothing to step
                 track.episode = Episode(reason=NOT_GROWING)
                 self.reasons[cg.relpath] = NOT_GROWING
-            return
+            return False
         track.grew_at_s = now_s
         judged = self._outlook(cg, now_s)
         if judged is not None and judged.warns(self.horizon_s) and self._inner_busy(cg.relpath):
@@ -152,6 +173,7 @@ class ForecastWatch:
         track.episode, change = step(track.episode, judged, now_s, self.horizon_s)
         self.reasons[cg.relpath] = track.episode.reason
         self._publish(cg, track, change, now_s)
+        return True
 
     def _inner_busy(self, relpath: str) -> bool:
         """A sampled cgroup inside this one (nested limits outside Kubernetes) is warned of or
@@ -230,9 +252,9 @@ class ForecastWatch:
         if self._warn_pod is not None and identity.pod_uid:
             self._warn_pod(identity.pod_uid, identity.container_id, note, details)
 
-    def _forget(self, seen: set[str], now_s: float) -> None:
-        """End the warnings of containers no longer sampled; let go of calm ones' pressure."""
-        for relpath in [r for r in self._tracks if r not in seen]:
+    def _forget(self, present: Collection[str], now_s: float) -> None:
+        """End the warnings of containers gone; let go of calm ones' pressure."""
+        for relpath in [r for r in self._tracks if r not in present]:
             gone = self._tracks.pop(relpath)
             self._gone_at_s[relpath] = now_s
             if gone.warning_id is not None:

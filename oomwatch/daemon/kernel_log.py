@@ -1,9 +1,10 @@
 """The daemon's kernel log: /dev/kmsg followed from the saved cursor, decoded record by record.
 
 A report is many records; it is complete at its kill line where no group kill can follow,
-else once the log is quiet for a moment, so the loop asks `flush_at()` when to close it.  One record the decoder chokes on is logged by its sequence
-number and skipped: the other records of the read (up to thousands) and the kills they
-complete are kept, because the cursor has already moved past all of them.
+else once the log is quiet for a moment, so the loop asks `flush_at()` when to close it.
+One record the decoder chokes on is logged by its sequence number and skipped: the other
+records of the read (up to thousands) and the kills they complete are kept, because the
+cursor has already moved past all of them.
 """
 
 from __future__ import annotations

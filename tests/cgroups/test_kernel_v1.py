@@ -15,6 +15,7 @@ import pytest
 
 from oomwatch import lab
 from oomwatch.cgroups import CgroupWatcher, CounterDelta, TimelineSampler
+from oomwatch.cgroups.attention import UsageThresholds
 from oomwatch.daemon.host import live_pids
 
 pytestmark = [pytest.mark.kernel, pytest.mark.slow]
@@ -194,4 +195,32 @@ def test_the_oom_notification_and_the_counter_bracket_the_kill_to_milliseconds(
         assert width_ms < 250
         assert hog.pid in {s.pid for s in watcher.witness.sightings}
     finally:
+        watcher.close()
+
+
+def test_a_usage_threshold_wakes_the_sampler_when_a_calm_container_nears_its_limit(
+    scratch: lab.ScratchMemcg,
+) -> None:
+    """The attentive sampler reads a calm container every 10 s; the kernel's threshold at
+    half its limit (cgroup.event_control on memory.usage_in_bytes) tells it at once that the
+    container rose, and from then on it is sampled every interval."""
+    _, container = _container(scratch, 64 * MiB)
+    watcher = CgroupWatcher([CGROUP_ROOT], use_inotify=False, include_limited=False)
+    sampler = TimelineSampler(interval_s=1.0, cold_interval_s=10.0, thresholds=UsageThresholds())
+    try:
+        [cg] = [c for c in watcher.cgroups() if c.relpath == container.relpath]
+        assert len(sampler.sample([cg], time.time())) == 1  # armed with its limit
+        assert sampler.thresholds is not None
+        assert sampler.thresholds.failure is None, sampler.thresholds.failure
+        assert len(sampler.thresholds) == 1
+        lab.spawn_hog(container, mode="anon", mb=40, step_mb=8, comm="h6-rise", linger_s=5.0)
+        ready, _, _ = select.select([sampler.thresholds.fileno()], [], [], 5.0)
+        assert ready, "no threshold notification within 5 s"
+        assert sampler.thresholds.crossed() == [container.relpath]
+        sampler.attend(container.relpath, time.time(), 60.0)
+        [(_, sample)] = sampler.sample([cg], time.time())  # due at once, not in 10 s
+        assert sample.usage_bytes >= 32 * MiB
+        assert sampler.hot(time.time()) == 1
+    finally:
+        sampler.close()
         watcher.close()

@@ -75,7 +75,6 @@ def test_a_kill_with_no_group_to_follow_is_closed_at_once() -> None:
     assert calls[0].task_memcg is not None  # asked with the report's cgroups known
 
 
-
 def test_a_kill_with_no_group_to_follow_closes_in_the_read_that_brings_its_kill_line() -> None:
     """v1 (no group kill can follow): the report is whole at its kill line and is recorded
     without waiting for a quiet log; the oom_reaper line in the same read is part of it."""

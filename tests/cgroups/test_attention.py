@@ -1,0 +1,105 @@
+"""Attention where it is needed: a calm container is sampled once per cold interval, one near
+its limit, growing, or attended to (a kill, a crossed threshold) every interval."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import pytest
+
+from oomwatch.cgroup_identity import identify
+from oomwatch.cgroups import TimelineSampler, WatchedCgroup
+from oomwatch.cgroups.attention import HOT_HOLD_S, UsageThresholds, needs_attention
+
+from .conftest import CONTAINER, CONTAINER2, FakeV2
+
+MiB = 1 << 20
+
+
+def _watched(tree: FakeV2, rel: str) -> WatchedCgroup:
+    return WatchedCgroup(rel, str(tree.path(rel)), 2, identify(rel))
+
+
+def _usage(tree: FakeV2, rel: str, usage_bytes: int) -> None:
+    (tree.path(rel) / "memory.current").write_text(f"{usage_bytes}\n")
+
+
+def _sampled_at(
+    sampler: TimelineSampler, cgroups: list[WatchedCgroup], times: range
+) -> dict[str, list[float]]:
+    taken: dict[str, list[float]] = {cg.relpath: [] for cg in cgroups}
+    for t in times:
+        for cg, _sample in sampler.sample(cgroups, now_s=float(t)):
+            taken[cg.relpath].append(float(t))
+    return taken
+
+
+def test_a_calm_container_is_sampled_every_cold_interval_one_near_its_limit_every_second(
+    fake_v2: FakeV2,
+) -> None:
+    calm, near = _watched(fake_v2, CONTAINER), _watched(fake_v2, CONTAINER2)
+    _usage(fake_v2, CONTAINER, 20 * MiB)  # of 256 MiB
+    _usage(fake_v2, CONTAINER2, 100 * MiB)  # of 128 MiB
+    sampler = TimelineSampler(interval_s=1.0, cold_interval_s=10.0)
+    taken = _sampled_at(sampler, [calm, near], range(1000, 1060))
+    assert taken[CONTAINER] == [1000.0, 1010.0, 1020.0, 1030.0, 1040.0, 1050.0]
+    assert len(taken[CONTAINER2]) == 60
+    sampler.close()
+
+
+def test_growth_between_cold_samples_brings_a_container_to_every_second_for_a_while(
+    fake_v2: FakeV2,
+) -> None:
+    cg = _watched(fake_v2, CONTAINER)
+    _usage(fake_v2, CONTAINER, 20 * MiB)
+    sampler = TimelineSampler(interval_s=1.0, cold_interval_s=10.0)
+    assert _sampled_at(sampler, [cg], range(1000, 1005))[CONTAINER] == [1000.0]
+    _usage(fake_v2, CONTAINER, 24 * MiB)  # +4 MiB: over 1 % of the 256 MiB limit
+    taken = _sampled_at(sampler, [cg], range(1005, 1200))[CONTAINER]
+    assert taken[:3] == [1010.0, 1011.0, 1012.0]  # seen grown at the next cold sample
+    hot_until = 1010.0 + HOT_HOLD_S
+    assert all(b - a == 1.0 for a, b in itertools.pairwise(taken) if b <= hot_until)
+    assert taken[-1] - taken[-2] == 10.0  # calm again after the hold
+    sampler.close()
+
+
+def test_attend_samples_a_cgroups_containers_at_the_next_pass(fake_v2: FakeV2) -> None:
+    cg = _watched(fake_v2, CONTAINER)
+    sampler = TimelineSampler(interval_s=1.0, cold_interval_s=10.0)
+    sampler.sample([cg], now_s=1000.0)
+    sampler.attend(CONTAINER.rsplit("/", 1)[0], now_s=1000.5, hold_s=5.0)  # its pod was killed
+    taken = _sampled_at(sampler, [cg], range(1001, 1030))[CONTAINER]
+    assert taken == [1001.0, 1002.0, 1003.0, 1004.0, 1005.0, 1006.0, 1016.0, 1026.0]
+    assert sampler.limits_bytes() == {CONTAINER: 256 * MiB}
+    sampler.close()
+
+
+def test_by_default_every_container_is_sampled_every_interval(fake_v2: FakeV2) -> None:
+    cg = _watched(fake_v2, CONTAINER)
+    sampler = TimelineSampler(interval_s=1.0)
+    assert len(_sampled_at(sampler, [cg], range(1000, 1030))[CONTAINER]) == 30
+    sampler.close()
+
+
+@pytest.mark.parametrize(
+    ("usage", "previous", "limit", "expected"),
+    [
+        (10, -1, None, False),  # no limit: no OOM of its own to see coming
+        (64 * MiB, -1, 128 * MiB, True),  # half the limit
+        (20 * MiB, 18 * MiB, 128 * MiB, True),  # grew by over 1 % of it
+        (20 * MiB, 20 * MiB - 4096, 128 * MiB, False),
+        (20 * MiB, -1, 128 * MiB, False),
+    ],
+)
+def test_needs_attention(usage: int, previous: int, limit: int | None, expected: bool) -> None:
+    assert needs_attention(usage, previous, limit) is expected
+
+
+def test_thresholds_on_a_file_tree_fail_once_and_leave_sampling_alone(tmp_path: Path) -> None:
+    """No cgroup.event_control (a v2 node, a fake tree): nothing armed, the reason kept."""
+    thresholds = UsageThresholds()
+    (tmp_path / "memory.usage_in_bytes").write_text("0\n")
+    thresholds.arm("/c", str(tmp_path), 128 * MiB, 1.0)
+    assert len(thresholds) == 0 and thresholds.crossed() == []
+    thresholds.close()
