@@ -55,8 +55,11 @@ def _report_messages() -> list[list[str]]:
     return reports
 
 
-def build_dmesg_log(target_bytes: int, seed: int = 7) -> tuple[str, int, int]:
-    """(text, OOM lines, corpus reports) with about one OOM line per 1000 lines."""
+def build_dmesg_log(
+    target_bytes: int, seed: int = 7, chatter_per_line: int = 1000
+) -> tuple[str, int, int]:
+    """(text, OOM lines, corpus reports) with about one OOM line per `chatter_per_line`
+    lines of other chatter (1000: a quiet node; 60: a node dense with OOMs)."""
     rng = random.Random(seed)
     reports = _report_messages()
     parts: list[str] = []
@@ -64,7 +67,7 @@ def build_dmesg_log(target_bytes: int, seed: int = 7) -> tuple[str, int, int]:
     t = 1000.0
     while size < target_bytes:
         report = reports[report_count % len(reports)]
-        for _ in range(1000 * len(report)):
+        for _ in range(chatter_per_line * len(report)):
             t += 0.0007
             line = _chatter(rng, t)
             parts.append(line)

@@ -2,7 +2,8 @@
 report, each a whole process, beside a naive per-line regex scan for kill lines over the same
 64 MiB kernel log (`bench/decode.py`'s generator), measured in one run, alternated, best of N.
 
-    .venv/bin/python bench/report_path.py [--mib 64] [--repeat 5] [--profile]
+    .venv/bin/python bench/report_path.py [--mib 64] [--repeat 5] [--profile] \
+        [--chatter-per-line 1000|60]
 
 The package's bytecode is compiled first, as `pip install` does.  Prints each best time, the
 report's speed as a fraction of the scan's (goal >= 0.8), and checks
@@ -106,8 +107,14 @@ def main() -> None:
     parser.add_argument("--mib", type=int, default=64)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument(
+        "--chatter-per-line",
+        type=int,
+        default=1000,
+        help="lines of chatter per OOM line (1000: 10 reports in 64 MiB; 60: 484, dense with OOMs)",
+    )
     args = parser.parse_args()
-    text, _, reports = build_dmesg_log(args.mib << 20)
+    text, _, reports = build_dmesg_log(args.mib << 20, chatter_per_line=args.chatter_per_line)
     with tempfile.NamedTemporaryFile("w", suffix=".log", encoding="utf-8") as log:
         log.write(text)
         log.flush()
