@@ -162,7 +162,9 @@ def parse_counts(text: str) -> list[int]:
     return counts
 
 
-def measure_point(count: int, seconds: float, target: str) -> tuple[int | None, float, float]:
+def measure_point(
+    count: int, seconds: float, target: str, warmup_s: float = WARMUP_S
+) -> tuple[int | None, float, float]:
     """One point of the curve: (cgroups watched, CPU % of a core, peak RSS MiB) with `count`."""
     with ScratchMemcg(256 * MiB) as scratch, tempfile.TemporaryDirectory() as tmp:
         t0 = time.monotonic()
@@ -177,7 +179,7 @@ def measure_point(count: int, seconds: float, target: str) -> tuple[int | None, 
                 except RuntimeError:
                     print((Path(tmp) / "daemon.log").read_text()[-3000:], file=sys.stderr)
                     raise
-                time.sleep(WARMUP_S)
+                time.sleep(warmup_s)
                 cpu, rss = measure(psutil.Process(child.pid), seconds)
                 watched = watched_by_daemon(Path(tmp) / "daemon.log")
             finally:
@@ -185,14 +187,15 @@ def measure_point(count: int, seconds: float, target: str) -> tuple[int | None, 
                 child.wait(timeout=30)
         else:
             child = subprocess.Popen(
-                [sys.executable, __file__, "--loop-child", "--seconds", str(seconds)],
+                [sys.executable, __file__, "--loop-child", "--seconds", str(seconds)]
+                + ["--warmup-s", str(warmup_s)],
                 stdout=subprocess.PIPE,
                 env=_env(),
             )
             try:
                 assert child.stdout is not None
                 watched = json.loads(child.stdout.readline())["cgroups_watched"]
-                time.sleep(WARMUP_S)
+                time.sleep(warmup_s)
                 cpu, rss = measure(psutil.Process(child.pid), seconds)
             finally:
                 child.kill()
@@ -218,11 +221,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--cgroups", type=parse_counts, default=[250], help="e.g. 100,250,500")
     parser.add_argument("--seconds", type=float, default=60.0)
+    parser.add_argument(
+        "--warmup-s", type=float, default=WARMUP_S, help="wait after start before measuring"
+    )
     parser.add_argument("--target", choices=("daemon", "loop"), default="daemon")
     parser.add_argument("--loop-child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.loop_child:
-        return run_loop(args.seconds + WARMUP_S + 5.0)
+        return run_loop(args.seconds + args.warmup_s + 5.0)
 
     reason = memcg_v1_unavailable_reason()
     if reason is not None:
@@ -230,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     points: list[tuple[int, float, float]] = []
     for count in args.cgroups:
-        watched, cpu, rss = measure_point(count, args.seconds, args.target)
+        watched, cpu, rss = measure_point(count, args.seconds, args.target, args.warmup_s)
         points.append((count, cpu, rss))
         verdict = "PASS" if cpu <= 0.5 and rss <= 64 else "OVER TARGET"
         print(

@@ -283,6 +283,7 @@ class TimelineSampler:
         self._keep_gone_s = window_s if keep_gone_s is None else keep_gone_s
         self._sources: dict[str, _Source] = {}
         self._next_expiry_s = 0.0
+        self._to_arm: dict[str, tuple[str, int | None]] = {}  # relpath -> (path, new limit)
 
     def sample(
         self, cgroups: Iterable[WatchedCgroup], now_s: float
@@ -316,11 +317,24 @@ class TimelineSampler:
             step = self.interval_s if hot else self.cold_interval_s
             source.due_s = now_s + step - self.interval_s / 2
             if self.thresholds is not None and cg.version == 1 and taken.limit_bytes != limit:
-                self.thresholds.arm(cg.relpath, cg.fs_path, taken.limit_bytes, time.monotonic())
+                self._to_arm[cg.relpath] = (cg.fs_path, taken.limit_bytes)
         if now_s >= self._next_expiry_s:
             self._expire(now_s)
             self._next_expiry_s = now_s + 60.0
         return out
+
+    def arm_thresholds(self, at_most: int) -> int:
+        """Register the thresholds of containers whose limit is new (the kernel waits for an
+        RCU grace period on each, milliseconds): call it outside the lock `freeze` takes,
+        `at_most` at a time; returns how many are left."""
+        if self.thresholds is None:
+            self._to_arm.clear()
+            return 0
+        for relpath in list(self._to_arm)[:at_most]:
+            fs_path, limit = self._to_arm.pop(relpath)
+            if relpath in self._sources:
+                self.thresholds.arm(relpath, fs_path, limit, time.monotonic())
+        return len(self._to_arm)
 
     def attend(self, relpath: str, now_s: float, hold_s: float) -> None:
         """Sample this cgroup (and the containers inside it) every interval from the next
@@ -345,6 +359,7 @@ class TimelineSampler:
 
     def _drop(self, relpath: str) -> None:
         self._sources.pop(relpath).close()
+        self._to_arm.pop(relpath, None)
         if self.thresholds is not None:
             self.thresholds.disarm(relpath)
 

@@ -44,6 +44,10 @@ MIN_PASS_GAP_S = 0.1
 NEAR_LIMIT_FRACTION = 0.9
 MAX_NEAR_LIMIT_CGROUPS = 64
 
+# v1 usage thresholds registered per sample pass, at most (each waits for an RCU grace period,
+# ~10 ms: a node's first pass would otherwise hold the worker for seconds).
+THRESHOLDS_PER_PASS = 16
+
 OnSamples = Callable[[list[tuple[WatchedCgroup, TimelineSample]], float], None]
 
 
@@ -247,6 +251,7 @@ class CgroupWorker:
                 cgroups = self.watcher.cgroups()
                 samples = self.sampler.sample(cgroups, now_wall)
                 limits = self.sampler.limits_bytes()
+            self.sampler.arm_thresholds(THRESHOLDS_PER_PASS)  # same thread, outside the lock
             self.watched = frozenset(cg.relpath for cg in cgroups)
             self.limits_bytes = limits
             self._note_limits(samples)

@@ -209,7 +209,8 @@ def test_a_usage_threshold_wakes_the_sampler_when_a_calm_container_nears_its_lim
     sampler = TimelineSampler(interval_s=1.0, cold_interval_s=10.0, thresholds=UsageThresholds())
     try:
         [cg] = [c for c in watcher.cgroups() if c.relpath == container.relpath]
-        assert len(sampler.sample([cg], time.time())) == 1  # armed with its limit
+        assert len(sampler.sample([cg], time.time())) == 1
+        assert sampler.arm_thresholds(16) == 0  # armed with its limit
         assert sampler.thresholds is not None
         assert sampler.thresholds.failure is None, sampler.thresholds.failure
         assert len(sampler.thresholds) == 1
