@@ -187,8 +187,15 @@ def measure_point(
                 child.wait(timeout=30)
         else:
             child = subprocess.Popen(
-                [sys.executable, __file__, "--loop-child", "--seconds", str(seconds)]
-                + ["--warmup-s", str(warmup_s)],
+                [
+                    sys.executable,
+                    __file__,
+                    "--loop-child",
+                    "--seconds",
+                    str(seconds),
+                    "--warmup-s",
+                    str(warmup_s),
+                ],
                 stdout=subprocess.PIPE,
                 env=_env(),
             )
