@@ -326,15 +326,16 @@ class TimelineSampler:
     def arm_thresholds(self, at_most: int) -> int:
         """Register the thresholds of containers whose limit is new (the kernel waits for an
         RCU grace period on each, milliseconds): call it outside the lock `freeze` takes,
-        `at_most` at a time; returns how many are left."""
+        `at_most` at a time; returns how many of those were due (0: none was)."""
         if self.thresholds is None:
             self._to_arm.clear()
             return 0
-        for relpath in list(self._to_arm)[:at_most]:
+        due = list(self._to_arm)[:at_most]
+        for relpath in due:
             fs_path, limit = self._to_arm.pop(relpath)
             if relpath in self._sources:
                 self.thresholds.arm(relpath, fs_path, limit, time.monotonic())
-        return len(self._to_arm)
+        return len(due)
 
     def attend(self, relpath: str, now_s: float, hold_s: float) -> None:
         """Sample this cgroup (and the containers inside it) every interval from the next

@@ -251,13 +251,20 @@ class CgroupWorker:
                 cgroups = self.watcher.cgroups()
                 samples = self.sampler.sample(cgroups, now_wall)
                 limits = self.sampler.limits_bytes()
-            self.sampler.arm_thresholds(THRESHOLDS_PER_PASS)  # same thread, outside the lock
+            self._arm_thresholds()
             self.watched = frozenset(cg.relpath for cg in cgroups)
             self.limits_bytes = limits
             self._note_limits(samples)
             self._on_samples(samples, now_wall)
         except Exception:
             self._log.exception("memory_sampling_failed")
+
+    def _arm_thresholds(self) -> None:
+        """(Outside the lock, on this thread) register new containers' usage thresholds, one
+        at a time, and stop when a counter pass is asked for: a bare kill waits on it."""
+        for _ in range(THRESHOLDS_PER_PASS):
+            if self._force.is_set() or self._stop.is_set() or not self.sampler.arm_thresholds(1):
+                return
 
     def _note_limits(self, samples: list[tuple[WatchedCgroup, TimelineSample]]) -> None:
         """Look at the pids of containers near their limits."""

@@ -210,7 +210,7 @@ def test_a_usage_threshold_wakes_the_sampler_when_a_calm_container_nears_its_lim
     try:
         [cg] = [c for c in watcher.cgroups() if c.relpath == container.relpath]
         assert len(sampler.sample([cg], time.time())) == 1
-        assert sampler.arm_thresholds(16) == 0  # armed with its limit
+        assert sampler.arm_thresholds(16) == 1  # armed with its limit
         assert sampler.thresholds is not None
         assert sampler.thresholds.failure is None, sampler.thresholds.failure
         assert len(sampler.thresholds) == 1
