@@ -10,13 +10,13 @@ byte-identical usage means the breakdown is the one we already have.
 from __future__ import annotations
 
 import time
-from array import array
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from oomwatch.cgroups.attention import HOT_HOLD_S, UsageThresholds, needs_attention
 from oomwatch.cgroups.discovery import WatchedCgroup
 from oomwatch.cgroups.files import CgroupFile, CgroupGone, keyed_value, parse_int, parse_limit_bytes
+from oomwatch.cgroups.ring import DecimatedRing
 from oomwatch.incident import Timeline, TimelineSample
 
 SAMPLED_LEVELS = frozenset({"container", "cgroup"})
@@ -53,120 +53,6 @@ class _Breakdown:
     inactive_file: int | None = None
 
 
-class _Columns:
-    """A circular buffer of samples in flat typed arrays (nine 8-byte columns): no object
-    per sample.  `None` is stored as -1 (no byte count is negative)."""
-
-    __slots__ = ("_columns", "_next", "_times", "capacity", "size")
-
-    def __init__(self, capacity: int) -> None:
-        self.capacity = capacity
-        self.size = 0
-        self._next = 0
-        self._times = array("d", bytes(8 * capacity))
-        self._columns = [array("q", bytes(8 * capacity)) for _ in range(8)]
-
-    def oldest(self) -> tuple[float, tuple[int, ...]] | None:
-        """The sample the next append overwrites, while full."""
-        if self.size < self.capacity:
-            return None
-        i = self._next
-        return self._times[i], tuple(column[i] for column in self._columns)
-
-    def append(self, t_s: float, row: tuple[int, ...]) -> None:
-        i = self._next
-        self._times[i] = t_s
-        for column, value in zip(self._columns, row, strict=True):
-            column[i] = value
-        self._next = 0 if i + 1 == self.capacity else i + 1
-        if self.size < self.capacity:
-            self.size += 1
-
-    def last_usage(self) -> int:
-        return self._columns[0][(self._next - 1) % self.capacity] if self.size else -1
-
-    def samples(self) -> list[TimelineSample]:
-        """Oldest first."""
-        start = (self._next - self.size) % self.capacity
-        out = []
-        for k in range(self.size):
-            i = (start + k) % self.capacity
-            out.append(self.sample_of(self._times[i], [column[i] for column in self._columns]))
-        return out
-
-    @staticmethod
-    def sample_of(t_s: float, row: Sequence[int]) -> TimelineSample:
-        usage, *rest = row
-        return TimelineSample(t_s, usage, *(None if v < 0 else v for v in rest))
-
-
-class _Ring:
-    """The last `window_s` of one cgroup: every sample of the last `fine_s`, and before that
-    the highest-usage sample of each `coarse_step_s`, so the peaks a forecast compares with
-    (a sawtooth's, the one growth must pass again) survive.  A 10-minute window at 1 Hz is
-    then 116 samples (8 KiB), not 601 (43 KiB).
-    """
-
-    __slots__ = ("_bucket", "_coarse", "_coarse_step_s", "_fine")
-
-    def __init__(self, interval_s: float, window_s: float, fine_s: float, coarse_step_s: float):
-        fine_span_s = min(window_s, fine_s)
-        self._fine = _Columns(max(1, int(fine_span_s / interval_s) + 1))
-        coarse_span_s = window_s - fine_span_s
-        self._coarse_step_s = max(coarse_step_s, interval_s)
-        self._coarse = (
-            _Columns(int(coarse_span_s / self._coarse_step_s) + 1) if coarse_span_s > 0 else None
-        )
-        # (bucket start, best sample so far) of the coarse step being filled
-        self._bucket: tuple[float, float, tuple[int, ...]] | None = None
-
-    @property
-    def capacity(self) -> int:
-        return self._fine.capacity + (self._coarse.capacity + 1 if self._coarse else 0)
-
-    def append(self, t_s: float, usage: int, limit: int | None, b: _Breakdown) -> None:
-        leaving = self._fine.oldest()
-        if leaving is not None and self._coarse is not None:
-            self._keep_coarse(*leaving)
-        self._fine.append(
-            t_s,
-            (
-                usage,
-                -1 if limit is None else limit,
-                -1 if b.anon is None else b.anon,
-                -1 if b.file is None else b.file,
-                -1 if b.shmem is None else b.shmem,
-                -1 if b.thp is None else b.thp,
-                -1 if b.kernel is None else b.kernel,
-                -1 if b.inactive_file is None else b.inactive_file,
-            ),
-        )
-
-    def _keep_coarse(self, t_s: float, row: tuple[int, ...]) -> None:
-        assert self._coarse is not None
-        bucket = self._bucket
-        if bucket is not None and t_s - bucket[0] < self._coarse_step_s:
-            if row[0] > bucket[2][0]:
-                self._bucket = (bucket[0], t_s, row)
-            return
-        if bucket is not None:
-            self._coarse.append(bucket[1], bucket[2])
-        self._bucket = (t_s, t_s, row)
-
-    def last_usage(self) -> int:
-        """The usage of the latest sample (-1: none yet)."""
-        return self._fine.last_usage()
-
-    def samples(self) -> list[TimelineSample]:
-        """Oldest first."""
-        if self._coarse is None:
-            return self._fine.samples()
-        older = self._coarse.samples()
-        if self._bucket is not None:
-            older.append(_Columns.sample_of(self._bucket[1], self._bucket[2]))
-        return older + self._fine.samples()
-
-
 class _Source:
     """Open files, cached values and the ring of one cgroup."""
 
@@ -186,7 +72,7 @@ class _Source:
         "usage_file",
     )
 
-    def __init__(self, cgroup: WatchedCgroup, ring: _Ring) -> None:
+    def __init__(self, cgroup: WatchedCgroup, ring: DecimatedRing) -> None:
         v2 = cgroup.version == 2
         base = cgroup.fs_path + "/"
         self.cgroup = cgroup
@@ -228,7 +114,19 @@ class _Source:
             self.close()
             return None
         b = self.breakdown
-        self.ring.append(now_s, usage, self.limit, b)
+        self.ring.append(
+            now_s,
+            (
+                usage,
+                -1 if self.limit is None else self.limit,
+                -1 if b.anon is None else b.anon,
+                -1 if b.file is None else b.file,
+                -1 if b.shmem is None else b.shmem,
+                -1 if b.thp is None else b.thp,
+                -1 if b.kernel is None else b.kernel,
+                -1 if b.inactive_file is None else b.inactive_file,
+            ),
+        )
         if needs_attention(usage, previous_usage, self.limit):
             self.hot_until_s = max(self.hot_until_s, now_s + HOT_HOLD_S)
         return TimelineSample(
@@ -298,7 +196,7 @@ class TimelineSampler:
             if source is None or source.cgroup.fs_path != cg.fs_path:
                 if source is not None:
                     self._drop(cg.relpath)
-                ring = _Ring(self.interval_s, self.window_s, FINE_S, COARSE_STEP_S)
+                ring = DecimatedRing(self.interval_s, self.window_s, FINE_S, COARSE_STEP_S)
                 source = self._sources[cg.relpath] = _Source(cg, ring)
             if source.gone:
                 continue
