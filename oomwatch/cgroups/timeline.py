@@ -1,10 +1,11 @@
 """The memory timeline: per-container samples in a bounded ring, frozen into an incident at a kill.
 
 A kill is the end of a story (a leak growing for minutes, a spike, a cache that would not
-shrink); the ring keeps the last `window_s` of it.  Sampling 250 containers every second must
-stay well under 1 % of a core, so files stay open (see `files.CgroupFile`), only the needed
-keys are parsed, and `memory.stat` (the costly file) is re-read only when usage moved:
-byte-identical usage means the breakdown is the one we already have.
+shrink); the ring (`ring.DecimatedRing`) keeps the last `window_s` of it.  Only containers
+that need attention are sampled every interval (`attention`); files stay open (see
+`files.CgroupFile`), only the needed keys are parsed, and `memory.stat` (the costly file) is
+re-read only when usage moved: byte-identical usage means the breakdown is the one we
+already have.
 """
 
 from __future__ import annotations
