@@ -2,7 +2,8 @@
 
 Most containers of a node sit far below their limit, and reading each of them every second
 is most of what watching costs.  A container gets a sample a second while it is near its
-limit, growing, under pressure or recently killed (and for `HOT_HOLD_S` after); the others
+limit, growing, under pressure or recently killed, when it was made while the agent watched
+(it is starting up), and for `HOT_HOLD_S` after; the others
 one per `COLD_INTERVAL_S`, which still gives the forecast's cheap look its one point per 10 s.
 Where the kernel can say that usage crossed a level (a v1 threshold on
 `memory.usage_in_bytes`, registered through `cgroup.event_control`), a container that nears

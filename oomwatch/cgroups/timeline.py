@@ -183,6 +183,7 @@ class TimelineSampler:
         self._sources: dict[str, _Source] = {}
         self._next_expiry_s = 0.0
         self._to_arm: dict[str, tuple[str, int | None]] = {}  # relpath -> (path, new limit)
+        self._passes = 0
 
     def sample(
         self, cgroups: Iterable[WatchedCgroup], now_s: float
@@ -199,6 +200,8 @@ class TimelineSampler:
                     self._drop(cg.relpath)
                 ring = DecimatedRing(self.interval_s, self.window_s, FINE_S, COARSE_STEP_S)
                 source = self._sources[cg.relpath] = _Source(cg, ring)
+                if self._passes:  # born while watched: starting up, its memory grows from 0
+                    source.hot_until_s = now_s + HOT_HOLD_S
             if source.gone:
                 continue
             source.last_seen_s = now_s
@@ -217,6 +220,7 @@ class TimelineSampler:
             source.due_s = now_s + step - self.interval_s / 2
             if self.thresholds is not None and cg.version == 1 and taken.limit_bytes != limit:
                 self._to_arm[cg.relpath] = (cg.fs_path, taken.limit_bytes)
+        self._passes += 1
         if now_s >= self._next_expiry_s:
             self._expire(now_s)
             self._next_expiry_s = now_s + 60.0

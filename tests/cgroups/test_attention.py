@@ -103,3 +103,16 @@ def test_thresholds_on_a_file_tree_fail_once_and_leave_sampling_alone(tmp_path: 
     thresholds.arm("/c", str(tmp_path), 128 * MiB, 1.0)
     assert len(thresholds) == 0 and thresholds.crossed() == []
     thresholds.close()
+
+
+def test_a_container_made_while_watched_is_sampled_every_second_as_it_starts(
+    fake_v2: FakeV2,
+) -> None:
+    """Those found at the first pass are judged by their samples; one made later is starting
+    up (its memory grows from nothing): every second for the hold."""
+    calm, late = _watched(fake_v2, CONTAINER), _watched(fake_v2, CONTAINER2)
+    sampler = TimelineSampler(interval_s=1.0, cold_interval_s=10.0)
+    sampler.sample([calm], now_s=1000.0)
+    taken = _sampled_at(sampler, [calm, late], range(1001, 1031))
+    assert len(taken[CONTAINER]) == 3 and len(taken[CONTAINER2]) == 30
+    sampler.close()
