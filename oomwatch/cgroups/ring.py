@@ -1,7 +1,7 @@
 """A container's memory timeline in memory: flat typed arrays, decimated past the last minute.
 
 One `TimelineSample` object per sample would be ~150 bytes; nine 8-byte columns are 72, and
-past the last minute only each 10 s step's peak is kept.
+past the last minute only each 10 s step's lowest and highest are kept.
 """
 
 from __future__ import annotations
@@ -10,6 +10,8 @@ from array import array
 from collections.abc import Sequence
 
 from oomwatch.incident import TimelineSample
+
+_Timed = tuple[float, tuple[int, ...]]  # (time, row)
 
 
 class SampleColumns:
@@ -28,7 +30,7 @@ class SampleColumns:
         self._times = array("d", bytes(8 * n))
         self._columns = [array("q", bytes(8 * n)) for _ in range(8)]
 
-    def oldest(self) -> tuple[float, tuple[int, ...]] | None:
+    def oldest(self) -> _Timed | None:
         """The sample the next append overwrites, while full."""
         if self.size < self.capacity:
             return None
@@ -69,9 +71,10 @@ class SampleColumns:
 
 class DecimatedRing:
     """The last `window_s` of one cgroup: every sample of the last `fine_s`, and before that
-    the highest-usage sample of each `coarse_step_s`, so the peaks a forecast compares with
-    (a sawtooth's, the one growth must pass again) survive.  A 10-minute window at 1 Hz is
-    then 116 samples (8 KiB), not 601 (43 KiB); a calm container's (every 10 s) about 62.
+    the lowest- and the highest-usage sample of each `coarse_step_s` (in their order), so the
+    peaks a forecast compares with (a sawtooth's, the one growth must pass again), the drops
+    that start a cycle and the start of a rise all survive.  A 10-minute window at 1 Hz is
+    then at most 173 samples (12 KiB), not 601 (43 KiB).
     """
 
     __slots__ = ("_bucket", "_coarse", "_coarse_step_s", "_fine")
@@ -82,34 +85,46 @@ class DecimatedRing:
         coarse_span_s = window_s - fine_span_s
         self._coarse_step_s = max(coarse_step_s, interval_s)
         self._coarse = (
-            SampleColumns(int(coarse_span_s / self._coarse_step_s) + 1)
+            SampleColumns(2 * (int(coarse_span_s / self._coarse_step_s) + 1))
             if coarse_span_s > 0
             else None
         )
-        # (bucket start, best sample so far) of the coarse step being filled
-        self._bucket: tuple[float, float, tuple[int, ...]] | None = None
+        # (step start, (t, row) of its lowest usage, (t, row) of its highest) being filled
+        self._bucket: tuple[float, _Timed, _Timed] | None = None
 
     @property
     def capacity(self) -> int:
-        return self._fine.capacity + (self._coarse.capacity + 1 if self._coarse else 0)
+        return self._fine.capacity + (self._coarse.capacity + 2 if self._coarse else 0)
 
     def append(self, t_s: float, row: tuple[int, ...]) -> None:
         """One sample: usage, limit, anon, file, shmem, thp, kernel, inactive file (-1: None)."""
         leaving = self._fine.oldest()
         if leaving is not None and self._coarse is not None:
-            self._keep_coarse(*leaving)
+            self._keep_coarse(leaving)
         self._fine.append(t_s, row)
 
-    def _keep_coarse(self, t_s: float, row: tuple[int, ...]) -> None:
+    def _keep_coarse(self, sample: _Timed) -> None:
         assert self._coarse is not None
         bucket = self._bucket
-        if bucket is not None and t_s - bucket[0] < self._coarse_step_s:
-            if row[0] > bucket[2][0]:
-                self._bucket = (bucket[0], t_s, row)
+        if bucket is not None and sample[0] - bucket[0] < self._coarse_step_s:
+            start, low, high = bucket
+            if sample[1][0] < low[1][0]:
+                low = sample
+            if sample[1][0] > high[1][0]:
+                high = sample
+            self._bucket = (start, low, high)
             return
         if bucket is not None:
-            self._coarse.append(bucket[1], bucket[2])
-        self._bucket = (t_s, t_s, row)
+            for t_s, row in self._kept(bucket):
+                self._coarse.append(t_s, row)
+        self._bucket = (sample[0], sample, sample)
+
+    @staticmethod
+    def _kept(bucket: tuple[float, _Timed, _Timed]) -> list[_Timed]:
+        _, low, high = bucket
+        if low[0] == high[0]:
+            return [low]
+        return [low, high] if low[0] < high[0] else [high, low]
 
     def last_usage(self) -> int:
         """The usage of the latest sample (-1: none yet)."""
@@ -121,5 +136,5 @@ class DecimatedRing:
             return self._fine.samples()
         older = self._coarse.samples()
         if self._bucket is not None:
-            older.append(SampleColumns.sample_of(self._bucket[1], self._bucket[2]))
+            older += [SampleColumns.sample_of(t_s, row) for t_s, row in self._kept(self._bucket)]
         return older + self._fine.samples()
