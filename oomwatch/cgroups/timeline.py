@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 
 from oomwatch.cgroups.attention import HOT_HOLD_S, UsageThresholds, needs_attention
 from oomwatch.cgroups.discovery import WatchedCgroup
@@ -302,9 +303,12 @@ def summarize(
     window = [s for s in samples if at_s - window_s <= s.t_seconds <= at_s]
     if not window:
         return None
+    # Attention samples a calm container less often than one near its limit: the window's
+    # interval is the longest gap in it, not the configured period.
+    gaps = [b.t_seconds - a.t_seconds for a, b in pairwise(window)]
     return Timeline(
         samples=window,
-        interval_seconds=interval_s,
+        interval_seconds=round(max(gaps), 3) if gaps else interval_s,
         peak_bytes=max(s.usage_bytes for s in window),
         usage_at_kill_bytes=window[-1].usage_bytes,
         growth_bytes_per_second=growth_rate(

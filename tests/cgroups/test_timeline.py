@@ -152,5 +152,12 @@ def test_summarize_and_growth_edge_cases() -> None:
     assert summarize([], at_s=5.0, window_s=10.0, interval_s=1.0) is None
     one = summarize([TimelineSample(1.0, 100)], at_s=5.0, window_s=10.0, interval_s=1.0)
     assert one is not None and one.growth_bytes_per_second is None and one.peak_bytes == 100
+    assert one.interval_seconds == 1.0  # one sample: the configured period
     assert growth_rate([1.0, 1.0], [1, 2]) is None
     assert growth_rate([0.0, 1.0, 2.0], [10, 8, 6]) == pytest.approx(-2.0)
+
+
+def test_a_window_sampled_calmly_then_closely_says_its_longest_gap() -> None:
+    calm_then_close = [TimelineSample(t, 100 + int(t)) for t in (0.0, 10.0, 20.0, 21.0, 22.0)]
+    frozen = summarize(calm_then_close, at_s=22.5, window_s=60.0, interval_s=1.0)
+    assert frozen is not None and frozen.interval_seconds == 10.0  # not the 1 s period
