@@ -33,6 +33,7 @@ from kube_render import (
     validate,
     without_helm_labels,
 )
+from test_kube_probe_mount_policy import HOST, OWN, admitted, trainer
 
 DAEMONSET_DIR = REPO / "daemonset"
 VALUES_FILES = sorted(p.name for p in (CHART_DIR / "ci").glob("*-values.yaml"))
@@ -122,6 +123,7 @@ def test_defaults_render_what_kubectl_apply_k_applies() -> None:
     [
         ("annotate-values.yaml", ["annotate"]),
         ("openshift-values.yaml", ["openshift"]),
+        ("probe-pod-dirs-values.yaml", ["probe-pod-dirs"]),
     ],
 )
 def test_optional_parts_render_what_the_kustomize_components_add(
@@ -265,6 +267,30 @@ def test_another_namespace_is_followed_everywhere_and_names_stay_fixed() -> None
     assert "'system:serviceaccount:platform-oom:oomwatch'" in condition["expression"]
     (monitor,) = [d for d in docs if d["kind"] == "PodMonitor"]
     assert monitor["spec"]["namespaceSelector"] == {"matchNames": ["platform-oom"]}
+
+
+def test_the_probe_mount_policy_follows_the_namespace_and_probe_dir() -> None:
+    """probePodDirs.enabled: --probe-pod-dirs, and a policy that exempts the release's
+    namespace (the agent mounts the whole directory) and guards probeDir, not the default."""
+    docs = helm_template(
+        values=["ci/probe-pod-dirs-values.yaml"],
+        sets=["probeDir=/run/ml/probe"],
+        namespace="platform-oom",
+    )
+    assert "--probe-pod-dirs" in container(docs, "agent")["args"]
+    assert "--probe-pod-dirs" not in container(rendered(None), "agent")["args"]
+    (policy,) = [d for d in docs if d["kind"] == "ValidatingAdmissionPolicy"]
+    (binding,) = [d for d in docs if d["kind"] == "ValidatingAdmissionPolicyBinding"]
+    assert binding["spec"]["policyName"] == policy["metadata"]["name"]
+    (daemonset,) = [d for d in docs if d["kind"] == "DaemonSet"]
+    agent_pod = {"kind": "Pod", **daemonset["spec"]["template"]}
+    assert admitted(agent_pod, namespace="platform-oom", policy=policy)
+    assert not admitted(agent_pod, namespace="ml", policy=policy)
+    for path in ("/run/ml/probe", "/var/run/ml/probe"):
+        volume = {"hostPath": {"path": path}}
+        assert admitted(trainer(volume, OWN), policy=policy)
+        assert not admitted(trainer(volume, {}), policy=policy)
+    assert admitted(trainer(HOST, {}), policy=policy)  # the default directory is not probeDir
 
 
 def test_every_object_carries_helms_labels_and_only_the_name_selects() -> None:

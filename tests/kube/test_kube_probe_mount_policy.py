@@ -21,9 +21,13 @@ COMPONENT = DAEMONSET_DIR / "components" / "probe-pod-dirs"
 UID_ENV = {"name": "POD_UID", "valueFrom": {"fieldRef": {"fieldPath": "metadata.uid"}}}
 
 
-def admitted(pod: dict[str, Any], namespace: str = "ml") -> bool:
-    (policy,) = [d for d in documents(COMPONENT / "admission-policy.yaml")
-                 if d["kind"] == "ValidatingAdmissionPolicy"]  # fmt: skip
+def admitted(
+    pod: dict[str, Any], namespace: str = "ml", policy: dict[str, Any] | None = None
+) -> bool:
+    """Whether `policy` (the component's, unless given: the chart renders its own) admits `pod`."""
+    if policy is None:
+        (policy,) = [d for d in documents(COMPONENT / "admission-policy.yaml")
+                     if d["kind"] == "ValidatingAdmissionPolicy"]  # fmt: skip
     spec = policy["spec"]
     activation: dict[str, Any] = {"request": {"namespace": namespace, "operation": "CREATE"},
                                   "object": pod}  # fmt: skip
