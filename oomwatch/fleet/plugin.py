@@ -13,7 +13,8 @@ never execs; `top` answers "what died of memory, where and why" for the cluster 
 Everything printed from the cluster is escaped.  The cluster is reached through kubectl
 itself (oomwatch.fleet.kubectl); kubectl hands a plugin no global flags: give
 `--kubeconfig`/`--context` after `oomwatch` or after the command (KUBECONFIG works as for
-kubectl, KUBECTL names the binary).
+kubectl, KUBECTL names the binary).  `-n`, `-A` and `-o` may come before the command too, as
+kubectl users type them (`kubectl oomwatch -n shop report pod/x`).
 """
 
 from __future__ import annotations
@@ -37,6 +38,38 @@ from oomwatch.fleet.top import build, render
 PAGE = 500  # Events per request (kubectl --chunk-size)
 _SINCE = re.compile(r"^(\d+(?:\.\d+)?)([smhdw])$")
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+COMMANDS = ("report", "top")
+# The commands' flags a kubectl user may also type before the command: moved after it, so
+# each command checks them as its own (`top` takes no `-o yaml`).
+_HOISTED_VALUED = ("-n", "--namespace", "-o", "--output")
+_HOISTED = ("-A", "--all-namespaces")
+_GLOBAL_VALUED = ("--kubeconfig", "--context")  # the top-level parser's own
+
+
+def hoist_flags(argv: Sequence[str]) -> list[str]:
+    """`argv` with the `-n`/`-A`/`-o` flags before the command moved to just after it."""
+    args = list(argv)
+    moved: list[str] = []
+    index = 0
+    while index < len(args):
+        arg = args[index]
+        if arg in COMMANDS or arg == "--":
+            break
+        name = arg.partition("=")[0]
+        if arg in _HOISTED_VALUED and index + 1 < len(args):
+            moved += args[index : index + 2]
+            del args[index : index + 2]
+        elif arg in _HOISTED or (name in _HOISTED_VALUED and "=" in arg):
+            moved.append(args.pop(index))
+        elif arg[:2] in ("-n", "-o") and len(arg) > 2 and not arg.startswith("--"):
+            moved.append(args.pop(index))  # -nshop, -ojson
+        elif arg in _GLOBAL_VALUED:
+            index += 2
+        else:
+            index += 1
+    if index >= len(args) or args[index] not in COMMANDS:
+        return list(argv)  # no command: argparse says what is missing, as typed
+    return args[: index + 1] + moved + args[index + 1 :]
 
 
 def parse_since(text: str) -> float:
@@ -85,7 +118,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    args = parser().parse_args(hoist_flags(sys.argv[1:] if argv is None else argv))
     kubectl = Kubectl(args.kubeconfig, args.context, chunk_size=PAGE)
     try:
         if args.command == "report":

@@ -21,6 +21,7 @@ from oomwatch.incident import Incident
 from oomwatch.kube.oomincident import (
     GROUP,
     KIND,
+    MAX_ANALYSIS_BYTES,
     MAX_FINDINGS,
     MAX_VICTIMS,
     PLURAL,
@@ -98,6 +99,10 @@ def object_schema() -> dict[str, Any]:
             "apiVersion": {"type": "string"},
             "kind": {"type": "string"},
             "metadata": {"type": "object"},
+            "analysis": _string(
+                "`oomwatch report`'s text for the latest kill, escaped, for `kubectl describe`.",
+                maxLength=MAX_ANALYSIS_BYTES,
+            ),
             "workload": _string("The pod's owner as the API names it: Deployment/web, Pod/x."),
             "container": _string("The killed container (empty: a pod-level or node kill)."),
             "node": _string("The node whose agent saw the kills."),

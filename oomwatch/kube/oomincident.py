@@ -7,7 +7,9 @@ one diagnosis as stored (verdict, findings, recommendation: nothing is diagnosed
 its kernel evidence, trimmed to `MAX_OBJECT_BYTES` (the node's store keeps the full record):
 no task table, timeline or decoder notes, top victims only, the probe's allocator summary
 only where its identity was vouched for.  The plugin rebuilds an `Incident` from `incident`
-and prints it with `oomwatch report`'s own renderer.
+and prints it with `oomwatch report`'s own renderer; `analysis` holds that renderer's block
+for the incident as text, so `kubectl describe` (which prints a custom resource's fields in
+key order, a multi-line string as its lines) reads like the report.
 
 This module imports no Kubernetes client: the plugin's zipapp imports it.
 """
@@ -39,9 +41,15 @@ MAX_OBJECT_BYTES = 16 * 1024
 MAX_VICTIMS = 5
 MAX_FINDINGS = 12
 MAX_TEXT_CHARS = 1024  # one string of the trimmed incident (a message, a cgroup path)
+# The text report in the object, as JSON-encoded bytes: the rest of the 16 KiB keeps the
+# structured incident the plugin reads.
+MAX_ANALYSIS_BYTES = 6 * 1024
+ANALYSIS_CUT = "[… cut to fit the object: `oomwatch report` on the node prints it whole]"
+_ESCAPE_CHARS = 10  # the longest escape `escape_control` writes: \UNNNNNNNN
 UNVERIFIED = "unverified"  # oomwatch.probe.identity.UNVERIFIED (no import: keeps this light)
 _LABEL_VALUE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 _NAME_PART = re.compile(r"[^a-z0-9-]+")
+_WHOLE_ESCAPE = re.compile(r"\\(x[0-9a-f]{2}|u[0-9a-f]{4}|U[0-9a-f]{8})")
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +118,8 @@ def build_object(
                 NODE_LABEL: node_label_value(fingerprint.node),
             },
         },
+        # First in `kubectl describe`'s key order (`apiVersion` sorts after it).
+        "analysis": analysis_text(incident),
         "workload": fingerprint.workload,
         "container": fingerprint.container,
         "node": fingerprint.node,
@@ -123,6 +133,41 @@ def build_object(
         "incident": trimmed,
     }
     return fit(obj)
+
+
+def analysis_text(incident: Incident) -> str:
+    """`oomwatch report`'s text for `incident`, escaped line by line (kubectl prints it raw;
+    its newlines stay line breaks), cut at a line end to MAX_ANALYSIS_BYTES with a marker."""
+    from oomwatch.report.text import render_incident  # the one rendering of the report
+
+    lines = [escape_control(line) for line in render_incident(incident, 1, 1).split("\n")]
+    budget = MAX_ANALYSIS_BYTES - _json_bytes(ANALYSIS_CUT) - 2
+    if _json_bytes("\n".join(lines)) <= MAX_ANALYSIS_BYTES:
+        return "\n".join(lines)
+    kept: list[str] = []
+    used = 0
+    for line in lines:
+        cost = _json_bytes(line)  # the quotes pay for the newline's `\n`
+        if used + cost > budget:  # the line that overflows: what fits of it, then the marker
+            if piece := _cut_line(line, budget - used).rstrip():
+                kept.append(piece)
+            break
+        kept.append(line)
+        used += cost
+    return "\n".join([*kept, ANALYSIS_CUT])
+
+
+def _json_bytes(text: str) -> int:
+    return len(json.dumps(text, ensure_ascii=False).encode())
+
+
+def _cut_line(line: str, budget_bytes: int) -> str:
+    while line and _json_bytes(line) > budget_bytes:
+        line = line[: len(line) * max(budget_bytes, 0) // _json_bytes(line)]
+    tail = line.rfind("\\", max(0, len(line) - _ESCAPE_CHARS))
+    if tail >= 0 and not _WHOLE_ESCAPE.match(line, tail):
+        line = line[:tail]  # an escape cut short would read as other characters
+    return line
 
 
 def trimmed_incident(incident: Incident) -> dict[str, Any]:

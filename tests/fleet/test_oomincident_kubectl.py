@@ -1,6 +1,7 @@
 """A namespace viewer reads a full diagnosis through real kubectl 1.33: `get oomincidents`
-(the printer columns), `describe oomincident` and `kubectl oomwatch report`, with no grant but
-what the `view` role aggregates; and forged objects print inert."""
+(the printer columns), `describe oomincident` (which reads like the text report) and
+`kubectl oomwatch report`, with no grant but what the `view` role aggregates; and forged
+objects print inert."""
 
 from __future__ import annotations
 
@@ -60,6 +61,15 @@ def test_a_namespace_viewer_reads_the_full_diagnosis(
     assert "Limit - Container" in described.stdout or "limit-container" in described.stdout
     report = _run(kubectl, config, "oomwatch", "report", f"pod/{WEB_B.name}")
     assert report.returncode == 0, report.stderr
+    # describe reads like the report: its first field is the report's text, line by line,
+    # with the verdict and the advice worded as the report words them.
+    lines = described.stdout.splitlines()
+    first = next(n for n, line in enumerate(lines) if line.startswith(("Analysis:", "API")))
+    assert lines[first].startswith("Analysis:") and "== OOM 1 of 1" in lines[first]
+    for label in ("VERDICT", "advice"):
+        (worded,) = [line for line in report.stdout.splitlines() if line.startswith(f"  {label} ")]
+        assert worded in lines, label
+    assert "Set the container's memory limit to at least" in report.stdout
     assert stored["verdict"] in report.stdout
     assert "findings:" in report.stdout and "limit-container" in report.stdout
     # ... and nothing of another namespace.

@@ -67,6 +67,32 @@ def test_report_says_what_it_could_not_find(kubectl: str, cluster: Cluster) -> N
     assert done.returncode == 2 and "not a valid node name" in done.stderr
 
 
+def test_flags_before_the_command_work_as_after_it(kubectl: str, cluster: Cluster) -> None:
+    """kubectl users type `kubectl oomwatch -n ml report pod/x`: the same report."""
+    for before, after in (
+        (["-n", "ml", "report"], ["report", "trainer-0", "-n", "ml"]),
+        (["--namespace=ml", "-ojson", "report"], ["report", "trainer-0", "-n", "ml", "-o", "json"]),
+        (["-A", "-o", "yaml", "report"], ["report", "trainer-0", "-A", "-o", "yaml"]),
+    ):
+        first = _kubectl(kubectl, cluster, *before, "trainer-0")
+        second = _kubectl(kubectl, cluster, *after)
+        assert first.returncode == second.returncode == 0, first.stderr
+        assert first.stdout == second.stdout
+        assert "StatefulSet/trainer" in first.stdout
+    top = _kubectl(kubectl, cluster, "-n", "ml", "-o", "json", "top")
+    assert top.returncode == 0, top.stderr
+    assert {r["namespace"] for r in json.loads(top.stdout)["rows"]} == {"ml"}
+    wrong = _kubectl(kubectl, cluster, "-o", "yaml", "top")  # each command checks its own
+    assert wrong.returncode == 2 and "invalid choice: 'yaml'" in wrong.stderr
+
+
+def test_hoisting_leaves_the_global_flags_and_what_follows_the_command() -> None:
+    assert plugin.hoist_flags(["--context", "report", "-n", "a", "top", "-n", "b"]) == [
+        "--context", "report", "top", "-n", "a", "-n", "b"]  # fmt: skip
+    assert plugin.hoist_flags(["report", "-o", "top"]) == ["report", "-o", "top"]
+    assert plugin.hoist_flags(["-n", "ns"]) == ["-n", "ns"]  # argparse names what is missing
+
+
 def _rows(out: str) -> dict[tuple[str, str, str], dict[str, Any]]:
     data = json.loads(out)
     return {(r["namespace"], r["workload"], r["scope"]): r for r in data["rows"]}

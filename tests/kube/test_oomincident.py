@@ -29,6 +29,8 @@ from oomwatch.incident import (
 from oomwatch.kube.crd import crd, crd_yaml
 from oomwatch.kube.events import build_event
 from oomwatch.kube.oomincident import (
+    ANALYSIS_CUT,
+    MAX_ANALYSIS_BYTES,
     MAX_OBJECT_BYTES,
     Fingerprint,
     build_object,
@@ -36,6 +38,7 @@ from oomwatch.kube.oomincident import (
     read_incident,
 )
 from oomwatch.kube.summary import kill_summary, parse_summary
+from oomwatch.report.text import render_incident
 
 REPO = Path(__file__).resolve().parents[2]
 CORPUS = REPO / "tests" / "data" / "corpus"
@@ -122,6 +125,30 @@ def test_a_huge_incident_fits_16_kib_and_still_validates() -> None:
     assert back is not None and back.kind == "memcg" and back.verdict_code == "limit-container"
     assert back.findings and back.findings[0].code == "limit-container"
     assert str(obj["verdict"]).startswith("app was killed at its limit.")
+
+
+def test_the_object_carries_the_text_report_for_kubectl_describe() -> None:
+    """`analysis` is `oomwatch report`'s block for the incident, word for word."""
+    incident = next(i for i in _corpus_incidents() if i.recommendation and i.verdict)
+    analysis = _object(incident)["analysis"]
+    assert analysis == render_incident(incident, 1, 1)
+    assert f"VERDICT    {incident.verdict}" in str(analysis)
+
+
+def test_a_huge_report_is_cut_at_a_line_with_a_marker_never_inside_an_escape() -> None:
+    for verdict in ("x" * 50_000, "\x1b" * 20_000, "é" * 9_000 + "\x1b" * 5_000):
+        huge = _huge()
+        huge = Incident.from_dict({**huge.to_dict(), "verdict": "app was killed. " + verdict})
+        obj = _object(huge)
+        analysis = str(obj["analysis"])
+        assert object_bytes(obj) <= MAX_OBJECT_BYTES
+        assert len(json.dumps(analysis, ensure_ascii=False).encode()) <= MAX_ANALYSIS_BYTES
+        assert analysis.startswith("== OOM 1 of 1") and analysis.endswith("\n" + ANALYSIS_CUT)
+        assert "\x1b" not in analysis
+        cut = analysis.splitlines()[-2]
+        assert cut.startswith("  VERDICT    app was killed.")
+        assert not cut.rstrip("\\x1b").endswith("\\"), "an escape cut short"
+        assert cut.endswith(("x", "\\x1b", "é"))
 
 
 def test_no_string_a_pod_chose_reaches_kubectl_describe_raw() -> None:
