@@ -6,8 +6,9 @@ second.  A walk is capped in time (oomwatch.probe.reader), but done on the loop 
 still added its time to every kill's latency.  Here one thread walks once a sample
 interval and publishes what it read as a snapshot (replaced whole, never changed in place);
 the framework-OOM source and the allocator join read the snapshot, which costs no I/O.  A
-snapshot is at most one interval (plus one walk) old; a probe samples once a second and the
-join looks at samples from the two minutes before the kill, so it loses at most the last one.
+snapshot is at most one interval (plus one walk) old, so the allocator join asks for a walk
+begun after the kill (`read_after`) and waits for it: the trainer's last samples before its
+death (the phase it died in) are the ones that matter.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ class ProbeWorker:
         self._records: tuple[FlightRecord, ...] = ()
         self.walks = 0
         self.walked_at_s: float | None = None  # monotonic, the end of the last walk
+        self.walk_began_wall_s: float | None = None  # wall clock, the start of the last walk
         self._stop = threading.Event()
         self._poke = threading.Event()
         self._closed = False
@@ -42,6 +44,13 @@ class ProbeWorker:
     def read_all(self, now_wall_s: float | None = None) -> list[FlightRecord]:
         """The records of the last walk (`now_wall_s` is the walk's own)."""
         return list(self._records)
+
+    def read_after(self, wall_s: float) -> list[FlightRecord] | None:
+        """The last walk's records if it began after `wall_s`; else None, and a walk now."""
+        if self.walk_began_wall_s is not None and self.walk_began_wall_s > wall_s:
+            return list(self._records)  # set before walk_began_wall_s: of that walk or newer
+        self._poke.set()
+        return None
 
     def is_alive(self) -> bool:
         return self._thread.is_alive()
@@ -59,10 +68,12 @@ class ProbeWorker:
 
     def _run(self) -> None:
         while not self._stop.is_set():
+            began_wall_s = time.time()
             try:
-                self._records = tuple(self._reader.read_all())
+                self._records = tuple(self._reader.read_all(began_wall_s))
             except Exception:  # the reader never raises; a bug here must not end the walks
                 log.exception("probe_walk_failed")
+            self.walk_began_wall_s = began_wall_s
             self.walks += 1
             self.walked_at_s = time.monotonic()
             self._poke.wait(self._interval_s)

@@ -240,7 +240,8 @@ class WarnOnce:
 
 
 class ProbeEnricher:
-    """Enricher adding `incident.allocator` from the probe directory (never defers).
+    """Enricher adding `incident.allocator` from the probe directory; it defers a kill until
+    a walk begun after it has read what the trainer wrote up to its death.
 
     Of the files that match, the strongest match wins and, among equals, the freshest sample.
     """
@@ -265,8 +266,16 @@ class ProbeEnricher:
     def enrich(self, incident: Incident) -> bool:
         if incident.kind == "framework" or incident.allocator is not None:
             return True
+        # When the agent read the kill: the trainer was dead by then (its stamped wall time
+        # is a conversion that can run ahead of this clock).
+        seen_at_s = iso_epoch_s(incident.detected_at)
+        records = (
+            self._reader.read_all() if seen_at_s is None else self._reader.read_after(seen_at_s)
+        )
+        if records is None:
+            return False  # a walk begun after the kill is on its way; asked again shortly
         best: tuple[tuple[int, float], dict[str, Any]] | None = None
-        for record in self._reader.read_all():
+        for record in records:
             if not claims_consistent(record):
                 self._warn(record, CONTRADICTED)
                 continue

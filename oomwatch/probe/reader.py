@@ -92,6 +92,11 @@ class RecordSource(Protocol):
 
     def read_all(self, now_wall_s: float | None = None) -> list[FlightRecord]: ...
 
+    def read_after(self, wall_s: float) -> list[FlightRecord] | None:
+        """The records of a walk begun after `wall_s`, or None (one is then asked for): a
+        kill's join needs what the trainer wrote up to its death, not an older walk."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -192,6 +197,10 @@ class ProbeDirReader:
             self._window_ends_cycle = False
         fresh = {r.name for r in read}
         return read + [k.record for name, k in self._kept.items() if name not in fresh]
+
+    def read_after(self, wall_s: float) -> list[FlightRecord]:
+        """A walk now: it begins after any `wall_s` already past."""
+        return self.read_all()
 
     def read_one(self, name: str, now_wall_s: float | None = None) -> FlightRecord:
         """Read one file by name; raises ProbeFileError saying why it was refused."""

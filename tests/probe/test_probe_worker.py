@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from oomwatch.daemon.probe_worker import ProbeWorker
-from oomwatch.incident import Incident, Victim
+from oomwatch.incident import Incident, Victim, iso_time
 from oomwatch.probe.framework import FrameworkOomSource
 from oomwatch.probe.join import ProbeEnricher
 from oomwatch.probe.reader import ProbeDirReader
@@ -56,3 +56,26 @@ def test_the_loops_thread_never_touches_the_probe_directory(
     finally:
         worker.close()
     assert not worker.is_alive()
+
+
+def test_a_kill_waits_for_a_walk_begun_after_it(tmp_path: Path) -> None:
+    """The snapshot can be a whole interval old: the trainer's last samples (the phase it died
+    in) are written after it.  The join defers the kill until a walk begun after it."""
+    worker = ProbeWorker(ProbeDirReader(tmp_path), interval_s=3600.0)  # no walk on its own
+    try:
+        deadline = time.monotonic() + 10
+        while worker.walks < 1 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        write_record(tmp_path, samples=[sample(i) for i in range(5)])  # after the first walk
+        killed_at_s = time.time()
+        enricher = ProbeEnricher(tmp_path, reader=worker)
+        victims = [Victim(pid=999, comm="python3")]
+        kill = Incident(kind="memcg", kernel_time_s=1007.4, boot_id="b0", task_memcg=META.cgroup,
+                        victims=victims, detected_at=iso_time(killed_at_s))  # fmt: skip
+        assert enricher.enrich(kill) is False and kill.allocator is None  # a walk is asked for
+        while worker.walks < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert worker.walks == 2  # the ask woke the worker long before its interval
+        assert enricher.enrich(kill) and kill.allocator is not None
+    finally:
+        worker.close()
