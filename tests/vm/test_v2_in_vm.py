@@ -12,19 +12,22 @@ from __future__ import annotations
 import sys
 
 import pytest
+from support.vm_sessions import EarlySessions
 
-from oomwatch.lab.vm import GUEST_SUITE, KERNELS, run_pytest_in_vm, vm_unavailable_reason
+from oomwatch.lab.vm import KERNELS, vm_unavailable_reason
 
 pytestmark = [pytest.mark.vm, pytest.mark.slow]
 
 
 @pytest.mark.parametrize("series", sorted(KERNELS))
-def test_the_cgroup_v2_suite_passes_on_a_real_kernel(series: str) -> None:
+def test_the_cgroup_v2_suite_passes_on_a_real_kernel(
+    series: str, vm_sessions: EarlySessions
+) -> None:
     reason = vm_unavailable_reason()
     if reason is not None:
         print(f"skipped: the lab VM cannot run here: {reason}", file=sys.stderr)
         pytest.skip(reason)
-    run = run_pytest_in_vm(series, [*GUEST_SUITE, "-q"])
+    run = vm_sessions.result(series)  # started when collection ended (conftest.py)
     print(run.summary())
     details = f"{run.summary()}\n--- guest console (tail) ---\n{run.vm.console_tail()}"
     assert run.passed, details

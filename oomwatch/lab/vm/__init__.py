@@ -85,6 +85,7 @@ def run_pytest_in_vm(
     echo: TextIO | None = None,
     env: Mapping[str, str] | None = None,
     share: Path | None = None,
+    niceness: int = 0,
 ) -> PytestInVm:
     """Run pytest with `pytest_args` in this checkout inside a VM of the kernel series.
 
@@ -106,7 +107,14 @@ def run_pytest_in_vm(
     )
     guest_env = {FIXTURES_ENV: f"{GUEST_SHARE}/fixtures", **(env or {})}
     vm = run_in_vm(
-        series, argv, cwd=REPO, env=guest_env, timeout_s=timeout_s, echo=echo, share=share
+        series,
+        argv,
+        cwd=REPO,
+        env=guest_env,
+        timeout_s=timeout_s,
+        echo=echo,
+        share=share,
+        niceness=niceness,
     )
     return read_junit(vm)
 

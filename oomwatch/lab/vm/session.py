@@ -160,13 +160,15 @@ def run_in_vm(
     echo: TextIO | None = None,
     memory_mb: int = DEFAULT_MEMORY_MB,
     cpus: int = DEFAULT_CPUS,
+    niceness: int = 0,
 ) -> VmResult:
     """Boot the kernel series (e.g. "6.1"), run `argv` in `cwd` (default: here) as root
     inside it, and return when the guest powers off or `timeout_s` passes.
 
     `share` (default: a new temporary directory, kept) is the host side of the guest's
     `/run/oomwatch-vm`; the command finds it in `$OOMWATCH_VM_SHARE`.  The console is copied
-    to `echo` as it comes (e.g. sys.stderr) and always to `share/console.log`.
+    to `echo` as it comes (e.g. sys.stderr) and always to `share/console.log`.  A positive
+    `niceness` lowers QEMU's CPU priority, for a session that runs beside other work.
     """
     images = boot_images(series)
     share = share or Path(tempfile.mkdtemp(prefix=f"oomwatch-vm-{series}-"))
@@ -183,6 +185,7 @@ def run_in_vm(
             share / "console.log",
             timeout_s,
             echo,
+            niceness,
         )
         wall_s = time.monotonic() - started
     rc_file = share / "rc"
@@ -190,7 +193,9 @@ def run_in_vm(
     return VmResult(series, images.release, returncode, timed_out, wall_s, share)
 
 
-def _boot(argv: list[str], console: Path, timeout_s: float, echo: TextIO | None) -> bool:
+def _boot(
+    argv: list[str], console: Path, timeout_s: float, echo: TextIO | None, niceness: int
+) -> bool:
     """Run QEMU until the guest powers off; True when it had to be killed at the timeout."""
     with open(console, "w") as log:
         proc = subprocess.Popen(
@@ -198,7 +203,7 @@ def _boot(argv: list[str], console: Path, timeout_s: float, echo: TextIO | None)
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
-            preexec_fn=_die_with_parent,
+            preexec_fn=lambda: _die_with_parent(niceness),
         )
         copier = threading.Thread(target=_copy_console, args=(proc, log, echo), daemon=True)
         copier.start()
@@ -216,10 +221,13 @@ def _boot(argv: list[str], console: Path, timeout_s: float, echo: TextIO | None)
     return timed_out
 
 
-def _die_with_parent() -> None:
-    """QEMU gets SIGKILL when the test run that started it dies (PR_SET_PDEATHSIG): a
-    killed pytest must not leave a CPU-heavy guest running on a shared machine."""
+def _die_with_parent(niceness: int) -> None:
+    """QEMU gets SIGKILL when the test run that started it dies (PR_SET_PDEATHSIG; the
+    "parent" is the thread that started it, which waits for it): a killed pytest must not
+    leave a CPU-heavy guest running on a shared machine."""
     ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)
+    if niceness > 0:
+        os.nice(niceness)
 
 
 def _copy_console(proc: subprocess.Popen[bytes], log: TextIO, echo: TextIO | None) -> None:
