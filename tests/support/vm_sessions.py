@@ -19,6 +19,8 @@ __all__ = ["BACKGROUND_NICENESS", "EarlySessions", "selected_series"]
 
 # QEMU's nice value in the background: the host tests keep the CPU when they need it.
 BACKGROUND_NICENESS = 10
+# A session alone takes 3-4 minutes; in the background it gets what the host tests leave.
+BACKGROUND_TIMEOUT_S = 1800.0
 
 
 class EarlySessions:
@@ -39,9 +41,13 @@ class EarlySessions:
         for one in series:
             run = self._runs[one]
             try:
-                run.set_result(
-                    run_pytest_in_vm(one, [*GUEST_SUITE, "-q"], niceness=BACKGROUND_NICENESS)
+                result = run_pytest_in_vm(
+                    one,
+                    [*GUEST_SUITE, "-q"],
+                    niceness=BACKGROUND_NICENESS,
+                    timeout_s=BACKGROUND_TIMEOUT_S,
                 )
+                run.set_result(result)
             except BaseException as exc:  # the test that collects it reports it
                 run.set_exception(exc)
 

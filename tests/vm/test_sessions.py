@@ -15,7 +15,7 @@ def test_started_sessions_run_in_order_at_low_priority_and_hand_back_their_resul
 ) -> None:
     calls: list[tuple[str, int]] = []
 
-    def run(series: str, args: Sequence[str], *, niceness: int = 0) -> Any:
+    def run(series: str, args: Sequence[str], *, niceness: int = 0, **_: float) -> Any:
         calls.append((series, niceness))
         if series == "broken":
             raise RuntimeError("no kernel image")
