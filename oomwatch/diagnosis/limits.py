@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from oomwatch.diagnosis.evidence import fmt_bytes, limit_bytes, usage_bytes, where, who
+from oomwatch.diagnosis.evidence import limit_bytes, usage_bytes, where, who
 from oomwatch.incident import Finding, Incident, is_constrained_kill
 from oomwatch.sanitize import escape_control
+from oomwatch.units import fmt_bytes
 
 _SCOPE_CODES = {
     "container": "limit-container",

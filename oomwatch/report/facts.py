@@ -15,7 +15,6 @@ from oomwatch.diagnosis.evidence import (
     charged_bytes,
     claimed_where,
     duration,
-    fmt_bytes,
     limit_bytes,
     page_bytes,
     pct,
@@ -24,6 +23,7 @@ from oomwatch.diagnosis.evidence import (
     victim_rss_bytes,
 )
 from oomwatch.incident import Incident, Victim, is_constrained_kill
+from oomwatch.units import fmt_bytes
 
 LARGEST_TASKS = 8
 MAX_NOTES = 5

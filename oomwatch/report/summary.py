@@ -14,10 +14,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from oomwatch.diagnosis.evidence import fmt_bytes, limit_bytes, pct
+from oomwatch.diagnosis.evidence import limit_bytes, pct
 from oomwatch.diagnosis.ranking import action_rank
 from oomwatch.diagnosis.verdict import dominant_part, short_where
 from oomwatch.incident import Incident
+from oomwatch.units import fmt_bytes
 
 COLUMNS = ("#", "time", "kills", "pod / cgroup", "victim", "kind", "limit", "dominant", "verdict")
 # The widest a cell may be in the text table (longer ones end in "…"); when the table would

@@ -4,7 +4,10 @@ year is marked, sizing advice stays within its window, the advice fits the termi
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -13,7 +16,9 @@ from oomwatch.cli import main
 from oomwatch.decode import Reference, decode_text
 from oomwatch.diagnosis import diagnose
 from oomwatch.incident import Incident, MemcgUsage, Timeline, TimelineSample, Victim
+from oomwatch.kube.quantity import parse_quantity_bytes
 from oomwatch.report import jsonout, page, text
+from oomwatch.units import fmt_bytes, fmt_rate, quantity
 
 CORPUS = Path(__file__).resolve().parents[1] / "data" / "corpus"
 MIB = 1 << 20
@@ -150,3 +155,60 @@ def test_report_help_documents_exit_statuses(capsys: pytest.CaptureFixture[str])
     out = " ".join(capsys.readouterr().out.split())
     assert "Exit status: 0 whether or not kills were found; 1 when" in out
     assert "2 when the input cannot be read" in out
+
+
+# A Kubernetes quantity (`308Mi`) outside a backquoted manifest value.
+_BARE_QUANTITY = re.compile(r"\b\d+(?:\.\d+)?[KMGTPE]i\b")
+
+
+def _prose_of(doc: dict[str, Any]) -> list[str]:
+    """The human strings of a JSON incident: verdict, findings, advice, notes, unknowns."""
+    rec = doc.get("recommendation") or {}
+    return [
+        doc.get("verdict") or "",
+        rec.get("message") or "",
+        *(f["message"] for f in doc["findings"]),
+        *doc["notes"],
+        *doc["unknown"],
+    ]
+
+
+def test_one_unit_style_in_every_output_of_every_corpus_paste() -> None:
+    """Prose reads human sizes (`308 MiB`); a quantity is only a backquoted manifest value
+    (`resources.limits.memory: 308Mi`), never a figure in a sentence (issue 27)."""
+    advised = 0
+    for path in sorted(CORPUS.glob("*.log")):
+        found = decode_text(path.read_bytes()).incidents
+        incidents = [diagnose(annotate(i), found) for i in found]
+        if not incidents:
+            continue
+        rendered = [text.render(incidents, [], "log"), page.render(incidents, [], "log")]
+        docs = json.loads(jsonout.render(incidents, []))["incidents"]
+        rendered += [" ".join(_prose_of(doc)) for doc in docs]
+        for out in rendered:
+            prose = re.sub(r"`[^`\n]*`", "", out)
+            assert not _BARE_QUANTITY.search(prose), (path.name, _BARE_QUANTITY.findall(prose))
+            assert not re.search(r"\d(?:MiB|GiB|KiB|kB)\b", prose), path.name  # `256.0MiB`
+        for doc in docs:
+            rec = doc.get("recommendation") or {}
+            for field, key in (("limits", "memory_limit"), ("requests", "memory_request")):
+                if f"`resources.{field}.memory: " not in (rec.get("message") or ""):
+                    continue
+                advised += 1  # the value to paste is the JSON's, and the prose says it too
+                assert f"`resources.{field}.memory: {rec[key]}`" in rec["message"]
+                assert rec[f"{key}_bytes"] == parse_quantity_bytes(rec[key])
+                assert fmt_bytes(rec[f"{key}_bytes"]) in rec["message"]
+    assert advised >= 2  # corpus 23 and 97: pods whose node ran out get a request to paste
+
+
+def test_sizes_have_one_formatting_home() -> None:
+    assert [fmt_bytes(v) for v in (None, 0, 1023, 1536, 300 * MIB, 8411 * MIB)] == [
+        "?", "0 B", "1023 B", "1.5 KiB", "300 MiB", "8.2 GiB",
+    ]  # fmt: skip
+    assert fmt_rate(15 * MIB) == "15 MiB/s" and fmt_rate(MIB / 2, signed=True) == "+512 KiB/s"
+    assert fmt_rate(-2 * MIB, signed=True) == "-2 MiB/s" and fmt_rate(0, signed=True) == "+0 B/s"
+    # as the API writes a quantity: exact, the largest suffix that states it
+    assert [quantity(v) for v in (8411 * MIB, 8 << 30, 1536 * MIB, 1000, 3 << 10)] == [
+        "8411Mi", "8Gi", "1536Mi", "1000", "3Ki",
+    ]  # fmt: skip
+    assert all(parse_quantity_bytes(quantity(v)) == v for v in (1, 8411 * MIB, 5 << 40))

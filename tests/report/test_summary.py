@@ -72,7 +72,8 @@ def test_300_kills_read_in_one_screen(report, log300: str) -> None:  # type: ign
     # then the largest rows' findings and advice, and how to see the rest: ~40 lines in all
     assert "Findings of the first 3 rows (of 17, the most actionable first):" in run.out
     assert "  #1 (×250, 09:00:00 to 09:59:48): stress-ng-vm (pid 183960) in pod 5931aa75" in run.out
-    assert "advice: Set the pod's containers' memory limits to at least a total of 120Mi" in run.out
+    advice = "advice: Set the pod's containers' memory limits to at least a total of 120 MiB"
+    assert advice in run.out
     assert "--details (300 blocks)" in run.out
     assert len(lines) <= 60 and run.out.count("== OOM") == 0
 
