@@ -53,7 +53,7 @@ def _memcg_limit(incident: Incident) -> Finding | None:
         evidence.update(usage_bytes=usage, limit_bytes=limit, failcnt=memcg.failcnt)
     if limit is not None:
         numbers = f" of {fmt_bytes(limit)} was reached (usage {fmt_bytes(usage)}"
-        numbers += f", hit {memcg.failcnt} times)" if memcg and memcg.failcnt else ")"
+        numbers += f", hit {_times(memcg.failcnt)})" if memcg and memcg.failcnt else ")"
     else:
         numbers = " was reached (the report does not show the numbers)"
     message = f"{who(incident)} in {where(incident)} was killed because {words}{numbers}."
@@ -129,3 +129,7 @@ def besteffort_qos(incident: Incident) -> Finding | None:
         " it first; set memory requests (and a limit) to make it Burstable or Guaranteed."
     )
     return Finding("besteffort-qos", "warning", message, evidence)
+
+
+def _times(count: int) -> str:
+    return "once" if count == 1 else f"{count} times"

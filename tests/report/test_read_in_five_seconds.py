@@ -49,6 +49,9 @@ def test_an_oom_ending_in_a_panic_says_the_node_went_down_and_why() -> None:
     assert "log is cut" not in (panicked.verdict or "")
     for out in _outputs(panicked):
         assert "node-panic" in out and "no limit on a killable pod would have helped" in out
+    text_out, html_out, _ = _outputs(panicked)
+    assert "OOM ending in a kernel panic (the node went down)" in text_out  # not "a kill"
+    assert "OOM ending in a kernel panic (the node went down)" in html_out
 
 
 def test_panic_on_oom_is_named_as_the_cause() -> None:
@@ -67,6 +70,7 @@ def test_panic_on_oom_is_named_as_the_cause() -> None:
 def test_an_oom_without_a_kill_or_a_panic_keeps_its_words() -> None:
     out = _corpus("56")[0]
     assert out.verdict_code == "no-kill" and "or the log is cut" in (out.verdict or "")
+    assert ", no kill in this log, " in _outputs(out)[0].splitlines()[2]  # the heading
 
 
 def test_an_inferred_year_is_marked_in_every_output() -> None:
@@ -117,7 +121,10 @@ def test_growth_to_the_end_of_a_short_window_sizes_no_limit() -> None:
     assert "grew without levelling off for the 4 s it was watched" in rec["message"]
     assert "a larger limit may only delay the kill" in rec["message"]
     assert "levelling off" in (out.verdict or "")
-    assert "watch-longer" in jsonout.render([out], [])
+    for rendered in _outputs(out):  # the advice in words, no size to paste, in every output
+        assert "grew without levelling off for the 4 s it was watched" in rendered
+        assert "resources.limits.memory" not in rendered and "4 MiB to 64 MiB" in rendered
+    assert '"action": "watch-longer"' in jsonout.render([out], [])
 
 
 def test_a_window_that_levelled_off_still_sizes_the_limit() -> None:
@@ -186,7 +193,7 @@ def test_one_unit_style_in_every_output_of_every_corpus_paste() -> None:
         docs = json.loads(jsonout.render(incidents, []))["incidents"]
         rendered += [" ".join(_prose_of(doc)) for doc in docs]
         for out in rendered:
-            prose = re.sub(r"`[^`\n]*`", "", out)
+            prose = re.sub(r"`[^`\n]*`|<code>[^<]*</code>", "", out)
             assert not _BARE_QUANTITY.search(prose), (path.name, _BARE_QUANTITY.findall(prose))
             assert not re.search(r"\d(?:MiB|GiB|KiB|kB)\b", prose), path.name  # `256.0MiB`
         for doc in docs:
@@ -212,3 +219,30 @@ def test_sizes_have_one_formatting_home() -> None:
         "8411Mi", "8Gi", "1536Mi", "1000", "3Ki",
     ]  # fmt: skip
     assert all(parse_quantity_bytes(quantity(v)) == v for v in (1, 8411 * MIB, 5 << 40))
+
+
+def test_the_value_to_paste_is_set_apart_in_text_html_and_json() -> None:
+    """Corpus 97 (k3d, global OOM of a BestEffort pod's `tail`): the request is advised in
+    words and as the manifest value, which the page shows as code."""
+    [incident] = _corpus("97")
+    rec = incident.recommendation or {}
+    assert rec["memory_request"] == "779Mi" and rec["memory_request_bytes"] == 779 * MIB
+    rendered = _outputs(incident)
+    assert "set its memory request to about 779 MiB" in incident.verdict  # type: ignore[operator]
+    assert "In the container's spec: `resources.requests.memory: 779Mi`." in rendered[0]
+    assert "<code>resources.requests.memory: 779Mi</code>" in rendered[1]
+    assert '"memory_request": "779Mi"' in rendered[2]
+
+
+def test_a_summary_marks_an_inferred_year_and_where_the_chain_began() -> None:
+    """Corpus 100 (linux-mm 2001, syslog stamps without a year, four kills): every kill's
+    year rests on the reference time, the later ones through the first; the summary's span
+    shows the year, so it says it was inferred, in text and HTML."""
+    path = next(CORPUS.glob("100-*.log"))
+    found = decode_text(path.read_bytes(), Reference(1700000000.0)).incidents
+    incidents = [diagnose(annotate(i), found) for i in found]
+    assert len(incidents) == 4
+    assert {i.year_inferred_from for i in incidents} == {"reference time"}
+    span = "from 2023-03-23 11:48:49 to 2023-03-23 11:48:50 (year inferred: reference time)"
+    assert span in text.render(incidents, [], "log").splitlines()[0]
+    assert span in page.render(incidents, [], "log")
