@@ -318,7 +318,9 @@ def finish(report: ReportState) -> Incident:
         )
     _cross_check(incident, summary)
     _page_size(report)
-    if not incident.victims:
+    if not incident.victims and any(n.startswith("Kernel panic") for n in incident.notes):
+        incident.notes.append("no kill line: the report ends in a kernel panic")
+    elif not incident.victims:
         incident.notes.append(
             "no kill line: the report ends without a kill (no killable process, or the log is cut)"
         )

@@ -271,7 +271,8 @@ def unknowns(incident: Incident) -> list[str]:
                     " file owner vouches for it)"]  # fmt: skip
         return ["pod name unknown (no Kubernetes lookup)"]
     out: list[str] = []
-    if incident.victim is None:
+    panicked = victims.panic_clause(incident) is not None  # killed nothing: no victim to miss
+    if incident.victim is None and not panicked:
         out.append("victim unknown (no `Killed process` line)")
     if incident.kind == "unknown" or incident.limit_scope is None:
         out.append("which limit was hit is unknown (no `oom-kill:` / `Task in` line)")
@@ -287,6 +288,7 @@ def unknowns(incident: Incident) -> list[str]:
         )
     if incident.pod_uid and incident.k8s is None:
         out.append("pod and container names unknown (no Kubernetes lookup)")
-    if incident.container_survived is None and incident.kind != "global":
+    killed = incident.victim is not None or incident.header_suppressed or incident.kmsg_missing
+    if incident.container_survived is None and incident.kind != "global" and killed:
         out.append("whether the container survived the kill is unknown")
     return out

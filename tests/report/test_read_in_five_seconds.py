@@ -14,7 +14,7 @@ import pytest
 from oomwatch.cgroup_identity import annotate
 from oomwatch.cli import main
 from oomwatch.decode import Reference, decode_text
-from oomwatch.diagnosis import diagnose
+from oomwatch.diagnosis import diagnose, unknowns
 from oomwatch.incident import Incident, MemcgUsage, Timeline, TimelineSample, Victim
 from oomwatch.kube.quantity import parse_quantity_bytes
 from oomwatch.report import jsonout, page, text
@@ -65,6 +65,10 @@ def test_panic_on_oom_is_named_as_the_cause() -> None:
     assert out.verdict_code == "node-panic" and "vm.panic_on_oom" in (out.verdict or "")
     panic = next(f for f in out.findings if f.code == "node-panic")
     assert panic.evidence["panic_on_oom"] is True and "unset it" in panic.message
+    # nothing says a kill was missed: the panic proves there was none
+    assert "no kill line: the report ends in a kernel panic" in out.notes
+    assert not [n for n in out.notes if "log is cut" in n]
+    assert not [u for u in unknowns(out) if "victim" in u or "survived" in u]
 
 
 def test_an_oom_without_a_kill_or_a_panic_keeps_its_words() -> None:
