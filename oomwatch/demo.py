@@ -33,8 +33,8 @@ from oomwatch.lab import (
 from oomwatch.sinks.log import setup_logging
 from oomwatch.sources.kmsg import KMSG_PATH, KmsgCursor, read_backlog, read_boot_id, record_seq
 from oomwatch.store import IncidentStore
+from oomwatch.units import MIB
 
-MIB = 1 << 20
 WAIT_S = 10.0
 
 

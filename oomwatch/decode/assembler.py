@@ -14,10 +14,13 @@ import re
 from oomwatch.decode import forwarded
 from oomwatch.decode import lines as L
 from oomwatch.decode.context import (
+    EARLY_KILL_LINES,
+    EARLY_KILL_S,
     EarlyReaper,
     OrphanRows,
     SequenceWitness,
     SuppressionWitness,
+    adopt_early_kill,
 )
 from oomwatch.decode.records import LogRecord, parse_kmsg_record
 from oomwatch.decode.report import (
@@ -113,6 +116,8 @@ class ReportAssembler:
         self._witness = SuppressionWitness()
         self._sequence = SequenceWitness()
         self._early_reaper = EarlyReaper()
+        # A header-less kill held for the report whose header came right after it (`_start`).
+        self._early_kill: ReportState | None = None
 
     @property
     def open(self) -> bool:
@@ -176,6 +181,13 @@ class ReportAssembler:
 
     def _close(self, done: list[Incident]) -> None:
         report, self._report = self._report, None
+        early, self._early_kill = self._early_kill, None
+        if report is not None and early is not None:
+            if report.incident.victims:  # a kill of its own: the early one stands alone
+                self._report = early
+                self._close(done)
+            else:
+                adopt_early_kill(report, early)
         if report is not None:
             incident = finish(report)
             done.append(incident)
@@ -183,7 +195,11 @@ class ReportAssembler:
                 self._witness.note(incident, report.header_evidence)
 
     def _start(self, record: LogRecord, stage: int, done: list[Incident]) -> ReportState:
+        early = self._report if stage == HEADER and self._kill_before(record) else None
+        if early is not None:
+            self._report = None  # held, not closed: the header that follows may be its own
         self._close(done)
+        self._early_kill = early
         report = ReportState(
             first=record,
             stage=stage,
@@ -381,6 +397,24 @@ class ReportAssembler:
             report = self._start(record, SUMMARY, done)
         add_summary(report, summary)
         report.summary_record = record
+
+    def _kill_before(self, header: LogRecord) -> bool:
+        """The open report is a lone kill line pasted just before `header`, which the kernel
+        printed before it (fragments out of order): the kernel time proves the order, and a
+        live stream, always in order, never holds one."""
+        report = self._report
+        if self.complete_log or report is None or report.header_evidence:
+            return False
+        kill = report.kill_record
+        if kill is None or kill is not report.first or len(report.incident.victims) != 1:
+            return False
+        if kill.line_no is None or header.line_no is None:
+            return False
+        if not 0 < header.line_no - kill.line_no <= EARLY_KILL_LINES:
+            return False
+        if kill.kernel_time_s is None or header.kernel_time_s is None:
+            return False
+        return 0 < kill.kernel_time_s - header.kernel_time_s <= EARLY_KILL_S
 
     def _killed(
         self, record: LogRecord, killed: tuple[str | None, Victim], done: list[Incident]

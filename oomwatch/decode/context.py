@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import deque
 
 from oomwatch.decode.records import LogRecord
+from oomwatch.decode.report import ReportState
 from oomwatch.incident import Incident, TaskRow, Victim
 from oomwatch.sanitize import escape_control
 
@@ -28,6 +29,11 @@ _RECENT_MAX = 64
 # How far before its kill line an out-of-order `oom_reaper` line may be pasted (a report with
 # its stack and a task table of a few hundred processes).
 EARLY_REAPER_LINES = 600
+# A kill line pasted before its report's header: the next few lines, and printed at most
+# this long after the header by the kernel's clock (a report takes milliseconds; a slow
+# console with a long task table, up to about a second).
+EARLY_KILL_LINES = 5
+EARLY_KILL_S = 2.0
 
 
 class OrphanRows:
@@ -151,3 +157,20 @@ class EarlyReaper:
                 f"the oom_reaper line of pid {victim.pid} comes before its report in this"
                 " paste (fragments out of order)"
             )
+
+
+def adopt_early_kill(report: ReportState, early: ReportState) -> None:
+    """Give `report` (a header that killed nothing) the kill line pasted just before it:
+    its victim, kill message and notes; the report's own lines keep its time and stamp."""
+    incident, held = report.incident, early.incident
+    incident.victims = held.victims
+    incident.kills_counted = held.kills_counted
+    incident.selected_pid = incident.selected_pid or held.selected_pid
+    report.victim_pids |= early.victim_pids
+    report.kill_message = report.kill_message or early.kill_message
+    victim = held.victims[0]
+    incident.notes.extend(held.notes)
+    incident.notes.append(
+        f"the kill line of pid {victim.pid} ({escape_control(victim.comm)}) comes before its"
+        " report in this paste (fragments out of order)"
+    )

@@ -22,6 +22,7 @@ from oomwatch.decode.stats import is_byte_stat, memcg_breakdown, node_breakdown
 from oomwatch.decode.tasks import PAGE_SIZES_BYTES, page_bytes_from, row_for, row_pages
 from oomwatch.incident import Incident, IncidentKind, MemcgUsage, Victim
 from oomwatch.sanitize import escape_control
+from oomwatch.units import fmt_bytes
 
 # Report stages in the order the kernel prints them.
 HEADER, TASK_IN, MEMINFO, TASKS, SUMMARY, SELECT, KILLED, GROUP = range(8)
@@ -310,10 +311,16 @@ def finish(report: ReportState) -> Incident:
         usage = incident.memcg.usage_bytes or 0
         if memsw_usage_kb * 1024 >= usage and memsw_usage_kb > 0:
             incident.memcg.swap_usage_bytes = memsw_usage_kb * 1024 - usage
-        incident.notes.append(f"memory+swap: usage {memsw_usage_kb}kB, limit {memsw_limit_kb}kB")
+        memsw_limit = limit_kib(memsw_limit_kb)
+        memsw_words = "none" if memsw_limit is None else fmt_bytes(memsw_limit)
+        incident.notes.append(
+            f"memory+swap: usage {fmt_bytes(memsw_usage_kb * 1024)}, limit {memsw_words}"
+        )
     _cross_check(incident, summary)
     _page_size(report)
-    if not incident.victims:
+    if not incident.victims and any(n.startswith("Kernel panic") for n in incident.notes):
+        incident.notes.append("no kill line: the report ends in a kernel panic")
+    elif not incident.victims:
         incident.notes.append(
             "no kill line: the report ends without a kill (no killable process, or the log is cut)"
         )
@@ -379,4 +386,4 @@ def _page_size(report: ReportState) -> None:
             how = f"pid {victim.pid}'s kill line in kB against its task row in pages"
     incident.page_size_bytes = size
     if size is not None and size != 4096:
-        incident.notes.append(f"pages are {size // 1024} KiB here (from {how})")
+        incident.notes.append(f"pages are {fmt_bytes(size)} here (from {how})")

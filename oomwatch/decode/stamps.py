@@ -165,11 +165,13 @@ class YearClock:
         self._reference_what = reference.what if reference is not None else ""
         self._floor: datetime | None = None
         self._floor_source = ""
+        self._floor_root = ""  # where the floor's own year came from (it may be inferred)
 
-    def observe(self, when: datetime, source: str = "earlier log stamp") -> None:
-        """A dated stamp of this log (a lower bound for the stamps after it)."""
+    def observe(self, when: datetime, source: str = "earlier log stamp", root: str = "") -> None:
+        """A dated stamp of this log (a lower bound for the stamps after it); `root`: what
+        its year rests on where it was itself inferred."""
         if self._floor is None or when >= self._floor:
-            self._floor, self._floor_source = when, source
+            self._floor, self._floor_source, self._floor_root = when, source, root or source
 
     def observe_iso(self, wall_time: str) -> None:
         """`observe` an ISO-8601 wall time (any offset is dropped: stamps are local)."""
@@ -188,7 +190,7 @@ class YearClock:
         if self._floor is not None:
             when = _first_on_or_after(month, day, hms, micros, self._floor - _SLACK)
             basis = f"the {self._floor_source} ({self._floor.date().isoformat()})"
-            source = self._floor_source
+            source = self._floor_root
         elif self._reference is not None:
             when = _last_on_or_before(month, day, hms, micros, self._reference + _SLACK)
             basis = f"{self._reference_what} ({self._reference.date().isoformat()})"
@@ -197,7 +199,7 @@ class YearClock:
             return None
         if when is None:
             return None
-        self.observe(when, "earlier log stamp")
+        self.observe(when, "earlier log stamp", root=source)
         wall = when.isoformat()
         note = f"year {when.year} inferred for {stamp_text!r} from {basis}"
         return Dated(wall, source, note)

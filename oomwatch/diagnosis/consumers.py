@@ -11,10 +11,8 @@ from __future__ import annotations
 from collections import defaultdict
 
 from oomwatch.diagnosis.evidence import (
-    MIB,
     charged_bytes,
     charged_where,
-    fmt_bytes,
     limit_bytes,
     page_bytes,
     pct,
@@ -24,6 +22,7 @@ from oomwatch.diagnosis.evidence import (
 )
 from oomwatch.incident import Finding, Incident
 from oomwatch.sanitize import escape_control
+from oomwatch.units import MIB, fmt_bytes
 
 THP_MIN_SHARE = 0.25
 SHMEM_MIN_SHARE = 0.40

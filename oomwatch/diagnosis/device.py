@@ -22,8 +22,8 @@ from __future__ import annotations
 from typing import Any
 
 from oomwatch.diagnosis.elsewhere import framework_oom
-from oomwatch.diagnosis.evidence import fmt_bytes
 from oomwatch.incident import Finding, Incident
+from oomwatch.units import fmt_bytes
 
 # Codes from the most to the least actionable (a summary ranks its rows by this order).
 CAUSE_CODES = ("device-fragmentation", "device-shared", "device-too-large", "device-footprint")

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from oomwatch.diagnosis.evidence import fmt_bytes, where
+from oomwatch.diagnosis.evidence import where
 from oomwatch.incident import Finding, Incident
 from oomwatch.sanitize import escape_control
+from oomwatch.units import fmt_bytes
 
 FRAGMENTATION_MIN_SHARE = 0.25  # reserved-but-unallocated as a share of reserved
 # Codes the Kubernetes adapter puts on the incidents it builds; diagnosis replaces them.

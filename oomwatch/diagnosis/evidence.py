@@ -10,22 +10,7 @@ from oomwatch.decode.tasks import row_for
 from oomwatch.incident import Incident, TaskRow, Victim
 from oomwatch.sanitize import escape_control
 
-KIB = 1024
-MIB = 1024 * 1024
 DEFAULT_PAGE_BYTES = 4096
-
-
-def fmt_bytes(value: float | None) -> str:
-    """Human size with binary units, the way `kubectl` users read limits (`256 MiB`)."""
-    if value is None:
-        return "?"
-    size = float(value)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(size) < 1024 or unit == "TiB":
-            text = f"{size:.0f}" if unit == "B" or size >= 100 else f"{size:.1f}".removesuffix(".0")
-            return f"{text} {unit}"
-        size /= 1024
-    return f"{size:.1f} TiB"  # pragma: no cover - loop always returns
 
 
 def duration(seconds: float) -> str:

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from oomwatch.diagnosis.evidence import fmt_bytes, limit_bytes, usage_bytes, where, who
+from oomwatch.diagnosis.evidence import limit_bytes, usage_bytes, where, who
 from oomwatch.incident import Finding, Incident, is_constrained_kill
 from oomwatch.sanitize import escape_control
+from oomwatch.units import fmt_bytes
 
 _SCOPE_CODES = {
     "container": "limit-container",
@@ -52,7 +53,7 @@ def _memcg_limit(incident: Incident) -> Finding | None:
         evidence.update(usage_bytes=usage, limit_bytes=limit, failcnt=memcg.failcnt)
     if limit is not None:
         numbers = f" of {fmt_bytes(limit)} was reached (usage {fmt_bytes(usage)}"
-        numbers += f", hit {memcg.failcnt} times)" if memcg and memcg.failcnt else ")"
+        numbers += f", hit {_times(memcg.failcnt)})" if memcg and memcg.failcnt else ")"
     else:
         numbers = " was reached (the report does not show the numbers)"
     message = f"{who(incident)} in {where(incident)} was killed because {words}{numbers}."
@@ -128,3 +129,7 @@ def besteffort_qos(incident: Incident) -> Finding | None:
         " it first; set memory requests (and a limit) to make it Burstable or Guaranteed."
     )
     return Finding("besteffort-qos", "warning", message, evidence)
+
+
+def _times(count: int) -> str:
+    return "once" if count == 1 else f"{count} times"

@@ -2,7 +2,8 @@
 peak) + a stated buffer, rounded up to Mi — or, when memory grows without bound, say that a
 larger limit only postpones the next kill.  When the node (or all pods together) ran out, no
 limit of the victim was hit, so the advice is requests, placement or capacity: never a limit
-as large as what ran out.
+as large as what ran out.  Sizes read as human sizes (`8.2 GiB`); the values to paste into
+a container's spec follow in a sentence of their own (`resources.limits.memory: 8411Mi`).
 
 No advice without its evidence: none for a kill of unknown kind or a report where nothing
 was killed; no limit for a cpuset or NUMA-policy kill (other nodes had memory); a memcg limit
@@ -18,9 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from oomwatch.diagnosis.evidence import (
-    MIB,
     charged_bytes,
-    fmt_bytes,
     limit_bytes,
     own_usage_bytes,
     page_bytes,
@@ -36,6 +35,7 @@ from oomwatch.incident import (
     is_constrained_kill,
     is_kernel_kill,
 )
+from oomwatch.units import MIB, fmt_bytes, quantity
 
 DEFAULT_BUFFER_PERCENT = 20
 # Kernel memory at least this share of what the cgroup was charged: the processes did not
@@ -61,9 +61,12 @@ def round_up_mi(value: float) -> int:
     return math.ceil(value / MIB) * MIB
 
 
-def quantity(value: int) -> str:
-    """Bytes as a Kubernetes quantity, in Mi (what `resources.limits.memory` takes)."""
-    return f"{value // MIB}Mi"
+def manifest_values(limit: int | None = None, request: int | None = None) -> str:
+    """The sizes advised, as the values a container's spec takes: prose reads human sizes,
+    and this sentence, set apart, is what to paste (`resources.limits.memory: 8411Mi`)."""
+    fields = [("limits", limit), ("requests", request)]
+    shown = [f"`resources.{name}.memory: {quantity(v)}`" for name, v in fields if v is not None]
+    return f" In the container's spec: {', '.join(shown)}." if shown else ""
 
 
 def recommend(
@@ -160,6 +163,7 @@ def _resize(incident: Incident, codes: set[str], buffer_percent: int) -> dict[st
         }
     limit = round_up_mi(base * (1 + buffer_percent / 100))
     scope = incident.limit_scope
+    one_container = False  # a limit of one container's spec: the sizes have a manifest form
     if scope == "pod":
         target = "Set the pod's containers' memory limits to at least a total of"
     elif incident.kind == "memcg" and scope is None:
@@ -167,12 +171,13 @@ def _resize(incident: Incident, codes: set[str], buffer_percent: int) -> dict[st
         target += " at least"
     elif incident.container_id or incident.pod_uid:
         target = "Set the container's memory limit to at least"
+        one_container = _on_kubernetes(incident)
     else:
         target = "Set a memory limit on this workload's cgroup of at least"
-    message = f"{target} {quantity(limit)}"
+    message = f"{target} {fmt_bytes(limit)}"
     message += f" ({buffer_percent} % above {basis['peak_source']})"
     if request is not None:
-        message += f" and the request to about {quantity(request)} (median of sampled usage)"
+        message += f" and the request to about {fmt_bytes(request)} (median of sampled usage)"
     if incident.kind == "eviction":
         message += (
             "; the node, not this workload's limit, ran out: requests below real usage let the"
@@ -189,7 +194,7 @@ def _resize(incident: Incident, codes: set[str], buffer_percent: int) -> dict[st
         "memory_request": quantity(request) if request is not None else None,
         "buffer_percent": buffer_percent,
         **basis,
-        "message": message + ".",
+        "message": message + "." + (manifest_values(limit, request) if one_container else ""),
     }
 
 
@@ -293,7 +298,7 @@ def _node_ran_out(incident: Incident, buffer_percent: int) -> dict[str, Any]:
         rec.update(basis, needed_bytes=need, fits_node=fits)
         if fits is False:
             parts.append(
-                f"this workload needs about {quantity(need)} ({buffer_percent} % above"
+                f"this workload needs about {fmt_bytes(need)} ({buffer_percent} % above"
                 f" {basis['peak_source']}), more than the {fmt_bytes(ran_out)} that ran out: it"
                 " does not fit this node; run it on a node with more memory (another node pool,"
                 " nodeSelector/affinity) or reduce its memory use"
@@ -303,13 +308,13 @@ def _node_ran_out(incident: Incident, buffer_percent: int) -> dict[str, Any]:
             request = request or round_up_mi(base)
             rec.update(memory_request_bytes=request, memory_request=quantity(request))
             text = (
-                f"set its memory request to about {quantity(request)} ({request_source}) so the"
+                f"set its memory request to about {fmt_bytes(request)} ({request_source}) so the"
                 " scheduler reserves what it uses"
             )
             if fits:
                 rec.update(memory_limit_bytes=need, memory_limit=quantity(need))
                 text += (
-                    f", and a memory limit of {quantity(need)} ({buffer_percent} % above"
+                    f", and a memory limit of {fmt_bytes(need)} ({buffer_percent} % above"
                     f" {basis['peak_source']}; below the {fmt_bytes(ran_out)} that ran out) so"
                     " the kernel stops it before the node runs out"
                 )
@@ -335,7 +340,8 @@ def _node_ran_out(incident: Incident, buffer_percent: int) -> dict[str, Any]:
             "reduce what runs on this machine or add memory (on a Kubernetes node: set memory"
             " requests near real usage, so the scheduler does not overpack it)"
         )
-    rec["message"] = "; ".join(parts) + "."
+    manifest = manifest_values(rec["memory_limit_bytes"], rec["memory_request_bytes"])
+    rec["message"] = "; ".join(parts) + "." + manifest
     return rec
 
 

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from oomwatch.diagnosis.evidence import fmt_bytes, limit_bytes, own_usage_bytes, where
+from oomwatch.diagnosis.evidence import limit_bytes, own_usage_bytes, where
 from oomwatch.incident import Finding, Incident, Timeline, TimelineSample, iso_epoch_s
+from oomwatch.units import fmt_bytes
 
 LEAK_MIN_SAMPLES = 10
 LEAK_MIN_SPAN_S = 30.0

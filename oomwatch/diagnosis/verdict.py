@@ -14,17 +14,10 @@ from collections.abc import Iterator
 
 from oomwatch.diagnosis import victims
 from oomwatch.diagnosis.device import CAUSE_CODES
-from oomwatch.diagnosis.evidence import (
-    charged_bytes,
-    claimed_where,
-    fmt_bytes,
-    limit_bytes,
-    pct,
-    where,
-    who,
-)
+from oomwatch.diagnosis.evidence import charged_bytes, claimed_where, limit_bytes, pct, where, who
 from oomwatch.incident import Finding, Incident, is_kernel_kill
 from oomwatch.sanitize import escape_control
+from oomwatch.units import fmt_bytes
 
 VERDICT_MAX_CHARS = 200
 _LIMIT_WORDS = {  # `{of}`: " of <size>", `{size}`: "<size>, " where the size is known
@@ -177,8 +170,8 @@ def action(incident: Incident) -> str | None:
     if kind == "relieve-node":
         if rec.get("fits_node") is False:
             return "it does not fit this node"
-        if rec.get("memory_request"):
-            return f"set its memory request to about {rec['memory_request']}"
+        if rec.get("memory_request_bytes"):
+            return f"set its memory request to about {fmt_bytes(rec['memory_request_bytes'])}"
         return "raising its limit cannot help"
     if kind == "fix-growth":
         return "a larger limit only delays the next kill"
@@ -278,7 +271,8 @@ def unknowns(incident: Incident) -> list[str]:
                     " file owner vouches for it)"]  # fmt: skip
         return ["pod name unknown (no Kubernetes lookup)"]
     out: list[str] = []
-    if incident.victim is None:
+    panicked = victims.panic_clause(incident) is not None  # killed nothing: no victim to miss
+    if incident.victim is None and not panicked:
         out.append("victim unknown (no `Killed process` line)")
     if incident.kind == "unknown" or incident.limit_scope is None:
         out.append("which limit was hit is unknown (no `oom-kill:` / `Task in` line)")
@@ -294,6 +288,7 @@ def unknowns(incident: Incident) -> list[str]:
         )
     if incident.pod_uid and incident.k8s is None:
         out.append("pod and container names unknown (no Kubernetes lookup)")
-    if incident.container_survived is None and incident.kind != "global":
+    killed = incident.victim is not None or incident.header_suppressed or incident.kmsg_missing
+    if incident.container_survived is None and incident.kind != "global" and killed:
         out.append("whether the container survived the kill is unknown")
     return out

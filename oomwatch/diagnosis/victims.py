@@ -4,16 +4,10 @@ container lived on, a whole-group kill, and a kill whose report the kernel rate-
 
 from __future__ import annotations
 
-from oomwatch.diagnosis.evidence import (
-    fmt_bytes,
-    page_bytes,
-    task_rss_bytes,
-    victim_row,
-    where,
-    who,
-)
+from oomwatch.diagnosis.evidence import page_bytes, task_rss_bytes, victim_row, where, who
 from oomwatch.incident import Finding, Incident
 from oomwatch.sanitize import escape_control
+from oomwatch.units import fmt_bytes
 
 KUBELET_SCORE_ADJ = (
     "kubelet sets oom_score_adj per QoS class: Guaranteed -997, BestEffort 1000, Burstable"

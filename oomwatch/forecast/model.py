@@ -30,8 +30,8 @@ from dataclasses import dataclass
 
 from oomwatch.forecast.fit import Fit, linear_fit
 from oomwatch.incident import TimelineSample
+from oomwatch.units import MIB, fmt_bytes
 
-MIB = 1 << 20
 DEFAULT_HORIZON_S = 300.0
 MIN_SAMPLES = 20
 MIN_SUSTAINED_S = 90.0
@@ -156,7 +156,7 @@ def outlook(samples: Sequence[TimelineSample], pressure: Pressure | None = None)
     start, peaks = _cycles(ts, ys, DROP_SHARE * limit)
     earlier = max((p for _, p in peaks), default=None)
     if earlier is not None and ys[-1] < earlier + NEW_PEAK_MARGIN_SHARE * limit:
-        reason = f"below the {_mib(earlier)} peak it came back from before"
+        reason = f"below the {fmt_bytes(earlier)} peak it came back from before"
     else:
         current = _current_cycle(samples, ts, ys, start, limit, pressure)
         if current.forecast is not None:
@@ -246,7 +246,7 @@ def _judge(
     if whole is None or older is None or recent is None or whole.slope <= 0:
         return "not growing"
     if whole.slope * whole.span_s < max(MIN_RISE_SHARE * limit, MIN_RISE_BYTES):
-        return f"rose only {_mib(whole.slope * whole.span_s)} in {span_s:.0f} s"
+        return f"rose only {fmt_bytes(whole.slope * whole.span_s)} in {span_s:.0f} s"
     if whole.r2 < MIN_R2:
         return f"growth irregular (R² {whole.r2:.2f} over {span_s:.0f} s)"
     low, high = sorted((older.slope, recent.slope))
@@ -331,7 +331,3 @@ def _kernel(sample: TimelineSample) -> float | None:
     if sample.anon_bytes is None or sample.file_bytes is None:
         return None
     return max(0, sample.usage_bytes - sample.anon_bytes - sample.file_bytes)
-
-
-def _mib(value: float) -> str:
-    return f"{value / MIB:.1f}MiB"

@@ -24,6 +24,7 @@ from typing import Any
 
 from oomwatch.incident import Incident
 from oomwatch.sanitize import escape_control
+from oomwatch.units import quantity
 
 GROUP = "oomwatch.io"
 VERSION = "v1alpha1"
@@ -81,14 +82,8 @@ def node_label_value(node: str) -> str:
 
 
 def limit_text(limit_bytes: int | None) -> str:
-    """The limit in the printer column: `512Mi`, `1.5Gi`, or `none`."""
-    if limit_bytes is None:
-        return "none"
-    for unit, size in (("Gi", 1 << 30), ("Mi", 1 << 20), ("Ki", 1 << 10)):
-        if limit_bytes >= size:
-            value = limit_bytes / size
-            return f"{value:.0f}{unit}" if value == int(value) else f"{value:.1f}{unit}"
-    return str(limit_bytes)
+    """The limit in the printer column as the API writes it (`512Mi`, `1536Mi`), or `none`."""
+    return "none" if limit_bytes is None else quantity(limit_bytes)
 
 
 def build_object(

@@ -13,8 +13,8 @@ from __future__ import annotations
 from html import escape
 
 from oomwatch.diagnosis.device import others_bytes
-from oomwatch.diagnosis.evidence import fmt_bytes
 from oomwatch.incident import Incident
+from oomwatch.units import fmt_bytes
 
 WIDTH, HEIGHT = 760, 150
 LEFT, RIGHT, BAR_Y, BAR_H = 20, 20, 34, 34

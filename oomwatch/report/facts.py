@@ -15,7 +15,6 @@ from oomwatch.diagnosis.evidence import (
     charged_bytes,
     claimed_where,
     duration,
-    fmt_bytes,
     limit_bytes,
     page_bytes,
     pct,
@@ -24,6 +23,7 @@ from oomwatch.diagnosis.evidence import (
     victim_rss_bytes,
 )
 from oomwatch.incident import Incident, Victim, is_constrained_kill
+from oomwatch.units import fmt_bytes
 
 LARGEST_TASKS = 8
 MAX_NOTES = 5
@@ -49,6 +49,16 @@ def kind_words(kind: str) -> str:
     return _KIND_WORDS.get(kind, f"{kind} kill")
 
 
+def headline_kind(incident: Incident) -> str:
+    """What the incident's heading calls it: a report that killed nothing is not a "kill"."""
+    if incident.verdict_code == "node-panic":
+        return "OOM ending in a kernel panic (the node went down)"
+    if incident.verdict_code == "no-kill":
+        scope = {"memcg": "cgroup limit OOM", "global": "node-wide (global) OOM"}
+        return f"{scope.get(incident.kind, 'OOM')}, no kill in this log"
+    return kind_words(incident.kind)
+
+
 def when(incident: Incident) -> str:
     parts = []
     if incident.wall_time:
@@ -59,7 +69,7 @@ def when(incident: Incident) -> str:
         parts.append(f"{incident.kernel_time_s:.6f} s after boot")
     if incident.kmsg_seq is not None:
         parts.append(f"kmsg seq {incident.kmsg_seq}")
-    return ", ".join(parts) or "unknown"
+    return ", ".join(parts) or "time unknown"
 
 
 def _where(incident: Incident) -> list[tuple[str, str]]:

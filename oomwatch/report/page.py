@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from oomwatch.diagnosis import unknowns
 from oomwatch.incident import Incident
 from oomwatch.report import device_bar, facts, summary, svg
-from oomwatch.report.facts import Table, kind_words
+from oomwatch.report.facts import Table
 from oomwatch.report.text import FULL_UPTO, TOP_ROWS
 from oomwatch.sanitize import escape_control
 
@@ -78,7 +78,7 @@ def _grid(table: Table, css: str = "grid", numeric: Sequence[int] = ()) -> str:
 
 
 def _facts(incident: Incident) -> str:
-    rows = [("when", facts.when(incident)), ("kind", kind_words(incident.kind))]
+    rows = [("when", facts.when(incident)), ("kind", facts.headline_kind(incident))]
     rows += facts.facts(incident)
     if (breakdown := facts.breakdown(incident)) is not None:
         rows.append(("breakdown", breakdown))
@@ -88,6 +88,14 @@ def _facts(incident: Incident) -> str:
     return f'<table class="facts">{body}</table>'
 
 
+def _with_code(text: str) -> str:
+    """Escaped text whose backquoted spans (a manifest value to paste) read as code."""
+    pieces = _e(text).split("`")
+    if len(pieces) % 2 == 0:  # an unpaired quote: plain text
+        return "`".join(pieces)
+    return "".join(f"<code>{p}</code>" if i % 2 else p for i, p in enumerate(pieces))
+
+
 def _findings(incident: Incident) -> str:
     items = "".join(
         f'<li class="finding sev-{_e(f.severity)}" data-code="{_e(f.code)}">'
@@ -95,7 +103,7 @@ def _findings(incident: Incident) -> str:
         for f in incident.findings
     )
     advice = "".join(
-        f'<p class="recommendation"><b>Do:</b> {_e(text)}</p>'
+        f'<p class="recommendation"><b>Do:</b> {_with_code(text)}</p>'
         if label == "advice"
         else f'<p class="caption">Based on {_e(text)}.</p>'
         for label, text in facts.advice(incident)
@@ -137,7 +145,7 @@ def _body(incident: Incident, n: int) -> str:
 def _section(incident: Incident, n: int, total: int) -> str:
     return (
         f'<section class="incident" id="incident-{n}">'
-        f"<h2>OOM {n} of {total}: {_e(kind_words(incident.kind))}, {_e(facts.when(incident))}"
+        f"<h2>OOM {n} of {total}: {_e(facts.headline_kind(incident))}, {_e(facts.when(incident))}"
         f"</h2>{_body(incident, n)}</section>"
     )
 

@@ -14,10 +14,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from oomwatch.diagnosis.evidence import fmt_bytes, limit_bytes, pct
+from oomwatch.diagnosis.evidence import limit_bytes, pct
 from oomwatch.diagnosis.ranking import action_rank
 from oomwatch.diagnosis.verdict import dominant_part, short_where
 from oomwatch.incident import Incident
+from oomwatch.units import fmt_bytes
 
 COLUMNS = ("#", "time", "kills", "pod / cgroup", "victim", "kind", "limit", "dominant", "verdict")
 # The widest a cell may be in the text table (longer ones end in "…"); when the table would
@@ -187,8 +188,12 @@ def fit(text: str, width: int) -> str:
 def span(incidents: Sequence[Incident]) -> str:
     """`from <first> to <last>` (wall clock, else seconds after boot), or "" when undated."""
     stamps = [i.wall_time[:19].replace("T", " ") for i in incidents if i.wall_time]
+    inferred = sorted({i.year_inferred_from or "" for i in incidents if i.wall_time} - {""})
     if not stamps:
         stamps = [f"{i.kernel_time_s:.1f} s after boot" for i in incidents if i.kernel_time_s]
     if not stamps:
         return ""
-    return f"at {stamps[0]}" if len(set(stamps)) == 1 else f"from {stamps[0]} to {stamps[-1]}"
+    text = f"at {stamps[0]}" if len(set(stamps)) == 1 else f"from {stamps[0]} to {stamps[-1]}"
+    if inferred:  # the log did not print the year: say so where the year is shown
+        text += f" (year inferred: {', '.join(inferred)})"
+    return text

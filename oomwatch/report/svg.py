@@ -14,8 +14,9 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from oomwatch.diagnosis.evidence import fmt_bytes, limit_bytes, usage_bytes
+from oomwatch.diagnosis.evidence import limit_bytes, usage_bytes
 from oomwatch.incident import Incident, TimelineSample, iso_epoch_s
+from oomwatch.units import BINARY_UNITS, fmt_bytes
 
 WIDTH, HEIGHT = 760, 300
 LEFT, RIGHT, TOP, BOTTOM = 70, 150, 20, 40
@@ -28,7 +29,6 @@ LAYERS = (  # (name, colour); drawn bottom-up
 )
 
 
-_BYTE_UNITS = (("B", 1), ("KiB", 1 << 10), ("MiB", 1 << 20), ("GiB", 1 << 30), ("TiB", 1 << 40))
 _TIME_UNITS = (("s", 1.0, 180.0), ("min", 60.0, 3 * 3600.0), ("h", 3600.0, math.inf))
 
 
@@ -45,7 +45,7 @@ def _number(value: float) -> str:
 
 def byte_ticks(top_bytes: float, ticks: int = 4) -> tuple[float, list[tuple[float, str]]]:
     """(axis top, [(bytes, label)]): round steps in the largest binary unit below the top."""
-    unit, size = next((u, s) for u, s in reversed(_BYTE_UNITS) if top_bytes >= s or s == 1)
+    unit, size = next((u, s) for u, s in reversed(BINARY_UNITS) if top_bytes >= s or s == 1)
     step = nice_step(top_bytes / size, ticks)
     step = max(step, 1.0) if unit == "B" else step
     count = max(math.ceil(top_bytes / size / step - 1e-9), 1)

@@ -83,7 +83,7 @@ def _findings(incident: Incident, indent: str) -> list[str]:
 
 def render_incident(incident: Incident, index: int, total: int, width: int | None = None) -> str:
     when = esc(facts.when(incident))
-    out = [f"== OOM {index} of {total}: {kind_words(incident.kind)}, {when} =="]
+    out = [f"== OOM {index} of {total}: {facts.headline_kind(incident)}, {when} =="]
     out.append(_row("VERDICT", incident.verdict or "?"))
     if incident.findings:
         out.append("  findings:")

@@ -54,7 +54,7 @@ def test_every_mode_gives_the_whole_report(path: Path) -> None:
     assert (incident.kind, incident.constraint) == ("memcg", "CONSTRAINT_MEMCG")
     assert incident.memcg is not None and incident.memcg.limit_bytes == 65536 * 1024
     assert incident.memcg.kmem_usage_bytes == 136 * 1024  # `kmem:` and `memory+swap:` start `word:`
-    assert "memory+swap: usage 65536kB, limit 65536kB" in incident.notes
+    assert "memory+swap: usage 64 MiB, limit 64 MiB" in incident.notes
     assert incident.invoker is not None and incident.invoker.pid == 17782
     assert incident.oom_memcg is not None and incident.oom_memcg.endswith("5e1f")
     assert [(v.pid, v.comm, v.anon_rss_bytes) for v in incident.victims] == [

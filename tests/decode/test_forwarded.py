@@ -290,3 +290,41 @@ def test_a_reaper_line_pasted_before_its_report_joins_its_own_kill() -> None:
     other = reaper.replace("808 (repro)", "909 (other)")
     incident = _one([other, header, KILL])  # another process's line proves nothing here
     assert incident.victims[0].reaped_anon_rss_bytes is None
+
+
+_CONSOLE_KILL = (
+    "[ 2170.372798] Out of memory: Killed process 1154 (php) total-vm:120284kB,"
+    " anon-rss:19156kB, file-rss:3592kB, shmem-rss:0kB, UID:1002 pgtables:220kB oom_score_adj:0"
+)
+_LATER_HEADER = (
+    "[ 2170.372482] supervisord invoked oom-killer: gfp_mask=0x100cca(GFP_HIGHUSER_MOVABLE),"
+    " order=0, oom_score_adj=0"
+)
+
+
+def test_a_kill_line_pasted_before_its_header_joins_that_report() -> None:
+    """Corpus 115's shape: the console's kill line, then the report the kernel printed
+    316 us before it; the kernel clock proves which came first."""
+    incident = _one([_CONSOLE_KILL, _LATER_HEADER, "[ 2170.372489] Call Trace:"])
+    assert incident.invoker is not None and incident.invoker.comm == "supervisord"
+    assert [(v.pid, v.comm) for v in incident.victims] == [(1154, "php")]
+    assert incident.kind == "global" and not incident.header_suppressed
+    assert incident.kernel_time_s == 2170.372482  # the report's time, from its header
+    assert any("comes before its report in this paste" in n for n in incident.notes)
+
+
+@pytest.mark.parametrize(
+    "lines",
+    [
+        # printed before the header by the kernel's clock: an earlier kill of its own
+        [_CONSOLE_KILL.replace("2170.372798", "2160.000000"), _LATER_HEADER],
+        # the header's report has its own kill line: the early one stands alone
+        [_CONSOLE_KILL, _LATER_HEADER, _CONSOLE_KILL.replace("1154 (php)", "77 (java)")],
+        # too far apart in the paste to be one fragment moved
+        [_CONSOLE_KILL, *["prose between"] * 8, _LATER_HEADER],
+    ],
+)
+def test_a_kill_line_before_a_header_stays_its_own_without_the_evidence(lines: list[str]) -> None:
+    incidents = _decode(lines)
+    assert len(incidents) == 2 and incidents[0].victims[0].pid == 1154
+    assert not any("comes before its report" in n for i in incidents for n in i.notes)

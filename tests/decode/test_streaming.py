@@ -44,7 +44,7 @@ def _line_cuts(text: str, every: int) -> list[int]:
 
 
 def test_corpus_is_there() -> None:
-    assert len(CORPUS) == 113
+    assert len(CORPUS) == 115
 
 
 @pytest.mark.parametrize("path", CORPUS, ids=[p.name.split("-", 1)[0] for p in CORPUS])

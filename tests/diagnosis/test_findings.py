@@ -75,7 +75,10 @@ def test_plain_container_limit_gives_only_the_limit_finding() -> None:
     assert rec["limit_will_not_help"] is False and rec["memory_request"] is None
     line = verdict(out)
     assert line.startswith("python (pid 4242) in pod 28fcb1a0")  # UID cut: ≤ 200 chars
-    assert "container memory limit of 256 MiB" in line and "308Mi" in line
+    assert "container memory limit of 256 MiB" in line and "at least 308 MiB" in line
+    assert "308Mi" not in line  # prose reads human sizes; the quantity is for the manifest
+    assert rec["message"].startswith("Set the container's memory limit to at least 308 MiB")
+    assert rec["message"].endswith(" In the container's spec: `resources.limits.memory: 308Mi`.")
 
 
 def test_every_finding_code_is_listed() -> None:

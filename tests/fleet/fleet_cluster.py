@@ -107,7 +107,7 @@ def incidents(now: float) -> dict[str, list[Incident]]:
     trainer_kill = kill(
         TRAINER, "node-b", now - 200, comm="python3", timeline=leak_timeline(now - 200),
         forecast=ForecastRecord(True, iso_time(now - 450), 250.0, 260.0, 0.82, "high",
-                                "anon 250.0MiB +0.52MiB/s"),
+                                "anon 250 MiB +532 KiB/s"),
     )  # fmt: skip
     return {
         "node-a": [kill(WEB_A, "node-a", now - 600 + 60 * i) for i in range(3)]
@@ -144,7 +144,7 @@ def publish(api: FakeApiServer, api_client: client.ApiClient, now: float,
         try:
             assert wait_for(partial(_connected, kube), 15.0), node
             if node == "node-b":  # the warning came before the trainer's kill
-                note = ("container trainer of pod ml/trainer-0 will reach its 256.0MiB memory"
+                note = ("container trainer of pod ml/trainer-0 will reach its 256 MiB memory"
                         " limit in about 4m20s")  # fmt: skip
                 details = {"seconds_to_oom": 260.0, "confidence": 0.82, "limit_bytes": 256 * MIB,
                            "at_s": now - 450}  # fmt: skip

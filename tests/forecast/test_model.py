@@ -4,6 +4,8 @@ limit with page cache are never called."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from oomwatch.forecast import Pressure, outlook, unreclaimable_bytes
@@ -135,6 +137,8 @@ def test_the_description_states_time_range_confidence_and_parts() -> None:
     forecast = outlook(timeline(linear(60, 0.5), 200)).forecast
     assert forecast is not None
     text = describe(forecast, "container app of pod shop/web")
-    assert text.startswith("container app of pod shop/web will reach its 256.0MiB memory limit")
+    assert text.startswith("container app of pod shop/web will reach its 256 MiB memory limit")
     assert "confidence high (0." in text and "(between " in text
-    assert "anon " in text and "+0.50MiB/s" in text
+    # one unit style: human sizes and rates (0.5 MiB/s reads as KiB/s), no bare `MiB` figures
+    assert re.search(r"steadily at 51\d KiB/s for \d+ s", text), text
+    assert re.search(r"growing: anon \d+ MiB \+51\d KiB/s;", text), text

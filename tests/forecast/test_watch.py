@@ -99,7 +99,7 @@ def test_a_leak_warns_once_and_its_kill_is_joined_with_the_lead_time(node: _Node
     assert 250 <= fields["seconds_to_oom"] <= 320
     [(uid, cid, note)] = node.events
     assert (uid, cid) == (leak.identity.pod_uid, CID)
-    assert note.startswith("container app of pod shop/web will reach its 256.0MiB memory limit")
+    assert note.startswith("container app of pod shop/web will reach its 256 MiB memory limit")
     [gauge] = node.gauge()
     assert 0 < gauge < 20, "the gauge counts down to the kill"
     [warning] = node.store.warnings()

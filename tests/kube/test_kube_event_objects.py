@@ -68,8 +68,9 @@ def test_event_for_a_container_limit_kill(
     assert body["note"].startswith(
         "python (pid 4242) in pod shop/web-7d4b9c8f6d-x2x9z container app was killed at its"
         " container memory limit of 256 MiB: mostly heap (97 %); set the container's memory"
-        " limit to at least 308Mi. Advice: Set the container's memory limit to at least 308Mi"
-        " (20 % above usage at the kill)."
+        " limit to at least 308 MiB. Advice: Set the container's memory limit to at least"
+        " 308 MiB (20 % above usage at the kill). In the container's spec:"
+        " `resources.limits.memory: 308Mi`."
     )
 
 
@@ -315,7 +316,7 @@ def test_annotation_on_the_pod_is_opt_in(
         "container_survived": False,
         "verdict": "python (pid 4242) in pod shop/web-7d4b9c8f6d-x2x9z container app was"
         " killed at its container memory limit of 256 MiB: mostly heap (97 %); set the"
-        " container's memory limit to at least 308Mi.",
+        " container's memory limit to at least 308 MiB.",
         "verdict_code": "limit-container",
         "findings": ["limit-container"],
         "advice": "resize",

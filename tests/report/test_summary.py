@@ -4,16 +4,19 @@ verdict is one sentence of at most 200 characters; the JSON contract only grows.
 from __future__ import annotations
 
 import dataclasses
+import re
 from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from oomwatch.cgroup_identity import annotate
+from oomwatch.decode import decode_text
 from oomwatch.diagnosis import diagnose, verdict
 from oomwatch.diagnosis.verdict import VERDICT_MAX_CHARS, verdict_code
 from oomwatch.incident import Incident, MemcgUsage, PodContext, Victim
-from oomwatch.report import summary
+from oomwatch.report import jsonout, page, summary, text
 from oomwatch.report.svg import byte_ticks, nice_step, time_ticks
 
 from .conftest import corpus_file, corpus_files
@@ -72,7 +75,8 @@ def test_300_kills_read_in_one_screen(report, log300: str) -> None:  # type: ign
     # then the largest rows' findings and advice, and how to see the rest: ~40 lines in all
     assert "Findings of the first 3 rows (of 17, the most actionable first):" in run.out
     assert "  #1 (×250, 09:00:00 to 09:59:48): stress-ng-vm (pid 183960) in pod 5931aa75" in run.out
-    assert "advice: Set the pod's containers' memory limits to at least a total of 120Mi" in run.out
+    advice = "advice: Set the pod's containers' memory limits to at least a total of 120 MiB"
+    assert advice in run.out
     assert "--details (300 blocks)" in run.out
     assert len(lines) <= 60 and run.out.count("== OOM") == 0
 
@@ -81,6 +85,21 @@ def test_details_prints_every_incident_after_the_table(report, log300: str) -> N
     run = report(log300, "--details")
     assert run.out.count("\n== OOM ") == 300 and "== OOM 300 of 300" in run.out
     assert run.out.index("  #  time") < run.out.index("== OOM 1 of 300")
+
+
+def test_the_page_ranks_its_rows_as_the_text_does(log300: str) -> None:
+    """Severity and actionability, not the count, order the rows in text and HTML alike (the
+    diagnosed pod-limit and node-allocatable rows before the too-little-evidence ones); the
+    JSON keeps log order and gives each incident its `verdict_code` to rank by."""
+    found = decode_text(Path(log300).read_bytes()).incidents
+    incidents = [diagnose(annotate(i), found) for i in found]
+    text_rows = [int(line.split()[0]) for line in _table(text.render(incidents, [], "log"))[1:]]
+    html = page.render(incidents, [], "log")
+    page_rows = [int(n) for n in re.findall(r'<details class="group"><summary>#(\d+) ', html)]
+    assert page_rows == text_rows and text_rows[:2] == [1, 52]
+    assert incidents[51].verdict_code == "limit-pod" and '"verdict_code": "limit-pod"' in (
+        jsonout.render(incidents[51:52], [])
+    )
 
 
 def test_few_incidents_print_table_and_blocks(report, corpus: Path) -> None:  # type: ignore[no-untyped-def]
