@@ -81,11 +81,21 @@ setup_kube_tools() {
 # registries' proxy) and mounted into the build, where pip reads no index.
 IMAGE_CACHE=${OOMWATCH_IMAGE_CACHE:-$HOME/.cache/oomwatch-image}
 # The essential set satisfies init-system-helpers with usrmerge, which brings 50 MB of perl;
-# usr-is-merged satisfies it too, then they go (nothing else needs them).
+# usr-is-merged satisfies it too, then they go (nothing else needs them).  The image runs
+# Python alone, so perl-base goes too (essential only to maintainer scripts, which never run
+# again), and glibc's gconv modules (iconv charsets; Python has its own codecs); the standard
+# library ships as -OO bytecode without its sources, test/ and pydoc_data/ (its stdlib frames
+# in a traceback name file and line, without the text).  dpkg's database stays for scanners.
 BASE_OPTIONS=(--variant=essential --include=passwd,python3,python3-venv,usr-is-merged --format=tar
   "--customize-hook=chroot \"\$1\" dpkg --purge usrmerge libfile-find-rule-perl\
  libnumber-compare-perl libtext-glob-perl perl perl-modules-5.36 libperl5.36"
+  "--customize-hook=chroot \"\$1\" dpkg --purge --force-remove-essential --force-depends perl-base"
+  "--customize-hook=chroot \"\$1\" sh -c 'cd /usr/lib/python3.11 && rm -rf test pydoc_data\
+ && find . -name __pycache__ -prune -exec rm -rf {} + && python3.11 -m compileall -q -b -o 2\
+ -x \"/(site|dist)-packages/\" /usr/lib/python3.11\
+ && find . -path \"./*-packages\" -prune -o -name \"*.py\" -exec rm {} +'"
   --aptopt='APT::Install-Recommends "false"'
+  --dpkgopt=path-exclude=/usr/lib/*/gconv/*
   --dpkgopt=path-exclude=/usr/share/doc/* --dpkgopt=path-include=/usr/share/doc/*/copyright
   --dpkgopt=path-exclude=/usr/share/man/* --dpkgopt=path-exclude=/usr/share/locale/*
   --dpkgopt=path-exclude=/usr/share/info/*)
