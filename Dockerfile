@@ -22,15 +22,29 @@ COPY requirements.lock requirements-build.lock ./
 RUN python3 -m venv /opt/build && python3 -m venv --without-pip /opt/oomwatch \
  && offline=${WHEELHOUSE:+--no-index --find-links=$WHEELHOUSE} \
  && /opt/build/bin/pip install --no-cache-dir $offline --require-hashes --no-deps -r requirements-build.lock \
- && /opt/build/bin/pip --python /opt/oomwatch/bin/python install --no-cache-dir $offline --require-hashes --no-deps -r requirements.lock
+ && /opt/build/bin/pip --python /opt/oomwatch/bin/python install --no-cache-dir --no-compile $offline --require-hashes --no-deps -r requirements.lock
 COPY pyproject.toml README.md LICENSE ./
 COPY oomwatch ./oomwatch
 # The agent needs no torch/TensorFlow: the trainer probe runs inside training pods.  Its own
 # libraries (the `agent` extra) come from requirements.lock above.
-# kubernetes/aio is the client's asyncio twin (68 MB of 128): oomwatch never imports it.
+# What the kubernetes client requires but the agent never imports is not shipped: its asyncio
+# twin kubernetes/aio and that twin's stack (aiohttp and its family, attrs), and tzdata
+# (python-dateutil's named zones; the client parses RFC 3339 offsets).  The libraries ship as
+# bytecode alone, compiled at -OO (no docstrings: the client's generated models are mostly
+# docstring); oomwatch keeps its sources, so its tracebacks read.  Then the import check, on
+# what ships: every oomwatch module and the client's parts the agent uses.
 RUN /opt/build/bin/pip wheel --no-cache-dir --no-index --no-deps --no-build-isolation -w /src/wheel . \
- && /opt/build/bin/pip --python /opt/oomwatch/bin/python install --no-cache-dir --no-index --no-deps /src/wheel/*.whl \
- && rm -rf /opt/oomwatch/lib/python3.11/site-packages/kubernetes/aio
+ && /opt/build/bin/pip --python /opt/oomwatch/bin/python install --no-cache-dir --no-compile --no-index --no-deps /src/wheel/*.whl \
+ && /opt/build/bin/pip --python /opt/oomwatch/bin/python uninstall -q -y aiohttp aiohttp-retry \
+      aiohappyeyeballs aiosignal attrs frozenlist multidict propcache yarl tzdata \
+ && cd /opt/oomwatch/lib/python3*/site-packages && rm -rf kubernetes/aio \
+ && find . -name __pycache__ -prune -exec rm -rf {} + \
+ && /opt/oomwatch/bin/python -m compileall -q -b -o 2 -x '/site-packages/oomwatch/' "$PWD" \
+ && find . -path ./oomwatch -prune -o -name '*.py' -exec rm {} + \
+ && /opt/oomwatch/bin/python -m compileall -q "$PWD/oomwatch" \
+ && PYTHONDONTWRITEBYTECODE=1 /opt/oomwatch/bin/python -c "import importlib, pkgutil, oomwatch, \
+kubernetes.client, kubernetes.config, kubernetes.watch; [importlib.import_module(m.name) \
+for m in pkgutil.walk_packages(oomwatch.__path__, 'oomwatch.')]"
 
 FROM ${BASE}
 COPY --from=build /opt/oomwatch /opt/oomwatch

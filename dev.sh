@@ -81,11 +81,23 @@ setup_kube_tools() {
 # registries' proxy) and mounted into the build, where pip reads no index.
 IMAGE_CACHE=${OOMWATCH_IMAGE_CACHE:-$HOME/.cache/oomwatch-image}
 # The essential set satisfies init-system-helpers with usrmerge, which brings 50 MB of perl;
-# usr-is-merged satisfies it too, then they go (nothing else needs them).
+# usr-is-merged satisfies it too, then they go (nothing else needs them).  The image runs
+# Python alone, so perl-base goes too (essential only to maintainer scripts, which never run
+# again), and glibc's gconv modules (iconv charsets; Python has its own codecs); the standard
+# library ships as -OO bytecode without its sources, test/ and pydoc_data/ (its stdlib frames
+# in a traceback name file and line, without the text).  dpkg's database stays for scanners.
+# dpkg skips fsync (force-unsafe-io): the result is a tarball, made again if anything fails.
 BASE_OPTIONS=(--variant=essential --include=passwd,python3,python3-venv,usr-is-merged --format=tar
   "--customize-hook=chroot \"\$1\" dpkg --purge usrmerge libfile-find-rule-perl\
- libnumber-compare-perl libtext-glob-perl perl perl-modules-5.36 libperl5.36"
-  --aptopt='APT::Install-Recommends "false"'
+ libnumber-compare-perl libtext-glob-perl perl perl-modules-5.36 libperl5.36 >/dev/null"
+  "--customize-hook=chroot \"\$1\" dpkg --purge --force-remove-essential --force-depends\
+ perl-base >/dev/null 2>&1"
+  "--customize-hook=chroot \"\$1\" sh -c 'cd /usr/lib/python3.11 && rm -rf test pydoc_data\
+ && find . -name __pycache__ -prune -exec rm -rf {} + && python3.11 -m compileall -q -b -o 2\
+ -x \"/(site|dist)-packages/\" /usr/lib/python3.11\
+ && find . -path \"./*-packages\" -prune -o -name \"*.py\" -exec rm {} +'"
+  --aptopt='APT::Install-Recommends "false"' --dpkgopt=force-unsafe-io
+  --dpkgopt=path-exclude=/usr/lib/*/gconv/*
   --dpkgopt=path-exclude=/usr/share/doc/* --dpkgopt=path-include=/usr/share/doc/*/copyright
   --dpkgopt=path-exclude=/usr/share/man/* --dpkgopt=path-exclude=/usr/share/locale/*
   --dpkgopt=path-exclude=/usr/share/info/*)
@@ -154,23 +166,44 @@ image_base() {
   echo "$ref"
 }
 
+# Whether the wheelhouse already holds a file of every locked package, by sha256 (then the
+# index is not asked again: a cached build skips ~25 s of pip download).
+wheelhouse_complete() {
+  python3 - "$@" <<'PY'
+import hashlib, re, sys
+from pathlib import Path
+have = {hashlib.sha256(p.read_bytes()).hexdigest() for p in Path(sys.argv[1]).iterdir()}
+for lock in sys.argv[2:]:
+    for block in re.split(r"\n(?=\S)", Path(lock).read_text()):
+        wanted = set(re.findall(r"--hash=sha256:([0-9a-f]{64})", block))
+        if wanted and not wanted & have:
+            sys.exit(1)
+PY
+}
+
 # localhost/oomwatch:<version> in podman's storage and dist/oomwatch-image-<version>.oci.tar.
 build_image() {
-  local version base wheels
+  local version base wheels start=$SECONDS
   version=$(oomwatch_version)
   base=$(image_base)
   wheels="$IMAGE_CACHE/wheels"
   mkdir -p "$wheels" dist
-  python3 -m pip download -q --require-hashes --no-deps --only-binary=:all: \
-    -r requirements.lock -r requirements-build.lock -d "$wheels" \
-    2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
+  echo "dev.sh: base $base ($((SECONDS - start)) s)" >&2
+  if ! wheelhouse_complete "$wheels" requirements.lock requirements-build.lock; then
+    python3 -m pip download -q --require-hashes --no-deps --only-binary=:all: \
+      -r requirements.lock -r requirements-build.lock -d "$wheels" \
+      2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
+  fi
+  echo "dev.sh: wheelhouse $wheels ($((SECONDS - start)) s)" >&2
   podman build -q --pull=never --build-arg "BASE=$base" --build-arg WHEELHOUSE=/wheelhouse \
     -v "$wheels:/wheelhouse:ro" -t "localhost/oomwatch:$version" . >/dev/null
+  echo "dev.sh: built ($((SECONDS - start)) s)" >&2
   rm -f "dist/oomwatch-image-$version.oci.tar"
   podman save -q --format oci-archive -o "dist/oomwatch-image-$version.oci.tar" \
     "localhost/oomwatch:$version"
   echo "dev.sh: localhost/oomwatch:$version, $(podman image inspect --format '{{.Size}}' \
-    "localhost/oomwatch:$version") bytes; dist/oomwatch-image-$version.oci.tar" >&2
+    "localhost/oomwatch:$version") bytes; dist/oomwatch-image-$version.oci.tar" \
+    "($((SECONDS - start)) s)" >&2
 }
 
 # --- a release in dist/, published by nobody here (`./dev.sh release`; README: "Releasing") ---
