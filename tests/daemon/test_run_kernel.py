@@ -19,6 +19,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from support import wait_for
+from support.agent import REPO, DaemonProcess, seed_cursor_at_log_end, victim_is
+from support.store import stored
 
 from oomwatch.incident import Incident
 from oomwatch.lab import (
@@ -28,15 +31,6 @@ from oomwatch.lab import (
     memcg_v1_unavailable_reason,
     spawn_hog,
     wait_rate_limit_window,
-)
-
-from .conftest import (
-    REPO,
-    DaemonProcess,
-    seed_cursor_at_log_end,
-    stored,
-    victim_is,
-    wait_for,
 )
 
 pytestmark = [pytest.mark.kernel]

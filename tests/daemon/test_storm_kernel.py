@@ -22,6 +22,8 @@ from pathlib import Path
 
 import pytest
 from support import wait_for
+from support.agent import DaemonProcess, seed_cursor_at_log_end, victim_is
+from support.store import stored
 
 from oomwatch.incident import Incident
 from oomwatch.lab import (
@@ -33,8 +35,6 @@ from oomwatch.lab import (
     spawn_hog,
 )
 from oomwatch.lab.layout import Driver
-
-from .conftest import DaemonProcess, seed_cursor_at_log_end, stored, victim_is
 
 pytestmark = [pytest.mark.kernel, pytest.mark.slow]
 MIB = 1 << 20

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from support.agent import AgentProcess
+from support.cgroupfs import kubelet_container, memory_events
 
 REPO = Path(__file__).resolve().parents[2]
 REPORT = (REPO / "tests" / "daemon" / "data" / "memcg_kill.kmsg").read_bytes()
@@ -27,30 +28,6 @@ CONTAINER = next(
     for part in line.split(b",")
     if part.startswith(b"task_memcg=")
 )
-
-
-def events_file(oom_kill: int) -> str:
-    return f"low 0\nhigh 0\nmax 0\noom {oom_kill}\noom_kill {oom_kill}\noom_group_kill 0\n"
-
-
-def make_tree(root: Path) -> Path:
-    """A cgroup v2 tree with the report's kubelet-like container path (one live process)."""
-    root.mkdir()
-    (root / "cgroup.controllers").write_text("cpu io memory pids\n")
-    path = root
-    parts = [p for p in CONTAINER.split("/") if p]
-    for depth, part in enumerate(parts, 1):
-        path = path / part
-        path.mkdir()
-        leaf = depth == len(parts)
-        (path / "memory.events").write_text(events_file(0))
-        (path / "memory.current").write_text("1048576\n")
-        (path / "memory.max").write_text("33554432\n" if leaf else "max\n")
-        (path / "memory.stat").write_text("anon 1048576\nfile 0\nshmem 0\n")
-        (path / "memory.oom.group").write_text("0\n")
-        (path / "cgroup.procs").write_text(f"{os.getpid()}\n" if leaf else "")
-        (path / "cgroup.events").write_text(f"populated {int(leaf)}\nfrozen 0\n")
-    return path
 
 
 def kill_records(seq0: int, ts_us: int, pid: int, extra_tasks: int = 0) -> bytes:
@@ -86,7 +63,9 @@ class AgentProc(AgentProcess):
         cgroup = tmp / "cgroup"
         self.tmp = tmp
         self.container_dir = (
-            make_tree(cgroup) if not cgroup.exists() else cgroup / CONTAINER.strip("/")
+            kubelet_container(cgroup, CONTAINER)
+            if not cgroup.exists()
+            else cgroup / CONTAINER.strip("/")
         )
         self.probe_dir.mkdir(exist_ok=True)
         fifo = tmp / "kmsg.fifo"
@@ -121,7 +100,7 @@ class AgentProc(AgentProcess):
                 view = view[os.write(self.fifo_fd, view) :]
             except BlockingIOError:
                 time.sleep(0.001)
-        (self.container_dir / "memory.events").write_text(events_file(self.kills))
+        (self.container_dir / "memory.events").write_text(memory_events(self.kills, self.kills))
         return written_at
 
     def stop(self) -> int:
@@ -193,3 +172,8 @@ def _status_kib(pid: int, key: str) -> int:
     except OSError:
         pass
     return 0
+
+
+def kernel_kill_logged(agent: AgentProc, pid: int, timeout_s: float) -> float | None:
+    return agent.arrival(lambda line: line.get("event") == "oom_kill"
+                         and line.get("process.pid") == pid, timeout_s)  # fmt: skip

@@ -13,8 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from .agentproc import REPO, running_agent
-from .test_agent_attacks import kernel_kill_logged
+from .agentproc import REPO, kernel_kill_logged, running_agent
 
 pytestmark = pytest.mark.slow
 

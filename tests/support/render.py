@@ -37,7 +37,7 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 CHART_DIR = REPO / "charts" / "oomwatch"
 TOOLS_DIR = REPO / ".tools" / "kubectl-v33"
-CRD_DIR = Path(__file__).resolve().parent / "data" / "crds"
+CRD_DIR = REPO / "tests" / "kube" / "data" / "crds"
 KUBERNETES_VERSION = "1.33.0"
 IN_CI = bool(os.environ.get("CI"))
 

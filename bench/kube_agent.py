@@ -1,6 +1,6 @@
 """What the Kubernetes integration adds to the agent: RSS and CPU, standalone vs connected.
 
-    .venv/bin/python tests/kube/bench_agent_kube.py [seconds]
+    .venv/bin/python bench/kube_agent.py [seconds]
 
 Runs `oomwatch run` twice on this machine for the same time: `--standalone`, then talking
 to the local fake API server that holds a full node (110 pods, 3 containers each; a few pod
@@ -16,12 +16,11 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
-sys.path.insert(0, str(Path(__file__).parents[1]))  # tests/, for `support`
+sys.path[:0] = [str(Path(__file__).parent), str(Path(__file__).resolve().parents[1] / "tests")]
 
-from bench_kube import node_pods
-from fakeapi import NODE, FakeApiServer
-from support.agent import AgentProcess
+from kube_client import node_pods  # noqa: E402
+from support.agent import AgentProcess  # noqa: E402
+from support.fakeapi import NODE, FakeApiServer  # noqa: E402
 
 TICK_S = os.sysconf("SC_CLK_TCK")
 

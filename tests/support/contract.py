@@ -10,7 +10,7 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 
-SCHEMA_PATH = Path(__file__).resolve().parents[1] / "schemas" / "report.schema.json"
+SCHEMA_PATH = Path(__file__).resolve().parents[2] / "schemas" / "report.schema.json"
 
 
 @cache

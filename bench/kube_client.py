@@ -1,6 +1,6 @@
 """Kubernetes-side costs, printed as figures (not a test): run with the project venv.
 
-    .venv/bin/python tests/kube/bench_kube.py
+    .venv/bin/python bench/kube_client.py
 
 - decode: pods decoded per second (a full node: 110 pods, 3 containers each);
 - cache: Python heap the pod cache holds for that node;
@@ -17,10 +17,10 @@ import time
 import tracemalloc
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # `support`
 
-from fakeapi import NODE, FakeApiServer, make_pod
 from kubernetes import client
+from support.fakeapi import NODE, FakeApiServer, make_pod
 
 from oomwatch.incident import Incident, MemcgUsage, Victim
 from oomwatch.kube import KubeIntegration, decode_pod

@@ -1,4 +1,5 @@
-"""Fixtures for the rule tests: promtool, and a real Prometheus server on loopback."""
+"""Prometheus for the rule and fleet tests: finding promtool and prometheus (`tool`), and a
+real Prometheus server on loopback (`PrometheusServer`)."""
 
 from __future__ import annotations
 
@@ -16,28 +17,19 @@ from typing import Any
 
 import pytest
 import yaml
+
 from support import free_port
 
 IN_CI = bool(os.environ.get("CI"))
 
 
-def _tool(name: str) -> str:
+def tool(name: str) -> str:
     path = shutil.which(name)
     if path is None:
         if IN_CI:
             pytest.fail(f"{name} missing in CI: .ci/run installs Debian's prometheus package")
         pytest.skip(f"{name} not installed (apt-get install prometheus); CI installs it")
     return path
-
-
-@pytest.fixture(scope="session")
-def promtool() -> str:
-    return _tool("promtool")
-
-
-@pytest.fixture(scope="session")
-def prometheus_binary() -> str:
-    return _tool("prometheus")
 
 
 def http_get(url: str, timeout_s: float = 5.0) -> tuple[int, bytes]:

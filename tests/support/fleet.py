@@ -17,9 +17,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from fakeapi import FakeApiServer, make_pod
 from kubernetes import client
-from support import wait_for
 
 from oomwatch.diagnosis import diagnose
 from oomwatch.incident import (
@@ -35,6 +33,8 @@ from oomwatch.incident import (
 )
 from oomwatch.kube import KubeIntegration
 from oomwatch.store import IncidentStore
+from support import wait_for
+from support.fakeapi import FakeApiServer, make_pod
 
 MIB = 1 << 20
 NODES = ("node-a", "node-b")

@@ -1,9 +1,7 @@
-"""The cgroup v2 real-kernel suite: runs where the memory controller is on v2 -- in the lab VM
-(`tests/vm`, `python -m oomwatch.lab.vm`) on Debian's 6.1 and 6.12 kernels, or on a v2 host.
-
-`record(...)` keeps what the kernel printed and the counter files of the scratch tree as
-fixtures for the fast tests (`tests/data/kernel-v2/<release>/`), when $OOMWATCH_V2_FIXTURES
-names a directory (the VM runner sets it).
+"""Recording what a real kernel did: `record(...)` keeps what the kernel printed and the
+counter files of the scratch tree as fixtures for the fast tests
+(`tests/data/kernel-v2/<release>/`), when $OOMWATCH_V2_FIXTURES names a directory (the VM
+runner sets it).
 """
 
 from __future__ import annotations
@@ -12,11 +10,6 @@ import json
 import os
 from collections.abc import Iterable
 from pathlib import Path
-
-# The daemon's real-kernel fixtures are shared with the v1 suite (tests/ is on sys.path,
-# this directory being a package).
-from daemon.conftest import start_daemon
-from lab_fixtures import memcg_v2, scratch_v2
 
 from oomwatch.lab import ScratchMemcg
 from oomwatch.lab.vm import FIXTURES_ENV
@@ -71,6 +64,3 @@ def record(
         "facts": facts,
     }
     (directory / f"{name}.json").write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
-
-
-__all__ = ["memcg_v2", "record", "scratch_v2", "snapshot", "start_daemon"]

@@ -7,8 +7,6 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from fakeapi import NODE, FakeApiServer, make_pod
-
 from oomwatch.diagnosis import diagnose
 from oomwatch.incident import (
     Breakdown,
@@ -19,6 +17,7 @@ from oomwatch.incident import (
 )
 from oomwatch.kube import KubeIntegration
 from oomwatch.kube.summary import SUMMARY_ANNOTATION, parse_summary
+from support.fakeapi import NODE, FakeApiServer, make_pod
 
 CID = "c" * 64
 UID = "0f3c5e8a-2b1d-4c7e-9a6f-1d2e3f4a5b6c"
