@@ -30,8 +30,7 @@ from oomwatch.probe.ring import HEADER_BYTES, RingGeometry, encode_header, encod
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 from support.fakeapi import FakeApiServer, make_pod  # noqa: E402
-
-from tests.security.agentproc import agent_env, peak_rss_kib, running_agent  # noqa: E402
+from support.fifo_agent import agent_env, peak_rss_kib, running_agent  # noqa: E402
 
 VICTIM_UID = "0d9c3b1a-5e2f-4a7b-9c8d-112233445566"
 VICTIM_CID = "b" * 64

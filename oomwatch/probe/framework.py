@@ -136,7 +136,7 @@ class FrameworkOomSource:
     restarted container's probe renames the previous run's file to `.prev.ring`, and the
     same events under a new name are not new.  After a daemon restart the same events come
     again; the store drops them, since the incident's store key is built from the same
-    (oomwatch.store_keys).  The OOMs of the ranks of one distributed launch (`job_key`)
+    (oomwatch.store.keys).  The OOMs of the ranks of one distributed launch (`job_key`)
     wait `JOB_WINDOW_S` and become one incident: the first rank's, naming the others.
     `pod_dirs`: the deployment enforces per-pod directories (oomwatch.probe.identity).
     """

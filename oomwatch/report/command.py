@@ -32,7 +32,7 @@ from oomwatch.report import filters, jsonout, text
 from oomwatch.report.inputs import KMSG_PATH, Loaded, Stream, load_kmsg, open_file, open_store
 from oomwatch.report.sniff import InputError
 from oomwatch.report.unread import unread_notice, unread_warnings
-from oomwatch.store_limits import capped
+from oomwatch.store.limits import capped
 
 MAX_HELD = 1000  # incidents held for a text or HTML report, or for --last
 
@@ -183,7 +183,7 @@ def _diagnosed(
 
 def _held(incidents: Iterable[Incident], limit: int, loaded: Loaded, what: str) -> list[Incident]:
     """The newest `limit` incidents, task tables and notes capped as the store caps them
-    (oomwatch.store_limits); a warning says how many older ones were left out."""
+    (oomwatch.store.limits); a warning says how many older ones were left out."""
     held: deque[Incident] = deque(maxlen=limit)
     count = 0
     for incident in incidents:

@@ -23,11 +23,11 @@ from support.store import stored
 from oomwatch.daemon import agent as agent_module
 from oomwatch.daemon.agent import Agent
 from oomwatch.daemon.config import parse_address
-from oomwatch.daemon.kernel_log import KernelLog
 from oomwatch.decode import ReportAssembler
 from oomwatch.decode.records import LogRecord
 from oomwatch.incident import Incident
 from oomwatch.sinks.log import get_logger, setup_logging
+from oomwatch.sources.kernel_log import KernelLog
 from oomwatch.store import IncidentStore
 
 

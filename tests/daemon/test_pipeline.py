@@ -11,7 +11,6 @@ from support.clock import FakeClock
 
 from oomwatch.daemon.observe import SURVIVAL_RECHECK_S
 from oomwatch.daemon.pipeline import Pipeline, container_cgroup
-from oomwatch.daemon.reconcile import SETTLE_S, CgroupNews, CounterKills
 from oomwatch.incident import (
     Incident,
     MemcgUsage,
@@ -21,6 +20,7 @@ from oomwatch.incident import (
     Victim,
     iso_epoch_s,
 )
+from oomwatch.reconcile import SETTLE_S, CgroupNews, CounterKills
 from oomwatch.sinks.log import LogSink, setup_logging
 from oomwatch.stages import Sink
 from oomwatch.store import IncidentStore

@@ -18,11 +18,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.fifo_agent import REPO, AgentProc, kernel_kill_logged, running_agent
 
 from oomwatch.probe.ring import HEADER_BYTES, RingGeometry, encode_header, encode_slot
 from oomwatch.store import IncidentStore
-
-from .agentproc import REPO, AgentProc, kernel_kill_logged, running_agent
 
 pytestmark = pytest.mark.slow
 

@@ -12,8 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-
-from .agentproc import REPO, kernel_kill_logged, running_agent
+from support.fifo_agent import REPO, kernel_kill_logged, running_agent
 
 pytestmark = pytest.mark.slow
 

@@ -18,9 +18,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from daemon.test_run_kernel import incidents_for, kill_9_mid_burst_and_restart, metric_value
 from support import wait_for
 from support.agent import REPO, DaemonProcess, seed_cursor_at_log_end
+from support.kernel_runs import incidents_for, kill_9_mid_burst_and_restart, metric_value
 from support.store import stored
 
 from oomwatch.incident import Incident

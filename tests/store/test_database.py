@@ -14,8 +14,8 @@ from oomwatch.cgroups.counters import OomCounters
 from oomwatch.incident import Incident, PodContext, TaskRow, Victim
 from oomwatch.sources.kmsg import KmsgCursor
 from oomwatch.store import SCHEMA_VERSION, IncidentStore, StoreError
-from oomwatch.store_limits import MAX_TASK_ROWS
-from oomwatch.store_schema import MIGRATIONS
+from oomwatch.store.limits import MAX_TASK_ROWS
+from oomwatch.store.schema import MIGRATIONS
 
 BOOT = "b0"
 

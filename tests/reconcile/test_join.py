@@ -10,7 +10,8 @@ from __future__ import annotations
 import pytest
 
 from oomwatch.cgroups.oom_events import OomSignal, Sighting
-from oomwatch.daemon.reconcile import (
+from oomwatch.incident import Incident, TaskRow, Victim
+from oomwatch.reconcile import (
     AMBIGUOUS_WAIT_S,
     GROUP_REPEAT_S,
     SETTLE_S,
@@ -21,7 +22,6 @@ from oomwatch.daemon.reconcile import (
     ReconcileState,
     reconcile,
 )
-from oomwatch.incident import Incident, TaskRow, Victim
 
 POD = "/kubepods/burstable/pod1234"
 CTR_A = f"{POD}/aaaa"

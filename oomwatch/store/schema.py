@@ -1,5 +1,5 @@
 """The store's SQLite schema as a list of migrations (oomwatch.store applies them in order;
-oomwatch.store_upgrade decides which agent may use a database at which version)."""
+oomwatch.store.upgrade decides which agent may use a database at which version)."""
 
 from __future__ import annotations
 

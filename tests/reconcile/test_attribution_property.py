@@ -18,14 +18,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from oomwatch.cgroups.oom_events import OomSignal, Sighting
-from oomwatch.daemon.reconcile import (
+from oomwatch.incident import Incident, Victim
+from oomwatch.reconcile import (
     CgroupFacts,
     CgroupNews,
     CounterKills,
     ReconcileState,
     reconcile,
 )
-from oomwatch.incident import Incident, Victim
 
 CGROUPS = [f"/kubepods/besteffort/pod{i}/c{i}" for i in range(4)]
 UNWATCHED = "/system.slice/not-watched.service"  # its kills print lines; no counter is read

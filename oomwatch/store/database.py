@@ -8,8 +8,8 @@ reconciliation still waited on, so kills counted while the daemon was down are r
 WAL lets `oomwatch report --store` read while the daemon writes.  Retention is bounded by
 count and age, separately for kernel kills and for what pods can cause (framework OOMs,
 evictions), so a pod cannot push a kernel kill out; each incident and the whole file are
-size-capped (oomwatch.store_limits), and a database that cannot be used is moved aside.
-Which agent may use a database of which schema (rollbacks) is oomwatch.store_upgrade's.
+size-capped (oomwatch.store.limits), and a database that cannot be used is moved aside.
+Which agent may use a database of which schema (rollbacks) is oomwatch.store.upgrade's.
 """
 
 from __future__ import annotations
@@ -26,16 +26,17 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
-from oomwatch import store_checkpoint, store_warnings
 from oomwatch.cgroups.counters import OomCounters
 from oomwatch.incident import KERNEL_KILL_KINDS, Incident, iso_epoch_s, kill_epoch_s
 from oomwatch.sources.kmsg import KmsgCursor
-from oomwatch.store_checkpoint import Checkpoint
-from oomwatch.store_keys import store_key
-from oomwatch.store_limits import MAX_DB_BYTES, bounded, capped, move_aside
-from oomwatch.store_schema import BREAKING_MIGRATIONS, MIGRATIONS, SCHEMA_VERSION
-from oomwatch.store_upgrade import NEWER, oldest_user, schema_of, take_back_set_aside, usable
-from oomwatch.store_warnings import StoredWarning
+from oomwatch.store import checkpoint as checkpoint_table
+from oomwatch.store import forecasts as forecast_table
+from oomwatch.store.checkpoint import Checkpoint
+from oomwatch.store.forecasts import StoredWarning
+from oomwatch.store.keys import store_key
+from oomwatch.store.limits import MAX_DB_BYTES, bounded, capped, move_aside
+from oomwatch.store.schema import BREAKING_MIGRATIONS, MIGRATIONS, SCHEMA_VERSION
+from oomwatch.store.upgrade import NEWER, oldest_user, schema_of, take_back_set_aside, usable
 
 __all__ = [
     "BREAKING_MIGRATIONS",
@@ -396,7 +397,7 @@ class IncidentStore:
             )
         return before - self.count()
 
-    # --- pre-OOM warnings (issue 17): oomwatch.store_warnings ---
+    # --- pre-OOM warnings (issue 17): oomwatch.store.forecasts ---
 
     @_locked
     def add_warning(
@@ -408,33 +409,33 @@ class IncidentStore:
         data: Mapping[str, Any],
     ) -> int:
         """Record a warning (a `MemoryLimitApproaching` forecast) as it starts; returns its id."""
-        return store_warnings.add(self._db, cgroup, pod_uid, container_id, started_at_s, data)
+        return forecast_table.add(self._db, cgroup, pod_uid, container_id, started_at_s, data)
 
     @_locked
     def end_warning(self, warning_id: int, ended_at_s: float, outcome: str) -> None:
         """`killed` (the kill came) or `cleared` (the forecast went away); the first word stays."""
-        store_warnings.end(self._db, warning_id, ended_at_s, outcome)
+        forecast_table.end(self._db, warning_id, ended_at_s, outcome)
 
     @_locked
     def warning_before(self, cgroup: str, at_s: float, grace_s: float) -> StoredWarning | None:
         """The latest warning of a cgroup that started by `at_s` and was still in force, or
         ended at most `grace_s` before it (a kill may come while the forecast wavers)."""
-        return store_warnings.before(self._db, cgroup, at_s, grace_s)
+        return forecast_table.before(self._db, cgroup, at_s, grace_s)
 
     @_locked
     def warnings(self, since_s: float = 0.0) -> list[StoredWarning]:
         """Warnings started since an epoch time, oldest first (bench, report)."""
-        return store_warnings.since(self._db, since_s)
+        return forecast_table.since(self._db, since_s)
 
-    # --- kmsg cursor and checkpoint: oomwatch.store_checkpoint ---
+    # --- kmsg cursor and checkpoint: oomwatch.store.checkpoint ---
 
     @_locked
     def load_cursor(self) -> KmsgCursor | None:
-        return store_checkpoint.load_cursor(self._db)
+        return checkpoint_table.load_cursor(self._db)
 
     @_locked
     def save_cursor(self, cursor: KmsgCursor) -> None:
-        store_checkpoint.save_cursor(self._db, cursor)
+        checkpoint_table.save_cursor(self._db, cursor)
 
     @_locked
     def save_checkpoint(
@@ -446,12 +447,12 @@ class IncidentStore:
     ) -> None:
         """Save all three together so they never disagree; `None` keeps what was saved for
         this boot before (the first checkpoint of a run saves everything)."""
-        store_checkpoint.save(self._db, boot_id, cursor, counters, reconcile)
+        checkpoint_table.save(self._db, boot_id, cursor, counters, reconcile)
 
     @_locked
     def load_checkpoint(self, boot_id: str) -> Checkpoint | None:
         """The checkpoint of this boot (counters reset at reboot), or None."""
-        return store_checkpoint.load(self._db, boot_id)
+        return checkpoint_table.load(self._db, boot_id)
 
     @_locked
     def close(self) -> None:

@@ -6,8 +6,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from oomwatch.cgroups.oom_events import OomSignal, Sighting
-from oomwatch.daemon.attribution import Options, Rise, Witnesses
 from oomwatch.incident import Incident
+from oomwatch.reconcile.attribution import Options, Rise, Witnesses
 
 GRACE_S = 2.5  # longer than one counter poll (1 s) plus the assembler's flush delay
 # A log kill's counter may never come (cgroup not watched, or gone); a cgroup made just

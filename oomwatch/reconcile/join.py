@@ -34,9 +34,17 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from oomwatch.cgroups.oom_events import OomSignal, Sighting
-from oomwatch.daemon.attribution import Rise, covers
-from oomwatch.daemon.placement import attribute, mono, place
-from oomwatch.daemon.reconcile_state import (
+from oomwatch.incident import (
+    Attribution,
+    AttributionCandidate,
+    AttributionMethod,
+    Incident,
+    is_kernel_kill,
+    iso_time,
+)
+from oomwatch.reconcile.attribution import Rise, covers
+from oomwatch.reconcile.placement import attribute, mono, place
+from oomwatch.reconcile.state import (
     AMBIGUOUS_WAIT_S,
     GRACE_S,
     GROUP_REPEAT_S,
@@ -54,14 +62,6 @@ from oomwatch.daemon.reconcile_state import (
     Reconciled,
     ReconcileState,
     Work,
-)
-from oomwatch.incident import (
-    Attribution,
-    AttributionCandidate,
-    AttributionMethod,
-    Incident,
-    is_kernel_kill,
-    iso_time,
 )
 
 

@@ -10,21 +10,21 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from oomwatch.daemon.attribution import LATE_SLACK_S, Options, WaitingKill, options
-from oomwatch.daemon.reconcile_state import (
-    AMBIGUOUS_WAIT_S,
-    SETTLE_S,
-    BareKill,
-    CgroupFacts,
-    Claim,
-    Work,
-)
 from oomwatch.incident import (
     Attribution,
     AttributionCandidate,
     AttributionConfidence,
     AttributionMethod,
     Incident,
+)
+from oomwatch.reconcile.attribution import LATE_SLACK_S, Options, WaitingKill, options
+from oomwatch.reconcile.state import (
+    AMBIGUOUS_WAIT_S,
+    SETTLE_S,
+    BareKill,
+    CgroupFacts,
+    Claim,
+    Work,
 )
 
 

@@ -8,7 +8,7 @@ import threading
 import time
 import urllib.request
 
-from oomwatch.sinks.http import LoopServer, health_route
+from oomwatch.daemon.http_server import LoopServer, health_route
 
 
 def raw(port: int, data: bytes, timeout_s: float = 5.0) -> bytes:

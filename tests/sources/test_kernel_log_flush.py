@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from oomwatch.daemon.host import may_kill_group
-from oomwatch.daemon.kernel_log import KILL_LINE_IDLE_S, KernelLog
 from oomwatch.decode import parse_kmsg_record
 from oomwatch.incident import Incident
 from oomwatch.sinks.log import get_logger
+from oomwatch.sources.kernel_log import KILL_LINE_IDLE_S, KernelLog
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "kernel-v2"
 KERNELS = sorted(p.name for p in DATA.iterdir() if p.is_dir())

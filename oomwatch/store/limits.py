@@ -141,7 +141,7 @@ def move_aside(db_path: Path, reason: str) -> Path:
         source = Path(f"{db_path}{suffix}")
         if source.exists():
             os.replace(source, Path(f"{aside}{suffix}"))
-    from oomwatch.store_upgrade import set_aside  # sqlite3: not for `oomwatch report FILE`
+    from oomwatch.store.upgrade import set_aside  # sqlite3: not for `oomwatch report FILE`
 
     older = sorted(set_aside(db_path, reason), key=lambda p: p.stat().st_mtime)
     for old in older[:-KEEP_ASIDE]:

@@ -12,30 +12,21 @@ from __future__ import annotations
 
 import shutil
 import sqlite3
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from support.store_versions import FIXTURE, NEWER_SCHEMA, OLDER, newer_agent, open_store
 
-from oomwatch import store
 from oomwatch.incident import Incident, PodContext, Victim
 from oomwatch.sources.kmsg import KmsgCursor
 from oomwatch.store import IncidentStore, StoreError
-from oomwatch.store_limits import KEEP_ASIDE, move_aside
-from oomwatch.store_upgrade import NEWER, oldest_user, set_aside, usable
+from oomwatch.store import database as store
+from oomwatch.store.limits import KEEP_ASIDE, move_aside
+from oomwatch.store.upgrade import NEWER, oldest_user, set_aside, usable
 
-FIXTURE = Path(__file__).resolve().parent / "data" / "store-0.1.0.db"
 BOOT = "8f2c1d9e-0b1a-4c3d-9e8f-7a6b5c4d3e2f"
 FIXTURE_KILLS = 3
 FIXTURE_SCHEMA = 2  # 0.1.0's: incidents, cursor, checkpoint and counters
-# The next schema: a column the older agent's INSERTs leave at its default, and a table.
-FUTURE = """
-    ALTER TABLE incidents ADD COLUMN workload TEXT;
-    CREATE TABLE owners (pod_uid TEXT PRIMARY KEY, workload TEXT NOT NULL);
-"""
-OLDER = store.SCHEMA_VERSION
-NEWER_SCHEMA = OLDER + 1
 
 
 def kill(pid: int) -> Incident:
@@ -50,22 +41,6 @@ def kill(pid: int) -> Incident:
         container_id="c",
         k8s=PodContext(namespace="shop", pod="web-1", container="app"),
     )
-
-
-@contextmanager
-def newer_agent(*, breaking: bool) -> Iterator[None]:
-    """This code as the next release: one more migration, breaking or additive."""
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(store, "MIGRATIONS", (*store.MIGRATIONS, FUTURE))
-        patch.setattr(store, "SCHEMA_VERSION", NEWER_SCHEMA)
-        if breaking:
-            patch.setattr(store, "BREAKING_MIGRATIONS",
-                          (*store.BREAKING_MIGRATIONS, NEWER_SCHEMA))  # fmt: skip
-        yield
-
-
-def open_store(state: Path) -> IncidentStore:
-    return IncidentStore(state, max_age_s=1e12)  # the fixture's kills are dated when written
 
 
 def header(state: Path) -> tuple[int, int]:

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from oomwatch.daemon.kernel_log import RECENT_S, KernelClock
+from oomwatch.sources.kernel_log import RECENT_S, KernelClock
 
 
 def test_the_offset_is_the_promptest_reads_and_lateness_is_the_spread_since() -> None:

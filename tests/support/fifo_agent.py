@@ -1,5 +1,5 @@
 """`oomwatch run` (and `oomwatch report`) as subprocesses for the attack-table tests and
-bench/attacks.py (issue 14): an agent over a fake cgroup tree and a FIFO, kills written to
+bench/attacks.py: an agent over a fake cgroup tree and a FIFO, kills written to
 it, its log lines with arrival times, its RSS and threads.
 
 The code runs from the tree given as `repo` (PYTHONPATH), so bench/attacks.py can measure
