@@ -1,6 +1,6 @@
 """The agent's small HTTP servers (`/metrics`, `/healthz`): one thread, bounded in every way.
 
-A thread per connection let 600 idle connections hold 603 threads for good (issue 14), and
+A thread per connection let 600 idle connections hold 603 threads for good, and
 any cap on such threads lets a few idle connections starve the scrapes.  So one thread runs
 a selector loop instead: it accepts, reads each request without blocking (at most
 `MAX_REQUEST_BYTES`), answers it from the routes (all cheap: the registry is in memory) and

@@ -6,8 +6,8 @@ or not kills were found; exit 1 when the input has lines that plainly belong to 
 but no kill could be decoded from them (the report lists them); exit 2 with a message naming
 the input when it cannot be read.
 
-Memory stays bounded whatever the input (a million `invoked oom-killer` lines took 5 GB:
-issue 14): incidents stream from the input through diagnosis (with a bounded crash-loop
+Memory stays bounded whatever the input (a million `invoked oom-killer` lines took 5 GB
+when held whole): incidents stream from the input through diagnosis (with a bounded crash-loop
 history) to `--json`, which writes each as it comes; a text or HTML report, and `--last`,
 hold at most MAX_HELD incidents, task tables capped, and say what they left out.
 """

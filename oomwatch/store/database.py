@@ -57,7 +57,7 @@ DEFAULT_MAX_OTHER_INCIDENTS = 2_000  # framework OOMs, evictions, false OOMKille
 DEFAULT_MAX_AGE_SECONDS = 30 * 24 * 3600.0
 _PRUNE_EVERY_ADDS = 100
 # One pod's share of each class (a kill storm, a flood of framework OOMs, a container
-# cycling through warnings keeps its newest this many; the others' history stays: issue 22).
+# cycling through warnings keeps its newest this many; the others' history stays).
 # Kills outside a pod (system services) and unvouched framework OOMs share one key.
 POD_SHARE_KERNEL_KILLS = 1_000
 POD_SHARE_OTHER_INCIDENTS = 200
@@ -397,7 +397,7 @@ class IncidentStore:
             )
         return before - self.count()
 
-    # --- pre-OOM warnings (issue 17): oomwatch.store.forecasts ---
+    # --- pre-OOM warnings: oomwatch.store.forecasts ---
 
     @_locked
     def add_warning(

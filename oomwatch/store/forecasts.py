@@ -1,4 +1,4 @@
-"""Pre-OOM warnings in the store (issue 17): the `forecasts` table, over a connection the
+"""Pre-OOM warnings in the store: the `forecasts` table, over a connection the
 caller (`IncidentStore`, under its lock) holds."""
 
 from __future__ import annotations

@@ -47,24 +47,41 @@ def admitted(
 ) -> bool:
     """Whether `policy` (the component's, unless given: the chart renders its own) admits `pod`."""
     if policy is None:
-        (policy,) = [d for d in documents(COMPONENT / "admission-policy.yaml")
-                     if d["kind"] == "ValidatingAdmissionPolicy"]  # fmt: skip
-    activation: dict[str, Any] = {"request": {"namespace": namespace, "operation": "CREATE"},
-                                  "object": pod}  # fmt: skip
+        (policy,) = [
+            d
+            for d in documents(COMPONENT / "admission-policy.yaml")
+            if d["kind"] == "ValidatingAdmissionPolicy"
+        ]
+    activation: dict[str, Any] = {
+        "request": {"namespace": namespace, "operation": "CREATE"},
+        "object": pod,
+    }
     return admits(policy["spec"], activation)
 
 
-def trainer(volume: dict[str, Any], mount: dict[str, Any], env: list[dict[str, Any]] | None = None,
-            where: str = "containers") -> dict[str, Any]:  # fmt: skip
+def trainer(
+    volume: dict[str, Any],
+    mount: dict[str, Any],
+    env: list[dict[str, Any]] | None = None,
+    where: str = "containers",
+) -> dict[str, Any]:
     container: dict[str, Any] = {
-        "name": "trainer", "image": "t:1", "env": [UID_ENV] if env is None else env,
+        "name": "trainer",
+        "image": "t:1",
+        "env": [UID_ENV] if env is None else env,
         "volumeMounts": [{"name": "probe", "mountPath": "/var/run/oomwatch/probe", **mount}],
-    }  # fmt: skip
-    spec: dict[str, Any] = {"containers": [{"name": "main", "image": "m:1"}],
-                            "volumes": [{"name": "probe", **volume}]}  # fmt: skip
+    }
+    spec: dict[str, Any] = {
+        "containers": [{"name": "main", "image": "m:1"}],
+        "volumes": [{"name": "probe", **volume}],
+    }
     spec.setdefault(where, []).append(container)
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "t", "namespace": "ml"},
-            "spec": spec}  # fmt: skip
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "t", "namespace": "ml"},
+        "spec": spec,
+    }
 
 
 HOST = {"hostPath": {"path": "/var/run/oomwatch/probe", "type": "Directory"}}

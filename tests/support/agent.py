@@ -50,11 +50,19 @@ class AgentProcess:
         self.state_dir = state_dir
         self.port = free_port()
         argv = [
-            sys.executable, "-m", "oomwatch.cli", "run",
+            sys.executable,
+            "-m",
+            "oomwatch.cli",
+            "run",
             *(["--standalone"] if kubeconfig is None else []),
-            "--state-dir", str(state_dir), "--metrics-address", f"127.0.0.1:{self.port}",
-            "--log-format", "json", *args,
-        ]  # fmt: skip
+            "--state-dir",
+            str(state_dir),
+            "--metrics-address",
+            f"127.0.0.1:{self.port}",
+            "--log-format",
+            "json",
+            *args,
+        ]
         env = {k: v for k, v in os.environ.items() if not k.startswith(("OOMWATCH_", "KUBE"))}
         env.update(PYTHONPATH=str(repo), PYTHONUNBUFFERED="1")
         if kubeconfig is not None:

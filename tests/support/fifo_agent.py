@@ -74,11 +74,25 @@ class AgentProc(AgentProcess):
         self.fifo_fd = os.open(fifo, os.O_RDWR | os.O_NONBLOCK)
         self.kills = 0
         self.seq = 100_000
-        args = ["--probe-dir", str(self.probe_dir), "--cgroup-root", str(cgroup),
-                "--kmsg", str(fifo), "--node-name", "node-a", *extra]  # fmt: skip
+        args = [
+            "--probe-dir",
+            str(self.probe_dir),
+            "--cgroup-root",
+            str(cgroup),
+            "--kmsg",
+            str(fifo),
+            "--node-name",
+            "node-a",
+            *extra,
+        ]
         try:
-            super().__init__(args, state_dir=tmp / "state", kubeconfig=kubeconfig, repo=repo,
-                             ready="healthy" if wait_healthy else None)  # fmt: skip
+            super().__init__(
+                args,
+                state_dir=tmp / "state",
+                kubeconfig=kubeconfig,
+                repo=repo,
+                ready="healthy" if wait_healthy else None,
+            )
         except BaseException:
             os.close(self.fifo_fd)
             raise
@@ -90,8 +104,9 @@ class AgentProc(AgentProcess):
     def kill(self, extra_tasks: int = 0) -> float:
         """A kernel kill through the FIFO and the container's counter; returns when written."""
         self.kills += 1
-        records = kill_records(self.seq, 9_000_000_000 + self.kills * 10_000_000,
-                               20_000 + self.kills, extra_tasks)  # fmt: skip
+        records = kill_records(
+            self.seq, 9_000_000_000 + self.kills * 10_000_000, 20_000 + self.kills, extra_tasks
+        )
         self.seq += records.count(b"\n") + 10
         written_at = time.monotonic()
         view = memoryview(records)
@@ -142,8 +157,9 @@ def peak_rss_kib(
     Not wait4's ru_maxrss: that counts the caller's own RSS, forked before the exec."""
     out = open(stdout, "wb") if stdout else subprocess.DEVNULL  # noqa: SIM115
     started = time.monotonic()
-    proc = subprocess.Popen(command, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=out,
-                            stderr=subprocess.PIPE)  # fmt: skip
+    proc = subprocess.Popen(
+        command, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.PIPE
+    )
     err_lines: list[bytes] = []
     reader = threading.Thread(target=lambda: err_lines.extend(proc.stderr or []), daemon=True)
     reader.start()
@@ -158,9 +174,13 @@ def peak_rss_kib(
     reader.join(5)
     if stdout:
         out.close()  # type: ignore[union-attr]
-    return {"rc": proc.returncode, "seconds": round(time.monotonic() - started, 1),
-            "peak_rss_mib": round(peak_kib / 1024, 1), "stopped": stopped,
-            "stderr": b"".join(err_lines).decode(errors="replace")[-500:]}  # fmt: skip
+    return {
+        "rc": proc.returncode,
+        "seconds": round(time.monotonic() - started, 1),
+        "peak_rss_mib": round(peak_kib / 1024, 1),
+        "stopped": stopped,
+        "stderr": b"".join(err_lines).decode(errors="replace")[-500:],
+    }
 
 
 def _status_kib(pid: int, key: str) -> int:
@@ -175,5 +195,6 @@ def _status_kib(pid: int, key: str) -> int:
 
 
 def kernel_kill_logged(agent: AgentProc, pid: int, timeout_s: float) -> float | None:
-    return agent.arrival(lambda line: line.get("event") == "oom_kill"
-                         and line.get("process.pid") == pid, timeout_s)  # fmt: skip
+    return agent.arrival(
+        lambda line: line.get("event") == "oom_kill" and line.get("process.pid") == pid, timeout_s
+    )

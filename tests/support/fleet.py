@@ -52,13 +52,25 @@ class Pod:
 
     def api_object(self) -> dict[str, Any]:
         running = {"running": {"startedAt": "2026-11-22T08:00:00Z"}}
-        statuses = [{"name": self.container, "containerID": f"containerd://{self.cid}",
-                     "restartCount": 1, "state": running}]  # fmt: skip
+        statuses = [
+            {
+                "name": self.container,
+                "containerID": f"containerd://{self.cid}",
+                "restartCount": 1,
+                "state": running,
+            }
+        ]
         labels = {"pod-template-hash": self.owner[1].rsplit("-", 1)[-1]} if self.owner else {}
-        pod: dict[str, Any] = make_pod(self.name, self.namespace, uid=self.uid, node=self.node,
-                        owner=self.owner, statuses=statuses, labels=labels,
-                        containers=[{"name": self.container, "resources": {
-                            "limits": {"memory": "256Mi"}}}])  # fmt: skip
+        pod: dict[str, Any] = make_pod(
+            self.name,
+            self.namespace,
+            uid=self.uid,
+            node=self.node,
+            owner=self.owner,
+            statuses=statuses,
+            labels=labels,
+            containers=[{"name": self.container, "resources": {"limits": {"memory": "256Mi"}}}],
+        )
         return pod
 
 
@@ -70,24 +82,42 @@ PODS = (WEB_A, WEB_B, TRAINER, ETL)
 AGENTS = {"node-a": "oomwatch-aaaaa", "node-b": "oomwatch-bbbbb"}
 
 
-def kill(pod: Pod | None, node: str, t: float, *, scope: str = "container",
-         comm: str = "python", **kwargs: Any) -> Incident:  # fmt: skip
+def kill(
+    pod: Pod | None,
+    node: str,
+    t: float,
+    *,
+    scope: str = "container",
+    comm: str = "python",
+    **kwargs: Any,
+) -> Incident:
     """A kill as the agent stores and publishes it (decoded, attributed, enriched)."""
     memcg = f"/kubepods/burstable/pod{pod.uid}/{pod.cid}" if pod else "/system.slice/cron"
     if scope == "pod" and pod:
         memcg = f"/kubepods/burstable/pod{pod.uid}"
     fields: dict[str, Any] = dict(
-        kind="memcg" if pod else "global", kernel_time_s=t % 100000, wall_time=iso_time(t),
-        oom_memcg=memcg if pod else None, task_memcg=memcg,
+        kind="memcg" if pod else "global",
+        kernel_time_s=t % 100000,
+        wall_time=iso_time(t),
+        oom_memcg=memcg if pod else None,
+        task_memcg=memcg,
         memcg=MemcgUsage(usage_bytes=256 << 20, limit_bytes=256 << 20) if pod else None,
         breakdown_bytes=Breakdown(anon=250 * MIB, file=2 * MIB, shmem=0, kernel=4 * MIB),
         victims=[Victim(pid=int(t) % 30000 + 100, comm=comm, anon_rss_bytes=250_000 << 10)],
         pod_uid=pod.uid if pod else None,
         container_id=pod.cid if pod and scope != "pod" else None,
-        limit_scope=scope if pod else "global", node=node, container_survived=False,
-        k8s=PodContext(namespace=pod.namespace, pod=pod.name, container=pod.container,
-                       owner_kind=pod.owner[0] if pod.owner else None) if pod else None,
-    )  # fmt: skip
+        limit_scope=scope if pod else "global",
+        node=node,
+        container_survived=False,
+        k8s=PodContext(
+            namespace=pod.namespace,
+            pod=pod.name,
+            container=pod.container,
+            owner_kind=pod.owner[0] if pod.owner else None,
+        )
+        if pod
+        else None,
+    )
     fields.update(kwargs)
     return Incident(**fields)
 
@@ -95,20 +125,29 @@ def kill(pod: Pod | None, node: str, t: float, *, scope: str = "container",
 def leak_timeline(t: float) -> Timeline:
     """Five minutes of steady growth to the limit (the trainer's leak)."""
     samples = [
-        TimelineSample(t - 300 + i, (100 + 156 * i // 300) * MIB, 256 * MIB,
-                       anon_bytes=(96 + 156 * i // 300) * MIB)
+        TimelineSample(
+            t - 300 + i,
+            (100 + 156 * i // 300) * MIB,
+            256 * MIB,
+            anon_bytes=(96 + 156 * i // 300) * MIB,
+        )
         for i in range(300)
-    ]  # fmt: skip
+    ]
     return Timeline(samples=samples, interval_seconds=1.0)
 
 
 def incidents(now: float) -> dict[str, list[Incident]]:
     """Each node's kills, oldest first."""
     trainer_kill = kill(
-        TRAINER, "node-b", now - 200, comm="python3", timeline=leak_timeline(now - 200),
-        forecast=ForecastRecord(True, iso_time(now - 450), 250.0, 260.0, 0.82, "high",
-                                "anon 250 MiB +532 KiB/s"),
-    )  # fmt: skip
+        TRAINER,
+        "node-b",
+        now - 200,
+        comm="python3",
+        timeline=leak_timeline(now - 200),
+        forecast=ForecastRecord(
+            True, iso_time(now - 450), 250.0, 260.0, 0.82, "high", "anon 250 MiB +532 KiB/s"
+        ),
+    )
     return {
         "node-a": [kill(WEB_A, "node-a", now - 600 + 60 * i) for i in range(3)]
         + [kill(ETL, "node-a", now - 300, scope="pod", comm="etl")],
@@ -119,14 +158,19 @@ def incidents(now: float) -> dict[str, list[Incident]]:
 
 def agent_pod(node: str) -> dict[str, Any]:
     pod: dict[str, Any] = make_pod(
-        AGENTS[node], "oomwatch", node=node, owner=("DaemonSet", "oomwatch"),
-        labels={"app.kubernetes.io/name": "oomwatch"}, containers=[{"name": "agent"}],
-    )  # fmt: skip
+        AGENTS[node],
+        "oomwatch",
+        node=node,
+        owner=("DaemonSet", "oomwatch"),
+        labels={"app.kubernetes.io/name": "oomwatch"},
+        containers=[{"name": "agent"}],
+    )
     return pod
 
 
-def publish(api: FakeApiServer, api_client: client.ApiClient, now: float,
-            stores: Path) -> dict[str, Path]:  # fmt: skip
+def publish(
+    api: FakeApiServer, api_client: client.ApiClient, now: float, stores: Path
+) -> dict[str, Path]:
     """Put the pods in the API, send every node's Events through its agent's real
     `KubeIntegration`, and fill each node's store; returns node -> state dir."""
     for pod in PODS:
@@ -136,18 +180,30 @@ def publish(api: FakeApiServer, api_client: client.ApiClient, now: float,
     dirs: dict[str, Path] = {}
     expected = 0
     for node, kills in incidents(now).items():
-        kube = KubeIntegration(node, annotate=False, submit=lambda _: None,
-                               kernel_kills_for=lambda *_: 1, api_client=api_client,
-                               watch_timeout_s=5, backoff_max_s=0.4,
-                               incident_writer_options={"rate_per_s": 50.0})  # fmt: skip
+        kube = KubeIntegration(
+            node,
+            annotate=False,
+            submit=lambda _: None,
+            kernel_kills_for=lambda *_: 1,
+            api_client=api_client,
+            watch_timeout_s=5,
+            backoff_max_s=0.4,
+            incident_writer_options={"rate_per_s": 50.0},
+        )
         kube.start()
         try:
             assert wait_for(partial(_connected, kube), 15.0), node
             if node == "node-b":  # the warning came before the trainer's kill
-                note = ("container trainer of pod ml/trainer-0 will reach its 256 MiB memory"
-                        " limit in about 4m20s")  # fmt: skip
-                details = {"seconds_to_oom": 260.0, "confidence": 0.82, "limit_bytes": 256 * MIB,
-                           "at_s": now - 450}  # fmt: skip
+                note = (
+                    "container trainer of pod ml/trainer-0 will reach its 256 MiB memory"
+                    " limit in about 4m20s"
+                )
+                details = {
+                    "seconds_to_oom": 260.0,
+                    "confidence": 0.82,
+                    "limit_bytes": 256 * MIB,
+                    "at_s": now - 450,
+                }
                 kube.warnings.warn(TRAINER.uid, TRAINER.cid, note, details)
                 expected += 1
             for incident in kills:  # stored diagnosed, as the agent's pipeline does
@@ -192,6 +248,7 @@ class Cluster:
 
 def plugin_env(kubectl: str, kubeconfig: Path) -> dict[str, str]:
     """kubectl finds `kubectl-oomwatch` on PATH (this venv's bin); the plugin finds kubectl."""
-    path = os.pathsep.join([str(Path(sys.executable).parent), str(Path(kubectl).parent),
-                            os.environ.get("PATH", "")])  # fmt: skip
+    path = os.pathsep.join(
+        [str(Path(sys.executable).parent), str(Path(kubectl).parent), os.environ.get("PATH", "")]
+    )
     return {**os.environ, "PATH": path, "KUBECONFIG": str(kubeconfig), "KUBECTL": kubectl}

@@ -4,7 +4,8 @@ from torch's message: for the diagnosis and report tests.
 SHARED is the message torch 2.11 printed on an H100 with a second process holding 40.5 GiB
 (shared/notes/verified-here.md, 2026-11-26); HIDDEN is the same without the "Process N has"
 clause, as torch prints it when NVML cannot see the other process (another PID namespace).
-The others follow torch's format with the numbers of the runs issue 25 describes."""
+The others follow torch's format with the numbers of the GPU runs bench/RESULTS.md records
+(bench/gpu_check.py)."""
 
 from __future__ import annotations
 
@@ -44,8 +45,13 @@ FOOTPRINT = (
     " use. Of the allocated memory 76.00 GiB is allocated by PyTorch, and 1.00 GiB is reserved"
     " by PyTorch but unallocated."
 )
-CLAIM = {"pod_uid": "5f0c", "namespace": "ml", "pod": "trainer-0", "container": "trainer",
-         "cgroup": None}  # fmt: skip
+CLAIM = {
+    "pod_uid": "5f0c",
+    "namespace": "ml",
+    "pod": "trainer-0",
+    "container": "trainer",
+    "cgroup": None,
+}
 
 
 def framework(message: str, **extra: Any) -> Incident:

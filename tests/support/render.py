@@ -101,8 +101,15 @@ def helm_template(
 ) -> list[Doc]:
     """`helm template` with values files (relative to the chart) and --set pairs: what
     `helm install` sends."""
-    command = [tool("helm"), "template", release, str(chart), "--namespace", namespace,
-               "--include-crds"]  # fmt: skip
+    command = [
+        tool("helm"),
+        "template",
+        release,
+        str(chart),
+        "--namespace",
+        namespace,
+        "--include-crds",
+    ]
     command += [arg for v in values for arg in ("--values", str(CHART_DIR / v))]
     command += [arg for s in sets for arg in ("--set", s)]
     return documents(_run(command))

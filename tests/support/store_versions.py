@@ -36,8 +36,7 @@ def newer_agent(*, breaking: bool) -> Iterator[None]:
         patch.setattr(store, "MIGRATIONS", (*store.MIGRATIONS, FUTURE))
         patch.setattr(store, "SCHEMA_VERSION", NEWER_SCHEMA)
         if breaking:
-            patch.setattr(store, "BREAKING_MIGRATIONS",
-                          (*store.BREAKING_MIGRATIONS, NEWER_SCHEMA))  # fmt: skip
+            patch.setattr(store, "BREAKING_MIGRATIONS", (*store.BREAKING_MIGRATIONS, NEWER_SCHEMA))
         yield
 
 

@@ -122,9 +122,17 @@ def timeline(incidents: list[Incident], truth: dict[int, Container]) -> str:
 def agent_story(agents: list[DaemonProcess], *found: object) -> str:
     """What a failed storm found, and every kill each agent logged in order (the first run,
     then the restarted one): where a kill went twice shows in which run, and how."""
-    keys = ("kernel_time_s", "process.pid", "process.executable.name", "task_memcg",
-            "kmsg_missing", "header_suppressed", "attribution", "attribution_method",
-            "wall_time")  # fmt: skip
+    keys = (
+        "kernel_time_s",
+        "process.pid",
+        "process.executable.name",
+        "task_memcg",
+        "kmsg_missing",
+        "header_suppressed",
+        "attribution",
+        "attribution_method",
+        "wall_time",
+    )
     rows = [repr(f) for f in found]
     for n, agent in enumerate(agents):
         rows.append(f"-- agent run {n + 1}")
@@ -288,8 +296,14 @@ def held_round(
     for k in kills:
         gate = tmp_path / f"gate-{k}"
         os.mkfifo(gate)
-        hog = spawn_hog(pods[k % len(pods)].memcg, mode="anon", mb=200, comm="python3",
-                        start_gate=gate, join_timeout_s=60.0)  # fmt: skip
+        hog = spawn_hog(
+            pods[k % len(pods)].memcg,
+            mode="anon",
+            mb=200,
+            comm="python3",
+            start_gate=gate,
+            join_timeout_s=60.0,
+        )
         assert hog.wait_for("ready", 60) is not None
         held.append((k, hog, gate))
     return held
@@ -376,8 +390,14 @@ def burst_round(
 def spend_the_rate_limit(memcg: Memcg) -> None:
     """Kill 10 small children at once so the next kills within 5 s print no report."""
     hog = spawn_hog(
-        memcg, mode="child-worker", mb=32, comm="spender", children=10, linger_s=0,
-        together=True, join_timeout_s=60.0,  # a Python start is slow on a loaded, emulated CPU
-    )  # fmt: skip
+        memcg,
+        mode="child-worker",
+        mb=32,
+        comm="spender",
+        children=10,
+        linger_s=0,
+        together=True,
+        join_timeout_s=60.0,  # a Python start is slow on a loaded, emulated CPU
+    )
     hog.wait_for_count("child-exit", 10, timeout_s=30)
     hog.wait(10)

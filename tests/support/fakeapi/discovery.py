@@ -7,9 +7,15 @@ from typing import Any
 
 
 def _resources(group_version: str, *rows: tuple[str, str, list[str]]) -> dict[str, Any]:
-    return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version,
-            "resources": [{"name": name, "singularName": "", "namespaced": True, "kind": kind,
-                           "verbs": verbs} for name, kind, verbs in rows]}  # fmt: skip
+    return {
+        "kind": "APIResourceList",
+        "apiVersion": "v1",
+        "groupVersion": group_version,
+        "resources": [
+            {"name": name, "singularName": "", "namespaced": True, "kind": kind, "verbs": verbs}
+            for name, kind, verbs in rows
+        ],
+    }
 
 
 _EVENTS_GV = {"groupVersion": "events.k8s.io/v1", "version": "v1"}
@@ -36,8 +42,9 @@ def discovery(path: str, crd_installed: bool) -> dict[str, Any]:
     """Discovery as the API server answers it, the oomwatch.io group only with its CRD."""
     doc = copy.deepcopy(DISCOVERY[path])
     if path == "/apis" and crd_installed:
-        doc["groups"].append({"name": "oomwatch.io", "versions": [_OOMI_GV],
-                              "preferredVersion": _OOMI_GV})  # fmt: skip
+        doc["groups"].append(
+            {"name": "oomwatch.io", "versions": [_OOMI_GV], "preferredVersion": _OOMI_GV}
+        )
     if path == "/apis/oomwatch.io/v1alpha1" and not crd_installed:
         doc["resources"] = []
     return doc

@@ -23,8 +23,11 @@ class EventRoutes(ApiHandler):
         assert m is not None
         fields = _selector(query.get("fieldSelector", ""))
         with self.api.lock:
-            items = [core_event(e) for (ns, _), e in sorted(self.api.events.items())
-                     if m["ns"] in (None, ns)]  # fmt: skip
+            items = [
+                core_event(e)
+                for (ns, _), e in sorted(self.api.events.items())
+                if m["ns"] in (None, ns)
+            ]
             rv = str(self.api._rv)
         items = [e for e in items if all(_field(e, k) == v for k, v in fields.items())]
         start = int(query.get("continue") or 0)

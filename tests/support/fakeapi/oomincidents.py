@@ -28,10 +28,12 @@ class OomIncidentRoutes(ApiHandler):
         ns, _ = self._oomi_key(path)
         labels = _selector(query.get("labelSelector", ""))
         with self.api.lock:
-            items = [copy.deepcopy(o) for (n, _), o in sorted(self.api.oomincidents.items())
-                     if ns in (None, n) and all(
-                         o["metadata"].get("labels", {}).get(k) == v
-                         for k, v in labels.items())]  # fmt: skip
+            items = [
+                copy.deepcopy(o)
+                for (n, _), o in sorted(self.api.oomincidents.items())
+                if ns in (None, n)
+                and all(o["metadata"].get("labels", {}).get(k) == v for k, v in labels.items())
+            ]
             rv = str(self.api._rv)
         if self._wants_table():
             self._json(200, _table(items, rv))
@@ -91,8 +93,9 @@ class OomIncidentRoutes(ApiHandler):
             self.api._rv += 1
             meta = patched["metadata"]
             meta["resourceVersion"] = str(self.api._rv)
-            meta["managedFields"] = _managed(meta.get("managedFields") or [],
-                                             query.get("fieldManager"), "Update")  # fmt: skip
+            meta["managedFields"] = _managed(
+                meta.get("managedFields") or [], query.get("fieldManager"), "Update"
+            )
             self.api.oomincidents[key] = patched
             self.api.oomincident_writes.append(("patch", key[1]))
             self.api.lock.notify_all()
@@ -115,8 +118,17 @@ def _managed(entries: list[dict[str, Any]], manager: str | None, operation: str)
     """managedFields after a write by `manager` (the API server records who wrote)."""
     name = manager or "unknown"
     kept = [e for e in entries if e.get("manager") != name]
-    return [*kept, {"manager": name, "operation": operation, "apiVersion": "oomwatch.io/v1alpha1",
-                    "time": _now(), "fieldsType": "FieldsV1", "fieldsV1": {}}]  # fmt: skip
+    return [
+        *kept,
+        {
+            "manager": name,
+            "operation": operation,
+            "apiVersion": "oomwatch.io/v1alpha1",
+            "time": _now(),
+            "fieldsType": "FieldsV1",
+            "fieldsV1": {},
+        },
+    ]
 
 
 def _cell(obj: dict[str, Any], column: dict[str, Any]) -> Any:
@@ -135,11 +147,21 @@ def _cell(obj: dict[str, Any], column: dict[str, Any]) -> Any:
 def _table(items: list[dict[str, Any]], rv: str) -> dict[str, Any]:
     """A meta.k8s.io/v1 Table of the CRD's printer columns (what kubectl get shows)."""
     columns = [{"name": "Name", "type": "string", "format": "name", "priority": 0}]
-    columns += [{"name": c["name"], "type": c["type"], "priority": c.get("priority", 0)}
-                for c in PRINTER_COLUMNS]  # fmt: skip
-    rows = [{"cells": [o["metadata"]["name"], *(_cell(o, c) for c in PRINTER_COLUMNS)],
-             "object": {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
-                        "metadata": o["metadata"]}} for o in items]  # fmt: skip
+    columns += [
+        {"name": c["name"], "type": c["type"], "priority": c.get("priority", 0)}
+        for c in PRINTER_COLUMNS
+    ]
+    rows = [
+        {
+            "cells": [o["metadata"]["name"], *(_cell(o, c) for c in PRINTER_COLUMNS)],
+            "object": {
+                "kind": "PartialObjectMetadata",
+                "apiVersion": "meta.k8s.io/v1",
+                "metadata": o["metadata"],
+            },
+        }
+        for o in items
+    ]
     return {
         "kind": "Table",
         "apiVersion": "meta.k8s.io/v1",

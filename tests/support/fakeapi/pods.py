@@ -110,12 +110,16 @@ class PodRoutes(ApiHandler):
         fields = _selector(query.get("fieldSelector", ""))
         with self.api.lock:
             items = [
-                copy.deepcopy(p) for (ns, _), p in self.api.pods.items()
+                copy.deepcopy(p)
+                for (ns, _), p in self.api.pods.items()
                 if ns == m["ns"]
                 and all(p["metadata"].get("labels", {}).get(k) == v for k, v in labels.items())
-                and all(p["spec"].get("nodeName") == v
-                        for k, v in fields.items() if k == "spec.nodeName")
-            ]  # fmt: skip
+                and all(
+                    p["spec"].get("nodeName") == v
+                    for k, v in fields.items()
+                    if k == "spec.nodeName"
+                )
+            ]
             rv = str(self.api._rv)
         self._list("PodList", "v1", items, {"resourceVersion": rv})
 

@@ -178,16 +178,20 @@ class Handler(PodRoutes, EventRoutes, OomIncidentRoutes):
             return
         verb, group, resource = route
         if not self._authorized(verb, group, resource, url.path):
-            self._status(403, "Forbidden", f"cannot {verb} resource {resource!r} in API"
-                         f" group {group!r} at {url.path}")  # fmt: skip
+            self._status(
+                403,
+                "Forbidden",
+                f"cannot {verb} resource {resource!r} in API group {group!r} at {url.path}",
+            )
             return
         with self.api.lock:
             self.api.requests.append((verb, group, resource, url.path))
             self.api.authorizations.add((verb, self.headers.get("Authorization") or ""))
             if self.api.guard_rbac:
                 ALL_REQUESTS.add((verb, group, resource))
-            failure = next((f for f in self.api.fail_next
-                            if f[0] == verb and resource != "oomincidents"), None)  # fmt: skip
+            failure = next(
+                (f for f in self.api.fail_next if f[0] == verb and resource != "oomincidents"), None
+            )
             if failure is not None:
                 self.api.fail_next.remove(failure)
             self.api.lock.notify_all()
