@@ -6,7 +6,7 @@
     .venv/bin/python bench/attacks.py --repo . --only bomb,junk
 
 Each attack prints one JSON line of what it measured; bench/RESULTS.md has both runs.
-Attacks that need the API run the agent against tests/kube/fakeapi.py's server.
+Attacks that need the API run the agent against tests/support/fakeapi's server.
 """
 
 from __future__ import annotations
@@ -28,10 +28,9 @@ from typing import Any
 from oomwatch.probe.ring import HEADER_BYTES, RingGeometry, encode_header, encode_slot
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "kube")]
-from fakeapi import FakeApiServer, make_pod  # noqa: E402
-
-from tests.security.agentproc import agent_env, peak_rss_kib, running_agent  # noqa: E402
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+from support.fakeapi import FakeApiServer, make_pod  # noqa: E402
+from support.fifo_agent import agent_env, peak_rss_kib, running_agent  # noqa: E402
 
 VICTIM_UID = "0d9c3b1a-5e2f-4a7b-9c8d-112233445566"
 VICTIM_CID = "b" * 64

@@ -11,11 +11,10 @@ import sys
 import time
 from pathlib import Path
 
-sys.path[:0] = [str(Path(__file__).parents[1] / "tests" / "kube"),
-                str(Path(__file__).parents[1] / "tests")]  # fmt: skip
+sys.path[:0] = [str(Path(__file__).parents[1] / "tests")]  # `support`
 
-from fakeapi import NODE, FakeApiServer, make_pod  # noqa: E402
 from kubernetes import client  # noqa: E402
+from support.fakeapi import NODE, FakeApiServer, make_pod  # noqa: E402
 
 from oomwatch.diagnosis.history import History  # noqa: E402
 from oomwatch.incident import Incident, MemcgUsage, PodContext, Victim  # noqa: E402

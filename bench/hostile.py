@@ -25,7 +25,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
-from tests.security.agentproc import agent_env, peak_rss_kib, running_agent  # noqa: E402
+from support.fifo_agent import agent_env, peak_rss_kib, running_agent  # noqa: E402
+
 from tests.security.test_incident_bytes import group_kill  # noqa: E402
 from tests.security.test_report_store_bytes import old_store  # noqa: E402
 
@@ -54,7 +55,7 @@ def group(repo: Path, tmp: Path) -> dict[str, Any]:
             f"raws=open({str(records)!r},'rb').read().split(b'\\n')\n"
             "t=time.perf_counter(); (i,)=decode_kmsg_records(raws).incidents\n"
             "s=time.perf_counter()-t\n"
-            "from oomwatch.store_limits import bounded\n"
+            "from oomwatch.store.limits import bounded\n"
             "print(json.dumps({'decode_s':round(s,2),'victims_held':len(i.victims),"
             "'stored_bytes':len(bounded(i)[1].encode())}))")  # fmt: skip
     out = subprocess.run([sys.executable, "-c", code], env=agent_env(repo, None), cwd=repo,

@@ -49,7 +49,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _start_at_log_end(state_dir: Path) -> None:
+def start_at_log_end(state_dir: Path) -> None:
     """Seed the cursor at the current end of the kernel log: the demo shows only its own kill."""
     last = None
     for raw in read_backlog(KMSG_PATH):
@@ -109,7 +109,7 @@ def main(args: argparse.Namespace) -> int:
         container = kubelet_layout(
             scratch, pod_uid, container_id, container_limit_bytes=args.limit_mb * MIB
         )
-        _start_at_log_end(state_dir)
+        start_at_log_end(state_dir)
         wait_rate_limit_window()
         # Started before the agent, ramping slowly: the agent samples the growth into the
         # incident's timeline, and the lab's hog helper never sees the agent's many fds.

@@ -278,7 +278,7 @@ class Incident:
     # text log stamped to the second shows the repeat as a duplicate line, counted once.)
     kills_counted: int | None = None
     # Victims of a group kill not kept in `victims` (which holds the first and the largest
-    # by anon rss: a pod decides how many processes its group kill takes; issue 22).
+    # by anon rss: a pod decides how many processes its group kill takes).
     victims_omitted: int = 0
     # The kernel time of the last `Killed process` line: a group kill's lines (one per
     # member, each after its count) span 5-10 ms on an idle VM, more on a busy node.
@@ -315,7 +315,7 @@ class Incident:
     # not lines of the kernel report (which never arrived, or printed no header).
     memcg_sampled: bool = False
     timeline: Timeline | None = None
-    # Joined from the pre-OOM warnings (issue 17); None where no container was forecast.
+    # Joined from the pre-OOM warnings; None where no container was forecast.
     forecast: ForecastRecord | None = None
     # --- added by Kubernetes enrichment ---
     k8s: PodContext | None = None

@@ -23,19 +23,19 @@ from collections import OrderedDict
 
 from oomwatch.cgroups import CgroupWatcher, WatchedCgroup
 from oomwatch.cgroups.pressure import PressureWatch
+from oomwatch.daemon import http_server as http
 from oomwatch.daemon import wiring
 from oomwatch.daemon.cgroup_worker import CgroupWorker, attentive_sampler
 from oomwatch.daemon.checkpoint import Checkpointer
 from oomwatch.daemon.config import DaemonConfig
 from oomwatch.daemon.forecasting import ForecastJoin, ForecastWatch
 from oomwatch.daemon.host import dying, live_pids, may_kill_group
-from oomwatch.daemon.kernel_log import KernelLog
 from oomwatch.daemon.pipeline import Pipeline
-from oomwatch.daemon.reconcile import CgroupFacts, is_logged_kernel_kill
 from oomwatch.incident import Incident, TimelineSample
-from oomwatch.sinks import http
+from oomwatch.reconcile import CgroupFacts, is_logged_kernel_kill
 from oomwatch.sinks.log import LogSink, get_logger
 from oomwatch.sinks.metrics import Metrics, SeriesLabels
+from oomwatch.sources.kernel_log import KernelLog
 from oomwatch.stages import ClosingEnricher, Enricher, FrameworkSource, KubeLink, Sink
 from oomwatch.store import IncidentStore
 

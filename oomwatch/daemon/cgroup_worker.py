@@ -28,8 +28,8 @@ from oomwatch.cgroups.attention import (
 )
 from oomwatch.cgroups.counters import OomCounters
 from oomwatch.cgroups.oom_events import HOT_POLL_INTERVAL_S, OomSignal, Sighting, pids_in
-from oomwatch.daemon.reconcile import CgroupNews, CounterKills
 from oomwatch.incident import Timeline, TimelineSample
+from oomwatch.reconcile import CgroupNews, CounterKills
 from oomwatch.stages import EventLogger
 
 # A sample due this soon after a counter poll is taken in the same wake-up: the two 1 s

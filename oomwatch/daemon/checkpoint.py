@@ -16,7 +16,7 @@ from dataclasses import replace
 from typing import Any
 
 from oomwatch.cgroups.counters import OomCounters
-from oomwatch.daemon.reconcile import GRACE_S, Claim, ReconcileState, Rise, Sighting
+from oomwatch.reconcile import GRACE_S, Claim, ReconcileState, Rise, Sighting
 from oomwatch.sources.kmsg import KmsgCursor
 from oomwatch.stages import EventLogger
 from oomwatch.store import Checkpoint, IncidentStore

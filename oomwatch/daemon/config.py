@@ -19,7 +19,7 @@ from typing import Any
 import yaml
 
 ENV_PREFIX = "OOMWATCH_"
-# Loopback: in the DaemonSet kube-rbac-proxy serves it to authorized scrapers (issue 14).
+# Loopback: in the DaemonSet kube-rbac-proxy serves it to authorized scrapers.
 DEFAULT_METRICS_ADDRESS = "127.0.0.1:9717"
 DEFAULT_STATE_DIR = "/var/lib/oomwatch"
 DEFAULT_CGROUP_ROOT = "/sys/fs/cgroup"
@@ -51,7 +51,7 @@ class DaemonConfig:
     probe_allowed_uids: tuple[range, ...] | None = None  # None: any owner
     probe_pod_dirs: bool = False  # per-pod probe directories are enforced (admission policy)
     health_address: tuple[str, int] | None = None  # a /healthz-only port (the kubelet's probes)
-    forecast_horizon_s: float = 300.0  # warn of kills predicted within this (issue 17)
+    forecast_horizon_s: float = 300.0  # warn of kills predicted within this
     incident_retention_days: float = 14.0  # OOMIncident objects not seen since are deleted
     incident_objects_per_namespace: int = 50  # this node's OOMIncidents in one namespace
     incident_write_interval_s: float = 30.0  # one OOMIncident write per this, after a burst

@@ -10,8 +10,8 @@ import signal
 from collections.abc import Callable
 from types import FrameType
 
-from oomwatch.daemon.attribution import covers
 from oomwatch.incident import Incident
+from oomwatch.reconcile.attribution import covers
 
 _PROCS_DEPTH = 3
 _PF_EXITING = 0x4  # include/linux/sched.h; field 9 of /proc/<pid>/stat

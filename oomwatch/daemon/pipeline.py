@@ -18,7 +18,9 @@ from dataclasses import dataclass, field, replace
 
 from oomwatch.cgroup_identity import annotate, identify
 from oomwatch.daemon.observe import SurvivalRecheck, fill_sampled_usage
-from oomwatch.daemon.reconcile import (
+from oomwatch.diagnosis.history import History
+from oomwatch.incident import Incident, Timeline, iso_epoch_s, iso_time
+from oomwatch.reconcile import (
     CgroupFacts,
     CgroupNews,
     CounterKills,
@@ -26,11 +28,9 @@ from oomwatch.daemon.reconcile import (
     is_logged_kernel_kill,
     reconcile,
 )
-from oomwatch.diagnosis.history import History
-from oomwatch.incident import Incident, Timeline, iso_epoch_s, iso_time
 from oomwatch.stages import Enricher, Sink
 from oomwatch.store import IncidentStore
-from oomwatch.store_limits import capped
+from oomwatch.store.limits import capped
 
 log = logging.getLogger("oomwatch.pipeline")
 

@@ -1,4 +1,4 @@
-"""Probe directory walks on their own thread, off the kernel log's loop (issue 22).
+"""Probe directory walks on their own thread, off the kernel log's loop.
 
 Every directory entry is the pods' to shape: thousands of entries, files rewritten every
 second.  A walk is capped in time (oomwatch.probe.reader), but done on the loop that reads

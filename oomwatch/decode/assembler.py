@@ -46,7 +46,7 @@ from oomwatch.decode.stamps import YearClock
 from oomwatch.decode.tasks import infer_layout, parse_header, parse_row
 from oomwatch.incident import Incident, MemcgUsage, Victim
 from oomwatch.sanitize import escape_control
-from oomwatch.store_limits import MAX_VICTIMS, largest_victims
+from oomwatch.store.limits import MAX_VICTIMS, largest_victims
 
 # A gap in kernel time this long ends a report: no report's lines are that far apart.
 REPORT_GAP_S = 10.0

@@ -5,7 +5,7 @@ Only kills of the same workload within the crash-loop window matter (`trends.cra
 so it keeps the last `per_workload` of each of the last `workloads` workloads, and of each
 kill only what `crash_loop` reads (its workload and time): a pod decides how many processes
 its container runs, and a full incident of 30,000 task rows held 32 times is the agent's
-memory limit (issue 22).
+memory limit.
 """
 
 from __future__ import annotations

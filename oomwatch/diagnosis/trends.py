@@ -102,7 +102,7 @@ def spike(incident: Incident) -> Finding | None:
     limit = _limit(timeline, incident) or end
     if jump < SPIKE_MIN_SHARE_OF_LIMIT * limit or jump < SPIKE_MIN_SHARE_OF_RISE * rise:
         return None
-    # The probe's phase is the pod's text: evidence, never words of the verdict (issue 22).
+    # The probe's phase is the pod's text: evidence, never words of the verdict.
     phase = (incident.allocator or {}).get("phase")
     message = (
         f"Memory of {where(incident)} jumped by {fmt_bytes(jump)} (from {fmt_bytes(base)} to"

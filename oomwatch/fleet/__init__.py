@@ -1,2 +1,2 @@
 """The whole cluster in one command: the `kubectl oomwatch` plugin over the agents' Events and
-Prometheus (issue 17), and the Event summary both sides share."""
+Prometheus, and the Event summary both sides share."""

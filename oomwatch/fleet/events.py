@@ -51,7 +51,7 @@ class Sighting:
     predicted: bool | None  # a kill: was a MemoryLimitApproaching warning first
     lead_time_s: float | None
     note: str
-    verdict: str | None = None  # the diagnosis's verdict code (agents since issue 25)
+    verdict: str | None = None  # the diagnosis's verdict code (agents since 0.2.0)
 
     @property
     def is_kill(self) -> bool:

@@ -1,4 +1,4 @@
-"""Pre-OOM warning (issue 17): time to a container's memory limit from its sampled timeline
+"""Pre-OOM warning: time to a container's memory limit from its sampled timeline
 and the kernel's pressure reports, as pure functions; the agent only wires them."""
 
 from oomwatch.forecast.model import (

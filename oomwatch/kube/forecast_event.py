@@ -1,4 +1,4 @@
-"""The pre-OOM warning as a `MemoryLimitApproaching` Event on the pod (issue 17).
+"""The pre-OOM warning as a `MemoryLimitApproaching` Event on the pod.
 
 Same rules as a kill's Event (oomwatch.kube.events): only on a pod the API's cache knows by
 the UID the cgroup path names, its container by the ID the path names, the note escaped and

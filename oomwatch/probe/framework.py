@@ -2,10 +2,10 @@
 
 Any pod that can write the probe directory can fill it with OOM events (45 files x 256 events
 made 11,520 incidents, pushed a kernel kill out of the store and delayed the next one by
-seconds: issue 14).  So events pass a token bucket per source and one for the node.  A source
+seconds).  So events pass a token bucket per source and one for the node.  A source
 is the vouched pod directory where per-pod directories are enforced, else the file's owner
 uid; vouched sources have a node budget of their own, so no number of unvouched owners (100
-uids drained a shared one: issue 22) starves a real trainer's directory.  An event a bucket
+uids drained a shared one) starves a real trainer's directory.  An event a bucket
 refuses is counted, summarised in one log line per poll, and tried again on the next poll
 (it stays in its file), never marked seen.  Kernel kills do not pass through here.
 """
@@ -136,7 +136,7 @@ class FrameworkOomSource:
     restarted container's probe renames the previous run's file to `.prev.ring`, and the
     same events under a new name are not new.  After a daemon restart the same events come
     again; the store drops them, since the incident's store key is built from the same
-    (oomwatch.store_keys).  The OOMs of the ranks of one distributed launch (`job_key`)
+    (oomwatch.store.keys).  The OOMs of the ranks of one distributed launch (`job_key`)
     wait `JOB_WINDOW_S` and become one incident: the first rank's, naming the others.
     `pod_dirs`: the deployment enforces per-pod directories (oomwatch.probe.identity).
     """

@@ -8,7 +8,7 @@ per-pod directory named by a pod UID, and the deployment makes every pod mount o
 the shipped admission policy, daemonset/probe-mount-policy.yaml, admits no other mount of
 the directory; daemonset/README.md, threat model).
 
-The file's owner vouches for nothing (issue 22): any pod may run as the uid another pod's
+The file's owner vouches for nothing: any pod may run as the uid another pod's
 container runs as (the shipped training example runs as 1000), and a root pod may chown.
 
 An incident from an unvouched file keeps the claims as escaped text (`allocator.claimed`) for

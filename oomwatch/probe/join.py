@@ -340,7 +340,7 @@ def framework_incident(
         "device_samples": device_samples(window[-120:]),
         "claimed": claimed(meta),
         "owner_uid": record.owner_uid,
-        # Who wrote the event, as no later process can repeat it (oomwatch.store_keys).
+        # Who wrote the event, as no later process can repeat it (oomwatch.store.keys).
         "pid": meta.pid,
         "pid_ns": meta.pid_ns,
         "process_started_mono_s": meta.started_mono_s,

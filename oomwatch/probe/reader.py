@@ -19,7 +19,7 @@ user, thousands of entries.  So:
 - any failure on one file (including ones this module did not foresee) refuses that file
   alone; the first `REFUSAL_LINES` refusals a minute are logged one line each, the rest
   counted in one summary line (at most one each `REFUSAL_SUMMARY_S`): 1,000 junk files
-  touched every second made 1,000 lines a second (issue 22).  Reading never raises.
+  touched every second would make 1,000 lines a second.  Reading never raises.
 
 Files sit at the top of the directory or one level down, in a directory named like a pod
 UID: that is where a pod that mounts only its own `subPathExpr: $(POD_UID)` writes.

@@ -175,7 +175,7 @@ class RingWriter:
         header = encode_header(self.geometry, meta)
         # Built under a name the reader ignores, then renamed: no reader sees a half header.
         # The name is unpredictable and O_EXCL: another pod with the directory cannot plant
-        # a link or a file there to be written through (issue 22).
+        # a link or a file there to be written through.
         directory, base = os.path.split(path)
         tmp = os.path.join(directory, f".{base}.{secrets.token_hex(8)}.tmp")
         flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC

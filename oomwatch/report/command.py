@@ -6,8 +6,8 @@ or not kills were found; exit 1 when the input has lines that plainly belong to 
 but no kill could be decoded from them (the report lists them); exit 2 with a message naming
 the input when it cannot be read.
 
-Memory stays bounded whatever the input (a million `invoked oom-killer` lines took 5 GB:
-issue 14): incidents stream from the input through diagnosis (with a bounded crash-loop
+Memory stays bounded whatever the input (a million `invoked oom-killer` lines took 5 GB
+when held whole): incidents stream from the input through diagnosis (with a bounded crash-loop
 history) to `--json`, which writes each as it comes; a text or HTML report, and `--last`,
 hold at most MAX_HELD incidents, task tables capped, and say what they left out.
 """
@@ -32,7 +32,7 @@ from oomwatch.report import filters, jsonout, text
 from oomwatch.report.inputs import KMSG_PATH, Loaded, Stream, load_kmsg, open_file, open_store
 from oomwatch.report.sniff import InputError
 from oomwatch.report.unread import unread_notice, unread_warnings
-from oomwatch.store_limits import capped
+from oomwatch.store.limits import capped
 
 MAX_HELD = 1000  # incidents held for a text or HTML report, or for --last
 
@@ -183,7 +183,7 @@ def _diagnosed(
 
 def _held(incidents: Iterable[Incident], limit: int, loaded: Loaded, what: str) -> list[Incident]:
     """The newest `limit` incidents, task tables and notes capped as the store caps them
-    (oomwatch.store_limits); a warning says how many older ones were left out."""
+    (oomwatch.store.limits); a warning says how many older ones were left out."""
     held: deque[Incident] = deque(maxlen=limit)
     count = 0
     for incident in incidents:

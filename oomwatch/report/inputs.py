@@ -1,7 +1,7 @@
 """Where a report's incidents come from: a log file, stdin, the daemon's store, or the live
 kernel ring.  Files are streamed in pieces whatever they came as (gzip, UTF-16, a journal
 dump: see `sniff`), and their incidents handed on as each piece is decoded: a multi-gigabyte
-kern.log, or one of a million OOM headers, is never held whole (issue 14).  An input that
+kern.log, or one of a million OOM headers, is never held whole.  An input that
 cannot be read is an `InputError` naming it, never a traceback.
 """
 

@@ -65,8 +65,8 @@ STRAY_RUN_BYTES = 256  # text with more stray runs than one per this many bytes 
 def decode_bytes(data: bytes) -> str:
     """UTF-8 text, stray bytes read as Windows-1252 (see `_cp1252_fallback`).
 
-    That error handler is a Python call per stray byte (a 68 KB gzip of them took 19 s:
-    issue 22); text with more than one stray run per STRAY_RUN_BYTES is binary or hostile,
+    That error handler is a Python call per stray byte (a 68 KB gzip of them took 19 s);
+    text with more than one stray run per STRAY_RUN_BYTES is binary or hostile,
     not a pasted log, and has every stray byte replaced by U+FFFD in C instead."""
     most = len(data) // STRAY_RUN_BYTES + 16
     escaped = data.decode("utf-8", "surrogateescape")

@@ -21,10 +21,10 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, disable_created
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
 from oomwatch import __version__
+from oomwatch.daemon import http_server as http
 from oomwatch.diagnosis import CODES
 from oomwatch.incident import LIMIT_SCOPES, Incident, is_kernel_kill, kill_epoch_s
 from oomwatch.probe import schema as probe_schema
-from oomwatch.sinks import http
 
 disable_created_metrics()  # type: ignore[no-untyped-call]  # process-wide, as intended
 
@@ -326,7 +326,7 @@ class Metrics:
     def serve(self, host: str, port: int, health: Callable[[], bool]) -> tuple[str, int]:
         """Serve `/metrics` and `/healthz` from a background thread; returns the bound address.
 
-        The server is bounded in threads and connection time (oomwatch.sinks.http)."""
+        The server is bounded in threads and connection time (oomwatch.daemon.http_server)."""
         registry = self.registry
         server = http.serve(host, port, {
             "/metrics": lambda: (200, CONTENT_TYPE_LATEST, generate_latest(registry)),

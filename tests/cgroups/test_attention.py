@@ -7,21 +7,20 @@ import itertools
 from pathlib import Path
 
 import pytest
+from support.cgroupfs import CONTAINER, CONTAINER2, CgroupV2Tree
 
 from oomwatch.cgroup_identity import identify
 from oomwatch.cgroups import TimelineSampler, WatchedCgroup
 from oomwatch.cgroups.attention import HOT_HOLD_S, UsageThresholds, needs_attention
 
-from .conftest import CONTAINER, CONTAINER2, FakeV2
-
 MiB = 1 << 20
 
 
-def _watched(tree: FakeV2, rel: str) -> WatchedCgroup:
+def _watched(tree: CgroupV2Tree, rel: str) -> WatchedCgroup:
     return WatchedCgroup(rel, str(tree.path(rel)), 2, identify(rel))
 
 
-def _usage(tree: FakeV2, rel: str, usage_bytes: int) -> None:
+def _usage(tree: CgroupV2Tree, rel: str, usage_bytes: int) -> None:
     (tree.path(rel) / "memory.current").write_text(f"{usage_bytes}\n")
 
 
@@ -36,7 +35,7 @@ def _sampled_at(
 
 
 def test_a_calm_container_is_sampled_every_cold_interval_one_near_its_limit_every_second(
-    fake_v2: FakeV2,
+    fake_v2: CgroupV2Tree,
 ) -> None:
     calm, near = _watched(fake_v2, CONTAINER), _watched(fake_v2, CONTAINER2)
     _usage(fake_v2, CONTAINER, 20 * MiB)  # of 256 MiB
@@ -49,7 +48,7 @@ def test_a_calm_container_is_sampled_every_cold_interval_one_near_its_limit_ever
 
 
 def test_growth_between_cold_samples_brings_a_container_to_every_second_for_a_while(
-    fake_v2: FakeV2,
+    fake_v2: CgroupV2Tree,
 ) -> None:
     cg = _watched(fake_v2, CONTAINER)
     _usage(fake_v2, CONTAINER, 20 * MiB)
@@ -64,7 +63,7 @@ def test_growth_between_cold_samples_brings_a_container_to_every_second_for_a_wh
     sampler.close()
 
 
-def test_attend_samples_a_cgroups_containers_at_the_next_pass(fake_v2: FakeV2) -> None:
+def test_attend_samples_a_cgroups_containers_at_the_next_pass(fake_v2: CgroupV2Tree) -> None:
     cg = _watched(fake_v2, CONTAINER)
     sampler = TimelineSampler(interval_s=1.0, cold_interval_s=10.0)
     sampler.sample([cg], now_s=1000.0)
@@ -75,7 +74,7 @@ def test_attend_samples_a_cgroups_containers_at_the_next_pass(fake_v2: FakeV2) -
     sampler.close()
 
 
-def test_by_default_every_container_is_sampled_every_interval(fake_v2: FakeV2) -> None:
+def test_by_default_every_container_is_sampled_every_interval(fake_v2: CgroupV2Tree) -> None:
     cg = _watched(fake_v2, CONTAINER)
     sampler = TimelineSampler(interval_s=1.0)
     assert len(_sampled_at(sampler, [cg], range(1000, 1030))[CONTAINER]) == 30
@@ -106,7 +105,7 @@ def test_thresholds_on_a_file_tree_fail_once_and_leave_sampling_alone(tmp_path: 
 
 
 def test_a_container_made_while_watched_is_sampled_every_second_as_it_starts(
-    fake_v2: FakeV2,
+    fake_v2: CgroupV2Tree,
 ) -> None:
     """Those found at the first pass are judged by their samples; one made later is starting
     up (its memory grows from nothing): every second for the hold."""

@@ -4,44 +4,22 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from support.cgroupfs import CONTAINER, CONTAINER2, CgroupV1Tree, CgroupV2Tree
+from support.clock import FakeClock
+
 from oomwatch.cgroups import CgroupWatcher
 from oomwatch.cgroups.node_kills import NodeOomKills
 
-from .conftest import CONTAINER, CONTAINER2, POD, Clock, FakeV2
-
-VMSTAT_HEAD = "nr_free_pages 123\nnr_zone_inactive_anon 4\n"
-VMSTAT_TAIL = "thp_fault_alloc 0\nthp_fault_fallback 0\n"
+VMSTAT_HEAD = CgroupV1Tree.VMSTAT_HEAD
+VMSTAT_TAIL = CgroupV1Tree.VMSTAT_TAIL
 
 
-class FakeV1:
-    """A cgroup v1 memory mount and a /proc/vmstat, written as the kernel prints them."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root / "memory"
-        self.vmstat = root / "vmstat"
-        self.root.mkdir(parents=True)
-        (self.root / "memory.usage_in_bytes").write_text("0\n")
-        self.node_kills(0)
-        for rel in ("/kubepods", "/kubepods/burstable", POD, CONTAINER, CONTAINER2):
-            d = self.root / rel.lstrip("/")
-            d.mkdir(parents=True)
-            (d / "memory.limit_in_bytes").write_text(f"{256 << 20}\n")
-            self.oom_control(rel, 0)
-
-    def oom_control(self, rel: str, oom_kill: int) -> None:
-        text = f"oom_kill_disable 0\nunder_oom 0\noom_kill {oom_kill}\n"
-        (self.root / rel.lstrip("/") / "memory.oom_control").write_text(text)
-
-    def node_kills(self, oom_kill: int) -> None:
-        self.vmstat.write_text(f"{VMSTAT_HEAD}oom_kill {oom_kill}\n{VMSTAT_TAIL}")
-
-
-def _kills(watcher: CgroupWatcher, clock: Clock) -> list[tuple[str, int]]:
+def _kills(watcher: CgroupWatcher, clock: FakeClock) -> list[tuple[str, int]]:
     clock.advance(1.0)
     return [(d.cgroup.relpath, d.oom_kill) for d in watcher.poll_changes()]
 
 
-def _watcher(tree: FakeV1, clock: Clock, vmstat: str | None) -> CgroupWatcher:
+def _watcher(tree: CgroupV1Tree, clock: FakeClock, vmstat: str | None) -> CgroupWatcher:
     return CgroupWatcher(
         [str(tree.root)], use_inotify=False, rescan_interval_s=3600.0, clock=clock,
         node_vmstat=vmstat,
@@ -49,7 +27,7 @@ def _watcher(tree: FakeV1, clock: Clock, vmstat: str | None) -> CgroupWatcher:
 
 
 def test_node_count_gates_polls_with_one_more_after_each_move(tmp_path: Path) -> None:
-    tree = FakeV1(tmp_path)
+    tree = CgroupV1Tree(tmp_path)
     gate = NodeOomKills(str(tree.vmstat))
     assert gate.count() == 0
     assert [gate.moved(), gate.moved(), gate.moved()] == [True, True, False]
@@ -69,7 +47,7 @@ def test_unknown_node_count_reads_every_poll(tmp_path: Path) -> None:
 
 
 def test_a_v1_kill_is_read_once_the_node_count_shows_it(tmp_path: Path) -> None:
-    tree, clock = FakeV1(tmp_path), Clock()
+    tree, clock = CgroupV1Tree(tmp_path), FakeClock()
     watcher = _watcher(tree, clock, str(tree.vmstat))
     assert _kills(watcher, clock) == []  # the first polls read every counter
     assert _kills(watcher, clock) == []
@@ -90,7 +68,7 @@ def test_a_v1_kill_is_read_once_the_node_count_shows_it(tmp_path: Path) -> None:
 
 
 def test_without_a_node_count_every_poll_reads_v1_counters(tmp_path: Path) -> None:
-    tree, clock = FakeV1(tmp_path), Clock()
+    tree, clock = CgroupV1Tree(tmp_path), FakeClock()
     watcher = _watcher(tree, clock, None)
     assert _kills(watcher, clock) == []
     assert _kills(watcher, clock) == []
@@ -100,13 +78,13 @@ def test_without_a_node_count_every_poll_reads_v1_counters(tmp_path: Path) -> No
 
 
 def test_polled_v2_counters_are_read_every_poll_whatever_the_node_count(
-    tmp_path: Path, fake_v2: FakeV2
+    tmp_path: Path, fake_v2: CgroupV2Tree
 ) -> None:
     """The gate is for v1 alone: v2 `memory.events` also counts `oom` without a kill, and a
     v2 cgroup is polled only when its inotify watch failed."""
     vmstat = tmp_path / "vmstat"
     vmstat.write_text(f"{VMSTAT_HEAD}oom_kill 7\n{VMSTAT_TAIL}")  # never moves
-    clock = Clock()
+    clock = FakeClock()
     watcher = CgroupWatcher(
         [str(fake_v2.root)], use_inotify=False, rescan_interval_s=3600.0, clock=clock,
         node_vmstat=str(vmstat),

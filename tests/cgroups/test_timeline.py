@@ -6,22 +6,21 @@ import itertools
 from pathlib import Path
 
 import pytest
+from support.cgroupfs import CONTAINER, CgroupV2Tree
 
 from oomwatch.cgroup_identity import identify
 from oomwatch.cgroups import TimelineSampler, WatchedCgroup
 from oomwatch.cgroups.timeline import growth_rate, summarize
 from oomwatch.incident import TimelineSample
 
-from .conftest import CONTAINER, FakeV2
-
 MiB = 1 << 20
 
 
-def _container(tree: FakeV2) -> WatchedCgroup:
+def _container(tree: CgroupV2Tree) -> WatchedCgroup:
     return WatchedCgroup(CONTAINER, str(tree.path(CONTAINER)), 2, identify(CONTAINER))
 
 
-def test_v2_sample_reads_usage_limit_and_breakdown(fake_v2: FakeV2) -> None:
+def test_v2_sample_reads_usage_limit_and_breakdown(fake_v2: CgroupV2Tree) -> None:
     d = fake_v2.path(CONTAINER)
     (d / "memory.current").write_text(f"{100 * MiB}\n")
     (d / "memory.stat").write_text(
@@ -39,7 +38,7 @@ def test_v2_sample_reads_usage_limit_and_breakdown(fake_v2: FakeV2) -> None:
     sampler.close()
 
 
-def test_v2_kernel_from_parts_and_unlimited(fake_v2: FakeV2) -> None:
+def test_v2_kernel_from_parts_and_unlimited(fake_v2: CgroupV2Tree) -> None:
     d = fake_v2.path(CONTAINER)
     (d / "memory.max").write_text("max\n")
     (d / "memory.current").write_text("4096\n")
@@ -73,13 +72,13 @@ def test_v1_names(tmp_path: Path) -> None:
     sampler.close()
 
 
-def test_only_container_level_cgroups_are_sampled(fake_v2: FakeV2) -> None:
+def test_only_container_level_cgroups_are_sampled(fake_v2: CgroupV2Tree) -> None:
     pod = "/kubepods/burstable/pod0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0"
     cg = WatchedCgroup(pod, str(fake_v2.path(pod)), 2, identify(pod))
     assert TimelineSampler().sample([cg], now_s=1.0) == []
 
 
-def test_growth_is_frozen_into_the_timeline_and_the_ring_is_bounded(fake_v2: FakeV2) -> None:
+def test_growth_is_frozen_into_the_timeline_and_the_ring_is_bounded(fake_v2: CgroupV2Tree) -> None:
     cg = _container(fake_v2)
     current = fake_v2.path(CONTAINER) / "memory.current"
     sampler = TimelineSampler(interval_s=1.0, window_s=10.0)
@@ -100,7 +99,7 @@ def test_growth_is_frozen_into_the_timeline_and_the_ring_is_bounded(fake_v2: Fak
 
 
 def test_the_ring_keeps_the_last_minute_whole_and_one_sample_per_10_s_before(
-    fake_v2: FakeV2,
+    fake_v2: CgroupV2Tree,
 ) -> None:
     """A 10-minute window at 1 Hz: at most 173 samples in the ring, not 601; the frozen
     timeline still spans the window from its first sample (when growth began matters to the
@@ -121,7 +120,7 @@ def test_the_ring_keeps_the_last_minute_whole_and_one_sample_per_10_s_before(
     assert timeline.growth_bytes_per_second == pytest.approx(64 * 1024, rel=0.01)
 
 
-def test_the_coarse_part_of_the_ring_keeps_each_steps_peak(fake_v2: FakeV2) -> None:
+def test_the_coarse_part_of_the_ring_keeps_each_steps_peak(fake_v2: CgroupV2Tree) -> None:
     """A 7 s sawtooth seen minutes later: the coarse samples keep its peaks (the forecast
     compares new growth with the peak it came back from) and its troughs."""
     cg = _container(fake_v2)
@@ -137,7 +136,7 @@ def test_the_coarse_part_of_the_ring_keeps_each_steps_peak(fake_v2: FakeV2) -> N
     assert older.count(16 * MiB) >= 23  # a peak in each 10 s step (of 24)
 
 
-def test_vanished_cgroup_keeps_its_ring_for_the_freeze(fake_v2: FakeV2) -> None:
+def test_vanished_cgroup_keeps_its_ring_for_the_freeze(fake_v2: CgroupV2Tree) -> None:
     cg = _container(fake_v2)
     sampler = TimelineSampler(interval_s=1.0, window_s=60.0)
     sampler.sample([cg], now_s=1.0)

@@ -8,13 +8,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.cgroupfs import CONTAINER, CONTAINER2, POD, POD_UID, CgroupV2Tree
+from support.clock import FakeClock
 
 from oomwatch.cgroups import CgroupWatcher, find_hierarchies
 
-from .conftest import CONTAINER, CONTAINER2, POD, POD_UID, Clock, FakeV2
 
-
-def _watcher(tree: FakeV2, clock: Clock, *, inotify: bool) -> CgroupWatcher:
+def _watcher(tree: CgroupV2Tree, clock: FakeClock, *, inotify: bool) -> CgroupWatcher:
     return CgroupWatcher(
         [str(tree.root)],
         poll_interval_s=1.0,
@@ -24,7 +24,7 @@ def _watcher(tree: FakeV2, clock: Clock, *, inotify: bool) -> CgroupWatcher:
     )
 
 
-def _kill_in_container(tree: FakeV2, rel: str, kills: int = 1) -> None:
+def _kill_in_container(tree: CgroupV2Tree, rel: str, kills: int = 1) -> None:
     """What the kernel does for `kills` memcg kills at the container's own limit."""
     tree.events(rel, oom=1, oom_kill=kills)
     for ancestor in (POD, "/kubepods/burstable", "/kubepods"):
@@ -38,7 +38,9 @@ def _wait_inotify(watcher: CgroupWatcher) -> None:
     assert readable, "no inotify event for memory.events"
 
 
-def test_finds_the_v2_hierarchy_and_every_kubernetes_level(fake_v2: FakeV2, clock: Clock) -> None:
+def test_finds_the_v2_hierarchy_and_every_kubernetes_level(
+    fake_v2: CgroupV2Tree, clock: FakeClock
+) -> None:
     assert [(h.mount_path, h.version) for h in find_hierarchies(str(fake_v2.root))] == [
         (str(fake_v2.root), 2)
     ]
@@ -59,7 +61,7 @@ def test_finds_the_v2_hierarchy_and_every_kubernetes_level(fake_v2: FakeV2, cloc
 
 
 def test_does_not_descend_below_a_container_and_bounds_non_kubernetes_cgroups(
-    fake_v2: FakeV2, clock: Clock
+    fake_v2: CgroupV2Tree, clock: FakeClock
 ) -> None:
     fake_v2.make(f"{CONTAINER}/container")  # crun's sub-cgroup
     fake_v2.make("/system.slice/limited.service", limit=1 << 30)
@@ -76,7 +78,7 @@ def test_does_not_descend_below_a_container_and_bounds_non_kubernetes_cgroups(
     only_k8s.close()
 
 
-def test_startup_counters_are_a_baseline_not_kills(fake_v2: FakeV2, clock: Clock) -> None:
+def test_startup_counters_are_a_baseline_not_kills(fake_v2: CgroupV2Tree, clock: FakeClock) -> None:
     _kill_in_container(fake_v2, CONTAINER, kills=5)
     watcher = _watcher(fake_v2, clock, inotify=False)
     assert watcher.poll_changes() == []
@@ -87,7 +89,7 @@ def test_startup_counters_are_a_baseline_not_kills(fake_v2: FakeV2, clock: Clock
 
 @pytest.mark.parametrize("inotify", [False, True], ids=["polling", "inotify"])
 def test_one_kill_is_one_delta_at_the_container(
-    fake_v2: FakeV2, clock: Clock, inotify: bool
+    fake_v2: CgroupV2Tree, clock: FakeClock, inotify: bool
 ) -> None:
     watcher = _watcher(fake_v2, clock, inotify=inotify)
     assert watcher.poll_changes() == []
@@ -107,7 +109,7 @@ def test_one_kill_is_one_delta_at_the_container(
 
 
 def test_a_rise_is_dated_by_its_read_not_by_the_start_of_a_slow_poll(
-    fake_v2: FakeV2, clock: Clock, monkeypatch: pytest.MonkeyPatch
+    fake_v2: CgroupV2Tree, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A rescan that takes 200 ms before the pass, and a kill in those 200 ms: the rise is
     dated after its read (by_s), so it is never "seen" before the kill it counts, and the
@@ -133,7 +135,9 @@ def test_a_rise_is_dated_by_its_read_not_by_the_start_of_a_slow_poll(
     watcher.close()
 
 
-def test_merged_notifications_count_kills_not_wakeups(fake_v2: FakeV2, clock: Clock) -> None:
+def test_merged_notifications_count_kills_not_wakeups(
+    fake_v2: CgroupV2Tree, clock: FakeClock
+) -> None:
     watcher = _watcher(fake_v2, clock, inotify=True)
     watcher.poll_changes()
     for kills in (1, 2, 3):  # three writes, possibly one merged wake-up
@@ -146,7 +150,9 @@ def test_merged_notifications_count_kills_not_wakeups(fake_v2: FakeV2, clock: Cl
     watcher.close()
 
 
-def test_group_kill_counts_every_victim_and_one_group_kill(fake_v2: FakeV2, clock: Clock) -> None:
+def test_group_kill_counts_every_victim_and_one_group_kill(
+    fake_v2: CgroupV2Tree, clock: FakeClock
+) -> None:
     fake_v2.path(CONTAINER).joinpath("memory.oom.group").write_text("1\n")
     watcher = _watcher(fake_v2, clock, inotify=False)
     # Two processes, three kills counted (the primary twice) and oom_group_kill counted up
@@ -162,7 +168,7 @@ def test_group_kill_counts_every_victim_and_one_group_kill(fake_v2: FakeV2, cloc
 
 
 def test_pod_limit_kill_shows_the_oom_at_the_pod_and_the_kill_at_the_container(
-    fake_v2: FakeV2, clock: Clock
+    fake_v2: CgroupV2Tree, clock: FakeClock
 ) -> None:
     watcher = _watcher(fake_v2, clock, inotify=False)
     fake_v2.events(CONTAINER, oom=0, oom_kill=1)  # the victim lived in the container ...
@@ -180,7 +186,7 @@ def test_pod_limit_kill_shows_the_oom_at_the_pod_and_the_kill_at_the_container(
 
 @pytest.mark.parametrize("inotify", [False, True], ids=["polling", "inotify"])
 def test_container_vanished_after_kill_is_attributed_to_the_pod(
-    fake_v2: FakeV2, clock: Clock, inotify: bool
+    fake_v2: CgroupV2Tree, clock: FakeClock, inotify: bool
 ) -> None:
     watcher = _watcher(fake_v2, clock, inotify=inotify)
     watcher.poll_changes()
@@ -207,7 +213,7 @@ def test_container_vanished_after_kill_is_attributed_to_the_pod(
 
 
 def test_container_killed_then_vanished_before_the_next_read_is_counted_once(
-    fake_v2: FakeV2, clock: Clock
+    fake_v2: CgroupV2Tree, clock: FakeClock
 ) -> None:
     watcher = _watcher(fake_v2, clock, inotify=False)
     _kill_in_container(fake_v2, CONTAINER)
@@ -222,7 +228,7 @@ def test_container_killed_then_vanished_before_the_next_read_is_counted_once(
     watcher.close()
 
 
-def test_new_container_found_by_rescan(fake_v2: FakeV2, clock: Clock) -> None:
+def test_new_container_found_by_rescan(fake_v2: CgroupV2Tree, clock: FakeClock) -> None:
     watcher = _watcher(fake_v2, clock, inotify=False)
     late = f"{POD}/{'c' * 64}"
     fake_v2.make(late)
@@ -238,7 +244,7 @@ def test_new_container_found_by_rescan(fake_v2: FakeV2, clock: Clock) -> None:
 
 
 def test_kill_before_a_container_was_found_is_counted_once_at_the_pod(
-    fake_v2: FakeV2, clock: Clock
+    fake_v2: CgroupV2Tree, clock: FakeClock
 ) -> None:
     watcher = _watcher(fake_v2, clock, inotify=False)
     late = f"{POD}/{'d' * 64}"
@@ -255,8 +261,10 @@ def test_kill_before_a_container_was_found_is_counted_once_at_the_pod(
     watcher.close()
 
 
-def test_new_kubepods_tree_after_startup_reports_its_kills(tmp_path: Path, clock: Clock) -> None:
-    tree = FakeV2(tmp_path / "cg")
+def test_new_kubepods_tree_after_startup_reports_its_kills(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    tree = CgroupV2Tree(tmp_path / "cg")
     watcher = _watcher(tree, clock, inotify=False)
     assert watcher.cgroups() == []
     tree.kubelet_tree()
@@ -267,7 +275,7 @@ def test_new_kubepods_tree_after_startup_reports_its_kills(tmp_path: Path, clock
     watcher.close()
 
 
-def test_oom_group_of_unwatched_and_hostile_paths(fake_v2: FakeV2, clock: Clock) -> None:
+def test_oom_group_of_unwatched_and_hostile_paths(fake_v2: CgroupV2Tree, clock: FakeClock) -> None:
     watcher = _watcher(fake_v2, clock, inotify=False)
     fake_v2.path(POD).joinpath("memory.oom.group").write_text("1\n")
     assert watcher.oom_group(POD) is True  # a watched pod cgroup
@@ -279,7 +287,7 @@ def test_oom_group_of_unwatched_and_hostile_paths(fake_v2: FakeV2, clock: Clock)
 
 
 def test_inotify_sees_new_and_removed_containers_without_a_rescan(
-    fake_v2: FakeV2, clock: Clock
+    fake_v2: CgroupV2Tree, clock: FakeClock
 ) -> None:
     watcher = _watcher(fake_v2, clock, inotify=True)
     late = f"{POD}/{'e' * 64}"
@@ -295,7 +303,7 @@ def test_inotify_sees_new_and_removed_containers_without_a_rescan(
 
 
 def test_a_container_made_before_its_new_pod_is_under_watch_is_found(
-    fake_v2: FakeV2, clock: Clock, monkeypatch: pytest.MonkeyPatch
+    fake_v2: CgroupV2Tree, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The race the lab VM's 6.12 storm hit: the pod was listed empty, its container was
     made before the pod's inotify watch was in place, and no event ever told of it."""
@@ -318,7 +326,7 @@ def test_a_container_made_before_its_new_pod_is_under_watch_is_found(
 
 
 def test_rescan_of_one_named_cgroup_walks_only_its_new_part(
-    fake_v2: FakeV2, clock: Clock, monkeypatch: pytest.MonkeyPatch
+    fake_v2: CgroupV2Tree, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     watcher = _watcher(fake_v2, clock, inotify=False)
     walked: list[str] = []
@@ -341,7 +349,7 @@ def test_rescan_of_one_named_cgroup_walks_only_its_new_part(
 
 
 def test_whole_pod_vanished_after_a_kill_is_attributed_to_the_qos_level_at_the_rescan(
-    fake_v2: FakeV2, clock: Clock
+    fake_v2: CgroupV2Tree, clock: FakeClock
 ) -> None:
     watcher = _watcher(fake_v2, clock, inotify=False)
     watcher.poll_changes()
@@ -360,7 +368,7 @@ def test_whole_pod_vanished_after_a_kill_is_attributed_to_the_qos_level_at_the_r
 
 
 def test_next_due_is_the_poll_timer_only_when_something_is_polled(
-    fake_v2: FakeV2, clock: Clock
+    fake_v2: CgroupV2Tree, clock: FakeClock
 ) -> None:
     """The daemon's cgroup thread sleeps until `next_due_s()`: with inotify on v2 nothing
     is timed but the periodic rescan; polled counters are due once a poll interval."""

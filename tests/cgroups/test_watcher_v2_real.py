@@ -9,36 +9,26 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.cgroupfs import lay_out
+from support.clock import FakeClock
 
 from oomwatch.cgroups import CgroupWatcher
-
-from .conftest import Clock
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "kernel-v2"
 KERNELS = sorted(p.name for p in DATA.iterdir() if p.is_dir())
 
 
-def _lay_out(root: Path, files: dict[str, dict[str, str]]) -> None:
-    root.mkdir(parents=True, exist_ok=True)
-    (root / "cgroup.controllers").write_text("cpuset cpu io memory pids\n")
-    for relpath, content in files.items():
-        directory = root / relpath.lstrip("/")
-        directory.mkdir(parents=True, exist_ok=True)
-        for name, text in content.items():
-            (directory / name).write_text(text)
-
-
 def _replay(tmp_path: Path, kernel: str, scenario: str) -> tuple[list[Any], dict[str, Any]]:
     doc = json.loads((DATA / kernel / f"{scenario}.json").read_text())
     root = tmp_path / "cgroup"
-    _lay_out(root, doc["before"])
-    clock = Clock()
+    lay_out(root, doc["before"])
+    clock = FakeClock()
     watcher = CgroupWatcher(
         [str(root)], use_inotify=False, rescan_interval_s=3600.0, clock=clock, node_vmstat=None
     )
     try:
         assert watcher.poll_changes() == []  # the counters before the kill: a baseline
-        _lay_out(root, doc["after"])
+        lay_out(root, doc["after"])
         clock.advance(1.0)
         deltas = watcher.poll_changes()
     finally:

@@ -8,27 +8,17 @@ comes through a FIFO and a cgroup v2 file tree, as in `test_agent_offline`.
 from __future__ import annotations
 
 import os
-import sys
 import time
 from pathlib import Path
 
 import pytest
 from kubernetes.config import kube_config
-
-from .conftest import stored
-from .test_agent_offline import (
-    CONTAINER,
-    POD_UID,
-    REPORT,
-    config_for,
-    events,
-    fake_host,
-)
-
-sys.path.insert(0, str(Path(__file__).parents[1] / "kube"))
-from fakeapi import NODE, FakeApiServer, make_pod
 from support import wait_for
 from support.agent import agent_thread
+from support.cgroupfs import memory_events
+from support.fakeapi import NODE, FakeApiServer, make_pod
+from support.host import CONTAINER, POD_UID, REPORT, config_for, fake_host
+from support.store import stored
 
 CONTAINER_ID = CONTAINER.rsplit("/", 1)[1]
 
@@ -72,7 +62,7 @@ def test_kill_gets_pod_names_and_an_event(tmp_path: Path, monkeypatch: pytest.Mo
                 assert agent.kube is not None, f"standalone: {log.getvalue()}"
                 time.sleep(0.3)
                 os.write(writer, REPORT)
-                (container_dir / "memory.events").write_text(events(1))
+                (container_dir / "memory.events").write_text(memory_events(1, 1))
                 assert wait_for(lambda: len(stored(config.state_dir)) == 1, 8.0)
                 [kill] = stored(config.state_dir)
                 assert kill.k8s is not None

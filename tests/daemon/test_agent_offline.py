@@ -3,100 +3,32 @@ DaemonSet's relay writes them) and a cgroup v2 file tree whose counters the test
 
 from __future__ import annotations
 
-import dataclasses
 import io
 import json
 import os
-import re
 import socket
 import time
 import urllib.request
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 import pytest
 from support import wait_for
 from support.agent import agent_thread
+from support.cgroupfs import kubelet_container, memory_events
+from support.host import CONTAINER, POD_UID, REPORT, VICTIM, config_for, fake_host
+from support.store import stored
 
 from oomwatch.daemon import agent as agent_module
 from oomwatch.daemon.agent import Agent
-from oomwatch.daemon.config import DaemonConfig, parse_address
-from oomwatch.daemon.kernel_log import KernelLog
+from oomwatch.daemon.config import parse_address
 from oomwatch.decode import ReportAssembler
 from oomwatch.decode.records import LogRecord
 from oomwatch.incident import Incident
 from oomwatch.sinks.log import get_logger, setup_logging
+from oomwatch.sources.kernel_log import KernelLog
 from oomwatch.store import IncidentStore
-
-from .conftest import stored
-
-DATA = Path(__file__).parent / "data" / "memcg_kill.kmsg"
-REPORT = DATA.read_bytes()
-CONTAINER = re.search(rb"task_memcg=([^,]+),", REPORT).group(1).decode()  # type: ignore[union-attr]
-POD_UID = re.search(r"/pod([0-9a-f-]{36})/", CONTAINER).group(1)  # type: ignore[union-attr]
-VICTIM = int(re.search(rb"Killed process (\d+)", REPORT).group(1))  # type: ignore[union-attr]
-
-
-def events(oom_kill: int) -> str:
-    return f"low 0\nhigh 0\nmax 0\noom {oom_kill}\noom_kill {oom_kill}\noom_group_kill 0\n"
-
-
-def make_tree(root: Path) -> Path:
-    """A v2 mount with the report's kubelet-like path; the container holds one live process
-    (this test's own: the agent checks /proc that a listed process is not exiting)."""
-    root.mkdir()
-    (root / "cgroup.controllers").write_text("cpu io memory pids\n")
-    parts = [p for p in CONTAINER.split("/") if p]
-    path = root
-    for depth, part in enumerate(parts, 1):
-        path = path / part
-        path.mkdir()
-        leaf = depth == len(parts)
-        (path / "memory.events").write_text(events(0))
-        (path / "memory.current").write_text("1048576\n")
-        (path / "memory.max").write_text("33554432\n" if leaf else "max\n")
-        (path / "memory.stat").write_text("anon 1048576\nfile 0\nshmem 0\n")
-        (path / "memory.oom.group").write_text("0\n")
-        (path / "cgroup.procs").write_text(f"{os.getpid()}\n" if leaf else "")
-        (path / "cgroup.events").write_text(f"populated {int(leaf)}\nfrozen 0\n")
-    return path
-
-
-def config_for(tmp_path: Path, **changes: Any) -> DaemonConfig:
-    """The agent's settings for a fake tree at tmp/cgroup and the kernel log at tmp/kmsg.fifo."""
-    config = DaemonConfig(
-        node_name="test-node",
-        metrics_host="127.0.0.1",
-        metrics_port=0,
-        state_dir=tmp_path / "state",
-        cgroup_roots=(str(tmp_path / "cgroup"),),
-        kmsg_path=str(tmp_path / "kmsg.fifo"),
-        standalone=True,
-        log_format="json",
-        probe_dir=None,
-        annotate_pods=False,
-        sample_interval_s=0.2,
-        timeline_window_s=60.0,
-        enrich_wait_s=1.0,
-        max_incidents=100,
-        max_age_days=1.0,
-    )
-    return dataclasses.replace(config, **changes)
-
-
-def fake_host(tmp_path: Path) -> tuple[Path, int, io.StringIO]:
-    """The tree at tmp/cgroup (its container's dir returned), a writer of the kernel-log
-    FIFO (the caller closes it; records written stay queued while no agent reads) and the
-    stream the agent logs to."""
-    container_dir = make_tree(tmp_path / "cgroup")
-    fifo = tmp_path / "kmsg.fifo"
-    os.mkfifo(fifo)
-    writer = os.open(fifo, os.O_RDWR | os.O_NONBLOCK)
-    out = io.StringIO()
-    setup_logging("json", stream=out)
-    return container_dir, writer, out
 
 
 @pytest.fixture
@@ -119,7 +51,7 @@ def test_fifo_report_and_counters_become_incidents(
     os.write(writer, b"12,1,5,-;oom-kill:constraint=CONSTRAINT_MEMCG,task_memcg=/forged\n")
     for line in REPORT.splitlines(keepends=True):
         os.write(writer, line)
-    (container_dir / "memory.events").write_text(events(1))
+    (container_dir / "memory.events").write_text(memory_events(1, 1))
     assert wait_for(lambda: len(stored(state_dir)) == 1, 5.0)
     [kill] = stored(state_dir)
     assert kill.pod_uid == POD_UID and kill.victim is not None and kill.victim.pid == VICTIM
@@ -127,7 +59,7 @@ def test_fifo_report_and_counters_become_incidents(
     assert kill.limit_scope == "container" and not kill.kmsg_missing
     assert kill.boot_id and kill.node == "test-node" and kill.wall_time
     # a kill the counter saw and the log never reported
-    (container_dir / "memory.events").write_text(events(2))
+    (container_dir / "memory.events").write_text(memory_events(2, 2))
     assert wait_for(lambda: len(stored(state_dir)) == 2, 6.0)
     # the store orders by time, and the fixture's kernel stamp may lie after "now" on a
     # freshly booted machine: pick the counter-only incident by what it is, not by position
@@ -143,7 +75,7 @@ def test_fifo_report_and_counters_become_incidents(
 
 
 def test_restart_resumes_after_the_cursor(tmp_path: Path) -> None:
-    make_tree(tmp_path / "cgroup")
+    kubelet_container(tmp_path / "cgroup", CONTAINER)
     fifo = tmp_path / "kmsg.fifo"
     os.mkfifo(fifo)
     config = config_for(tmp_path)
@@ -180,7 +112,7 @@ def test_kills_counted_while_the_agent_was_down_are_recorded_after_a_restart(
     try:
         with agent_thread(config) as agent:
             os.write(writer, REPORT)
-            (container_dir / "memory.events").write_text(events(1))
+            (container_dir / "memory.events").write_text(memory_events(1, 1))
             assert wait_for(lambda: len(stored(config.state_dir)) == 1, 5.0)
 
             def checkpointed() -> bool:
@@ -188,7 +120,7 @@ def test_kills_counted_while_the_agent_was_down_are_recorded_after_a_restart(
                 return saved is not None and saved.counters[CONTAINER].oom_kill == 1
 
             assert wait_for(checkpointed, 5.0)
-        (container_dir / "memory.events").write_text(events(3))  # while no agent runs
+        (container_dir / "memory.events").write_text(memory_events(3, 3))  # while no agent runs
         os.write(writer, killed_line(39177, 9400, "bench-hog"))
         with agent_thread(config) as agent:
             assert wait_for(lambda: len(stored(config.state_dir)) == 3, 6.0)

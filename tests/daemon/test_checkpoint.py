@@ -8,8 +8,8 @@ import pytest
 
 from oomwatch.cgroups.oom_events import OomSignal, Sighting
 from oomwatch.daemon.checkpoint import pending_reconcile, restore_reconcile
-from oomwatch.daemon.reconcile import GRACE_S, BareKill, Claim, ReconcileState, Rise
 from oomwatch.incident import Incident
+from oomwatch.reconcile import GRACE_S, BareKill, Claim, ReconcileState, Rise
 
 CTR = "/kubepods/burstable/pod1234/aaaa"
 

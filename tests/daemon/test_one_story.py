@@ -28,31 +28,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from contract import validate_report
 from kubernetes.config import kube_config
-from lab_fixtures import memcg_v1, scratch
-from support.agent import agent_thread
+from support import wait_for
+from support.agent import REPO, DaemonProcess, agent_thread, seed_cursor_at_log_end, victim_is
+from support.cgroupfs import memory_events
+from support.contract import validate_report
+from support.fakeapi import NODE, FakeApiServer, make_pod
+from support.host import CONTAINER, POD_UID, REPORT, config_for, fake_host
+from support.store import stored
 
 from oomwatch.diagnosis.history import History
 from oomwatch.incident import Incident
 from oomwatch.kube import KubeIntegration
 from oomwatch.lab import ScratchMemcg, kubelet_layout, spawn_hog, wait_rate_limit_window
 from oomwatch.sources.kmsg import read_backlog, record_seq
-
-from .conftest import (
-    REPO,
-    DaemonProcess,
-    seed_cursor_at_log_end,
-    stored,
-    victim_is,
-    wait_for,
-)
-from .test_agent_offline import CONTAINER, POD_UID, REPORT, config_for, events, fake_host
-
-sys.path.insert(0, str(Path(__file__).parents[1] / "kube"))
-from fakeapi import NODE, FakeApiServer, make_pod
-
-__all__ = ["memcg_v1", "scratch"]
 
 CONTAINER_ID = CONTAINER.rsplit("/", 1)[1]
 MIB = 1 << 20
@@ -220,7 +209,7 @@ def test_a_real_kernel_report_tells_one_story_everywhere(
                     10.0,
                 )
                 os.write(writer, REPORT)
-                (container_dir / "memory.events").write_text(events(1))
+                (container_dir / "memory.events").write_text(memory_events(1, 1))
                 assert wait_for(lambda: len(stored(config.state_dir)) == 1, 10.0)
                 api.wait_for(lambda a: len(a.events) == 1, timeout_s=10.0)
                 api.wait_for(lambda a: len(a.oomincidents) == 1, timeout_s=10.0)

@@ -7,10 +7,10 @@ import json
 from pathlib import Path
 
 import pytest
+from support.clock import FakeClock
 
 from oomwatch.daemon.observe import SURVIVAL_RECHECK_S
 from oomwatch.daemon.pipeline import Pipeline, container_cgroup
-from oomwatch.daemon.reconcile import SETTLE_S, CgroupNews, CounterKills
 from oomwatch.incident import (
     Incident,
     MemcgUsage,
@@ -20,6 +20,7 @@ from oomwatch.incident import (
     Victim,
     iso_epoch_s,
 )
+from oomwatch.reconcile import SETTLE_S, CgroupNews, CounterKills
 from oomwatch.sinks.log import LogSink, setup_logging
 from oomwatch.stages import Sink
 from oomwatch.store import IncidentStore
@@ -29,16 +30,6 @@ MiB = 1 << 20
 UID = "0f3c2a8e-1b2d-4c5e-9f10-112233445566"
 CID = "a" * 64
 CTR = f"/kubepods/burstable/pod{UID}/{CID}"
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.mono = 100.0
-        self.wall = 1_800_000_000.0
-
-    def advance(self, s: float) -> None:
-        self.mono += s
-        self.wall += s
 
 
 class Collect:
@@ -86,11 +77,11 @@ def memcg_kill(pid: int, t: float, cgroup: str = CTR) -> Incident:
 
 
 @pytest.fixture
-def clock() -> Clock:
-    return Clock()
+def clock() -> FakeClock:
+    return FakeClock(now=100.0, wall_s=1_800_000_000.0)
 
 
-def make(tmp_path: Path, clock: Clock, **kw: object) -> tuple[Pipeline, Collect]:
+def make(tmp_path: Path, clock: FakeClock, **kw: object) -> tuple[Pipeline, Collect]:
     sink = Collect()
     sinks: list[Sink] = [Broken(), sink]
     pipe = Pipeline(
@@ -98,14 +89,16 @@ def make(tmp_path: Path, clock: Clock, **kw: object) -> tuple[Pipeline, Collect]
         sinks=sinks,
         boot_id="boot-1",
         node="node-a",
-        wall_clock=lambda: clock.wall,
-        mono_clock=lambda: clock.mono,
+        wall_clock=clock.wall,
+        mono_clock=clock,
         **kw,  # type: ignore[arg-type]
     )
     return pipe, sink
 
 
-def test_kill_is_annotated_observed_stored_and_published_once(tmp_path: Path, clock: Clock) -> None:
+def test_kill_is_annotated_observed_stored_and_published_once(
+    tmp_path: Path, clock: FakeClock
+) -> None:
     seen: list[tuple[str, frozenset[int]]] = []
 
     def survived(rel: str, victims: frozenset[int]) -> bool:
@@ -125,7 +118,7 @@ def test_kill_is_annotated_observed_stored_and_published_once(tmp_path: Path, cl
     assert got.boot_id == "boot-1" and got.node == "node-a"
     assert got.container_survived is True and seen == [(CTR, frozenset({7}))] * 2
     # kernel stamp 0.5 s before the first "now" -> wall time 0.5 s before that wall clock
-    kill_wall = clock.wall - SURVIVAL_RECHECK_S - 0.5
+    kill_wall = clock.wall_s - SURVIVAL_RECHECK_S - 0.5
     assert got.timeline is not None and got.timeline.usage_at_kill_bytes == int(kill_wall)
     assert pipe.store.query()[0].container_survived is True
     # the same kill read again after a restart is not stored or published twice
@@ -137,7 +130,7 @@ def test_kill_is_annotated_observed_stored_and_published_once(tmp_path: Path, cl
 
 
 def test_peers_of_a_killed_pid_1_still_exiting_are_no_survivors(
-    tmp_path: Path, clock: Clock
+    tmp_path: Path, clock: FakeClock
 ) -> None:
     """Right after the kill the namespace peers are still listed; a moment later they are gone."""
     answers = [True, False]
@@ -158,7 +151,9 @@ def test_container_cgroup_walks_up_from_a_sub_cgroup() -> None:
     assert container_cgroup("/oomwatch-lab/plain") == "/oomwatch-lab/plain"
 
 
-def test_enricher_not_ready_defers_then_stores_with_pod_names(tmp_path: Path, clock: Clock) -> None:
+def test_enricher_not_ready_defers_then_stores_with_pod_names(
+    tmp_path: Path, clock: FakeClock
+) -> None:
     lookup = SlowPodLookup(ready_after=3)
     pipe, sink = make(tmp_path, clock, enrichers=[lookup], enrich_wait_s=5.0)
     pipe.process([memcg_kill(7, 99.9)])
@@ -172,7 +167,7 @@ def test_enricher_not_ready_defers_then_stores_with_pod_names(tmp_path: Path, cl
     assert got.k8s is not None and got.k8s.pod == "web-1" and not pipe.holding
 
 
-def test_enricher_that_never_answers_is_bounded(tmp_path: Path, clock: Clock) -> None:
+def test_enricher_that_never_answers_is_bounded(tmp_path: Path, clock: FakeClock) -> None:
     pipe, sink = make(
         tmp_path, clock, enrichers=[SlowPodLookup(ready_after=10**9)], enrich_wait_s=2.0
     )
@@ -183,10 +178,10 @@ def test_enricher_that_never_answers_is_bounded(tmp_path: Path, clock: Clock) ->
 
 
 def test_counted_kill_without_report_is_stored_as_kmsg_missing(
-    tmp_path: Path, clock: Clock
+    tmp_path: Path, clock: FakeClock
 ) -> None:
     pipe, sink = make(tmp_path, clock, survived=lambda rel, v: False)
-    pipe.process([], [CounterKills(CTR, 1, clock.mono)])
+    pipe.process([], [CounterKills(CTR, 1, clock.now)])
     clock.advance(3.0)
     pipe.process()
     [got] = sink.got
@@ -195,15 +190,15 @@ def test_counted_kill_without_report_is_stored_as_kmsg_missing(
 
 
 def test_counter_only_kill_gets_the_last_sample_before_its_counter_moved(
-    tmp_path: Path, clock: Clock
+    tmp_path: Path, clock: FakeClock
 ) -> None:
     """Frozen when the counter showed the kill (not 2.5 s later, memory freed), usage,
     limit and breakdown from the last sample before it, flagged as sampled."""
     frozen_at: list[float] = []
     before = TimelineSample(
-        clock.wall - 0.5, 30 << 20, 32 << 20, anon_bytes=29 << 20, file_bytes=1 << 20
+        clock.wall_s - 0.5, 30 << 20, 32 << 20, anon_bytes=29 << 20, file_bytes=1 << 20
     )
-    after = TimelineSample(clock.wall + 1.0, 1 << 20, 32 << 20, anon_bytes=0, file_bytes=1 << 20)
+    after = TimelineSample(clock.wall_s + 1.0, 1 << 20, 32 << 20, anon_bytes=0, file_bytes=1 << 20)
 
     def timeline_for(rel: str, at_s: float) -> Timeline:
         frozen_at.append(at_s)
@@ -211,8 +206,8 @@ def test_counter_only_kill_gets_the_last_sample_before_its_counter_moved(
         return Timeline(samples=samples, usage_at_kill_bytes=samples[-1].usage_bytes)
 
     pipe, sink = make(tmp_path, clock, timeline_for=timeline_for, oom_group=lambda rel: True)
-    counted_wall = clock.wall
-    pipe.process([], [CounterKills(CTR, 1, clock.mono)])
+    counted_wall = clock.wall_s
+    pipe.process([], [CounterKills(CTR, 1, clock.now)])
     clock.advance(3.0)
     pipe.process()
     [got] = sink.got
@@ -226,9 +221,9 @@ def test_counter_only_kill_gets_the_last_sample_before_its_counter_moved(
 
 
 def test_header_suppressed_kill_gets_sampled_usage_at_its_kernel_time(
-    tmp_path: Path, clock: Clock
+    tmp_path: Path, clock: FakeClock
 ) -> None:
-    sample = TimelineSample(clock.wall - 1.5, 31 << 20, 32 << 20, anon_bytes=30 << 20)
+    sample = TimelineSample(clock.wall_s - 1.5, 31 << 20, 32 << 20, anon_bytes=30 << 20)
     frozen_at: list[float] = []
 
     def timeline_for(rel: str, at_s: float) -> Timeline:
@@ -238,19 +233,21 @@ def test_header_suppressed_kill_gets_sampled_usage_at_its_kernel_time(
     pipe, sink = make(tmp_path, clock, timeline_for=timeline_for)
     bare = Incident(
         kind="memcg",
-        kernel_time_s=clock.mono - 1.0,
+        kernel_time_s=clock.now - 1.0,
         header_suppressed=True,
         victims=[Victim(pid=5, comm="w")],
     )
     # a counter pass that began after the line arrived shows its counter's rise
-    pipe.process([bare], CgroupNews([CounterKills(CTR, 1, clock.mono)], counted_at_s=clock.mono))
+    pipe.process([bare], CgroupNews([CounterKills(CTR, 1, clock.now)], counted_at_s=clock.now))
     [got] = sink.got
-    assert got.task_memcg == CTR and got.pod_uid == UID and frozen_at == [clock.wall - 1.0]
+    assert got.task_memcg == CTR and got.pod_uid == UID and frozen_at == [clock.wall_s - 1.0]
     assert got.memcg_sampled and got.memcg == MemcgUsage(usage_bytes=31 * MiB, limit_bytes=32 * MiB)
 
 
-def test_kernel_printed_usage_is_never_replaced_by_a_sample(tmp_path: Path, clock: Clock) -> None:
-    sample = TimelineSample(clock.wall - 0.5, 1 << 20, 2 << 20)
+def test_kernel_printed_usage_is_never_replaced_by_a_sample(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    sample = TimelineSample(clock.wall_s - 0.5, 1 << 20, 2 << 20)
     pipe, sink = make(tmp_path, clock, timeline_for=lambda rel, at: Timeline(samples=[sample]))
     kill = memcg_kill(7, 99.9)
     kill.memcg = MemcgUsage(usage_bytes=32 * MiB, limit_bytes=32 * MiB)
@@ -260,7 +257,7 @@ def test_kernel_printed_usage_is_never_replaced_by_a_sample(tmp_path: Path, cloc
     assert not got.memcg_sampled
 
 
-def test_drain_at_shutdown_stores_waiting_bare_kill(tmp_path: Path, clock: Clock) -> None:
+def test_drain_at_shutdown_stores_waiting_bare_kill(tmp_path: Path, clock: FakeClock) -> None:
     pipe, sink = make(tmp_path, clock)
     bare = Incident(
         kind="memcg", kernel_time_s=99.0, header_suppressed=True, victims=[Victim(pid=5, comm="w")]
@@ -271,7 +268,7 @@ def test_drain_at_shutdown_stores_waiting_bare_kill(tmp_path: Path, clock: Clock
     assert len(sink.got) == 1 and not pipe.holding
 
 
-def test_log_line_fields_and_escaping(tmp_path: Path, clock: Clock) -> None:
+def test_log_line_fields_and_escaping(tmp_path: Path, clock: FakeClock) -> None:
     out = io.StringIO()
     setup_logging("json", stream=out)
     pipe = Pipeline(
@@ -279,8 +276,8 @@ def test_log_line_fields_and_escaping(tmp_path: Path, clock: Clock) -> None:
         sinks=[LogSink()],
         boot_id="b",
         node="n",
-        wall_clock=lambda: clock.wall,
-        mono_clock=lambda: clock.mono,
+        wall_clock=clock.wall,
+        mono_clock=clock,
     )
     evil = memcg_kill(8, 99.0)
     evil.victims[0].comm = 'x\n{"event": "oom_kill"}\x1b[2J'
@@ -330,7 +327,7 @@ def json_values(value: object) -> list[object]:
     return [value]
 
 
-def test_waiting_says_when_deadlines_need_the_loop(tmp_path: Path, clock: Clock) -> None:
+def test_waiting_says_when_deadlines_need_the_loop(tmp_path: Path, clock: FakeClock) -> None:
     """The agent's loop sleeps until its next tick unless the pipeline waits on a deadline."""
     pipe, sink = make(tmp_path, clock, enrichers=[SlowPodLookup(ready_after=2)])
     assert not pipe.waiting
@@ -338,12 +335,12 @@ def test_waiting_says_when_deadlines_need_the_loop(tmp_path: Path, clock: Clock)
     assert pipe.waiting
     clock.advance(0.5)
     # the counter matches the report (in the pass the agent asks for after each kill line)
-    pipe.process([], CgroupNews([CounterKills(CTR, 1, clock.mono)], counted_at_s=clock.mono))
+    pipe.process([], CgroupNews([CounterKills(CTR, 1, clock.now)], counted_at_s=clock.now))
     assert len(sink.got) == 1 and pipe.waiting  # ... and settles once no later line needs it
     clock.advance(SETTLE_S)
     pipe.process()
     assert not pipe.waiting
-    pipe.process([], [CounterKills(CTR, 1, clock.mono)])  # a kill owed a report: grace runs
+    pipe.process([], [CounterKills(CTR, 1, clock.now)])  # a kill owed a report: grace runs
     assert pipe.waiting
     clock.advance(3.0)
     pipe.process()

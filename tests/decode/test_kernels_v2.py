@@ -12,15 +12,15 @@ import pytest
 
 from oomwatch.cgroup_identity import annotate
 from oomwatch.cgroups.files import keyed_value
-from oomwatch.daemon.reconcile import (
+from oomwatch.decode import ReportAssembler, parse_kmsg_record
+from oomwatch.incident import Incident
+from oomwatch.reconcile import (
     SETTLE_S,
     CgroupNews,
     CounterKills,
     ReconcileState,
     reconcile,
 )
-from oomwatch.decode import ReportAssembler, parse_kmsg_record
-from oomwatch.incident import Incident
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "kernel-v2"
 KERNELS = sorted(p.name for p in DATA.iterdir() if p.is_dir())

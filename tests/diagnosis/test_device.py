@@ -4,7 +4,7 @@ a request larger than the device, the job's own footprint; and a claim shown as 
 
 from __future__ import annotations
 
-from contract import validate_stored
+from support.contract import validate_stored
 from support.frameworks import (
     FOOTPRINT,
     FRAGMENTED,

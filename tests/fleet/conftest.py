@@ -6,20 +6,15 @@ from __future__ import annotations
 
 import os
 import shutil
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
-
-sys.path[:0] = [str(Path(__file__).parents[1] / "kube"), str(Path(__file__).parents[1])]
-
-from fakeapi import FakeApiServer  # noqa: E402
-from fleet_cluster import Cluster, publish  # noqa: E402
-from kubernetes import client  # noqa: E402
-from rules.conftest import prometheus_binary  # noqa: E402, F401 (a fixture, for test_prometheus)
+from kubernetes import client
+from support.fakeapi import FakeApiServer
+from support.fleet import Cluster, publish
 
 REPO = Path(__file__).resolve().parents[2]
 IN_CI = bool(os.environ.get("CI"))

@@ -10,8 +10,8 @@ import subprocess
 from pathlib import Path
 
 import yaml
-from fleet_cluster import WEB_B, Cluster, plugin_env
-from kube_manifests import DAEMONSET_DIR, documents
+from support.fleet import WEB_B, Cluster, plugin_env
+from support.manifests import DAEMONSET_DIR, documents
 
 VIEWER = "jane"  # a namespace viewer
 

@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from fleet_cluster import TRAINER, WEB_B, Cluster, plugin_env
+from support.fleet import TRAINER, WEB_B, Cluster, plugin_env
 
 from oomwatch.fleet import plugin
 

@@ -12,9 +12,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fleet_cluster import NODES, Cluster, Pod, incidents, kill, plugin_env
-from rules.conftest import PrometheusServer
 from support import free_port, until
+from support.fleet import NODES, Cluster, Pod, incidents, kill, plugin_env
+from support.prometheus import PrometheusServer
 
 from oomwatch.sinks.metrics import Metrics
 

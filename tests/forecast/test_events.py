@@ -4,14 +4,10 @@ the API server; its summary says what the fleet view needs."""
 
 from __future__ import annotations
 
-import sys
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).parents[1] / "kube"))
-
-from fakeapi_objects import make_pod, validate_new_event
+from support.fakeapi import make_pod, validate_new_event
 
 from oomwatch.kube.cache import PodCache
 from oomwatch.kube.forecast_event import WarningEvents, build_warning_event

@@ -13,7 +13,8 @@ import uuid
 from pathlib import Path
 
 import pytest
-from daemon.conftest import DaemonProcess, seed_cursor_at_log_end, stored
+from support.agent import DaemonProcess, seed_cursor_at_log_end
+from support.store import stored
 
 from oomwatch.cgroups.pressure import NODE_PSI, PressureWatch
 from oomwatch.lab import ScratchMemcg, kubelet_layout, spawn_hog

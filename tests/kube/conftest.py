@@ -1,7 +1,6 @@
 """Fixtures for the Kubernetes tests (the fake API server, a client for it, a started
-`KubeIntegration`) and the session-wide RBAC guard.  Helpers live in `fakeapi`,
-`fakeapi_objects`, `kube_scenario` and `kube_manifests` (this directory is on sys.path, as
-pytest puts it there for a conftest without `__init__.py`)."""
+`KubeIntegration`) and the session-wide RBAC guard.  Helpers live in `support.fakeapi`,
+`support.kube_scenario` and `support.manifests`."""
 
 from __future__ import annotations
 
@@ -9,9 +8,9 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from fakeapi import ALL_REQUESTS, NODE, FakeApiServer
-from kube_manifests import granted_verbs
 from kubernetes import client
+from support.fakeapi import ALL_REQUESTS, NODE, FakeApiServer
+from support.manifests import granted_verbs
 
 from oomwatch.incident import Incident
 from oomwatch.kube import KubeIntegration

@@ -19,7 +19,8 @@ from typing import Any
 
 import pytest
 import yaml
-from kube_render import (
+from support.admission import HOST, OWN, admitted, trainer
+from support.render import (
     CHART_DIR,
     HELM_LABELS,
     REPO,
@@ -33,7 +34,6 @@ from kube_render import (
     validate,
     without_helm_labels,
 )
-from test_kube_probe_mount_policy import HOST, OWN, admitted, trainer
 
 DAEMONSET_DIR = REPO / "daemonset"
 VALUES_FILES = sorted(p.name for p in (CHART_DIR / "ci").glob("*-values.yaml"))

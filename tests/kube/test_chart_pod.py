@@ -17,8 +17,6 @@ import uuid
 from pathlib import Path
 
 import pytest
-from kube_render import helm_template
-from lab_fixtures import memcg_v1, scratch
 from support import wait_for
 from support.pod import (
     ChartPod,
@@ -27,6 +25,7 @@ from support.pod import (
     image_present,
     podman_unavailable_reason,
 )
+from support.render import helm_template
 
 from oomwatch import __version__
 from oomwatch.lab import ScratchMemcg, kubelet_layout, spawn_hog, wait_rate_limit_window
@@ -35,7 +34,6 @@ from oomwatch.store import DB_NAME
 pytestmark = [pytest.mark.image, pytest.mark.kernel, pytest.mark.slow]
 IMAGE = f"localhost/oomwatch:{__version__}"
 MIB = 1 << 20
-__all__ = ["memcg_v1", "scratch"]
 
 
 @pytest.fixture(scope="module")

@@ -12,9 +12,9 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-import celpy
 import pytest
-from kube_manifests import ANNOTATE_DIR, documents
+from support.admission import admits
+from support.manifests import ANNOTATE_DIR, documents
 
 AGENT = "system:serviceaccount:oomwatch:oomwatch"
 NODE_CLAIM = "authentication.kubernetes.io/node-name"
@@ -27,31 +27,9 @@ def policy() -> dict[str, Any]:
     return found
 
 
-def evaluate(expression: str, activation: dict[str, Any]) -> Any:
-    env = celpy.Environment()
-    program = env.program(env.compile(expression))
-    to_cel = celpy.json_to_cel  # type: ignore[attr-defined]  # celpy re-exports it untyped
-    return program.evaluate({k: to_cel(v) for k, v in activation.items()})
-
-
 def admitted(request: dict[str, Any], old: dict[str, Any] | None, new: dict[str, Any]) -> bool:
-    spec = policy()["spec"]
     activation: dict[str, Any] = {"request": request, "object": new, "oldObject": old}
-    if not all(evaluate(c["expression"], activation) for c in spec["matchConditions"]):
-        return True  # the policy does not apply to this request
-    variables: dict[str, Any] = {}
-    for variable in spec["variables"]:
-        variables[variable["name"]] = evaluate(
-            variable["expression"], {**activation, "variables": variables}
-        )
-    activation["variables"] = variables
-    for validation in spec["validations"]:
-        try:
-            if not evaluate(validation["expression"], activation):
-                return False
-        except Exception:  # an evaluation error: failurePolicy Fail denies
-            return False
-    return True
+    return admits(policy()["spec"], activation)
 
 
 POD = {

@@ -5,15 +5,15 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from fakeapi import NODE, FakeApiServer, make_pod
-from kube_scenario import (
+from kubernetes import client
+from support.fakeapi import NODE, FakeApiServer, make_pod
+from support.kube_scenario import (
     CID,
     app_pod,
     enriched,
     kill,
     wait,
 )
-from kubernetes import client
 
 from oomwatch.incident import (
     PodContext,

@@ -7,7 +7,6 @@ a log line (`kubectl logs`) carrying the same Kubernetes identity.
 
 from __future__ import annotations
 
-import json
 import signal
 import subprocess
 import sys
@@ -18,42 +17,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fakeapi import FakeApiServer, make_pod
-from lab_fixtures import memcg_v1, scratch
-from support.agent import AgentProcess
+from support.agent import E2E_NODE as NODE
+from support.agent import AgentProcess, connected_agent
+from support.fakeapi import FakeApiServer, make_pod
 
 from oomwatch.lab import ScratchMemcg, kubelet_layout, spawn_hog, wait_rate_limit_window
 
-__all__ = ["memcg_v1", "scratch"]
-
-NODE = "e2e-node"
 MiB = 2**20
-
-
-def kubeconfig(path: Path, server: str) -> Path:
-    path.write_text(
-        json.dumps(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "current-context": "fake",
-                "clusters": [{"name": "fake", "cluster": {"server": server}}],
-                "users": [{"name": "agent", "user": {}}],
-                "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "agent"}}],
-            }
-        )
-    )
-    return path
-
-
-def connected_agent(tmp: Path, server: str, extra_args: list[str]) -> AgentProcess:
-    """`oomwatch run` connected to the fake API server at `server` (support.agent)."""
-    return AgentProcess(
-        [f"--node-name={NODE}", *extra_args],
-        state_dir=tmp / "state",
-        kubeconfig=kubeconfig(tmp / "kubeconfig", server),
-        ready=None,  # each test waits for `started` as long as its kernel needs
-    )
 
 
 @pytest.fixture(params=["direct", "relay"])

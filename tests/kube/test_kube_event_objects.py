@@ -9,9 +9,8 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from fakeapi import NODE, FakeApiServer
-from fakeapi_objects import validate_new_event
-from kube_scenario import (
+from support.fakeapi import NODE, FakeApiServer, validate_new_event
+from support.kube_scenario import (
     CID,
     MICRO,
     POD_REF,

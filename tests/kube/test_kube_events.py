@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
-from fakeapi import make_pod
+from support.fakeapi import make_pod
 
 from oomwatch.diagnosis import diagnose
 from oomwatch.incident import Finding, Incident, Victim

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 import yaml
-from kube_manifests import ANNOTATE_DIR, DAEMONSET_DIR, documents, manifest_files
-from kube_render import kustomize, validate
+from support.manifests import ANNOTATE_DIR, DAEMONSET_DIR, documents, manifest_files
+from support.render import kustomize, validate
 
 from oomwatch import __version__
 

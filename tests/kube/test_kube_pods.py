@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from fakeapi import make_pod
+from support.fakeapi import make_pod
 
 from oomwatch.kube.pods import PodDecodeError, decode_pod, strip_runtime_prefix
 from oomwatch.kube.quantity import QuantityError, parse_quantity_bytes, quantity_bytes_or_none

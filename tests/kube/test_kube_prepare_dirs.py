@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kube_manifests import DAEMONSET_DIR, documents
+from support.manifests import DAEMONSET_DIR, documents
 
 REPO = DAEMONSET_DIR.parent
 _STRING = re.compile(r'"([^"]*)"')

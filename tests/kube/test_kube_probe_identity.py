@@ -13,8 +13,8 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from fakeapi import FakeApiServer
-from kube_scenario import CID, UID, app_pod, wait
+from support.fakeapi import FakeApiServer
+from support.kube_scenario import CID, UID, app_pod, wait
 
 from oomwatch.incident import Incident
 from oomwatch.kube import KubeIntegration

@@ -2,9 +2,7 @@
 (issue 22): a pod may mount the node's probe directory only as its own per-pod directory, so
 that directory is evidence of the pod a probe file speaks for (--probe-pod-dirs).
 
-Evaluated with cel-python as tests/kube/test_kube_admission_policy.py does: the policy applies
-when every match condition is true, admits only when every validation is true, and an
-evaluation error denies (failurePolicy Fail).
+Evaluated with cel-python (support.admission).
 """
 
 from __future__ import annotations
@@ -14,56 +12,8 @@ from typing import Any
 
 import pytest
 import yaml
-from kube_manifests import DAEMONSET_DIR, documents
-from test_kube_admission_policy import evaluate
-
-COMPONENT = DAEMONSET_DIR / "components" / "probe-pod-dirs"
-UID_ENV = {"name": "POD_UID", "valueFrom": {"fieldRef": {"fieldPath": "metadata.uid"}}}
-
-
-def admitted(
-    pod: dict[str, Any], namespace: str = "ml", policy: dict[str, Any] | None = None
-) -> bool:
-    """Whether `policy` (the component's, unless given: the chart renders its own) admits `pod`."""
-    if policy is None:
-        (policy,) = [d for d in documents(COMPONENT / "admission-policy.yaml")
-                     if d["kind"] == "ValidatingAdmissionPolicy"]  # fmt: skip
-    spec = policy["spec"]
-    activation: dict[str, Any] = {"request": {"namespace": namespace, "operation": "CREATE"},
-                                  "object": pod}  # fmt: skip
-    if not all(evaluate(c["expression"], activation) for c in spec["matchConditions"]):
-        return True
-    variables: dict[str, Any] = {}
-    for variable in spec["variables"]:
-        variables[variable["name"]] = evaluate(
-            variable["expression"], {**activation, "variables": variables}
-        )
-    activation["variables"] = variables
-    for validation in spec["validations"]:
-        try:
-            if not evaluate(validation["expression"], activation):
-                return False
-        except Exception:
-            return False
-    return True
-
-
-def trainer(volume: dict[str, Any], mount: dict[str, Any], env: list[dict[str, Any]] | None = None,
-            where: str = "containers") -> dict[str, Any]:  # fmt: skip
-    container: dict[str, Any] = {
-        "name": "trainer", "image": "t:1", "env": [UID_ENV] if env is None else env,
-        "volumeMounts": [{"name": "probe", "mountPath": "/var/run/oomwatch/probe", **mount}],
-    }  # fmt: skip
-    spec: dict[str, Any] = {"containers": [{"name": "main", "image": "m:1"}],
-                            "volumes": [{"name": "probe", **volume}]}  # fmt: skip
-    spec.setdefault(where, []).append(container)
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "t", "namespace": "ml"},
-            "spec": spec}  # fmt: skip
-
-
-HOST = {"hostPath": {"path": "/var/run/oomwatch/probe", "type": "Directory"}}
-CLAIM = {"persistentVolumeClaim": {"claimName": "oomwatch-probe"}}
-OWN = {"subPathExpr": "$(POD_UID)"}
+from support.admission import CLAIM, COMPONENT, HOST, OWN, UID_ENV, admitted, trainer
+from support.manifests import DAEMONSET_DIR
 
 
 @pytest.mark.parametrize("volume", [HOST, CLAIM])

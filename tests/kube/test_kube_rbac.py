@@ -11,9 +11,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from fakeapi import NODE, FakeApiServer, make_pod
-from kube_manifests import granted_verbs
 from kubernetes import client
+from support.fakeapi import NODE, FakeApiServer, make_pod
+from support.manifests import granted_verbs
 
 from oomwatch.incident import Incident, Victim
 from oomwatch.kube import KubeIntegration

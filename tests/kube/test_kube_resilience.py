@@ -5,8 +5,9 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from fakeapi import NODE, FakeApiServer
-from kube_scenario import (
+from kubernetes import client
+from support.fakeapi import NODE, FakeApiServer
+from support.kube_scenario import (
     POD_REF,
     app_pod,
     enriched,
@@ -14,7 +15,6 @@ from kube_scenario import (
     kill,
     wait,
 )
-from kubernetes import client
 
 from oomwatch.kube import KubeIntegration
 

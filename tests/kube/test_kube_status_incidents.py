@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from fakeapi import FakeApiServer, make_pod
-from kube_scenario import (
+from support.fakeapi import FakeApiServer, make_pod
+from support.kube_scenario import (
     CID,
     POD_REF,
     UID,

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from fakeapi_objects import oomincident_problem
+from support.fakeapi import oomincident_problem
 
 from oomwatch.cgroup_identity import annotate
 from oomwatch.decode.scan import decode_text
@@ -179,7 +179,7 @@ def test_an_unvouched_allocator_stays_on_the_node() -> None:
 
 def test_a_crash_loop_reads_the_same_in_the_note_the_summary_and_the_object() -> None:
     """Issue 24: the Event's summary re-diagnosed without history and lost `crash-loop`."""
-    from fakeapi import make_pod
+    from support.fakeapi import make_pod
 
     from oomwatch.kube.pods import decode_pod
 

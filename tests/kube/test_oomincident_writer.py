@@ -11,8 +11,8 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from fakeapi import NODE, FakeApiServer, make_pod
 from kubernetes import client
+from support.fakeapi import NODE, FakeApiServer, make_pod
 
 from oomwatch.diagnosis.history import History
 from oomwatch.incident import Incident, MemcgUsage, PodContext, Victim

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+from support.clock import FakeClock
 
 from oomwatch import __version__
 from oomwatch.diagnosis import diagnose
@@ -42,17 +43,9 @@ EMPTY = {
 }
 
 
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1_700_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 @pytest.fixture
 def clock() -> FakeClock:
-    return FakeClock()
+    return FakeClock(now=1_700_000_000.0)
 
 
 @pytest.fixture

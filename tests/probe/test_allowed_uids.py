@@ -12,14 +12,13 @@ from pathlib import Path
 import pytest
 from support import wait_for
 from support.agent import agent_thread
+from support.probe_records import META, sample
 
 from oomwatch.daemon.config import ConfigError, DaemonConfig, configure, resolve
 from oomwatch.probe.ring import RingWriter
 from oomwatch.probe.schema import FrameworkOomEvent, to_payload
 from oomwatch.sinks.log import setup_logging
 from oomwatch.store import IncidentStore, StoreError
-
-from .conftest import META, sample
 
 
 def _resolve(*argv: str, environ: dict[str, str] | None = None) -> DaemonConfig:

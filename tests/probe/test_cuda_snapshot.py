@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from contract import validate_stored
+from support.contract import validate_stored
+from support.frameworks import memory_stats_after_one_64_mib_tensor
 
 from oomwatch.diagnosis import diagnose
 from oomwatch.incident import Incident, Timeline, TimelineSample
@@ -22,8 +23,6 @@ from oomwatch.probe.reader import ProbeDirReader
 from oomwatch.probe.schema import FrameworkOomEvent, SchemaError, event_from_payload, to_payload
 from oomwatch.probe.snapshot import summarize_segments
 from oomwatch.report import facts, page
-
-from .test_cuda_stats import memory_stats_after_one_64_mib_tensor
 
 torch = pytest.importorskip("torch")
 

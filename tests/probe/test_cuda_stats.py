@@ -3,10 +3,11 @@ the file, the reader's schema and the join, without a GPU (torch.cuda itself is 
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from dataclasses import replace
-from itertools import product
 from pathlib import Path
+
+from support.frameworks import memory_stats_after_one_64_mib_tensor
+from support.probe_records import META, sample, write_record
 
 from oomwatch.incident import Incident
 from oomwatch.probe.join import ProbeEnricher
@@ -14,45 +15,7 @@ from oomwatch.probe.reader import ProbeDirReader
 from oomwatch.probe.sampler import cuda_stats_from_memory_stats
 from oomwatch.probe.schema import sample_from_payload, to_payload
 
-from .conftest import META, sample, write_record
-
 MiB = 1 << 20
-
-
-def memory_stats_after_one_64_mib_tensor() -> OrderedDict[str, int]:
-    """`torch.cuda.memory_stats()` as torch returns it (sorted, flattened keys, ints) after
-    `torch.empty(64 << 20, dtype=torch.uint8, device="cuda")`: every key torch documents."""
-    per_pool = {
-        "allocated_bytes": 64 * MiB,
-        "reserved_bytes": 64 * MiB,
-        "active_bytes": 64 * MiB,
-        "requested_bytes": 64 * MiB,
-        "inactive_split_bytes": 0,
-        "allocation": 1,
-        "segment": 1,
-        "active": 1,
-        "inactive_split": 0,
-    }
-    stats: dict[str, int] = {}
-    for (stat, value), pool, metric in product(
-        per_pool.items(), ("all", "large_pool", "small_pool"), ("current", "peak", "allocated")
-    ):
-        stats[f"{stat}.{pool}.{metric}"] = 0 if pool == "small_pool" else value
-    for stat, pool in product(per_pool, ("all", "large_pool", "small_pool")):
-        stats[f"{stat}.{pool}.freed"] = 0
-    for metric in ("current", "peak", "allocated", "freed"):
-        stats[f"oversize_allocations.{metric}"] = 0
-        stats[f"oversize_segments.{metric}"] = 0
-    stats |= {
-        "max_split_size": -1,  # torch's "no limit": a negative that must not be kept
-        "num_alloc_retries": 0,
-        "num_device_alloc": 1,
-        "num_device_free": 0,
-        "num_oom_rejections": 0,
-        "num_ooms": 1,
-        "num_sync_all_streams": 0,
-    }
-    return OrderedDict(sorted(stats.items()))
 
 
 def test_cuda_stats_round_trip_through_the_schema() -> None:

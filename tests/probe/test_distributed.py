@@ -10,7 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from contract import validate_stored
+from support.clock import FakeClock
+from support.contract import validate_stored
 
 from oomwatch.diagnosis import diagnose
 from oomwatch.probe.framework import JOB_WINDOW_S, FrameworkOomSource
@@ -41,14 +42,6 @@ def test_the_launch_comes_from_torchruns_environment() -> None:
     assert distributed_identity(nothing.get) == {}
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now_s = 1000.0
-
-    def __call__(self) -> float:
-        return self.now_s
-
-
 def _rank(probe_dir: Path, rank: int, mono_s: float, job: str = "run-1/0") -> None:
     identity = {"rank": rank, "local_rank": rank, "world_size": 2, "job_id": job}
     probe = Probe(probe_dir, pod_uid=POD_UID, container="trainer", distributed=identity)
@@ -62,7 +55,7 @@ def _rank(probe_dir: Path, rank: int, mono_s: float, job: str = "run-1/0") -> No
 
 
 def test_ranks_that_run_out_together_are_one_incident(tmp_path: Path) -> None:
-    probe_dir, clock = tmp_path / "probe", Clock()
+    probe_dir, clock = tmp_path / "probe", FakeClock()
     _rank(probe_dir, 0, mono_s=500.4)
     _rank(probe_dir, 1, mono_s=500.1)  # rank 1 ran out first
     _rank(probe_dir, 1, mono_s=900.0, job="run-1/1")  # the restarted launch: its own
@@ -72,7 +65,7 @@ def test_ranks_that_run_out_together_are_one_incident(tmp_path: Path) -> None:
         f"{POD_UID}.trainer.r1.ring"]  # fmt: skip
     source = FrameworkOomSource(probe_dir, clock=clock)
     assert source.poll() == []  # held for the window
-    clock.now_s += JOB_WINDOW_S
+    clock.now += JOB_WINDOW_S
     incidents = sorted(source.poll(), key=lambda i: i.kernel_time_s or 0)
     assert len(incidents) == 2 and source.poll() == []
     first = diagnose(incidents[0])
@@ -88,7 +81,7 @@ def test_ranks_that_run_out_together_are_one_incident(tmp_path: Path) -> None:
     assert sum(store.add(i) for i in incidents) == 2
     again = FrameworkOomSource(probe_dir, clock=clock)
     again.poll()
-    clock.now_s += JOB_WINDOW_S
+    clock.now += JOB_WINDOW_S
     assert sum(store.add(i) for i in again.poll()) == 0
     store.close()
 
@@ -124,10 +117,10 @@ def test_torchrun_two_ranks_one_runs_out(tmp_path: Path) -> None:
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert run.returncode != 0 and "OutOfMemoryError" in run.stderr, run.stderr[-2000:]
-    clock = Clock()
+    clock = FakeClock()
     source = FrameworkOomSource(probe_dir, clock=clock)
     source.poll()
-    clock.now_s += JOB_WINDOW_S
+    clock.now += JOB_WINDOW_S
     [incident] = source.poll()
     incident = diagnose(incident)
     alloc = incident.allocator or {}

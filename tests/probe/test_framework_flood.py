@@ -11,13 +11,13 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from support.clock import FakeClock
+from support.probe_records import META
 
 from oomwatch.probe.framework import FrameworkOomSource, RateLimit
 from oomwatch.probe.reader import ProbeDirReader, ReaderLimits
 from oomwatch.probe.ring import RingWriter
 from oomwatch.probe.schema import FrameworkOomEvent, to_payload
-
-from .conftest import META
 
 TRAINER_UID = "1b2c0000-4444"
 pytestmark = pytest.mark.skipif(os.getuid() != 0, reason="chown to 100 owners needs root")
@@ -38,15 +38,7 @@ def flood(probe_dir: Path) -> None:
         one_event(probe_dir / f"f{uid}.ring", 20_000 + uid, None)
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def source(probe_dir: Path, clock: Clock, pod_dirs: bool) -> FrameworkOomSource:
+def source(probe_dir: Path, clock: FakeClock, pod_dirs: bool) -> FrameworkOomSource:
     reader = ProbeDirReader(probe_dir, ReaderLimits(max_age_s=1e12))
     return FrameworkOomSource(probe_dir, reader=reader, pod_dirs=pod_dirs,
                               rate=RateLimit(clock=clock))  # fmt: skip
@@ -55,7 +47,7 @@ def source(probe_dir: Path, clock: Clock, pod_dirs: bool) -> FrameworkOomSource:
 def test_the_real_trainers_oom_is_recorded_after_a_100_uid_flood(
     probe_dir: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    clock = Clock()
+    clock = FakeClock()
     flood(probe_dir)
     frameworks = source(probe_dir, clock, pod_dirs=True)
     with caplog.at_level(logging.WARNING):
@@ -71,7 +63,7 @@ def test_the_real_trainers_oom_is_recorded_after_a_100_uid_flood(
 
 
 def test_without_pod_dirs_a_refused_event_waits_and_is_recorded_later(probe_dir: Path) -> None:
-    clock = Clock()
+    clock = FakeClock()
     flood(probe_dir)
     one_event(probe_dir / "trainer.ring", 1000, None)
     frameworks = source(probe_dir, clock, pod_dirs=False)

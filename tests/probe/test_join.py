@@ -9,14 +9,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.probe_records import META, sample, write_record
 
 from oomwatch.incident import Incident, PodContext, Victim
 from oomwatch.probe.framework import FrameworkOomSource
 from oomwatch.probe.join import INIT_PID_NS_INO, ProbeEnricher
 from oomwatch.probe.ring import RingWriter
 from oomwatch.probe.schema import FrameworkOomEvent, to_payload
-
-from .conftest import META, sample, write_record
 
 CONTAINER_ID = META.cgroup.rsplit("/", 1)[1]  # type: ignore[union-attr]
 

@@ -11,14 +11,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.probe_records import META, sample, write_record
 
 from oomwatch.daemon.probe_worker import ProbeWorker
 from oomwatch.incident import Incident, Victim, iso_time
 from oomwatch.probe.framework import FrameworkOomSource
 from oomwatch.probe.join import ProbeEnricher
 from oomwatch.probe.reader import ProbeDirReader
-
-from .conftest import META, sample, write_record
 
 
 def test_the_loops_thread_never_touches_the_probe_directory(

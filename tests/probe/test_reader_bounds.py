@@ -18,6 +18,7 @@ from typing import Any
 
 import inotify_simple
 import pytest
+from support.probe_records import META, refusals, write_record
 
 from oomwatch.probe import reader as reader_module
 from oomwatch.probe.reader import (
@@ -29,8 +30,6 @@ from oomwatch.probe.reader import (
 )
 from oomwatch.probe.ring import HEADER_BYTES, RingGeometry, encode_header, encode_slot
 from oomwatch.probe.schema import to_payload
-
-from .conftest import META, refusals, write_record
 
 FULL = RingGeometry(slot_bytes=2048, sample_slots=495, event_slots=16)  # 1,047,552 bytes
 

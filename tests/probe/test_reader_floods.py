@@ -14,10 +14,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.probe_records import write_record
 
 from oomwatch.probe.reader import POD_DIR_ENTRIES, REFUSAL_LINES, ProbeDirReader
-
-from .conftest import write_record
 
 POD = "1b2c0000-{:04d}"
 

@@ -9,12 +9,11 @@ import time
 from pathlib import Path
 
 import pytest
+from support.probe_records import META, refusals, sample, write_record
 
 from oomwatch.probe.reader import ProbeDirReader, ProbeFileError, ReaderLimits
 from oomwatch.probe.ring import HEADER_BYTES, RingGeometry, encode_header, encode_slot
 from oomwatch.probe.schema import to_payload
-
-from .conftest import META, refusals, sample, write_record
 
 
 def _image_with(payload_edit: dict[str, object]) -> bytes:

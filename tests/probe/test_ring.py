@@ -5,11 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from support.probe_records import META, sample, write_record
 
 from oomwatch.probe.reader import parse_flight_record
 from oomwatch.probe.ring import HEADER_BYTES, RingFormatError, RingGeometry
-
-from .conftest import META, sample, write_record
 
 
 def test_round_trip(probe_dir: Path) -> None:

@@ -9,11 +9,11 @@ import struct
 import time
 from pathlib import Path
 
+from support.probe_records import META, sample
+
 from oomwatch.probe.reader import ProbeDirReader
 from oomwatch.probe.ring import RingGeometry, RingWriter
 from oomwatch.probe.schema import to_payload
-
-from .conftest import META, sample
 
 KILLS = 200
 _COUNTER = struct.Struct("<Q")

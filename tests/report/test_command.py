@@ -9,8 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from .conftest import ReportRun, corpus_file, corpus_files, section_order
+from support.report_cli import ReportRun, corpus_file, corpus_files, section_order
 
 CID = "a" * 64
 POD_UID = "28fcb1a0-a45c-44e7-b9bf-e3b9360bedba"

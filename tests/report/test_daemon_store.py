@@ -9,12 +9,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from daemon.conftest import DaemonProcess, seed_cursor_at_log_end, start_daemon
-from lab_fixtures import memcg_v1, scratch
+from support.agent import DaemonProcess, seed_cursor_at_log_end
 
 from oomwatch.lab import ScratchMemcg, kubelet_layout, provoke_kill
-
-__all__ = ["memcg_v1", "scratch", "start_daemon"]
 
 MIB = 1 << 20
 CONTAINER_ID = "5e1f" * 16

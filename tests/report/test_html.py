@@ -9,6 +9,7 @@ import zlib
 from pathlib import Path
 
 import pytest
+from support.report_cli import ReportRun
 
 from oomwatch.incident import (
     Breakdown,
@@ -23,7 +24,6 @@ from oomwatch.store import IncidentStore
 
 from .browser import browse as _browser
 from .browser import chromium as _chromium
-from .conftest import ReportRun
 
 MIB = 1 << 20
 POD = "/kubepods/burstable/pod28fcb1a0-a45c-44e7-b9bf-e3b9360bedba"
@@ -189,7 +189,7 @@ def test_html_page_renders_offline_with_plot_and_verdict(report, tmp_path: Path)
 def test_html_without_timeline_draws_the_breakdown_at_the_kill(
     report: ReportRun, corpus: Path, tmp_path: Path
 ) -> None:
-    from .conftest import corpus_file
+    from support.report_cli import corpus_file
 
     page = tmp_path / "r.html"
     assert report(corpus_file(corpus, "02"), "--html", str(page)).rc == 0

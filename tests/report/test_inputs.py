@@ -17,11 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from contract import validate_report
+from support.contract import validate_report
+from support.report_cli import corpus_file
 
 from oomwatch.report import journal, sniff
-
-from .conftest import corpus_file
 
 JOURNAL = Path(__file__).resolve().parents[1] / "data" / "journal"
 SYSLOG = "02"  # the syslog of one AKS node: a pod-limit kill, then the next invocation

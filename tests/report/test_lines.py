@@ -9,12 +9,11 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.report_cli import corpus_files
 
 from oomwatch.decode import Reference, decode_lines, decode_text
 from oomwatch.report import inputs
 from oomwatch.report.sniff import decode_bytes
-
-from .conftest import corpus_files
 
 
 def _pieces(data: bytes, stats: inputs._ReadStats | None = None) -> list[str]:

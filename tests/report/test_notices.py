@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from support.report_cli import corpus_file
+
 from oomwatch.decode import TextScanner
 from oomwatch.incident import Incident, Victim
 from oomwatch.report.unread import Signs
-
-from .conftest import corpus_file
 
 POD_UID = "5931aa75-4603-4e65-b552-7c71cf55cfb5"
 # Kill lines cut where no decoder can read them (no pid), among ordinary chatter.

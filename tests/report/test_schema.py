@@ -15,15 +15,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from contract import schema, validate_report, validate_stored
+from support.contract import schema, validate_report, validate_stored
+from support.report_cli import corpus_files
 
 from oomwatch import incident as contract
 from oomwatch.daemon.pipeline import Pipeline
 from oomwatch.decode import decode_text
 from oomwatch.incident import JSON_SCHEMA_VERSION, Incident
 from oomwatch.store import IncidentStore
-
-from .conftest import corpus_files
 
 V1_RECORD = Path(__file__).resolve().parents[1] / "daemon" / "data" / "store-record-v1.json"
 

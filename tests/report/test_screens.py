@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 from PIL import Image
+from support.report_cli import ReportRun, corpus_file
 
 from .browser import chromium, dom, screenshot
-from .conftest import ReportRun, corpus_file
 from .logs import three_hundred_kills
 
 pytestmark = pytest.mark.slow

@@ -9,14 +9,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from contract import validate_report
+from support.contract import validate_report
+from support.report_cli import corpus_file, section_order
 
 from oomwatch.cgroup_identity import annotate
 from oomwatch.decode import decode_text
 from oomwatch.incident import PodContext, Timeline, TimelineSample
 from oomwatch.store import IncidentStore
-
-from .conftest import corpus_file, section_order
 
 MIB = 1 << 20
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.report_cli import corpus_file, corpus_files
 
 from oomwatch.cgroup_identity import annotate
 from oomwatch.decode import decode_text
@@ -19,7 +20,6 @@ from oomwatch.incident import Incident, MemcgUsage, PodContext, Victim
 from oomwatch.report import jsonout, page, summary, text
 from oomwatch.report.svg import byte_ticks, nice_step, time_ticks
 
-from .conftest import corpus_file, corpus_files
 from .logs import three_hundred_kills
 
 TERMINAL_COLUMNS = 120

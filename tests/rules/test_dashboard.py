@@ -5,7 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from .conftest import PrometheusServer
+from support.prometheus import PrometheusServer
+
 from .promql import (
     RULES_FILE,
     dashboard_expressions,

@@ -2,7 +2,7 @@
 
 A real `oomwatch run --standalone` runs as a subprocess, fed one kernel OOM report through a
 FIFO (as the DaemonSet's kmsg relay feeds it) over a fake cgroup v2 tree
-(tests/security/agentproc.py), so its kill counters and memory gauges exist;
+(tests/support/fifo_agent.py), so its kill counters and memory gauges exist;
 its `/metrics` is scraped over HTTP as Prometheus would.  The label sets of the series one
 report cannot create (group kills, framework OOMs) are checked on the metrics sink itself.
 """
@@ -14,8 +14,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from security.agentproc import REPO, running_agent
 from support import wait_for
+from support.fifo_agent import REPO, running_agent
 
 from oomwatch.incident import Finding, Incident, PodContext, Victim
 from oomwatch.sinks.metrics import Metrics, SeriesLabels

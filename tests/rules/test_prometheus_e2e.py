@@ -18,10 +18,10 @@ from typing import Any, TypeVar
 import pytest
 from support import until
 from support.agent import AgentProcess
+from support.prometheus import PrometheusServer
 
 from oomwatch.lab import ScratchMemcg, kubelet_layout, memcg_v1_unavailable_reason, provoke_kill
 
-from .conftest import PrometheusServer
 from .promql import (
     RULES_FILE,
     assert_all_exported,

@@ -18,11 +18,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.fifo_agent import REPO, AgentProc, kernel_kill_logged, running_agent
 
 from oomwatch.probe.ring import HEADER_BYTES, RingGeometry, encode_header, encode_slot
 from oomwatch.store import IncidentStore
-
-from .agentproc import REPO, AgentProc, running_agent
 
 pytestmark = pytest.mark.slow
 
@@ -65,11 +64,6 @@ def put(agent: AgentProc, name: str, geometry: RingGeometry, head: dict[str, Any
     tmp = agent.probe_dir / f".{name}"
     tmp.write_bytes(bytes(data))
     tmp.rename(agent.probe_dir / name)
-
-
-def kernel_kill_logged(agent: AgentProc, pid: int, timeout_s: float) -> float | None:
-    return agent.arrival(lambda line: line.get("event") == "oom_kill"
-                         and line.get("process.pid") == pid, timeout_s)  # fmt: skip
 
 
 def test_110_full_probe_files_keep_the_agent_far_under_its_limit(tmp_path: Path) -> None:

@@ -12,9 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-
-from .agentproc import REPO, running_agent
-from .test_agent_attacks import kernel_kill_logged
+from support.fifo_agent import REPO, kernel_kill_logged, running_agent
 
 pytestmark = pytest.mark.slow
 

@@ -17,7 +17,7 @@ from oomwatch.decode import decode_kmsg_records
 from oomwatch.diagnosis.history import History
 from oomwatch.incident import Finding, Incident, PodContext, TaskRow, Victim
 from oomwatch.store import IncidentStore
-from oomwatch.store_limits import MAX_INCIDENT_BYTES, MAX_VICTIMS, bounded, capped
+from oomwatch.store.limits import MAX_INCIDENT_BYTES, MAX_VICTIMS, bounded, capped
 
 GROUP = "/kubepods.slice/kubepods-pod0.slice/cri-containerd-c0ffee.scope"
 TAIL = "file-rss:0kB, shmem-rss:0kB, UID:1000 pgtables:84kB oom_score_adj:0"

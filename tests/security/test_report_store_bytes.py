@@ -9,11 +9,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.fifo_agent import REPO, agent_env, peak_rss_kib
 
 from oomwatch.incident import Incident, TaskRow, Victim
 from oomwatch.store import IncidentStore
-
-from .agentproc import REPO, agent_env, peak_rss_kib
 
 pytestmark = pytest.mark.slow
 

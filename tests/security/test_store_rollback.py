@@ -9,9 +9,8 @@ import sqlite3
 import time
 from pathlib import Path
 
-from daemon.test_store_upgrade import FIXTURE, NEWER_SCHEMA, newer_agent, open_store
-
-from .agentproc import REPO, running_agent
+from support.fifo_agent import REPO, running_agent
+from support.store_versions import FIXTURE, NEWER_SCHEMA, newer_agent, open_store
 
 
 def count(db_path: Path) -> int:

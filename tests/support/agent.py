@@ -20,6 +20,7 @@ from typing import Any, Self
 
 from oomwatch.daemon.agent import Agent
 from oomwatch.daemon.config import DaemonConfig
+from oomwatch.demo import start_at_log_end
 from support import free_port
 
 REPO = Path(__file__).resolve().parents[2]
@@ -49,11 +50,19 @@ class AgentProcess:
         self.state_dir = state_dir
         self.port = free_port()
         argv = [
-            sys.executable, "-m", "oomwatch.cli", "run",
+            sys.executable,
+            "-m",
+            "oomwatch.cli",
+            "run",
             *(["--standalone"] if kubeconfig is None else []),
-            "--state-dir", str(state_dir), "--metrics-address", f"127.0.0.1:{self.port}",
-            "--log-format", "json", *args,
-        ]  # fmt: skip
+            "--state-dir",
+            str(state_dir),
+            "--metrics-address",
+            f"127.0.0.1:{self.port}",
+            "--log-format",
+            "json",
+            *args,
+        ]
         env = {k: v for k, v in os.environ.items() if not k.startswith(("OOMWATCH_", "KUBE"))}
         env.update(PYTHONPATH=str(repo), PYTHONUNBUFFERED="1")
         if kubeconfig is not None:
@@ -206,3 +215,51 @@ def agent_thread(config: DaemonConfig) -> Iterator[Agent]:
         agent.stop()
         loop.join(10)
         assert not loop.is_alive(), "the agent's loop did not stop in 10 s"
+
+
+def seed_cursor_at_log_end(state_dir: Path) -> None:
+    """Start the daemon after everything already in the ring (other engineers' kills)."""
+    start_at_log_end(state_dir)
+
+
+class DaemonProcess(AgentProcess):
+    """`oomwatch run` over this machine's cgroups and kernel log ."""
+
+    def __init__(self, state_dir: Path, *extra: str, kubeconfig: Path | None = None) -> None:
+        super().__init__(
+            ["--cgroup-root", "/sys/fs/cgroup", *extra], state_dir=state_dir, kubeconfig=kubeconfig
+        )
+
+
+def victim_is(pid: int) -> Callable[[dict[str, object]], bool]:
+    """Selects the `oom_kill` log line whose victim is `pid`."""
+    return lambda line: line.get("event") == "oom_kill" and line.get("process.pid") == pid
+
+
+E2E_NODE = "e2e-node"  # the node the real-kernel cluster tests' agent runs as
+
+
+def kubeconfig(path: Path, server: str) -> Path:
+    path.write_text(
+        json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "current-context": "fake",
+                "clusters": [{"name": "fake", "cluster": {"server": server}}],
+                "users": [{"name": "agent", "user": {}}],
+                "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "agent"}}],
+            }
+        )
+    )
+    return path
+
+
+def connected_agent(tmp: Path, server: str, extra_args: list[str]) -> AgentProcess:
+    """`oomwatch run` connected to the fake API server at `server` ."""
+    return AgentProcess(
+        [f"--node-name={E2E_NODE}", *extra_args],
+        state_dir=tmp / "state",
+        kubeconfig=kubeconfig(tmp / "kubeconfig", server),
+        ready=None,  # each test waits for `started` as long as its kernel needs
+    )

@@ -4,10 +4,13 @@ from torch's message: for the diagnosis and report tests.
 SHARED is the message torch 2.11 printed on an H100 with a second process holding 40.5 GiB
 (shared/notes/verified-here.md, 2026-11-26); HIDDEN is the same without the "Process N has"
 clause, as torch prints it when NVML cannot see the other process (another PID namespace).
-The others follow torch's format with the numbers of the runs issue 25 describes."""
+The others follow torch's format with the numbers of the GPU runs bench/RESULTS.md records
+(bench/gpu_check.py)."""
 
 from __future__ import annotations
 
+from collections import OrderedDict
+from itertools import product
 from typing import Any
 
 from oomwatch.diagnosis import diagnose
@@ -42,8 +45,13 @@ FOOTPRINT = (
     " use. Of the allocated memory 76.00 GiB is allocated by PyTorch, and 1.00 GiB is reserved"
     " by PyTorch but unallocated."
 )
-CLAIM = {"pod_uid": "5f0c", "namespace": "ml", "pod": "trainer-0", "container": "trainer",
-         "cgroup": None}  # fmt: skip
+CLAIM = {
+    "pod_uid": "5f0c",
+    "namespace": "ml",
+    "pod": "trainer-0",
+    "container": "trainer",
+    "cgroup": None,
+}
 
 
 def framework(message: str, **extra: Any) -> Incident:
@@ -66,3 +74,42 @@ def framework(message: str, **extra: Any) -> Incident:
         **extra,
     }
     return diagnose(Incident(kind="framework", allocator=allocator))
+
+
+MiB = 1 << 20
+
+
+def memory_stats_after_one_64_mib_tensor() -> OrderedDict[str, int]:
+    """`torch.cuda.memory_stats()` as torch returns it (sorted, flattened keys, ints) after
+    `torch.empty(64 << 20, dtype=torch.uint8, device="cuda")`: every key torch documents."""
+    per_pool = {
+        "allocated_bytes": 64 * MiB,
+        "reserved_bytes": 64 * MiB,
+        "active_bytes": 64 * MiB,
+        "requested_bytes": 64 * MiB,
+        "inactive_split_bytes": 0,
+        "allocation": 1,
+        "segment": 1,
+        "active": 1,
+        "inactive_split": 0,
+    }
+    stats: dict[str, int] = {}
+    for (stat, value), pool, metric in product(
+        per_pool.items(), ("all", "large_pool", "small_pool"), ("current", "peak", "allocated")
+    ):
+        stats[f"{stat}.{pool}.{metric}"] = 0 if pool == "small_pool" else value
+    for stat, pool in product(per_pool, ("all", "large_pool", "small_pool")):
+        stats[f"{stat}.{pool}.freed"] = 0
+    for metric in ("current", "peak", "allocated", "freed"):
+        stats[f"oversize_allocations.{metric}"] = 0
+        stats[f"oversize_segments.{metric}"] = 0
+    stats |= {
+        "max_split_size": -1,  # torch's "no limit": a negative that must not be kept
+        "num_alloc_retries": 0,
+        "num_device_alloc": 1,
+        "num_device_free": 0,
+        "num_oom_rejections": 0,
+        "num_ooms": 1,
+        "num_sync_all_streams": 0,
+    }
+    return OrderedDict(sorted(stats.items()))

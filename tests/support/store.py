@@ -6,10 +6,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from contract import validate_stored
-
 from oomwatch.incident import Incident
 from oomwatch.store import IncidentStore, StoreError
+from support.contract import validate_stored
 
 
 def stored(state_dir: Path) -> list[Incident]:

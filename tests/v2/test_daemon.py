@@ -18,9 +18,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from daemon.conftest import REPO, DaemonProcess, seed_cursor_at_log_end, stored
-from daemon.test_run_kernel import incidents_for, kill_9_mid_burst_and_restart, metric_value
 from support import wait_for
+from support.agent import REPO, DaemonProcess, seed_cursor_at_log_end
+from support.kernel_runs import incidents_for, kill_9_mid_burst_and_restart, metric_value
+from support.store import stored
 
 from oomwatch.incident import Incident
 from oomwatch.lab import Memcg, ScratchMemcg, kubelet_layout, spawn_hog, wait_rate_limit_window

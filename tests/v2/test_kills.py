@@ -9,11 +9,10 @@ from __future__ import annotations
 import uuid
 
 import pytest
+from support.kernel_record import record, snapshot
 
 from oomwatch.cgroup_identity import annotate
 from oomwatch.lab import ScratchMemcg, kubelet_layout, provoke_kill, spawn_hog
-
-from .conftest import record, snapshot
 
 MIB = 1 << 20
 CONTAINER_ID = "c0ffee00" * 8

@@ -5,7 +5,6 @@ the fake API server -- the v2 twin of tests/kube/test_kube_e2e_kernel.py."""
 from __future__ import annotations
 
 import signal
-import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -13,13 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.agent import E2E_NODE as NODE
+from support.agent import AgentProcess, connected_agent
+from support.fakeapi import FakeApiServer, make_pod
 
 from oomwatch.lab import ScratchMemcg, kubelet_layout, spawn_hog, wait_rate_limit_window
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "kube"))
-from fakeapi import FakeApiServer, make_pod
-from support.agent import AgentProcess
-from test_kube_e2e_kernel import NODE, connected_agent
 
 pytestmark = pytest.mark.kernel
 MIB = 1 << 20

@@ -9,8 +9,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from daemon.conftest import DaemonProcess, seed_cursor_at_log_end
-from daemon.test_storm_kernel import Storm, burst, storm
+from support.agent import DaemonProcess, seed_cursor_at_log_end
+from support.storms import Storm, burst, storm
 
 from oomwatch.lab import ScratchMemcg
 

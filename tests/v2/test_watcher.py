@@ -10,11 +10,10 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
+from support.kernel_record import record, snapshot
 
 from oomwatch.cgroups import CgroupWatcher, CounterDelta, TimelineSampler
 from oomwatch.lab import Memcg, ScratchMemcg, kubelet_layout, spawn_hog
-
-from .conftest import record, snapshot
 
 pytestmark = pytest.mark.kernel
 MIB = 1 << 20

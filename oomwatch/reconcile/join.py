@@ -1,0 +1,264 @@
+"""Reconcile kernel-log kills with the cgroup OOM counters: every counted kill recorded once,
+in the cgroup the kernel's evidence names -- or said to be ambiguous, never guessed.
+
+Two witnesses see each kill.  The kernel log tells who died and why, but its report header is
+rate-limited (later kills print only a bare `Killed process` line, with no cgroup) and records
+can be overwritten before we read them.  The `oom_kill` counter of the victim's cgroup cannot
+lie or be lost, but says nothing else.  Matching the two:
+
+- a full report is passed on at once (latency matters) and leaves a claim on a counter rise
+  of its cgroup (or an ancestor, for hierarchical v2 counters);
+- a bare `Killed process` line waits until a counter pass that began after it arrived, then
+  `attribution.options` tells which cgroups the evidence allows (counter rises bracketing its
+  time, OOM notifications before it, its pid seen in a cgroup, its size against the limit),
+  jointly with every other kill still waiting: one cgroup -> placed; several -> it waits
+  `AMBIGUOUS_WAIT_S` for evidence still in flight, then is passed on as ambiguous, naming
+  them; none -> it waits `GRACE_S` for a rescan to find its cgroup, then is passed on with
+  its cgroup unknown.  A placed or ambiguous kill leaves a claim like a report's;
+- a counter rise that no log kill explains within `GRACE_S` becomes an incident of its own
+  with `kmsg_missing: true`.
+
+Claims do not take a particular rise at once: a report or a placed kill may fit two rises of
+its cgroup, and taking the wrong one would rob a later kill of its own; an ambiguous kill
+fits rises of several cgroups, and taking one would make the next kill look certain.  A
+claim settles on a rise only once that rise is `SETTLE_S` old and no kill waits, when no
+later line can need it.  Counters stay the ground truth for how many kills there were: every
+rise is explained by one claim or becomes a counter-only incident, never both.
+
+Pure: state in, state out, no clock or I/O; all times are CLOCK_MONOTONIC seconds
+(`kernel_offset_s` maps the kernel log's stamps onto that clock).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from oomwatch.cgroups.oom_events import OomSignal, Sighting
+from oomwatch.incident import (
+    Attribution,
+    AttributionCandidate,
+    AttributionMethod,
+    Incident,
+    is_kernel_kill,
+    iso_time,
+)
+from oomwatch.reconcile.attribution import Rise, covers
+from oomwatch.reconcile.placement import attribute, mono, place
+from oomwatch.reconcile.state import (
+    AMBIGUOUS_WAIT_S,
+    GRACE_S,
+    GROUP_REPEAT_S,
+    MAX_SIGHTINGS,
+    MAX_SIGNALS,
+    MISSING_NOTE,
+    SETTLE_S,
+    SIGNAL_KEEP_S,
+    UNMATCHED_KEEP_S,
+    BareKill,
+    CgroupFacts,
+    CgroupNews,
+    Claim,
+    CounterKills,
+    Reconciled,
+    ReconcileState,
+    Work,
+)
+
+
+def is_logged_kernel_kill(incident: Incident) -> bool:
+    """A kernel kill known from its log line (not only from a counter)."""
+    return is_kernel_kill(incident.kind) and not incident.kmsg_missing
+
+
+def _log_cgroup(incident: Incident) -> str | None:
+    return incident.task_memcg or incident.oom_memcg or incident.group_cgroup
+
+
+def reconcile(
+    state: ReconcileState,
+    incidents: Sequence[Incident],
+    news: CgroupNews | Iterable[CounterKills],
+    now_s: float,
+    *,
+    facts: CgroupFacts | None = None,
+    kernel_offset_s: float | None = 0.0,
+    kernel_late_s: float = 0.0,
+    grace_s: float = GRACE_S,
+    unmatched_keep_s: float = UNMATCHED_KEEP_S,
+    wall_offset_s: float | None = None,
+    log_read_at_s: float | None = None,
+) -> Reconciled:
+    """Fold new log incidents and cgroup news into the state; return what is ready.
+
+    Call with no new input on each tick so waiting kills reach their deadline.
+    `kernel_offset_s` is the kernel log's clock minus CLOCK_MONOTONIC (None: not known yet;
+    then no kill is placed by its time), `kernel_late_s` how much later than the promptest
+    its records were read lately (`KernelClock.late_s`); `wall_offset_s` (wall clock minus
+    CLOCK_MONOTONIC) dates counter-only kills; `log_read_at_s`: the kernel log was read
+    through then (None: through now).
+    """
+    if not isinstance(news, CgroupNews):
+        news = CgroupNews(kills=tuple(news))
+    work = Work(
+        list(state.claims),
+        list(state.rises),
+        list(state.bare),
+        {s.pid: s for s in state.sightings},
+        list(state.signals),
+        state.counted_at_s,
+        Reconciled(state),
+        unmatched_keep_s,
+        now_s if log_read_at_s is None else log_read_at_s,
+    )
+    _take_incidents(work, incidents, now_s, kernel_offset_s, grace_s)
+    _take_news(work, news, now_s, grace_s)
+    place(work, facts or CgroupFacts(), now_s, kernel_offset_s, kernel_late_s)
+    _expire(work, now_s, wall_offset_s)
+    work.out.state = ReconcileState(
+        tuple(work.claims),
+        tuple(work.rises),
+        tuple(work.bare),
+        tuple(sorted(work.sightings.values(), key=lambda s: s.at_s))[-MAX_SIGHTINGS:],
+        tuple(s for s in work.signals if s.by_s > now_s - SIGNAL_KEEP_S)[-MAX_SIGNALS:],
+        work.counted_at_s,
+        state.kernel_offset_s if kernel_offset_s is None else round(kernel_offset_s, 3),
+    )
+    return work.out
+
+
+def _take_incidents(
+    work: Work,
+    incidents: Sequence[Incident],
+    now_s: float,
+    kernel_offset_s: float | None,
+    grace_s: float,
+) -> None:
+    """Reports pass on at once and claim their rises; bare kills wait to be placed."""
+    for incident in incidents:
+        if not is_logged_kernel_kill(incident):
+            work.out.ready.append(incident)
+            continue
+        t_s = mono(incident, kernel_offset_s)
+        memcg = incident.oom_memcg or incident.task_memcg
+        if memcg and t_s is not None:
+            for row in incident.tasks:  # the kernel listed these pids in that memcg
+                work.sightings.pop(row.pid, None)
+                work.sightings[row.pid] = Sighting(row.pid, memcg, t_s)
+        cgroup = _log_cgroup(incident)
+        if cgroup is None and _repeats_a_group_kill(work, incident, now_s):
+            continue
+        if cgroup is None:
+            work.bare.append(BareKill(incident, now_s, now_s + grace_s))
+            continue
+        method: AttributionMethod = (
+            "report" if incident.task_memcg or incident.oom_memcg else "group"
+        )
+        attribute(incident, method, "certain", [cgroup], "named by the kernel's report")
+        work.out.ready.append(incident)
+        last_s = incident.last_kill_kernel_time_s
+        pids = tuple(v.pid for v in incident.victims) if incident.group_kill else ()
+        for _ in range(incident.kills_counted or max(1, len(incident.victims))):
+            claim = Claim(
+                (cgroup,), incident.kernel_time_s, now_s + work.keep_s, now_s, last_s, pids
+            )
+            work.claims.append(claim)
+
+
+def _repeats_a_group_kill(work: Work, incident: Incident, now_s: float) -> bool:
+    """A header-less kill line of a victim of a group kill already passed on: the kernel
+    kills the primary victim again as a member (mm/oom_kill.c oom_kill_memcg_member), and a
+    report closed before that line came (its lines more than `GROUP_KILL_IDLE_S` apart)
+    leaves it alone.  No process is killed twice otherwise (a victim is skipped while it
+    exits), so it is the group kill's, and counted: it claims a rise of that cgroup.  Only
+    within `GROUP_REPEAT_S` of the group's kill (a pid is reused in time)."""
+    victim, t = incident.victim, incident.kernel_time_s
+    group = next(
+        (
+            c
+            for c in work.claims
+            if victim is not None
+            and victim.pid in c.victim_pids
+            and t is not None
+            and c.kernel_time_s is not None
+            and 0.0 <= t - c.kernel_time_s <= GROUP_REPEAT_S
+        ),
+        None,
+    )
+    if group is None:
+        return False
+    claim = Claim(group.cgroups, incident.kernel_time_s, now_s + work.keep_s, now_s)
+    work.claims.append(claim)
+    work.out.repeats += 1
+    return True
+
+
+def _take_news(work: Work, news: CgroupNews, now_s: float, grace_s: float) -> None:
+    for delta in news.kills:
+        for i in range(max(0, delta.oom_kill)):
+            due = max(delta.observed_at_s, now_s) + grace_s
+            group = i < delta.oom_group_kill
+            work.rises.append(Rise(delta.cgroup, delta.since_s, delta.observed_at_s, due, group))
+    work.signals.extend(news.signals)
+    for sighting in news.sightings:
+        work.sightings.pop(sighting.pid, None)
+        work.sightings[sighting.pid] = sighting
+    if news.counted_at_s is not None:
+        work.counted_at_s = max(work.counted_at_s or news.counted_at_s, news.counted_at_s)
+
+
+def _expire(work: Work, now_s: float, wall_offset_s: float | None) -> None:
+    """Rises no claim or waiting kill may take, unexplained in time, become counter-only
+    incidents; claims whose counter never came stop waiting."""
+    kept: list[Rise] = []
+    for n, rise in enumerate(work.rises):
+        if rise.due_s > now_s or n in work.held:
+            kept.append(rise)
+            continue
+        incident = missing_incident(rise.cgroup, group_kill=rise.group)
+        if wall_offset_s is not None:
+            incident.wall_time = iso_time(rise.by_s + wall_offset_s)
+        work.out.ready.append(incident)
+        work.out.missing += 1
+    work.rises = kept
+    work.claims = [c for c in work.claims if c.expires_at_s > now_s]
+
+
+def missing_incident(cgroup: str, *, group_kill: bool = False) -> Incident:
+    """A kill the counters saw and the kernel log never reported: only the cgroup is known."""
+    return Incident(
+        kind="unknown",
+        task_memcg=cgroup,
+        kmsg_missing=True,
+        group_kill=group_kill,
+        group_cgroup=cgroup if group_kill else None,
+        notes=[MISSING_NOTE],
+        attribution=Attribution(
+            "counter",
+            "certain",
+            [AttributionCandidate(cgroup)],
+            "counted by this cgroup's oom_kill counter",
+        ),
+    )
+
+
+__all__ = [
+    "AMBIGUOUS_WAIT_S",
+    "GRACE_S",
+    "GROUP_REPEAT_S",
+    "SETTLE_S",
+    "UNMATCHED_KEEP_S",
+    "BareKill",
+    "CgroupFacts",
+    "CgroupNews",
+    "Claim",
+    "CounterKills",
+    "OomSignal",
+    "ReconcileState",
+    "Reconciled",
+    "Rise",
+    "Sighting",
+    "covers",
+    "is_logged_kernel_kill",
+    "missing_incident",
+    "reconcile",
+]

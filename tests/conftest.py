@@ -1,0 +1,76 @@
+"""Fixtures every test folder shares (pytest finds them here; nothing imports this file).
+
+Real-kernel: `memcg_v1` / `memcg_v2` skip the test (with the reason) where scratch memcgs of
+that cgroup version cannot be made; `scratch` / `scratch_v2` give a fresh `ScratchMemcg`
+(256 MiB root limit) on that version that is removed after the test, pass or fail.  The
+memory controller sits on one version per host: this project's machines have v1, so the v2
+tests run in the lab VM (`python -m oomwatch.lab.vm`), and on a v2 host directly.
+`start_daemon` runs `oomwatch run` over this machine's cgroups.  Helpers that are not
+fixtures live in `support` (tests/ is on pytest's path).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from support.agent import DaemonProcess
+from support.prometheus import tool
+
+from oomwatch.lab.hierarchy import memcg_v2_unavailable_reason
+from oomwatch.lab.memcg import ScratchMemcg, memcg_v1_unavailable_reason
+
+
+@pytest.fixture(scope="session")
+def memcg_v1() -> None:
+    reason = memcg_v1_unavailable_reason()
+    if reason is not None:
+        pytest.skip(f"needs root, cgroup v1 memory and /dev/kmsg: {reason}")
+
+
+@pytest.fixture
+def scratch(memcg_v1: None) -> Iterator[ScratchMemcg]:
+    with ScratchMemcg(version=1) as tree:
+        yield tree
+
+
+@pytest.fixture(scope="session")
+def memcg_v2() -> None:
+    reason = memcg_v2_unavailable_reason()
+    if reason is not None:
+        pytest.skip(
+            f"needs root, cgroup v2 memory and /dev/kmsg ({reason}); "
+            "tests/vm runs these in the lab VM on Debian's 6.1 and 6.12 kernels"
+        )
+
+
+@pytest.fixture
+def scratch_v2(memcg_v2: None) -> Iterator[ScratchMemcg]:
+    with ScratchMemcg(version=2) as tree:
+        yield tree
+
+
+@pytest.fixture
+def start_daemon(tmp_path: Path) -> Iterator[Callable[..., DaemonProcess]]:
+    """Start `oomwatch run` processes on one temp state dir; all are stopped afterwards."""
+    started: list[DaemonProcess] = []
+
+    def start(*extra: str) -> DaemonProcess:
+        daemon = DaemonProcess(tmp_path / "state", *extra)
+        started.append(daemon)
+        return daemon
+
+    yield start
+    for daemon in started:
+        daemon.stop()
+
+
+@pytest.fixture(scope="session")
+def promtool() -> str:
+    return tool("promtool")
+
+
+@pytest.fixture(scope="session")
+def prometheus_binary() -> str:
+    return tool("prometheus")

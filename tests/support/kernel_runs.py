@@ -1,0 +1,127 @@
+"""`oomwatch run` over real kills, for the v1 and v2 suites: a container of a scratch tree,
+bursts of kills, a kill -9 of the agent mid-burst and its restart, and reading back what it
+stored and exported."""
+
+from __future__ import annotations
+
+import signal
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+from oomwatch.incident import Incident
+from oomwatch.lab import (
+    Memcg,
+    ScratchMemcg,
+    kubelet_layout,
+    spawn_hog,
+    wait_rate_limit_window,
+)
+from support import wait_for
+from support.agent import DaemonProcess, seed_cursor_at_log_end
+from support.store import stored
+
+MIB = 1 << 20
+
+
+def container(scratch: ScratchMemcg, limit_mb: int = 32) -> tuple[Memcg, str, str]:
+    uid, cid = str(uuid.uuid4()), uuid.uuid4().hex * 2
+    return kubelet_layout(scratch, uid, cid, container_limit_bytes=limit_mb * MIB), uid, cid
+
+
+def metric_value(text: str, name: str, **labels: str) -> float | None:
+    for line in text.splitlines():
+        if not line.startswith(name + "{") and line.split(" ")[0] != name:
+            continue
+        if all(f'{k}="{v}"' in line for k, v in labels.items()):
+            return float(line.rsplit(" ", 1)[1])
+    return None
+
+
+def burst(memcgs: list[Memcg], per_memcg: int) -> list[int]:
+    """`per_memcg` children killed one after another in each memcg, memcgs in parallel."""
+    hogs = [
+        spawn_hog(m, mode="child-worker", mb=96, comm=f"h4-b{i}", children=per_memcg, linger_s=0.5)
+        for i, m in enumerate(memcgs)
+    ]
+    pids: list[int] = []
+    for hog in hogs:
+        hog.wait_for_count("child-exit", per_memcg, timeout_s=60)
+        pids += hog.child_pids
+        hog.wait(30)
+    return pids
+
+
+def incidents_for(state_dir: Path, pids: set[int], scratch: ScratchMemcg) -> list[Incident]:
+    return [
+        i
+        for i in stored(state_dir)
+        if (i.victim and i.victim.pid in pids)
+        or (i.kmsg_missing and (i.task_memcg or "").startswith(scratch.relpath))
+    ]
+
+
+def kill_9_mid_burst_and_restart(
+    scratch: ScratchMemcg,
+    start_daemon: Callable[..., DaemonProcess],
+    state_dir: Path,
+    make: Callable[[ScratchMemcg], tuple[Memcg, str, str]],
+    *,
+    memcgs: int = 4,
+    children: int = 5,
+    comm: str = "h4-r",
+    settle_s: float = 15.0,
+) -> None:
+    """`children` kills in each of `memcgs` containers; the agent is killed with SIGKILL
+    after the second and restarted when all are done: each kill recorded once, in its pod
+    or ambiguous among candidates that include it."""
+    seed_cursor_at_log_end(state_dir)
+    daemon = start_daemon()
+    made = [make(scratch) for _ in range(memcgs)]
+    uid_of = {m.relpath: uid for m, uid, _ in made}
+    total = memcgs * children
+    wait_rate_limit_window()  # full reports (and the names they list) for the first kills
+    hogs = [
+        spawn_hog(m, mode="child-worker", mb=96, comm=f"{comm}{i}", children=children, linger_s=0.5)
+        for i, (m, _, _) in enumerate(made)
+    ]
+    hogs[0].wait_for_count("child-exit", 2, timeout_s=60)
+    daemon.signal(signal.SIGKILL)
+    daemon.proc.wait(10)
+    pids: list[int] = []
+    for hog in hogs:
+        hog.wait_for_count("child-exit", children, timeout_s=120)
+        pids += hog.child_pids
+        hog.wait(30)
+    restarted = start_daemon()
+    mine: list[Incident] = []
+
+    def all_in() -> bool:
+        mine[:] = incidents_for(restarted.state_dir, set(pids), scratch)
+        return len(mine) >= total
+
+    assert wait_for(all_in, settle_s), f"{len(mine)} of {total} incidents"
+    time.sleep(3.0)
+    mine = incidents_for(restarted.state_dir, set(pids), scratch)
+    victims = [i.victim.pid for i in mine if i.victim]
+    assert len(mine) == total and sorted(victims) == sorted(set(victims))
+    # Every kill lands in its own container where the kernel's evidence places it, and is
+    # ambiguous -- no pod, its true container among the candidates -- where it cannot (the
+    # counters of the kills made while no agent ran were first read all at once).
+    memcg_of = {pid: hog.memcg.relpath for hog in hogs for pid in hog.child_pids}
+    for incident in mine:
+        truth = memcg_of[incident.victim.pid] if incident.victim else incident.task_memcg
+        assert incident.attribution is not None
+        if incident.attribution.confidence == "ambiguous":
+            assert incident.pod_uid is None and incident.task_memcg is None
+            assert truth in [c.cgroup for c in incident.attribution.candidates]
+        else:
+            assert truth is not None and incident.task_memcg == truth, incident
+            assert incident.pod_uid == uid_of[truth], incident
+    assert not [i for i in mine if i.kmsg_missing]  # each counted kill explained once
+    ambiguous = sum(1 for i in mine if i.attribution and i.attribution.ambiguous)
+    print(
+        f"kill -9: {sum(i.header_suppressed for i in mine)} header-less, "
+        f"{ambiguous} ambiguous, {sum(i.kmsg_missing for i in mine)} counter-only"
+    )
