@@ -7,7 +7,10 @@ still waiting.  Pure: no clock, file or thread; time comes in as arguments.
 
 from __future__ import annotations
 
-from oomwatch.reconcile.join import (
+from oomwatch.cgroups.oom_events import OomSignal, Sighting
+from oomwatch.reconcile.attribution import Rise, covers
+from oomwatch.reconcile.join import is_logged_kernel_kill, missing_incident, reconcile
+from oomwatch.reconcile.state import (
     AMBIGUOUS_WAIT_S,
     GRACE_S,
     GROUP_REPEAT_S,
@@ -18,15 +21,8 @@ from oomwatch.reconcile.join import (
     CgroupNews,
     Claim,
     CounterKills,
-    OomSignal,
     Reconciled,
     ReconcileState,
-    Rise,
-    Sighting,
-    covers,
-    is_logged_kernel_kill,
-    missing_incident,
-    reconcile,
 )
 
 __all__ = [

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from oomwatch.cgroups.oom_events import OomSignal, Sighting
+from oomwatch.cgroups.oom_events import Sighting
 from oomwatch.incident import (
     Attribution,
     AttributionCandidate,
@@ -42,16 +42,14 @@ from oomwatch.incident import (
     is_kernel_kill,
     iso_time,
 )
-from oomwatch.reconcile.attribution import Rise, covers
+from oomwatch.reconcile.attribution import Rise
 from oomwatch.reconcile.placement import attribute, mono, place
 from oomwatch.reconcile.state import (
-    AMBIGUOUS_WAIT_S,
     GRACE_S,
     GROUP_REPEAT_S,
     MAX_SIGHTINGS,
     MAX_SIGNALS,
     MISSING_NOTE,
-    SETTLE_S,
     SIGNAL_KEEP_S,
     UNMATCHED_KEEP_S,
     BareKill,
@@ -239,26 +237,3 @@ def missing_incident(cgroup: str, *, group_kill: bool = False) -> Incident:
             "counted by this cgroup's oom_kill counter",
         ),
     )
-
-
-__all__ = [
-    "AMBIGUOUS_WAIT_S",
-    "GRACE_S",
-    "GROUP_REPEAT_S",
-    "SETTLE_S",
-    "UNMATCHED_KEEP_S",
-    "BareKill",
-    "CgroupFacts",
-    "CgroupNews",
-    "Claim",
-    "CounterKills",
-    "OomSignal",
-    "ReconcileState",
-    "Reconciled",
-    "Rise",
-    "Sighting",
-    "covers",
-    "is_logged_kernel_kill",
-    "missing_incident",
-    "reconcile",
-]

@@ -24,7 +24,7 @@ from oomwatch.decode import decode_text
 from oomwatch.incident import JSON_SCHEMA_VERSION, Incident
 from oomwatch.store import IncidentStore
 
-V1_RECORD = Path(__file__).resolve().parents[1] / "daemon" / "data" / "store-record-v1.json"
+V1_RECORD = Path(__file__).resolve().parents[1] / "store" / "data" / "store-record-v1.json"
 
 
 def _dataclasses() -> list[type[Any]]:
