@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import io
 import json
-from json.encoder import encode_basestring_ascii as _ascii_string  # the C function
 from collections.abc import Callable, Iterable, Sequence
+from json.encoder import encode_basestring_ascii as _ascii_string  # the C function
 from typing import Any, TextIO
 
 from oomwatch.diagnosis import unknowns

@@ -39,9 +39,11 @@ _SCALARS = (
 _KEYS = st.text() | st.integers() | st.floats() | st.booleans() | st.none()
 _VALUES = st.recursive(
     _SCALARS,
-    lambda inner: st.lists(inner, max_size=4)
-    | st.tuples(inner, inner)
-    | st.dictionaries(_KEYS, inner, max_size=4),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.tuples(inner, inner)
+        | st.dictionaries(_KEYS, inner, max_size=4)
+    ),
     max_leaves=20,
 )
 
