@@ -76,12 +76,12 @@ class _Source:
 
     def __init__(self, cgroup: WatchedCgroup, ring: DecimatedRing) -> None:
         v2 = cgroup.version == 2
-        base = cgroup.fs_path + "/"
+        base = cgroup.fs_path
         self.cgroup = cgroup
         usage_name = "memory.current" if v2 else "memory.usage_in_bytes"
-        self.usage_file = CgroupFile(base + usage_name, size_bytes=64)
-        self.limit_file = CgroupFile(base + ("memory.max" if v2 else "memory.limit_in_bytes"), 64)
-        self.stat_file = CgroupFile(base + "memory.stat", size_bytes=8192)
+        self.usage_file = CgroupFile(base, 64, name=usage_name)
+        self.limit_file = CgroupFile(base, 64, name="memory.max" if v2 else "memory.limit_in_bytes")
+        self.stat_file = CgroupFile(base, 8192, name="memory.stat")
         self.ring = ring
         self.last_usage = -1
         self.limit: int | None = None

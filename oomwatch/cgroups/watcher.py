@@ -36,7 +36,7 @@ from oomwatch.cgroups.discovery import (
     MAX_CGROUPS,
     Hierarchy,
     WatchedCgroup,
-    counter_file,
+    counter_file_name,
     discover,
     find_hierarchies,
     read_between_rescans,
@@ -233,7 +233,7 @@ class CgroupWatcher:
                 self._warn(f"watching at most {self._max_cgroups} cgroups")
                 break
             self._cgroups[cg.relpath] = cg
-            self._files[cg.relpath] = CgroupFile(counter_file(cg), size_bytes=256)
+            self._files[cg.relpath] = CgroupFile(cg.fs_path, 256, name=counter_file_name(cg))
             reading = self._read(cg.relpath)
             if reading is None:
                 self._untrack(cg.relpath)
