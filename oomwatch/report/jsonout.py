@@ -45,20 +45,9 @@ class _NotPlain(Exception):
 
 def _encode(value: Any, newline: str, out: list[str]) -> None:
     """Append the JSON of `value` as `json.dumps(indent=2)` writes it, lines joined by
-    `newline` (a newline and the current indentation)."""
-    if isinstance(value, str):
-        out.append(_ascii_string(value))
-    elif value is None:
-        out.append("null")
-    elif value is True:
-        out.append("true")
-    elif value is False:
-        out.append("false")
-    elif isinstance(value, int):
-        out.append(int.__repr__(value))
-    elif isinstance(value, float):
-        out.append(_float_text(value))
-    elif isinstance(value, dict):
+    `newline` (a newline and the current indentation).  The commonest members (exact
+    `str`, `None`, `int`) are written in the loops, without a call each."""
+    if isinstance(value, dict):
         if not value:
             out.append("{}")
             return
@@ -66,9 +55,17 @@ def _encode(value: Any, newline: str, out: list[str]) -> None:
         separator = "{" + inner
         for key, item in value.items():
             out.append(separator)
-            out.append(_ascii_string(key if isinstance(key, str) else _key_text(key)))
-            out.append(": ")
-            _encode(item, inner, out)
+            out.append(_ascii_string(key if type(key) is str else _key_text(key)))
+            kind = type(item)
+            if kind is str:
+                out.append(": " + _ascii_string(item))
+            elif item is None:
+                out.append(": null")
+            elif kind is int:
+                out.append(": " + int.__repr__(item))
+            else:
+                out.append(": ")
+                _encode(item, inner, out)
             separator = "," + inner
         out.append(newline + "}")
     elif isinstance(value, list | tuple):
@@ -78,12 +75,34 @@ def _encode(value: Any, newline: str, out: list[str]) -> None:
         inner = newline + "  "
         separator = "[" + inner
         for item in value:
-            out.append(separator)
-            _encode(item, inner, out)
+            kind = type(item)
+            if kind is str:
+                out.append(separator + _ascii_string(item))
+            elif kind is int:
+                out.append(separator + int.__repr__(item))
+            else:
+                out.append(separator)
+                _encode(item, inner, out)
             separator = "," + inner
         out.append(newline + "]")
     else:
-        raise _NotPlain
+        out.append(_scalar_text(value))
+
+
+def _scalar_text(value: Any) -> str:
+    if isinstance(value, str):
+        return _ascii_string(value)
+    if value is None:
+        return "null"
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if isinstance(value, int):
+        return int.__repr__(value)
+    if isinstance(value, float):
+        return _float_text(value)
+    raise _NotPlain
 
 
 def _float_text(value: float) -> str:
