@@ -250,6 +250,21 @@ class TimelineSampler:
                 source.hot_until_s = max(source.hot_until_s, now_s + hold_s)
                 source.due_s = 0.0
 
+    def attend_moved(self, relpath: str, now_s: float, hold_s: float) -> None:
+        """`attend` for a cgroup whose v2 memory.events moved, unless it holds containers and
+        one of them is sampled every interval already: the kernel counts a container's
+        event in its ancestors too, and the ancestors' notification may come a pass later
+        than the container's; it must not wake the container's neighbours."""
+        if relpath not in self._sources:
+            prefix = relpath.rstrip("/") + "/"
+            if any(
+                now_s < source.hot_until_s
+                for rel, source in self._sources.items()
+                if rel.startswith(prefix)
+            ):
+                return
+        self.attend(relpath, now_s, hold_s)
+
     def hot(self, now_s: float) -> int:
         """How many containers are sampled every interval now."""
         return sum(1 for source in self._sources.values() if now_s < source.hot_until_s)

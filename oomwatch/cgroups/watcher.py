@@ -90,6 +90,8 @@ class CgroupWatcher:
         self._walk_under: set[tuple[Hierarchy, str]] = set()  # new directories to walk
         self._pending: list[CounterDelta] = []
         self._gone: set[str] = set()  # known removed, to be dropped by the next pass
+        # v2 cgroups whose memory.events changed (any event: high, max, oom...) since taken
+        self.events_moved: set[str] = set()
         self._notifier = CgroupNotifier(use_inotify, self._warn)
         self._next_poll_s = 0.0
         self._next_rescan_s = 0.0
@@ -329,6 +331,8 @@ class CgroupWatcher:
             self._last_read[rel] = read_at.get(rel)
             read_at[rel] = started
             if raw.get(rel) != data:
+                if rel in raw and self._cgroups[rel].version == 2:
+                    self.events_moved.add(rel)
                 raw[rel] = data
                 readings[rel] = self._parse(rel, data)
         gone.clear()
