@@ -21,6 +21,7 @@ from oomwatch.cgroups.attention import (
     needs_attention,
 )
 from oomwatch.daemon.cgroup_worker import CgroupWorker
+from oomwatch.incident import TimelineSample
 
 MiB = 1 << 20
 
@@ -146,7 +147,7 @@ def test_a_v2_memory_event_wakes_the_sampler_for_that_container(fake_v2: FakeV2)
     sampled: list[tuple[float, str]] = []
     seen = threading.Event()
 
-    def on_samples(samples: list[tuple[WatchedCgroup, object]], _now: float) -> None:
+    def on_samples(samples: list[tuple[WatchedCgroup, TimelineSample]], _now: float) -> None:
         sampled.extend((time.monotonic(), cg.relpath) for cg, _ in samples)
         if {CONTAINER, CONTAINER2} <= {rel for _, rel in sampled}:
             seen.set()
