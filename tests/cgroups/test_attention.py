@@ -137,12 +137,14 @@ def test_deepest_names_whose_limit_it_was() -> None:
     assert deepest(set()) == []
 
 
-def test_a_v2_memory_event_wakes_the_sampler_for_that_container(fake_v2: FakeV2) -> None:
-    """A calm container on v2 is read every 10 s; when its memory.events moves (the kernel
-    counted `max`: it reclaimed at its limit) it is read at once and every second after,
-    while its pod's and kubepods' memory.events, which move with it, wake no one else."""
-    fake_v2.kubelet_tree()
-    watcher = CgroupWatcher([str(fake_v2.root)], poll_interval_s=1.0, rescan_interval_s=3600.0)
+_MAX_EVENT = "low 0\nhigh 0\nmax 3\noom 0\noom_kill 0\noom_group_kill 0\nsock_throttled 0\n"
+
+
+def _woken_by_memory_events(tree: FakeV2, moved: tuple[str, ...]) -> set[str]:
+    """The containers a running worker samples within 2 s of `moved`'s memory.events
+    moving (written in that order), after a first pass that sampled every container."""
+    tree.kubelet_tree()
+    watcher = CgroupWatcher([str(tree.root)], poll_interval_s=1.0, rescan_interval_s=3600.0)
     sampler = TimelineSampler(1.0, 60.0, cold_interval_s=COLD_INTERVAL_S)
     sampled: list[tuple[float, str]] = []
     seen = threading.Event()
@@ -157,26 +159,32 @@ def test_a_v2_memory_event_wakes_the_sampler_for_that_container(fake_v2: FakeV2)
     try:
         assert seen.wait(5.0)
         time.sleep(0.5)  # the first pass sampled both; the next cold sample is 10 s away
-        before = len(sampled)
-        moved_at = time.monotonic()
-        # in the kernel's order (memcg_memory_event: the cgroup, then each ancestor), which
-        # a counter pass may see split: the ancestors' change a pass after the container's
-        for rel in (CONTAINER, CONTAINER.rsplit("/", 1)[0], "/kubepods/burstable", "/kubepods"):
-            (fake_v2.path(rel) / "memory.events").write_text(
-                "low 0\nhigh 0\nmax 3\noom 0\noom_kill 0\noom_group_kill 0\nsock_throttled 0\n"
-            )
-        deadline = time.monotonic() + 3.0
-        while time.monotonic() < deadline and not any(
-            rel == CONTAINER for _, rel in sampled[before:]
-        ):
-            time.sleep(0.05)
-        woken = [(t - moved_at, rel) for t, rel in sampled[before:]]
-        assert any(rel == CONTAINER and t < 2.0 for t, rel in woken), woken
-        assert CONTAINER2 not in {rel for _, rel in woken}
-        assert sampler.hot(time.time()) == 1
+        before, moved_at = len(sampled), time.monotonic()
+        for rel in moved:
+            (tree.path(rel) / "memory.events").write_text(_MAX_EVENT)
+        time.sleep(2.0)
+        return {rel for t, rel in sampled[before:] if t - moved_at < 2.0}
     finally:
         worker.stop()
         watcher.close()
+
+
+def test_a_v2_memory_event_wakes_the_sampler_for_that_container(fake_v2: FakeV2) -> None:
+    """A calm container on v2 is read every 10 s; when its memory.events moves (the kernel
+    counted `max`: it reclaimed at its limit) it is read at once, while its pod's and
+    kubepods' memory.events, which move with it, wake no one else.  Written in the kernel's
+    order (memcg_memory_event: the cgroup, then each ancestor), which a counter pass may see
+    split: the ancestors' change a pass after the container's."""
+    pod = CONTAINER.rsplit("/", 1)[0]
+    moved = (CONTAINER, pod, "/kubepods/burstable", "/kubepods")
+    assert _woken_by_memory_events(fake_v2, moved) == {CONTAINER}
+
+
+def test_a_v2_pod_limit_event_wakes_the_pods_containers(fake_v2: FakeV2) -> None:
+    """The pod hit its own limit (no container's memory.events moved): all its containers."""
+    pod = CONTAINER.rsplit("/", 1)[0]
+    moved = (pod, "/kubepods/burstable", "/kubepods")
+    assert _woken_by_memory_events(fake_v2, moved) == {CONTAINER, CONTAINER2}
 
 
 class _Log:
