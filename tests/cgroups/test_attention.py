@@ -140,7 +140,7 @@ def test_deepest_names_whose_limit_it_was() -> None:
 _MAX_EVENT = "low 0\nhigh 0\nmax 3\noom 0\noom_kill 0\noom_group_kill 0\nsock_throttled 0\n"
 
 
-def _woken_by_memory_events(tree: FakeV2, moved: tuple[str, ...]) -> set[str]:
+def _woken_by_memory_events(tree: CgroupV2Tree, moved: tuple[str, ...]) -> set[str]:
     """The containers a running worker samples within 2 s of `moved`'s memory.events
     moving (written in that order), after a first pass that sampled every container."""
     tree.kubelet_tree()
@@ -169,7 +169,7 @@ def _woken_by_memory_events(tree: FakeV2, moved: tuple[str, ...]) -> set[str]:
         watcher.close()
 
 
-def test_a_v2_memory_event_wakes_the_sampler_for_that_container(fake_v2: FakeV2) -> None:
+def test_a_v2_memory_event_wakes_the_sampler_for_that_container(fake_v2: CgroupV2Tree) -> None:
     """A calm container on v2 is read every 10 s; when its memory.events moves (the kernel
     counted `max`: it reclaimed at its limit) it is read at once, while its pod's and
     kubepods' memory.events, which move with it, wake no one else.  Written in the kernel's
@@ -180,7 +180,7 @@ def test_a_v2_memory_event_wakes_the_sampler_for_that_container(fake_v2: FakeV2)
     assert _woken_by_memory_events(fake_v2, moved) == {CONTAINER}
 
 
-def test_a_v2_pod_limit_event_wakes_the_pods_containers(fake_v2: FakeV2) -> None:
+def test_a_v2_pod_limit_event_wakes_the_pods_containers(fake_v2: CgroupV2Tree) -> None:
     """The pod hit its own limit (no container's memory.events moved): all its containers."""
     pod = CONTAINER.rsplit("/", 1)[0]
     moved = (pod, "/kubepods/burstable", "/kubepods")
