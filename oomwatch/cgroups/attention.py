@@ -7,7 +7,11 @@ limit, growing, under pressure or recently killed, when it was made while the ag
 one per `COLD_INTERVAL_S`, which still gives the forecast's cheap look its one point per 10 s.
 Where the kernel can say that usage crossed a level (a v1 threshold on
 `memory.usage_in_bytes`, registered through `cgroup.event_control`), a container that nears
-its limit between two such samples is read at once.
+its limit between two such samples is read at once.  On v2 the kernel has no usage threshold
+a non-root reader may register, but it notifies every change of `memory.events` (inotify
+IN_MODIFY, the watch the counter watcher already holds): a container whose memory.events
+moved (it hit memory.high or memory.max, reclaimed at its limit, or was OOM-killed) is read at
+once and every second after (`deepest`).
 """
 
 from __future__ import annotations
@@ -75,3 +79,17 @@ class UsageThresholds:
     def close(self) -> None:
         self._armed.clear()
         self._events.close()
+
+
+def deepest(relpaths: set[str]) -> list[str]:
+    """The cgroups of `relpaths` with none of the others inside them, sorted.
+
+    The kernel counts a v2 memory event in the cgroup and in every ancestor below the root
+    (`memcg_memory_event`), so a container that hit its limit moves its pod's, its QoS
+    class's and kubepods' memory.events too: only the deepest says whose limit it was.
+    """
+    ancestors: set[str] = set()
+    for rel in relpaths:
+        parts = rel.rstrip("/").split("/")
+        ancestors.update("/".join(parts[:n]) for n in range(1, len(parts)))
+    return sorted(rel for rel in relpaths if rel.rstrip("/") not in ancestors)

@@ -211,5 +211,9 @@ def read_between_rescans(cg: WatchedCgroup) -> bool:
 
 
 def counter_file(cg: WatchedCgroup) -> str:
-    name = "memory.events" if cg.version == 2 else "memory.oom_control"
-    return os.path.join(cg.fs_path, name)
+    return os.path.join(cg.fs_path, counter_file_name(cg))
+
+
+def counter_file_name(cg: WatchedCgroup) -> str:
+    """The file that holds a cgroup's OOM counters."""
+    return "memory.events" if cg.version == 2 else "memory.oom_control"

@@ -92,7 +92,7 @@ class PressureWatch:
                     events.register(relpath, fs_path, now_s)
             return
         path = os.path.join(fs_path, "memory.pressure")
-        watched.psi_file = CgroupFile(path, 256)
+        watched.psi_file = CgroupFile(fs_path, 256, name="memory.pressure")
         if self.trigger_failure is None:
             try:
                 fd = os.open(path, os.O_RDWR | os.O_NONBLOCK | os.O_CLOEXEC)

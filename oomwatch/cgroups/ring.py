@@ -1,6 +1,6 @@
 """A container's memory timeline in memory: flat typed arrays, decimated past the last minute.
 
-One `TimelineSample` object per sample would be ~150 bytes; nine 8-byte columns are 72, and
+One `TimelineSample` object per sample would be ~150 bytes; nine 8-byte values are 72, and
 past the last minute only each 10 s step's lowest and highest are kept.
 """
 
@@ -14,13 +14,18 @@ from oomwatch.incident import TimelineSample
 _Timed = tuple[float, tuple[int, ...]]  # (time, row)
 
 
-class SampleColumns:
-    """A circular buffer of samples in flat typed arrays (nine 8-byte columns): no object
-    per sample.  `None` is stored as -1 (no byte count is negative).  With `grow` the arrays
-    start empty and grow to `capacity` as samples come (a calm container, sampled every 10 s,
-    never fills the last minute's 61 slots)."""
+_WIDTH = 8  # byte counts per sample (usage, limit, anon, file, shmem, thp, kernel, inactive)
 
-    __slots__ = ("_columns", "_next", "_times", "capacity", "size")
+
+class SampleColumns:
+    """A circular buffer of samples in two flat typed arrays (the times, and the eight byte
+    counts of each sample one after another): no object per sample, two arrays per buffer
+    (nine were ~1 KiB of headers and slack per container).  `None` is stored as -1 (no byte
+    count is negative).  With `grow` the arrays start empty and grow to `capacity` as
+    samples come (a calm container, sampled every 10 s, never fills the last minute's 61
+    slots, nor its decimated past's)."""
+
+    __slots__ = ("_next", "_times", "_values", "capacity", "size")
 
     def __init__(self, capacity: int, *, grow: bool = False) -> None:
         self.capacity = capacity
@@ -28,31 +33,31 @@ class SampleColumns:
         self._next = 0
         n = 0 if grow else capacity
         self._times = array("d", bytes(8 * n))
-        self._columns = [array("q", bytes(8 * n)) for _ in range(8)]
+        self._values = array("q", bytes(8 * _WIDTH * n))
 
     def oldest(self) -> _Timed | None:
         """The sample the next append overwrites, while full."""
         if self.size < self.capacity:
             return None
         i = self._next
-        return self._times[i], tuple(column[i] for column in self._columns)
+        return self._times[i], tuple(self._values[i * _WIDTH : (i + 1) * _WIDTH])
 
     def append(self, t_s: float, row: tuple[int, ...]) -> None:
+        if len(row) != _WIDTH:
+            raise ValueError(f"a sample has {_WIDTH} byte counts, not {len(row)}")
         i = self._next
         if i == len(self._times):  # still growing (only before the first wrap)
             self._times.append(t_s)
-            for column, value in zip(self._columns, row, strict=True):
-                column.append(value)
+            self._values.extend(row)
         else:
             self._times[i] = t_s
-            for column, value in zip(self._columns, row, strict=True):
-                column[i] = value
+            self._values[i * _WIDTH : (i + 1) * _WIDTH] = array("q", row)
         self._next = 0 if i + 1 == self.capacity else i + 1
         if self.size < self.capacity:
             self.size += 1
 
     def last_usage(self) -> int:
-        return self._columns[0][(self._next - 1) % self.capacity] if self.size else -1
+        return self._values[((self._next - 1) % self.capacity) * _WIDTH] if self.size else -1
 
     def samples(self) -> list[TimelineSample]:
         """Oldest first."""
@@ -60,7 +65,7 @@ class SampleColumns:
         out = []
         for k in range(self.size):
             i = (start + k) % self.capacity
-            out.append(self.sample_of(self._times[i], [column[i] for column in self._columns]))
+            out.append(self.sample_of(self._times[i], self._values[i * _WIDTH : (i + 1) * _WIDTH]))
         return out
 
     @staticmethod
@@ -85,7 +90,7 @@ class DecimatedRing:
         coarse_span_s = window_s - fine_span_s
         self._coarse_step_s = max(coarse_step_s, interval_s)
         self._coarse = (
-            SampleColumns(2 * (int(coarse_span_s / self._coarse_step_s) + 1))
+            SampleColumns(2 * (int(coarse_span_s / self._coarse_step_s) + 1), grow=True)
             if coarse_span_s > 0
             else None
         )

@@ -76,12 +76,12 @@ class _Source:
 
     def __init__(self, cgroup: WatchedCgroup, ring: DecimatedRing) -> None:
         v2 = cgroup.version == 2
-        base = cgroup.fs_path + "/"
+        base = cgroup.fs_path
         self.cgroup = cgroup
         usage_name = "memory.current" if v2 else "memory.usage_in_bytes"
-        self.usage_file = CgroupFile(base + usage_name, size_bytes=64)
-        self.limit_file = CgroupFile(base + ("memory.max" if v2 else "memory.limit_in_bytes"), 64)
-        self.stat_file = CgroupFile(base + "memory.stat", size_bytes=8192)
+        self.usage_file = CgroupFile(base, 64, name=usage_name)
+        self.limit_file = CgroupFile(base, 64, name="memory.max" if v2 else "memory.limit_in_bytes")
+        self.stat_file = CgroupFile(base, 8192, name="memory.stat")
         self.ring = ring
         self.last_usage = -1
         self.limit: int | None = None
@@ -249,6 +249,21 @@ class TimelineSampler:
             if rel == relpath or rel.startswith(prefix):
                 source.hot_until_s = max(source.hot_until_s, now_s + hold_s)
                 source.due_s = 0.0
+
+    def attend_moved(self, relpath: str, now_s: float, hold_s: float) -> None:
+        """`attend` for a cgroup whose v2 memory.events moved, unless it holds containers and
+        one of them is sampled every interval already: the kernel counts a container's
+        event in its ancestors too, and the ancestors' notification may come a pass later
+        than the container's; it must not wake the container's neighbours."""
+        if relpath not in self._sources:
+            prefix = relpath.rstrip("/") + "/"
+            if any(
+                now_s < source.hot_until_s
+                for rel, source in self._sources.items()
+                if rel.startswith(prefix)
+            ):
+                return
+        self.attend(relpath, now_s, hold_s)
 
     def hot(self, now_s: float) -> int:
         """How many containers are sampled every interval now."""

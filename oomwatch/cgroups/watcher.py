@@ -36,7 +36,7 @@ from oomwatch.cgroups.discovery import (
     MAX_CGROUPS,
     Hierarchy,
     WatchedCgroup,
-    counter_file,
+    counter_file_name,
     discover,
     find_hierarchies,
     read_between_rescans,
@@ -90,6 +90,8 @@ class CgroupWatcher:
         self._walk_under: set[tuple[Hierarchy, str]] = set()  # new directories to walk
         self._pending: list[CounterDelta] = []
         self._gone: set[str] = set()  # known removed, to be dropped by the next pass
+        # v2 cgroups whose memory.events changed (any event: high, max, oom...) since taken
+        self.events_moved: set[str] = set()
         self._notifier = CgroupNotifier(use_inotify, self._warn)
         self._next_poll_s = 0.0
         self._next_rescan_s = 0.0
@@ -233,7 +235,7 @@ class CgroupWatcher:
                 self._warn(f"watching at most {self._max_cgroups} cgroups")
                 break
             self._cgroups[cg.relpath] = cg
-            self._files[cg.relpath] = CgroupFile(counter_file(cg), size_bytes=256)
+            self._files[cg.relpath] = CgroupFile(cg.fs_path, 256, name=counter_file_name(cg))
             reading = self._read(cg.relpath)
             if reading is None:
                 self._untrack(cg.relpath)
@@ -329,6 +331,8 @@ class CgroupWatcher:
             self._last_read[rel] = read_at.get(rel)
             read_at[rel] = started
             if raw.get(rel) != data:
+                if rel in raw and self._cgroups[rel].version == 2:
+                    self.events_moved.add(rel)
                 raw[rel] = data
                 readings[rel] = self._parse(rel, data)
         gone.clear()

@@ -25,6 +25,7 @@ from oomwatch.cgroups.attention import (
     HOT_HOLD_S,
     KILLED_HOLD_S,
     UsageThresholds,
+    deepest,
 )
 from oomwatch.cgroups.counters import OomCounters
 from oomwatch.cgroups.oom_events import HOT_POLL_INTERVAL_S, OomSignal, Sighting, pids_in
@@ -99,6 +100,7 @@ class CgroupWorker:
         self._stop = threading.Event()
         self._rescan = threading.Event()
         self._force = threading.Event()
+        self._events_moved = False  # a v2 memory.events moved: sample in this wake-up
         self._pipe_r, self._pipe_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self._thread = threading.Thread(target=self._run, name="oomwatch-cgroups", daemon=True)
 
@@ -191,7 +193,8 @@ class CgroupWorker:
             self._counters()
             last_pass = time.monotonic()
             crossed = threshold_fd in ready and self._attend_crossed()
-            if crossed or last_pass >= next_sample - SAMPLE_EARLY_S:
+            moved, self._events_moved = self._events_moved, False
+            if crossed or moved or last_pass >= next_sample - SAMPLE_EARLY_S:
                 self._sample()
                 next_sample = time.monotonic() + self.sampler.interval_s
 
@@ -220,6 +223,13 @@ class CgroupWorker:
         killed = [d.cgroup.relpath for d in deltas if d.oom_kill > 0 or d.oom > 0]
         if killed or signals:
             self.attend([*killed, *(signal.cgroup for signal in signals)], KILLED_HOLD_S)
+        moved, self.watcher.events_moved = self.watcher.events_moved, set()
+        if moved:  # v2: a memory event (high, max, ...) in these: sample them now
+            now_wall = time.time()
+            with self._lock:
+                for relpath in deepest(moved):
+                    self.sampler.attend_moved(relpath, now_wall, HOT_HOLD_S)
+            self._events_moved = True
         if not (deltas or signals or sightings or forced):
             return False
         self._queue(CgroupBatch(deltas, signals, sightings, started_at_s if forced else None))

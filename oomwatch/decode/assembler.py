@@ -83,6 +83,9 @@ _PRE_TABLE_KEYS = (
     "kB ",
     " per-cpu:",
 )
+# Every substring by which any line may matter to the assembler at some stage: a line of
+# none of these (and not starting with `[`) is ignored whenever `ignores_keyless()`.
+LINE_KEYS = _PRE_TABLE_KEYS
 _KEY_RE = re.compile("|".join(map(re.escape, _KEYS)))
 _KILLED_PID = re.compile(r"Killed process \d")
 _PRE_TABLE_KEY_RE = re.compile("|".join(map(re.escape, _PRE_TABLE_KEYS)))
@@ -128,6 +131,12 @@ class ReportAssembler:
     def open_incident(self) -> Incident | None:
         """The incident being assembled, to look at (e.g. to tell when it is complete)."""
         return None if self._report is None else self._report.incident
+
+    def ignores_keyless(self) -> bool:
+        """True when a record whose message holds none of `LINE_KEYS` (and does not start
+        with `[`) cannot change anything until a record that does: the scanner then skips
+        runs of such lines (only the first may clear orphan rows, and it is fed)."""
+        return self._keys() is not None
 
     def feed(self, record: LogRecord) -> list[Incident]:
         """Add one record; return the incidents it completed."""

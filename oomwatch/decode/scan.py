@@ -17,7 +17,7 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from oomwatch.decode.assembler import ReportAssembler
+from oomwatch.decode.assembler import LINE_KEYS, ReportAssembler
 from oomwatch.decode.context import ORPHAN_LEAD_LINES
 from oomwatch.decode.needles import Needles
 from oomwatch.decode.prefixes import LineParser
@@ -65,6 +65,16 @@ _NEEDLE_SEARCH = Needles(
 # report cut short (no kill line) thus costs at most this much line-by-line parsing.
 MAX_FILL_CHARS = 256 << 10
 MAX_TABLE_FILL_CHARS = 4 << 20
+# A line of chatter in dmesg's default form (`[ 12.345678] msg`) that neither the line
+# parser nor the assembler can take for anything but an ignorable record: no key the
+# assembler looks for, no `host kernel: ` (journalctl short-monotonic), no end the parser
+# undoes (`$` marks, a tmux marker, blanks), no glued login prompt, not long.  Runs of such
+# lines inside a window are skipped while the assembler ignores them (`_feed_window`).
+_CHATTER_BODY = r"\[ {0,12}\d{1,12}\.\d{1,9}\] [^\s\[][^\n]{0,4000}(?<![\s\]$])"
+_CHATTER_SHAPE = re.compile(_CHATTER_BODY)
+# Whole chatter-shaped lines from a line start on (one C match per run).
+_CHATTER_RUN = re.compile(rf"(?:{_CHATTER_BODY}\n)*")
+_CHATTER_KEY_SEARCH = Needles((*LINE_KEYS, "kernel:", "login: ", "OOMKilling"))
 # Lines taken before a window's first anchor: task rows of a grep-filtered fragment (and
 # the prose a paste may have between them and their report).
 _LEAD_LINES = ORPHAN_LEAD_LINES
@@ -197,7 +207,8 @@ class TextScanner:
         line_observer: Callable[[int, str], None] | None = None,
     ) -> None:
         """`reference`: as for `decode_lines`.  `line_observer(line_no, line)` sees every line
-        that is parsed (each report window's; every anchor line is in one), once, in order."""
+        that is parsed (each report window's, but for runs of chatter that hold none of
+        the assembler's keys; every anchor line is seen), once, in order."""
         self._observer = line_observer
         clock = YearClock(reference)
         self._parser = LineParser(clock)
@@ -250,11 +261,7 @@ class TextScanner:
                 self._end_window()
             line_no += text.count("\n", counted_to, start)
             counted_to = start
-            window = text[start : min(end, settled)].split("\n")
-            if window[-1] == "":
-                window.pop()
-            for offset, line in enumerate(window):
-                self._feed_line(line, line_no + offset)
+            self._feed_window(text[start : min(end, settled)], line_no)
             self._window_open = True
             if end < settled:
                 self._end_window()
@@ -263,6 +270,51 @@ class TextScanner:
         last = next(((pos, fill) for pos, fill in reversed(hits) if pos < settled), None)
         reach = last[0] + last[1] - settled if last is not None and last[1] else -1
         self._reach = reach if reach >= 0 else None
+
+    def _feed_window(self, window: str, line_no: int) -> None:
+        """Feed a window's lines; of a run of chatter lines (`_CHATTER_SHAPE`, no key) only
+        the first and the last while the assembler ignores keyless records.
+
+        The same records reach the assembler that matter to it: the first line of a run
+        releases the record held before it, the last leaves the parser as the whole run
+        would (a record held, nothing pending to join), and the lines between would each
+        be held, released and ignored.  Runs and keys are found in C (one match per run,
+        one needle pass per window), so a window that is mostly chatter costs little more
+        than its copy.
+        """
+        keyed = _CHATTER_KEY_SEARCH.line_starts(window)
+        next_keyed = 0  # index into `keyed` of the first key line at or after `pos`
+        find, count = window.find, window.count
+        chatter_run = _CHATTER_RUN.match
+        size = len(window)
+        pos = 0
+        while pos < size:
+            eol = find("\n", pos)
+            eol = size if eol < 0 else eol
+            line = window[pos:eol]
+            self._feed_line(line, line_no)
+            while next_keyed < len(keyed) and keyed[next_keyed] <= pos:
+                next_keyed += 1
+            has_key = next_keyed > 0 and keyed[next_keyed - 1] == pos
+            if has_key or _CHATTER_SHAPE.fullmatch(line) is None:
+                pos, line_no = eol + 1, line_no + 1
+                continue
+            # A chatter line: the run goes on to the next line that is not chatter.
+            # (up to the next key line: a match is never longer than the run it finds)
+            stop = keyed[next_keyed] if next_keyed < len(keyed) else size
+            run = chatter_run(window, eol + 1, stop) if eol < size else None
+            run_end = eol + 1 if run is None else run.end()
+            pos, line_no = eol + 1, line_no + 1
+            last = window.rfind("\n", pos, run_end - 1) + 1  # the run's last line
+            if last <= pos:
+                continue  # one or two lines: fed one by one
+            while pos < last and not self._assembler.ignores_keyless():
+                eol = find("\n", pos)
+                self._feed_line(window[pos:eol], line_no)
+                pos, line_no = eol + 1, line_no + 1
+            if pos < last:
+                line_no += count("\n", pos, last)
+                pos = last
 
     def _feed_line(self, line: str, line_no: int) -> None:
         if self._observer is not None:

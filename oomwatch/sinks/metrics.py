@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, disable_created_metrics
+from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
 from oomwatch import __version__
@@ -70,19 +71,58 @@ def attribution_label(incident: Incident) -> str:
     return "certain" if attribution is None else attribution.confidence
 
 
-class _Gauges:
-    """A container's cached gauge children and the values they hold (skip unchanged sets)."""
+class _Memory:
+    """A container's memory gauges as plain values (None: the series is absent)."""
 
-    __slots__ = ("limit", "limit_child", "usage", "usage_child", "working_set",
-                 "working_set_child")  # fmt: skip
+    __slots__ = ("limit", "usage", "working_set")
 
-    def __init__(self, usage_child: Any, working_set_child: Any) -> None:
-        self.usage_child = usage_child
-        self.usage: int | None = None
-        self.working_set_child = working_set_child
-        self.working_set: int | None = None
-        self.limit_child: Any = None
-        self.limit: int | None = None
+    def __init__(self, usage: int, working_set: int, limit: int | None) -> None:
+        self.usage = usage
+        self.working_set = working_set
+        self.limit = limit
+
+
+class _MemoryGauges:
+    """The per-container memory gauges, read from `_Memory` values when scraped: a
+    `prometheus_client` child per series held ~2.7 KiB per container (its lock, value,
+    label copies and kwargs), a value here is ~100 bytes.  Same families, help and labels."""
+
+    FAMILIES = (
+        (
+            "oomwatch_container_memory_usage_bytes",
+            "Sampled memory usage of the container cgroup (includes page cache).",
+        ),
+        (
+            "oomwatch_container_memory_working_set_bytes",
+            "Sampled working set of the container cgroup: usage minus inactive file cache, the"
+            " part the kernel cannot simply drop before it kills.",
+        ),
+        ("oomwatch_container_memory_limit_bytes", "Memory limit of the container cgroup."),
+    )
+
+    def __init__(self, values: dict[SeriesLabels, _Memory], lock: threading.Lock) -> None:
+        self._values = values
+        self._lock = lock
+
+    def describe(self) -> list[GaugeMetricFamily]:
+        return [
+            GaugeMetricFamily(name, text, labels=IDENTITY_LABELS) for name, text in self.FAMILIES
+        ]
+
+    def collect(self) -> list[GaugeMetricFamily]:
+        with self._lock:
+            rows = [
+                (labels, (m.usage, m.working_set, m.limit)) for labels, m in self._values.items()
+            ]
+        families = []
+        for column, (name, text) in enumerate(self.FAMILIES):
+            family = GaugeMetricFamily(name, text, labels=IDENTITY_LABELS)
+            for labels, values in rows:
+                value = values[column]
+                if value is not None:
+                    family.add_metric(labels, float(value))
+            families.append(family)
+        return families
 
 
 class Metrics:
@@ -154,25 +194,8 @@ class Metrics:
             "Wall clock of the latest OOM kill on this node.",
             registry=r,
         )
-        self.memory_usage = Gauge(
-            "oomwatch_container_memory_usage_bytes",
-            "Sampled memory usage of the container cgroup (includes page cache).",
-            ids,
-            registry=r,
-        )
-        self.memory_working_set = Gauge(
-            "oomwatch_container_memory_working_set_bytes",
-            "Sampled working set of the container cgroup: usage minus inactive file cache, the"
-            " part the kernel cannot simply drop before it kills.",
-            ids,
-            registry=r,
-        )
-        self.memory_limit = Gauge(
-            "oomwatch_container_memory_limit_bytes",
-            "Memory limit of the container cgroup.",
-            ids,
-            registry=r,
-        )
+        self._memory: dict[SeriesLabels, _Memory] = {}
+        r.register(_MemoryGauges(self._memory, self._lock))
         self.seconds_to_oom = Gauge(
             "oomwatch_container_seconds_to_oom",
             "Predicted seconds until the container's unreclaimable memory reaches its limit,"
@@ -183,10 +206,10 @@ class Metrics:
         Gauge(
             "oomwatch_build_info", "oomwatch version (always 1).", ["version"], registry=r
         ).labels(__version__).set(1)
-        # Last touch per identity, and every labelled series it owns.
+        # Last touch per identity, and every labelled series it owns (the memory gauges are
+        # in `_memory`).
         self._seen_s: dict[SeriesLabels, float] = {}
         self._series: dict[SeriesLabels, set[tuple[Any, tuple[str, ...]]]] = {}
-        self._gauges: dict[SeriesLabels, _Gauges] = {}
         self._server: http.LoopServer | None = None
         self._last_kill_s = 0.0
 
@@ -250,33 +273,13 @@ class Metrics:
         working_set = usage_bytes if working_set_bytes is None else working_set_bytes
         with self._lock:
             self._seen_s[identity_labels] = self._clock()
-            cached = self._gauges.get(identity_labels)
-            if cached is None:
-                self._series.setdefault(identity_labels, set())
-                self._own(identity_labels, self.memory_usage, identity_labels)
-                self._own(identity_labels, self.memory_working_set, identity_labels)
-                cached = self._gauges[identity_labels] = _Gauges(
-                    self.memory_usage.labels(*identity_labels),
-                    self.memory_working_set.labels(*identity_labels),
-                )
-            if usage_bytes != cached.usage:
-                cached.usage_child.set(usage_bytes)
-                cached.usage = usage_bytes
-            if working_set != cached.working_set:
-                cached.working_set_child.set(working_set)
-                cached.working_set = working_set
-            if limit_bytes == cached.limit:
+            memory = self._memory.get(identity_labels)
+            if memory is None:
+                self._memory[identity_labels] = _Memory(usage_bytes, working_set, limit_bytes)
                 return
-            cached.limit = limit_bytes
-            if limit_bytes is None:
-                self._remove(self.memory_limit, identity_labels)
-                self._series[identity_labels].discard((self.memory_limit, identity_labels))
-                cached.limit_child = None
-                return
-            if cached.limit_child is None:
-                self._own(identity_labels, self.memory_limit, identity_labels)
-                cached.limit_child = self.memory_limit.labels(*identity_labels)
-            cached.limit_child.set(limit_bytes)
+            memory.usage = usage_bytes
+            memory.working_set = working_set
+            memory.limit = limit_bytes
 
     def set_seconds_to_oom(self, identity_labels: SeriesLabels, seconds: float | None) -> None:
         """A container's forecast time to its limit; None removes the series (no warning)."""
@@ -303,21 +306,18 @@ class Metrics:
                 age = now - seen
                 if age <= self._gauge_grace_s:
                     continue
-                owned = self._series[labels]
+                owned = self._series.get(labels, set())  # none: memory gauges only
+                memory = self._memory.pop(labels, None)
+                if memory is not None:  # usage and working set, and the limit if set
+                    removed += 2 if memory.limit is None else 3
                 for metric, values in list(owned):
-                    is_gauge = metric in (
-                        self.memory_usage,
-                        self.memory_working_set,
-                        self.memory_limit,
-                        self.seconds_to_oom,
-                    )
+                    is_gauge = metric is self.seconds_to_oom
                     if is_gauge or age > self._counter_grace_s:
                         self._remove(metric, values)
                         owned.discard((metric, values))
                         removed += 1
-                self._gauges.pop(labels, None)
                 if not owned:
-                    del self._series[labels]
+                    self._series.pop(labels, None)
                     del self._seen_s[labels]
         return removed
 

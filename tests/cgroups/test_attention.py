@@ -4,14 +4,24 @@ its limit, growing, or attended to (a kill, a crossed threshold) every interval.
 from __future__ import annotations
 
 import itertools
+import threading
+import time
 from pathlib import Path
 
 import pytest
 from support.cgroupfs import CONTAINER, CONTAINER2, CgroupV2Tree
 
 from oomwatch.cgroup_identity import identify
-from oomwatch.cgroups import TimelineSampler, WatchedCgroup
-from oomwatch.cgroups.attention import HOT_HOLD_S, UsageThresholds, needs_attention
+from oomwatch.cgroups import CgroupWatcher, TimelineSampler, WatchedCgroup
+from oomwatch.cgroups.attention import (
+    COLD_INTERVAL_S,
+    HOT_HOLD_S,
+    UsageThresholds,
+    deepest,
+    needs_attention,
+)
+from oomwatch.daemon.cgroup_worker import CgroupWorker
+from oomwatch.incident import TimelineSample
 
 MiB = 1 << 20
 
@@ -115,3 +125,74 @@ def test_a_container_made_while_watched_is_sampled_every_second_as_it_starts(
     taken = _sampled_at(sampler, [calm, late], range(1001, 1031))
     assert len(taken[CONTAINER]) == 3 and len(taken[CONTAINER2]) == 30
     sampler.close()
+
+
+def test_deepest_names_whose_limit_it_was() -> None:
+    pod = CONTAINER.rsplit("/", 1)[0]
+    moved = {"/kubepods", "/kubepods/burstable", pod, CONTAINER}
+    assert deepest(moved) == [CONTAINER]
+    assert deepest({"/kubepods", "/kubepods/burstable", pod}) == [pod]  # the pod's own limit
+    assert deepest({CONTAINER, CONTAINER2, pod}) == sorted([CONTAINER, CONTAINER2])
+    assert deepest({"/a", "/a-b"}) == ["/a", "/a-b"]  # a sibling, not a child
+    assert deepest(set()) == []
+
+
+_MAX_EVENT = "low 0\nhigh 0\nmax 3\noom 0\noom_kill 0\noom_group_kill 0\nsock_throttled 0\n"
+
+
+def _woken_by_memory_events(tree: CgroupV2Tree, moved: tuple[str, ...]) -> set[str]:
+    """The containers a running worker samples within 2 s of `moved`'s memory.events
+    moving (written in that order), after a first pass that sampled every container."""
+    tree.kubelet_tree()
+    watcher = CgroupWatcher([str(tree.root)], poll_interval_s=1.0, rescan_interval_s=3600.0)
+    sampler = TimelineSampler(1.0, 60.0, cold_interval_s=COLD_INTERVAL_S)
+    sampled: list[tuple[float, str]] = []
+    seen = threading.Event()
+
+    def on_samples(samples: list[tuple[WatchedCgroup, TimelineSample]], _now: float) -> None:
+        sampled.extend((time.monotonic(), cg.relpath) for cg, _ in samples)
+        if {CONTAINER, CONTAINER2} <= {rel for _, rel in sampled}:
+            seen.set()
+
+    worker = CgroupWorker(watcher, sampler, on_samples=on_samples, wake=lambda: None, log=_Log())
+    worker.start()
+    try:
+        assert seen.wait(5.0)
+        time.sleep(0.5)  # the first pass sampled both; the next cold sample is 10 s away
+        before, moved_at = len(sampled), time.monotonic()
+        for rel in moved:
+            (tree.path(rel) / "memory.events").write_text(_MAX_EVENT)
+        time.sleep(2.0)
+        return {rel for t, rel in sampled[before:] if t - moved_at < 2.0}
+    finally:
+        worker.stop()
+        watcher.close()
+
+
+def test_a_v2_memory_event_wakes_the_sampler_for_that_container(fake_v2: CgroupV2Tree) -> None:
+    """A calm container on v2 is read every 10 s; when its memory.events moves (the kernel
+    counted `max`: it reclaimed at its limit) it is read at once, while its pod's and
+    kubepods' memory.events, which move with it, wake no one else.  Written in the kernel's
+    order (memcg_memory_event: the cgroup, then each ancestor), which a counter pass may see
+    split: the ancestors' change a pass after the container's."""
+    pod = CONTAINER.rsplit("/", 1)[0]
+    moved = (CONTAINER, pod, "/kubepods/burstable", "/kubepods")
+    assert _woken_by_memory_events(fake_v2, moved) == {CONTAINER}
+
+
+def test_a_v2_pod_limit_event_wakes_the_pods_containers(fake_v2: CgroupV2Tree) -> None:
+    """The pod hit its own limit (no container's memory.events moved): all its containers."""
+    pod = CONTAINER.rsplit("/", 1)[0]
+    moved = (pod, "/kubepods/burstable", "/kubepods")
+    assert _woken_by_memory_events(fake_v2, moved) == {CONTAINER, CONTAINER2}
+
+
+class _Log:
+    def info(self, event: str, **fields: object) -> None: ...
+
+    def warning(self, event: str, **fields: object) -> None: ...
+
+    def error(self, event: str, **fields: object) -> None: ...
+
+    def exception(self, event: str, **fields: object) -> None:
+        raise AssertionError(event)

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from oomwatch.decode import DecodeResult, TextScanner, decode_lines, decode_text
+from oomwatch.decode import DecodeResult, TextScanner, decode_lines, decode_text, parse_lines
 
 CORPUS = sorted((Path(__file__).resolve().parent.parent / "data" / "corpus").glob("*.log"))
 CHATTER = (
@@ -83,6 +83,44 @@ def test_synthetic_log_fast_scan_equals_line_by_line() -> None:
     assert len(whole.incidents) >= 35
     assert any(w.startswith("line ") for w in whole.warnings)  # line numbers are compared
     _same(whole, decode_lines(SYNTHETIC.split("\n")))
+
+
+# Chatter the scanner skips in runs (`scan._CHATTER_SHAPE`), and near misses it must feed:
+# a key, a `$` end mark, a tmux marker, a trailing blank, `host kernel:`, a caller id.
+INSIDE_CHATTER = (
+    "[ 5000.000001] eth0: renamed from veth1234",
+    "[ 5000.000002] cni0: port 3(veth9) entered forwarding state",
+    "[ 5000.000003] audit: type=1400 apparmor=STATUS pid=77",
+    "[ 5000.000004] EXT4-fs (sda1): 12 kB free",
+    "[ 5000.000005] line that ends in a mark$",
+    "[ 5000.000006] tmux scroll  [3/40]",
+    "[ 5000.000007] trailing blank ",
+    "[ 5000.000008] node kernel: relayed",
+    "[ 5000.000009] [  T42] with a caller id",
+    "[ 5000.000010] Node 0 active_anon:1kB",
+)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_chatter_inside_reports_decodes_as_line_by_line(seed: int) -> None:
+    """Runs of chatter inside each corpus report (between its header, stats, task table
+    and kill lines): the scan that skips such runs gives what every line parsed gives."""
+    rng = random.Random(seed)
+    parts: list[str] = []
+    for path in CORPUS:
+        lines = path.read_text(encoding="utf-8").rstrip("\n").split("\n")
+        if seed % 2:  # re-stamped as dmesg prints it: memcg stats lines become chatter-shaped
+            records = parse_lines(lines)
+            lines = [f"[{5000 + n / 1e4:12.6f}] {r.message}" for n, r in enumerate(records)]
+        for line in lines:
+            parts.append(line)
+            if rng.random() < 0.3:
+                parts.extend(rng.choice(INSIDE_CHATTER) for _ in range(rng.randrange(1, 12)))
+    text = "\n".join(parts) + "\n"
+    whole = decode_text(text)
+    assert len(whole.incidents) >= 35
+    _same(whole, decode_lines(text.split("\n")))
+    _same(_pieces(text, list(range(4096, len(text), 4096))), whole)
 
 
 @settings(

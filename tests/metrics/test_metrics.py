@@ -192,6 +192,19 @@ def test_memory_gauges_and_stale_series_are_forgotten(
     assert scraped["oomwatch_container_memory_usage_bytes"] == [(IDS, float(210 << 20))]
 
 
+def test_a_limit_lifted_and_set_again(served: tuple[Metrics, str, list[bool]]) -> None:
+    """The limit series is absent while the container is unlimited, back when a limit is."""
+    metrics, base, _ = served
+    labels = SeriesLabels(**IDS)
+    metrics.set_container_memory(labels, usage_bytes=1 << 20, limit_bytes=8 << 20)
+    metrics.set_container_memory(labels, usage_bytes=2 << 20, limit_bytes=None)
+    scraped = _scrape(base)
+    assert "oomwatch_container_memory_limit_bytes" not in scraped
+    assert scraped["oomwatch_container_memory_usage_bytes"] == [(IDS, float(2 << 20))]
+    metrics.set_container_memory(labels, usage_bytes=3 << 20, limit_bytes=16 << 20)
+    assert _scrape(base)["oomwatch_container_memory_limit_bytes"] == [(IDS, float(16 << 20))]
+
+
 def test_working_set_workload_labels_findings_and_no_created_series(
     served: tuple[Metrics, str, list[bool]],
 ) -> None:
