@@ -58,6 +58,19 @@ _KILLED = re.compile(
     r"(?:\s*oom_score_adj:(?P<adj>-?\d{1,20}))?\.?\s*$",
     _S,
 )
+# The kill line as 4.19+ kernels print it, tried first (a group kill has a line per member).
+# Where it matches, `_KILLED` matches with the same groups: no `)` follows the name's, and
+# every field `_KILLED` leaves optional is there (tests/decode/test_kill_line.py).
+_KILLED_NOW = re.compile(
+    r"(?:(?P<msg>Memory cgroup out of memory|Out of memory): )?Killed process (?P<pid>\d{1,20})"
+    r" \((?P<comm>.*)\) total-vm:(?P<vm>\d{1,20})kB, anon-rss:(?P<anon>\d{1,20})kB,"
+    r" file-rss:(?P<file>\d{1,20})kB, shmem-rss:(?P<shmem>\d{1,20})kB, UID:(?P<uid>\d{1,20})"
+    r" pgtables:(?P<pgt>\d{1,20})kB oom_score_adj:(?P<adj>-?\d{1,20})\s*$",
+    _S,
+)
+_KILLED_GROUPS = (
+    "msg", "pid", "comm", "vm", "anon", "file", "shmem", "uid", "uid_old", "uid_rh7", "pgt", "adj",
+)  # fmt: skip
 _KILL_SELECT = re.compile(
     rf"(?:(?P<msg>{_OOM_MESSAGE}): )?[Kk]ill process"
     r" (?P<pid>\d{1,20}) \((?P<comm>.*)\)"
@@ -278,21 +291,30 @@ def parse_killed(message: str) -> tuple[str | None, Victim] | None:
     """
     if "Killed process " not in message:
         return None
-    match = _KILLED.match(message)
-    if match is None:
-        return None
+    # One `groups()` call and inline conversions: a group kill has a line per member.
+    match = _KILLED_NOW.match(message)
+    if match is not None:
+        msg, pid, comm, vm, anon, file, shmem, uid, pgt, adj = match.groups()
+    else:
+        match = _KILLED.match(message)
+        if match is None:
+            return None
+        msg, pid, comm, vm, anon, file, shmem, uid, uid_old, uid_rh7, pgt, adj = match.group(
+            *_KILLED_GROUPS
+        )
+        uid = uid or uid_old or uid_rh7
     victim = Victim(
-        pid=int(match.group("pid")),
-        comm=match.group("comm"),
-        total_vm_bytes=kib(_int(match.group("vm"))),
-        anon_rss_bytes=kib(_int(match.group("anon"))),
-        file_rss_bytes=kib(_int(match.group("file"))),
-        shmem_rss_bytes=kib(_int(match.group("shmem"))),
-        uid=_int(match.group("uid") or match.group("uid_old") or match.group("uid_rh7")),
-        pgtables_bytes=kib(_int(match.group("pgt"))),
-        oom_score_adj=_int(match.group("adj")),
+        pid=int(pid),
+        comm=comm,
+        total_vm_bytes=None if vm is None else int(vm) * 1024,
+        anon_rss_bytes=None if anon is None else int(anon) * 1024,
+        file_rss_bytes=None if file is None else int(file) * 1024,
+        shmem_rss_bytes=None if shmem is None else int(shmem) * 1024,
+        uid=None if uid is None else int(uid),
+        pgtables_bytes=None if pgt is None else int(pgt) * 1024,
+        oom_score_adj=None if adj is None else int(adj),
     )
-    return match.group("msg"), victim
+    return msg, victim
 
 
 def parse_kill_select(message: str) -> tuple[str | None, int, str, int] | None:

@@ -41,17 +41,18 @@ def group_kill(members: int) -> list[bytes]:
 
 def test_a_20000_member_group_kill_decodes_fast_and_keeps_the_first_and_largest() -> None:
     small = group_kill(5_000)
-    started = time.perf_counter()
+    started = time.process_time()  # CPU time: a loaded machine's waits are not the decoder's
     decode_kmsg_records(small)
-    small_s = time.perf_counter() - started
+    small_s = time.process_time() - started
     records = group_kill(20_000)
-    started = time.perf_counter()
+    started = time.process_time()
     (incident,) = decode_kmsg_records(records).incidents
-    seconds = time.perf_counter() - started
-    # Linear, not quadratic (4x the members: 16x the time before); the absolute bound is
-    # loose for a shared CI machine (bench/RESULTS.md, issue 22: 7.6 s before, 0.4 s idle).
+    seconds = time.process_time() - started
+    # Linear, not quadratic (4x the members: 16x the time before).  The issue's bound is
+    # 0.5 s; this one only catches a regression on a shared CI machine, the figure is
+    # `bench/hostile.py --only group` (bench/RESULTS.md, issue 22).
     assert seconds < 8 * small_s + 0.05, (seconds, small_s)
-    assert seconds < 2.0, seconds
+    assert seconds < 1.5, seconds
     assert incident.group_kill and incident.kills_counted == 20_001
     assert len(incident.victims) <= 2 * MAX_VICTIMS
     assert incident.victim_count == 20_000  # the primary's repeat line counted, not listed
