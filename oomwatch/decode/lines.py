@@ -58,16 +58,35 @@ _KILLED = re.compile(
     r"(?:\s*oom_score_adj:(?P<adj>-?\d{1,20}))?\.?\s*$",
     _S,
 )
-# The kill line as 4.19+ kernels print it, tried first (a group kill has a line per member).
-# Where it matches, `_KILLED` matches with the same groups: no `)` follows the name's, and
-# every field `_KILLED` leaves optional is there (tests/decode/test_kill_line.py).
-_KILLED_NOW = re.compile(
-    r"(?:(?P<msg>Memory cgroup out of memory|Out of memory): )?Killed process (?P<pid>\d{1,20})"
-    r" \((?P<comm>.*)\) total-vm:(?P<vm>\d{1,20})kB, anon-rss:(?P<anon>\d{1,20})kB,"
-    r" file-rss:(?P<file>\d{1,20})kB, shmem-rss:(?P<shmem>\d{1,20})kB, UID:(?P<uid>\d{1,20})"
-    r" pgtables:(?P<pgt>\d{1,20})kB oom_score_adj:(?P<adj>-?\d{1,20})\s*$",
+# The kill line as 4.19+ kernels print it, tried first (a group kill has a line per member),
+# read in two parts around the name's closing parenthesis: no `)` follows it in this format,
+# so it is the line's last, where `_KILLED`'s greedy name ends too (one pattern over the line
+# retried its tail at each character of the name: 20,000 instructions a line).  Where both
+# parts match, `_KILLED` matches with the same fields (tests/decode/test_kill_line.py).
+_KILLED_NOW_HEAD = re.compile(
+    r"(?:(Memory cgroup out of memory|Out of memory): )?Killed process (\d{1,20}) \((.*)", _S
+)
+_KILLED_NOW_TAIL = re.compile(
+    r"\) total-vm:(\d{1,20})kB, anon-rss:(\d{1,20})kB, file-rss:(\d{1,20})kB,"
+    r" shmem-rss:(\d{1,20})kB, UID:(\d{1,20}) pgtables:(\d{1,20})kB"
+    r" oom_score_adj:(-?\d{1,20})\s*",
     _S,
 )
+
+
+def killed_now(message: str) -> tuple[str | None, ...] | None:
+    """The fields of a 4.19+ kill line (message, pid, comm, total-vm, anon, file, shmem,
+    uid, pgtables, oom_score_adj, as printed), or None for any other line."""
+    end = message.rfind(")")
+    tail = _KILLED_NOW_TAIL.fullmatch(message, end) if end >= 0 else None
+    if tail is None:
+        return None
+    head = _KILLED_NOW_HEAD.fullmatch(message, 0, end)
+    if head is None:
+        return None
+    return head.groups() + tail.groups()
+
+
 _KILLED_GROUPS = (
     "msg", "pid", "comm", "vm", "anon", "file", "shmem", "uid", "uid_old", "uid_rh7", "pgt", "adj",
 )  # fmt: skip
@@ -292,9 +311,9 @@ def parse_killed(message: str) -> tuple[str | None, Victim] | None:
     if "Killed process " not in message:
         return None
     # One `groups()` call and inline conversions: a group kill has a line per member.
-    match = _KILLED_NOW.match(message)
-    if match is not None:
-        msg, pid, comm, vm, anon, file, shmem, uid, pgt, adj = match.groups()
+    fields = killed_now(message)
+    if fields is not None:
+        msg, pid, comm, vm, anon, file, shmem, uid, pgt, adj = fields
     else:
         match = _KILLED.match(message)
         if match is None:

@@ -1,6 +1,7 @@
-"""The kill line's fast pattern (`_KILLED_NOW`, 4.19+ kernels) is a shortcut, not a second
-reading: wherever it matches, the general `_KILLED` matches with the same fields, whatever
-the (hostile) name holds.  Every kill line of the test data is checked, and generated ones."""
+"""The kill line's fast reading (`killed_now`, 4.19+ kernels) is a shortcut, not a second
+reading: wherever it reads a line, the general `_KILLED` matches it with the same fields,
+whatever the (hostile) name holds.  Every kill line of the test data is checked, and
+generated ones."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from oomwatch.decode.lines import _KILLED, _KILLED_NOW
+from oomwatch.decode.lines import _KILLED, killed_now
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 _KILL_AT = re.compile(r"(?:Memory cgroup out of memory: |Out of memory: |Killed process )")
@@ -21,13 +22,13 @@ FIELDS = ("msg", "pid", "comm", "vm", "anon", "file", "shmem", "uid", "pgt", "ad
 def agree(message: str) -> bool:
     """False only where the fast pattern reads the line and the general one reads it otherwise;
     True when the fast one matched (the general then matched alike)."""
-    fast = _KILLED_NOW.match(message)
+    fast = killed_now(message)
     if fast is None:
         return False
     general = _KILLED.match(message)
     assert general is not None, message
     assert general.group("uid_old") is None and general.group("uid_rh7") is None, message
-    assert fast.group(*FIELDS) == general.group(*FIELDS), message
+    assert fast == general.group(*FIELDS), message
     return True
 
 
