@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from oomwatch.incident import UNLIMITED_BYTES, Invoker, Victim
 
@@ -74,7 +75,7 @@ _KILLED_NOW_TAIL = re.compile(
 )
 
 
-def killed_now(message: str) -> tuple[str | None, ...] | None:
+def killed_now(message: str) -> tuple[str | Any, ...] | None:
     """The fields of a 4.19+ kill line (message, pid, comm, total-vm, anon, file, shmem,
     uid, pgtables, oom_score_adj, as printed), or None for any other line."""
     end = message.rfind(")")
