@@ -27,6 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 from support.fifo_agent import agent_env, peak_rss_kib, running_agent  # noqa: E402
 from support.kmsg import group_kill  # noqa: E402
+
 from tests.security.test_report_store_bytes import old_store  # noqa: E402
 
 

@@ -7,7 +7,7 @@ kernel kill.
 
 The agent runs `oomwatch run --standalone --probe-pod-dirs` from a snapshot of HEAD (`git
 archive`, so edits to the tree meanwhile do not reach it) over the fake host of
-tests/security/agentproc.py (a kubelet-like cgroup tree, the relay's FIFO), started inside
+tests/support/fifo_agent.py (a kubelet-like cgroup tree, the relay's FIFO), started inside
 a scratch v1 memcg whose limit is 192 MiB, the DaemonSet's.  Each cycle (`--cycle-s`):
 
 - replayed through the FIFO (kernel records as the relay forwards them, renumbered and stamped
@@ -46,11 +46,13 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+from support.cgroupfs import memory_events  # noqa: E402
+from support.fifo_agent import CONTAINER, kill_records, running_agent  # noqa: E402
+
 from oomwatch.lab import ScratchMemcg, spawn_hog  # noqa: E402
 from oomwatch.probe.ring import RingWriter  # noqa: E402
 from oomwatch.probe.schema import FrameworkOomEvent, ProbeMeta, to_payload  # noqa: E402
 from oomwatch.store import IncidentStore  # noqa: E402
-from tests.security.agentproc import CONTAINER, events_file, kill_records, running_agent  # noqa: E402
 from tests.security.test_report_store_bytes import old_store  # noqa: E402
 
 MiB = 1 << 20
@@ -315,7 +317,9 @@ def main() -> int:
                 agent.kills += 1
                 feeder.write(kill(pid, extra_tasks=30_000))
                 sent.add(pid)
-                (agent.container_dir / "memory.events").write_text(events_file(agent.kills))
+                (agent.container_dir / "memory.events").write_text(
+                    memory_events(agent.kills, agent.kills)
+                )
                 pid += 40_000
                 counts["big"] += 1
                 time.sleep(2)
@@ -328,7 +332,9 @@ def main() -> int:
                     agent.kills += 1
                     feeder.write(kill(pid))
                     sent.add(pid)
-                    (agent.container_dir / "memory.events").write_text(events_file(agent.kills))
+                    (agent.container_dir / "memory.events").write_text(
+                        memory_events(agent.kills, agent.kills)
+                    )
                     pid += 10
                     counts["storm"] += 1
                     time.sleep(0.5)
