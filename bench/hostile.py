@@ -26,8 +26,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 from support.fifo_agent import agent_env, peak_rss_kib, running_agent  # noqa: E402
+from support.kmsg import group_kill  # noqa: E402
 
-from tests.security.test_incident_bytes import group_kill  # noqa: E402
 from tests.security.test_report_store_bytes import old_store  # noqa: E402
 
 
@@ -48,15 +48,20 @@ def history(repo: Path, tmp: Path) -> dict[str, Any]:
 
 
 def group(repo: Path, tmp: Path) -> dict[str, Any]:
-    """One memory.oom.group kill of 20,000 processes through the /dev/kmsg decoder."""
+    """One memory.oom.group kill of 20,000 processes through the /dev/kmsg decoder (the best
+    of 5, wall and CPU: the machine is shared)."""
     records = tmp / "group.kmsg"
     records.write_bytes(b"\n".join(group_kill(20_000)))
     code = ("import sys,time,json\nfrom oomwatch.decode import decode_kmsg_records\n"
             f"raws=open({str(records)!r},'rb').read().split(b'\\n')\n"
-            "t=time.perf_counter(); (i,)=decode_kmsg_records(raws).incidents\n"
-            "s=time.perf_counter()-t\n"
+            "walls,cpus=[],[]\n"
+            "for _ in range(5):\n"
+            " t,c=time.perf_counter(),time.process_time()\n"
+            " (i,)=decode_kmsg_records(raws).incidents\n"
+            " walls.append(time.perf_counter()-t); cpus.append(time.process_time()-c)\n"
             "from oomwatch.store.limits import bounded\n"
-            "print(json.dumps({'decode_s':round(s,2),'victims_held':len(i.victims),"
+            "print(json.dumps({'decode_s':round(min(walls),3),'decode_cpu_s':round(min(cpus),3),"
+            "'decode_s_all':[round(w,3) for w in walls],'victims_held':len(i.victims),"
             "'stored_bytes':len(bounded(i)[1].encode())}))")  # fmt: skip
     out = subprocess.run([sys.executable, "-c", code], env=agent_env(repo, None), cwd=repo,
                          capture_output=True, text=True, timeout=600, check=True)  # fmt: skip

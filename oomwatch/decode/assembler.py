@@ -17,6 +17,7 @@ from oomwatch.decode.context import (
     EARLY_KILL_LINES,
     EARLY_KILL_S,
     EarlyReaper,
+    GroupTail,
     OrphanRows,
     SequenceWitness,
     SuppressionWitness,
@@ -121,6 +122,7 @@ class ReportAssembler:
         self._early_reaper = EarlyReaper()
         # A header-less kill held for the report whose header came right after it (`_start`).
         self._early_kill: ReportState | None = None
+        self._group_tail = GroupTail()
 
     @property
     def open(self) -> bool:
@@ -200,6 +202,7 @@ class ReportAssembler:
         if report is not None:
             incident = finish(report)
             done.append(incident)
+            self._group_tail.closed(incident, self._sequence.last)
             if not self.complete_log:
                 self._witness.note(incident, report.header_evidence)
 
@@ -443,8 +446,12 @@ class ReportAssembler:
             report.last_kill_time_s = record.kernel_time_s or report.last_kill_time_s
             return
         if report is None or report.incident.victims:
+            follows = self._sequence.follows(record)
+            group = self._group_tail.continues(record, follows, victim.pid)
             report = self._start(record, KILLED, done)
-            report.seq_follows = self._sequence.follows(record)
+            report.seq_follows = follows
+            if group is not None:
+                continue_group(report, group)
         report.stage = KILLED
         report.incident.victims.append(victim)
         self._early_reaper.apply(report.incident, victim, record.line_no)
@@ -532,6 +539,23 @@ class ReportAssembler:
             return
         self._orphans.add(row, record.line_no)
         self._orphan_added = True
+
+
+def continue_group(report: ReportState, group: Incident) -> None:
+    """`report` (its first kill line) holds the rest of `group`'s members (`GroupTail`)."""
+    incident = report.incident
+    incident.group_kill = True
+    incident.constraint = group.constraint
+    incident.oom_memcg, incident.task_memcg = group.oom_memcg, group.task_memcg
+    incident.group_cgroup = group.group_cgroup
+    report.header_evidence = True  # the header was printed, with the first members
+    report.seq_follows = None
+    report.stage = GROUP
+    incident.notes.append(
+        f"the rest of the memory.oom.group kill at kernel time {group.kernel_time_s} s: its"
+        " report was closed when the log paused, these members' records follow its last one"
+        " with no record between"
+    )
 
 
 def _dedupe_key(record: LogRecord, message: str) -> tuple[object, ...]:

@@ -128,10 +128,60 @@ class SequenceWitness:
         if record.kmsg_seq is not None:
             self._last = record.kmsg_seq
 
+    @property
+    def last(self) -> int | None:
+        """The last report line's sequence number (None before one, or in a text log)."""
+        return self._last
+
     def follows(self, record: LogRecord) -> int | None:
         """The previous report line's sequence number if `record` comes right after it."""
         seq, last = record.kmsg_seq, self._last
         return last if seq is not None and last is not None and seq == last + 1 else None
+
+
+class GroupTail:
+    """The memory.oom.group kill whose report was closed last, for members the kernel was
+    still printing.  The daemon closes a group kill once its input is quiet for 0.1 s; on a
+    loaded node the relay or the agent may pause that long in the middle of 20,000 members,
+    and each member after the pause was a kill of its own: thousands of incidents (a pod's
+    whole share of the store, an Event each).  A kill line whose /dev/kmsg record comes right
+    after the group's last one continues the group, except the kernel's repeat of the primary
+    victim, which stays the header-less repeat the reconciler knows (and is stepped over)."""
+
+    def __init__(self) -> None:
+        # (the group's last record, the group's cgroups and time, its primary victim's pid)
+        self._last: tuple[int, Incident, int | None] | None = None
+
+    def closed(self, incident: Incident, last_seq: int | None) -> None:
+        """A report was closed: remember it (its cgroups and time only) if a group kill."""
+        last = self._last
+        if last is not None and incident.kmsg_seq == last[0] and not incident.group_kill:
+            return  # the primary's repeat, stepped over in `continues`
+        if not incident.group_kill or last_seq is None:
+            self._last = None
+            return
+        kept = Incident(
+            kind=incident.kind,
+            kernel_time_s=incident.kernel_time_s,
+            constraint=incident.constraint,
+            oom_memcg=incident.oom_memcg,
+            task_memcg=incident.task_memcg,
+            group_cgroup=incident.group_cgroup,
+        )
+        self._last = (last_seq, kept, incident.victims[0].pid if incident.victims else None)
+
+    def continues(self, record: LogRecord, follows: int | None, pid: int) -> Incident | None:
+        """The closed group kill the kill line of `pid` in `record` continues (`follows`: the
+        report line its record comes right after, `SequenceWitness.follows`), or None."""
+        last = self._last
+        if last is None or follows is None or follows != last[0] or record.kmsg_seq is None:
+            self._last = None
+            return None
+        if pid == last[2]:
+            self._last = (record.kmsg_seq, last[1], last[2])
+            return None
+        self._last = None
+        return last[1]
 
 
 class EarlyReaper:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from oomwatch.incident import UNLIMITED_BYTES, Invoker, Victim
 
@@ -58,6 +59,38 @@ _KILLED = re.compile(
     r"(?:\s*oom_score_adj:(?P<adj>-?\d{1,20}))?\.?\s*$",
     _S,
 )
+# The kill line as 4.19+ kernels print it, tried first (a group kill has a line per member),
+# read in two parts around the name's closing parenthesis: no `)` follows it in this format,
+# so it is the line's last, where `_KILLED`'s greedy name ends too (one pattern over the line
+# retried its tail at each character of the name: 20,000 instructions a line).  Where both
+# parts match, `_KILLED` matches with the same fields (tests/decode/test_kill_line.py).
+_KILLED_NOW_HEAD = re.compile(
+    r"(?:(Memory cgroup out of memory|Out of memory): )?Killed process (\d{1,20}) \((.*)", _S
+)
+_KILLED_NOW_TAIL = re.compile(
+    r"\) total-vm:(\d{1,20})kB, anon-rss:(\d{1,20})kB, file-rss:(\d{1,20})kB,"
+    r" shmem-rss:(\d{1,20})kB, UID:(\d{1,20}) pgtables:(\d{1,20})kB"
+    r" oom_score_adj:(-?\d{1,20})\s*",
+    _S,
+)
+
+
+def killed_now(message: str) -> tuple[str | Any, ...] | None:
+    """The fields of a 4.19+ kill line (message, pid, comm, total-vm, anon, file, shmem,
+    uid, pgtables, oom_score_adj, as printed), or None for any other line."""
+    end = message.rfind(")")
+    tail = _KILLED_NOW_TAIL.fullmatch(message, end) if end >= 0 else None
+    if tail is None:
+        return None
+    head = _KILLED_NOW_HEAD.fullmatch(message, 0, end)
+    if head is None:
+        return None
+    return head.groups() + tail.groups()
+
+
+_KILLED_GROUPS = (
+    "msg", "pid", "comm", "vm", "anon", "file", "shmem", "uid", "uid_old", "uid_rh7", "pgt", "adj",
+)  # fmt: skip
 _KILL_SELECT = re.compile(
     rf"(?:(?P<msg>{_OOM_MESSAGE}): )?[Kk]ill process"
     r" (?P<pid>\d{1,20}) \((?P<comm>.*)\)"
@@ -278,21 +311,30 @@ def parse_killed(message: str) -> tuple[str | None, Victim] | None:
     """
     if "Killed process " not in message:
         return None
-    match = _KILLED.match(message)
-    if match is None:
-        return None
+    # One `groups()` call and inline conversions: a group kill has a line per member.
+    fields = killed_now(message)
+    if fields is not None:
+        msg, pid, comm, vm, anon, file, shmem, uid, pgt, adj = fields
+    else:
+        match = _KILLED.match(message)
+        if match is None:
+            return None
+        msg, pid, comm, vm, anon, file, shmem, uid, uid_old, uid_rh7, pgt, adj = match.group(
+            *_KILLED_GROUPS
+        )
+        uid = uid or uid_old or uid_rh7
     victim = Victim(
-        pid=int(match.group("pid")),
-        comm=match.group("comm"),
-        total_vm_bytes=kib(_int(match.group("vm"))),
-        anon_rss_bytes=kib(_int(match.group("anon"))),
-        file_rss_bytes=kib(_int(match.group("file"))),
-        shmem_rss_bytes=kib(_int(match.group("shmem"))),
-        uid=_int(match.group("uid") or match.group("uid_old") or match.group("uid_rh7")),
-        pgtables_bytes=kib(_int(match.group("pgt"))),
-        oom_score_adj=_int(match.group("adj")),
+        pid=int(pid),
+        comm=comm,
+        total_vm_bytes=None if vm is None else int(vm) * 1024,
+        anon_rss_bytes=None if anon is None else int(anon) * 1024,
+        file_rss_bytes=None if file is None else int(file) * 1024,
+        shmem_rss_bytes=None if shmem is None else int(shmem) * 1024,
+        uid=None if uid is None else int(uid),
+        pgtables_bytes=None if pgt is None else int(pgt) * 1024,
+        oom_score_adj=None if adj is None else int(adj),
     )
-    return match.group("msg"), victim
+    return msg, victim
 
 
 def parse_kill_select(message: str) -> tuple[str | None, int, str, int] | None:

@@ -73,7 +73,8 @@ def kmsg_record_from_text(text: str, line_no: int | None = None) -> LogRecord | 
     match = _KMSG_HEADER.match(text)
     if match is None:
         return None
-    prio = int(match.group(1))
+    prio_text, seq, usec = match.group(1, 2, 3)
+    prio = int(prio_text)
     facility, level = prio >> 3, prio & 7
     if facility != 0:
         return None
@@ -86,8 +87,8 @@ def kmsg_record_from_text(text: str, line_no: int | None = None) -> LogRecord | 
     return LogRecord(
         message=unescape_kmsg(body.rstrip("\r")),
         source_format="kmsg",
-        kernel_time_s=int(match.group(3)) / 1e6,
-        kmsg_seq=int(match.group(2)),
+        kernel_time_s=int(usec) / 1e6,
+        kmsg_seq=int(seq),
         facility=facility,
         level=level,
         line_no=line_no,

@@ -223,7 +223,7 @@ def test_custom_values_reach_every_place_they_name() -> None:
     assert {"name": "probe", "mountPath": probe, "readOnly": True} in agent["volumeMounts"]
     (cgroup,) = [m for m in agent["volumeMounts"] if m["name"] == "cgroup"]
     assert cgroup["recursiveReadOnly"] == "IfPossible"
-    assert f'("{probe}", 0, 0o1777)' in container(docs, "prepare-dirs")["command"][2]
+    assert f'("{probe}", 0, 65532, 0o3777)' in container(docs, "prepare-dirs")["command"][2]
     (volume,) = [v for v in spec["volumes"] if v["name"] == "probe"]
     assert volume["hostPath"]["path"] == probe
     for kind in ("PodMonitor", "PrometheusRule"):  # kube-prometheus-stack's selectors

@@ -91,7 +91,9 @@ def test_prepare_dirs_succeeds_with_only_the_granted_caps_and_again_on_restart(
         assert (state.st_uid, state.st_gid) == (65532, 65532), attempt
         assert stat.S_IMODE(state.st_mode) == 0o750, attempt
         probe = os.stat(mounts["/var/run/oomwatch/probe"])
-        assert (probe.st_uid, stat.S_IMODE(probe.st_mode)) == (0, 0o1777), attempt
+        # sticky and setgid to the agent's group (a chown must not have dropped setgid)
+        assert (probe.st_uid, probe.st_gid) == (0, 65532), attempt
+        assert stat.S_IMODE(probe.st_mode) == 0o3777, attempt
         fifo = os.stat(mounts["/run/oomwatch"] / "kmsg.fifo")
         assert stat.S_ISFIFO(fifo.st_mode) and stat.S_IMODE(fifo.st_mode) == 0o666, attempt
 

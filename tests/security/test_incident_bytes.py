@@ -13,45 +13,29 @@ import time
 import tracemalloc
 from pathlib import Path
 
+from support.kmsg import GROUP, group_kill
+
 from oomwatch.decode import decode_kmsg_records
 from oomwatch.diagnosis.history import History
 from oomwatch.incident import Finding, Incident, PodContext, TaskRow, Victim
 from oomwatch.store import IncidentStore
 from oomwatch.store.limits import MAX_INCIDENT_BYTES, MAX_VICTIMS, bounded, capped
 
-GROUP = "/kubepods.slice/kubepods-pod0.slice/cri-containerd-c0ffee.scope"
-TAIL = "file-rss:0kB, shmem-rss:0kB, UID:1000 pgtables:84kB oom_score_adj:0"
-
-
-def group_kill(members: int) -> list[bytes]:
-    """A memory.oom.group kill of `members` processes as /dev/kmsg prints it (the primary
-    victim again as a member, as the kernel does)."""
-    kill = "Memory cgroup out of memory: Killed process {pid} (w{pid}) total-vm:21104kB,"
-    records = [
-        f"6,1,100,-;oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),cpuset=/,"
-        f"mems_allowed=0,oom_memcg={GROUP},task_memcg={GROUP},task=w2,pid=2,uid=1000",
-        f"3,2,101,-;{kill.format(pid=2)} anon-rss:1kB, {TAIL}",
-        f"6,3,102,-;Tasks in {GROUP} are going to be killed due to memory.oom.group set",
-    ]
-    for i in range(members):
-        pid = 2 + i
-        records.append(f"3,{4 + i},{103 + i},-;{kill.format(pid=pid)} anon-rss:{pid}kB, {TAIL}")
-    return [r.encode() for r in records]
-
 
 def test_a_20000_member_group_kill_decodes_fast_and_keeps_the_first_and_largest() -> None:
     small = group_kill(5_000)
-    started = time.perf_counter()
+    started = time.process_time()  # CPU time: a loaded machine's waits are not the decoder's
     decode_kmsg_records(small)
-    small_s = time.perf_counter() - started
+    small_s = time.process_time() - started
     records = group_kill(20_000)
-    started = time.perf_counter()
+    started = time.process_time()
     (incident,) = decode_kmsg_records(records).incidents
-    seconds = time.perf_counter() - started
-    # Linear, not quadratic (4x the members: 16x the time before); the absolute bound is
-    # loose for a shared CI machine (bench/RESULTS.md, issue 22: 7.6 s before, 0.4 s idle).
+    seconds = time.process_time() - started
+    # Linear, not quadratic (4x the members: 16x the time before).  The issue's bound is
+    # 0.5 s; this one only catches a regression on a shared CI machine, the figure is
+    # `bench/hostile.py --only group` (bench/RESULTS.md, issue 22).
     assert seconds < 8 * small_s + 0.05, (seconds, small_s)
-    assert seconds < 2.0, seconds
+    assert seconds < 1.5, seconds
     assert incident.group_kill and incident.kills_counted == 20_001
     assert len(incident.victims) <= 2 * MAX_VICTIMS
     assert incident.victim_count == 20_000  # the primary's repeat line counted, not listed

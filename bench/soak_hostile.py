@@ -1,0 +1,415 @@
+"""Issue 22's hour soak: the agent, in a 192 MiB memcg, against a pod that tries every row of
+the attack table again and again; at the end it must still record a trainer's OOM and a real
+kernel kill.
+
+    sudo nice -n 19 .venv/bin/python bench/soak_hostile.py --duration-s 3600 \
+        --table /tmp/soak22.tsv
+
+The agent runs `oomwatch run --standalone --probe-pod-dirs` from a snapshot of HEAD (`git
+archive`, so edits to the tree meanwhile do not reach it) over the fake host of
+tests/support/fifo_agent.py (a kubelet-like cgroup tree, the relay's FIFO), started inside
+a scratch v1 memcg whose limit is 192 MiB, the DaemonSet's.  Each cycle (`--cycle-s`):
+
+- replayed through the FIFO (kernel records as the relay forwards them, renumbered and stamped
+  now; a real 30,000-process kill every minute would take the node): a kill with a 30,000-row
+  task table, a memory.oom.group kill of 20,000 victims, a storm of 10 small kills in 5 s;
+- real files: 100 one-event probe files rewritten under 100 owner uids, 1,000 garbage
+  `.ring` files touched every second, 5 pod directories of 100,000 hard links each (made once);
+- real cgroup files: 20 containers whose memory climbs to their limit and falls back
+  (pre-OOM warnings cycling);
+- `oomwatch report` run inside the same memcg (as `kubectl exec` would) over, in turn: a store
+  of 20 uncapped 20,000-victim kills (text, --json, --html), a 600 KB nested journal JSON
+  line, a 68 KB gzip of invalid UTF-8, the live store.
+
+Each cycle appends a row (agent RSS, memcg usage / peak / failcnt / OOM kills, rows tried,
+incidents logged, load) to `--table`.  At the end: a trainer's framework OOM (a ring file
+written by the probe's own RingWriter into its per-pod directory) and a real kernel kill (a
+hog OOM-killed in a second scratch memcg; its /dev/kmsg records forwarded to the FIFO with
+their sequence numbers shifted past the replayed ones) must both be recorded.  Needs root.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import gzip
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+from support.cgroupfs import memory_events  # noqa: E402
+from support.fifo_agent import CONTAINER, kill_records, running_agent  # noqa: E402
+
+from oomwatch.lab import ScratchMemcg, spawn_hog  # noqa: E402
+from oomwatch.probe.ring import RingWriter  # noqa: E402
+from oomwatch.probe.schema import FrameworkOomEvent, ProbeMeta, to_payload  # noqa: E402
+from oomwatch.store import IncidentStore  # noqa: E402
+from tests.security.test_report_store_bytes import old_store  # noqa: E402
+
+MiB = 1 << 20
+LIMIT_BYTES = 192 * MiB
+TRAINER_UID = "7a1e0000-0000-4000-8000-00000000c0de"
+FORECAST_CONTAINERS = 20
+
+
+class Feeder:
+    """Writes kernel records into the agent's FIFO with sequence numbers that only go up."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.seq = 1_000_000
+        self.lock = threading.Lock()
+
+    def write(self, records: list[bytes]) -> None:
+        """Each `text` (`prio;message` without the header) gets the next seq and now's stamp."""
+        with self.lock:
+            now_us = int(time.clock_gettime(time.CLOCK_MONOTONIC) * 1e6)
+            out = []
+            for i, record in enumerate(records):
+                prio, _, text = record.partition(b";")
+                out.append(b"%s,%d,%d,-;%s\n" % (prio, self.seq, now_us + i, text))
+                self.seq += 1
+            view = memoryview(b"".join(out))
+            while view:
+                try:
+                    view = view[os.write(self.fd, view) :]
+                except BlockingIOError:
+                    time.sleep(0.002)
+
+
+def kill(pid: int, extra_tasks: int = 0) -> list[bytes]:
+    """The test report (kill of `pid`), `extra_tasks` more task rows; prio;text records."""
+    raw = kill_records(0, 0, pid, extra_tasks)
+    return [line.split(b",", 1)[0] + b";" + line.partition(b";")[2] for line in raw.splitlines()]
+
+
+def group_kill(first_pid: int, members: int) -> list[bytes]:
+    """A memory.oom.group kill of `members` processes of the report's container."""
+    tail = "file-rss:0kB, shmem-rss:0kB, UID:1000 pgtables:84kB oom_score_adj:0"
+    line = (
+        "Memory cgroup out of memory: Killed process {p} (w{p}) total-vm:21104kB, anon-rss:{r}kB, "
+    )
+    out = [
+        f"6;oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),cpuset=/,mems_allowed=0,"
+        f"oom_memcg={CONTAINER},task_memcg={CONTAINER},task=w{first_pid},pid={first_pid},uid=1000",
+        "3;" + line.format(p=first_pid, r=1) + tail,
+        f"6;Tasks in {CONTAINER} are going to be killed due to memory.oom.group set",
+    ]
+    out += ["3;" + line.format(p=first_pid + i, r=i % 5000) + tail for i in range(members)]
+    return [r.encode() for r in out]
+
+
+def probe_meta(pod_uid: str | None, pid: int) -> dict[str, Any]:
+    return to_payload(ProbeMeta(pid=pid, comm="python3", started_wall_s=time.time() - 60,
+                                started_mono_s=max(0.0, time.monotonic() - 60), boot_id="b",
+                                cgroup=None, pod_uid=pod_uid, pod_name="trainer-0",
+                                namespace="ml", container="trainer"))  # fmt: skip
+
+
+def one_event(path: Path, owner: int, pod_uid: str | None, pid: int) -> None:
+    """A ring file with one framework OOM, written as the trainer-side probe writes it."""
+    writer = RingWriter(str(path), probe_meta(pod_uid, pid))
+    writer.write_event(to_payload(FrameworkOomEvent(
+        wall_s=time.time(), mono_s=time.monotonic(), framework="torch-cuda",
+        message="CUDA out of memory. Tried to allocate 2.00 GiB")))  # fmt: skip
+    writer.close()
+    os.chown(path, owner, owner)
+
+
+def make_link_dirs(probe: Path, scratch: Path, dirs: int, entries: int) -> None:
+    for d in range(dirs):
+        pod = probe / f"1b2c0000-{d:04d}-4000-8000-000000000000"
+        pod.mkdir(exist_ok=True)
+        junk = scratch / f"junk{d}"
+        for i in range(entries):
+            if i % 50_000 == 0:  # ext4 allows 65,000 links to an inode
+                source = junk.with_suffix(f".{i}")
+                source.write_bytes(b"x")
+            os.link(source, pod / f"j{i}")
+
+
+class Background(threading.Thread):
+    """Every second: touch the 1,000 garbage files; ramp the forecast containers."""
+
+    def __init__(self, probe: Path, cgroup_dirs: list[Path]) -> None:
+        super().__init__(daemon=True)
+        self.probe, self.cgroup_dirs = probe, cgroup_dirs
+        self.stop = threading.Event()
+        self.ticks = 0
+        for i in range(1_000):
+            (probe / f"junk{i}.trainer.ring").write_bytes(os.urandom(64))
+
+    def run(self) -> None:
+        started = time.monotonic()
+        while not self.stop.wait(1.0):
+            self.ticks += 1
+            for i in range(1_000):
+                with contextlib.suppress(OSError):
+                    os.utime(self.probe / f"junk{i}.trainer.ring")
+            elapsed = time.monotonic() - started
+            for i, path in enumerate(self.cgroup_dirs):
+                # 180 s up from 4 to 32 MiB (steady growth: a warning), then 60 s down.
+                phase = (elapsed + 12 * i) % 240
+                used = 4 * MiB + int(min(phase, 180) / 180 * 28 * MiB) if phase < 180 else 4 * MiB
+                (path / "memory.current").write_text(f"{used}\n")
+                (path / "memory.stat").write_text(f"anon {used}\nfile 0\nshmem 0\n")
+
+
+def forecast_containers(container_dir: Path) -> list[Path]:
+    pod = container_dir.parent
+    out = []
+    for i in range(FORECAST_CONTAINERS):
+        path = pod / f"cri-containerd-{i:064x}.scope"
+        path.mkdir(exist_ok=True)
+        for name in os.listdir(container_dir):
+            if (container_dir / name).is_file():
+                shutil.copy(container_dir / name, path / name)
+        (path / "cgroup.procs").write_text("")
+        out.append(path)
+    return out
+
+
+def memcg_v1(memcg: ScratchMemcg, name: str) -> int:
+    try:
+        return int((memcg.fs_path / name).read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return -1
+
+
+def oom_kills(memcg: ScratchMemcg) -> int:
+    try:
+        return memcg.oom_kill_count()
+    except (OSError, ValueError, KeyError):
+        return -1
+
+
+def in_memcg(memcg: ScratchMemcg, command: list[str], env: dict[str, str], cwd: Path,
+             timeout_s: float) -> dict[str, Any]:  # fmt: skip
+    """Run `command` inside the agent's memcg (as `kubectl exec` into its container would)."""
+    procs = memcg.fs_path / "cgroup.procs"
+    wrapped = ["sh", "-c", f'echo $$ > {procs} && exec "$@"', "sh", *command]
+    started = time.monotonic()
+    try:
+        run = subprocess.run(wrapped, env=env, cwd=cwd, stdin=subprocess.DEVNULL,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                             timeout=timeout_s)  # fmt: skip
+        rc, err = run.returncode, run.stderr.decode(errors="replace")
+    except subprocess.TimeoutExpired:
+        rc, err = -999, "timeout"
+    return {"rc": rc, "s": round(time.monotonic() - started, 1),
+            "traceback": "Traceback" in err}  # fmt: skip
+
+
+def report_inputs(work: Path) -> list[tuple[str, list[str]]]:
+    store = work / "oldstore"
+    old_store(store, 20)
+    nested = work / "nested.json"
+    nested.write_text('{"MESSAGE":' + "[" * 300_000 + "]" * 300_000 + "}\n")
+    bad = work / "bad.gz"
+    bad.write_bytes(gzip.compress((b"x\x80" * 100 + b"\n") * 15_000, 9))
+    return [
+        ("store-text", ["--store", str(store)]),
+        ("store-json", ["--store", str(store), "--json"]),
+        ("store-html", ["--store", str(store), "--html", str(work / "r.html")]),
+        ("nested-json", [str(nested)]),
+        ("bad-utf8-gz", [str(bad)]),
+        ("live-store-json", ["--store", str(work / "state"), "--json"]),
+    ]
+
+
+def real_kernel_kill(feeder: Feeder) -> int | None:
+    """OOM-kill a hog in a scratch memcg; forward the kernel's records of it to the FIFO."""
+    fd = os.open("/dev/kmsg", os.O_RDONLY | os.O_NONBLOCK)
+    os.lseek(fd, 0, os.SEEK_END)
+    records: list[bytes] = []
+    victim = None
+    try:
+        with ScratchMemcg(32 * MiB) as memcg:
+            spawn_hog(memcg, mb=96, comm="soak22-hog")
+            deadline = time.monotonic() + 30
+            while victim is None and time.monotonic() < deadline:
+                try:
+                    raw = os.read(fd, 8192)
+                except BlockingIOError:
+                    time.sleep(0.1)
+                    continue
+                except OSError:  # EPIPE: records overwritten meanwhile
+                    continue
+                prio, _, rest = raw.partition(b",")
+                text = rest.partition(b";")[2].split(b"\n", 1)[0]
+                records.append(prio + b";" + text)
+                if b"Killed process " in text and b"(soak22-hog)" in text:
+                    victim = int(text.split(b"Killed process ", 1)[1].split(b" ", 1)[0])
+            time.sleep(0.5)
+            while True:  # the rest of the report (group-kill or reaper lines)
+                try:
+                    raw = os.read(fd, 8192)
+                except (BlockingIOError, OSError):
+                    break
+                prio, _, rest = raw.partition(b",")
+                records.append(prio + b";" + rest.partition(b";")[2].split(b"\n", 1)[0])
+    finally:
+        os.close(fd)
+    if victim is not None:
+        feeder.write(records)
+    return victim
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--duration-s", type=float, default=3600)
+    parser.add_argument("--cycle-s", type=float, default=60)
+    parser.add_argument("--table", type=Path, required=True)
+    parser.add_argument("--link-entries", type=int, default=100_000)
+    args = parser.parse_args()
+    if os.geteuid() != 0:
+        sys.exit("soak_hostile: needs root (memcg, chown to 100 owners, /dev/kmsg)")
+    work = Path(tempfile.mkdtemp(prefix="oomwatch-soak22-"))
+    src = work / "src"
+    src.mkdir()
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", "HEAD"], check=True,
+                             capture_output=True).stdout  # fmt: skip
+    subprocess.run(["tar", "-x", "-C", str(src)], input=archive, check=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OOMWATCH_", "KUBE"))}
+    env["PYTHONPATH"] = str(src)
+    table = open(args.table, "w", buffering=1)  # noqa: SIM115
+    head = ("t_s", "alive", "healthz", "rss_mib", "hwm_mib", "memcg_mib", "memcg_peak_mib",
+            "failcnt", "memcg_oom_kills", "big_kills", "group_kills", "storm_kills",
+            "probe_files_rewritten", "report", "report_rc", "report_s", "report_tb",
+            "oom_kill_lines", "replayed_logged", "load1")  # fmt: skip
+    table.write("\t".join(head) + "\n")
+    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
+                            capture_output=True, text=True).stdout.strip()  # fmt: skip
+    print(f"soak_hostile: work {work}, commit {commit}", flush=True)
+    inputs = report_inputs(work)
+    counts = {"big": 0, "group": 0, "storm": 0, "rewritten": 0, "reports": 0, "report_fail": 0}
+    with ScratchMemcg(LIMIT_BYTES, exclusive=False) as memcg:
+        own = Path("/proc/self/cgroup").read_text()
+        home = next(line.split(":", 2)[2] for line in own.splitlines()
+                    if ":memory:" in line)  # fmt: skip
+        (memcg.fs_path / "cgroup.procs").write_text(str(os.getpid()))  # the agent forks here
+        try:
+            ctx = running_agent(src, work, "--probe-pod-dirs")
+            agent = ctx.__enter__()
+        finally:
+            (memcg.mount / home.strip("/") / "cgroup.procs").write_text(str(os.getpid()))
+        try:
+            feeder = Feeder(agent.fifo_fd)
+            probe = agent.probe_dir
+            make_link_dirs(probe, work, 5, args.link_entries)
+            background = Background(probe, forecast_containers(agent.container_dir))
+            background.start()
+            started = time.monotonic()
+            pid = 100_000
+            sent: set[int] = set()  # the primary victims replayed
+            cycle = 0
+            while time.monotonic() - started < args.duration_s:
+                cycle_start = time.monotonic()
+                agent.kills += 1
+                feeder.write(kill(pid, extra_tasks=30_000))
+                sent.add(pid)
+                (agent.container_dir / "memory.events").write_text(
+                    memory_events(agent.kills, agent.kills)
+                )
+                pid += 40_000
+                counts["big"] += 1
+                time.sleep(2)
+                feeder.write(group_kill(pid, 20_000))
+                sent.add(pid)
+                pid += 40_000
+                counts["group"] += 1
+                time.sleep(2)
+                for _ in range(10):
+                    agent.kills += 1
+                    feeder.write(kill(pid))
+                    sent.add(pid)
+                    (agent.container_dir / "memory.events").write_text(
+                        memory_events(agent.kills, agent.kills)
+                    )
+                    pid += 10
+                    counts["storm"] += 1
+                    time.sleep(0.5)
+                for uid in range(100):
+                    one_event(probe / f"f{uid}.ring", 20_000 + uid, None, 5000 + uid)
+                counts["rewritten"] += 100
+                name, report_args = inputs[cycle % len(inputs)]
+                report = in_memcg(memcg, [sys.executable, "-m", "oomwatch.cli", "report",
+                                          *report_args], env, src, 300)  # fmt: skip
+                counts["reports"] += 1
+                counts["report_fail"] += report["rc"] not in (0, 1) or report["traceback"]
+                while time.monotonic() - cycle_start < args.cycle_s - 1:
+                    time.sleep(0.5)
+                alive = agent.proc.poll() is None
+                status = agent.status() if alive else {}
+                healthz = agent.get("/healthz")[0] if alive else -1
+                logged = agent.events(lambda e: e.get("event") == "oom_kill")
+                oom_lines = len(logged)
+                replayed_logged = len(sent & {e.get("process.pid") for _, e in logged})
+                row = (round(time.monotonic() - started), alive, healthz,
+                       round(status.get("VmRSS", 0) / 1024, 1),
+                       round(status.get("VmHWM", 0) / 1024, 1),
+                       round(memcg_v1(memcg, "memory.usage_in_bytes") / MiB, 1),
+                       round(memcg_v1(memcg, "memory.max_usage_in_bytes") / MiB, 1),
+                       memcg_v1(memcg, "memory.failcnt"), oom_kills(memcg), counts["big"],
+                       counts["group"], counts["storm"], counts["rewritten"], name, report["rc"],
+                       report["s"], report["traceback"], oom_lines, replayed_logged,
+                       round(os.getloadavg()[0], 2))  # fmt: skip
+                table.write("\t".join(map(str, row)) + "\n")
+                cycle += 1
+                if not alive:
+                    break
+            background.stop.set()
+            background.join(5)
+            verdict = final_checks(agent, feeder, work)
+        finally:
+            ctx.__exit__(None, None, None)
+    verdict.update(counts=counts, peak_memcg_mib=row[6], peak_rss_mib=row[4],
+                   memcg_oom_kills=row[8], cycles=cycle)  # fmt: skip
+    table.write("# " + json.dumps(verdict) + "\n")
+    table.close()
+    print(json.dumps(verdict), flush=True)
+    shutil.rmtree(work, ignore_errors=True)
+    return 0 if verdict["survived"] else 1
+
+
+def final_checks(agent: Any, feeder: Feeder, work: Path) -> dict[str, Any]:
+    """The agent alive, a trainer's OOM and a real kernel kill recorded after an hour of it."""
+    alive = agent.proc.poll() is None
+    trainer_dir = agent.probe_dir / TRAINER_UID
+    trainer_dir.mkdir(exist_ok=True)
+    one_event(trainer_dir / "trainer.ring", 1000, TRAINER_UID, 777)
+    real_pid = real_kernel_kill(feeder) if alive else None
+    kernel_logged = (
+        real_pid is not None
+        and agent.arrival(
+            lambda e: e.get("event") == "oom_kill" and e.get("process.pid") == real_pid, 60
+        )
+        is not None
+    )
+    trainer_recorded = False
+    deadline = time.monotonic() + 90
+    while alive and time.monotonic() < deadline and not trainer_recorded:
+        time.sleep(5)
+        store = IncidentStore.open_readonly(work / "state")
+        try:
+            trainer_recorded = any(i.kind == "framework" and i.pod_uid == TRAINER_UID
+                                   for i in store.iter_query())  # fmt: skip
+        finally:
+            store.close()
+    alive = agent.proc.poll() is None
+    return {"survived": alive and kernel_logged and trainer_recorded, "alive": alive,
+            "real_kernel_kill_pid": real_pid, "real_kernel_kill_logged": kernel_logged,
+            "trainer_oom_recorded": trainer_recorded}  # fmt: skip
+
+
+if __name__ == "__main__":
+    sys.exit(main())
