@@ -2,11 +2,12 @@
 
 Real-kernel: `memcg_v1` / `memcg_v2` skip the test (with the reason) where scratch memcgs of
 that cgroup version cannot be made; `scratch` / `scratch_v2` give a fresh `ScratchMemcg`
-(256 MiB root limit) on that version that is removed after the test, pass or fail, and
-`kernel_tree` one on each version in turn (a test that holds on both).  Every test that needs
-a version is marked `cgroup_v1` / `cgroup_v2`.  The memory controller sits on one version per
-host: this project's machines have v1, so the v2 cases run in the lab VM
-(`python -m oomwatch.lab.vm`, `-m cgroup_v2`), and on a v2 host directly.
+(256 MiB root limit) on that version that is removed after the test, pass or fail;
+`cgroup_version` is each version in turn, for a test that holds on both, and `kernel_tree` a
+scratch tree on it.  Every test that needs a version is marked `cgroup_v1` / `cgroup_v2`.
+The memory controller sits on one version per host: this project's machines have v1, so the
+v2 cases run in the lab VM (`python -m oomwatch.lab.vm`, `-m cgroup_v2`), and on a v2 host
+directly.
 `start_daemon` runs `oomwatch run` over this machine's cgroups.  Helpers that are not
 fixtures live in `support` (tests/ is on pytest's path).
 """
@@ -60,10 +61,16 @@ def scratch_v2(memcg_v2: None) -> Iterator[ScratchMemcg]:
         pytest.param(2, id="v2", marks=pytest.mark.cgroup_v2),
     ]
 )
-def kernel_tree(request: pytest.FixtureRequest) -> Iterator[KernelTree]:
+def cgroup_version(request: pytest.FixtureRequest) -> Version:
+    """Each cgroup version in turn, skipped where scratch memcgs of it cannot be made."""
     version: Version = request.param
     request.getfixturevalue("memcg_v1" if version == 1 else "memcg_v2")
-    with ScratchMemcg(version=version) as tree:
+    return version
+
+
+@pytest.fixture
+def kernel_tree(cgroup_version: Version) -> Iterator[KernelTree]:
+    with ScratchMemcg(version=cgroup_version) as tree:
         yield KernelTree(tree)
 
 
