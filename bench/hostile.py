@@ -1,4 +1,4 @@
-"""Issue 22's attack table, run against a checkout's real `oomwatch run` / `oomwatch report`.
+"""The "bytes, not counts" attacks, run on a checkout's real `oomwatch run` / `oomwatch report`.
 
     .venv/bin/python bench/hostile.py --repo .              # this tree
     git archive <commit> | tar -x -C /tmp/base

@@ -1,4 +1,4 @@
-"""Every operational log line of the agent has a stable snake_case event key (issue 16), so an
+"""Every operational log line of the agent has a stable snake_case event key, so an
 operator's query (`event="sink_failed"`) survives a rewording; details go in fields."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`kubectl oomwatch top` leads with the diagnosis (issue 25): the Event's summary carries the
+"""`kubectl oomwatch top` leads with the diagnosis: the Event's summary carries the
 verdict code; device OOMs of one workload (no limit scope) are one row per verdict; rows
 rank by how actionable their verdict is before their kills, and a row's advice is its most
 actionable verdict's."""

@@ -1,4 +1,4 @@
-"""The chart's rendered pod, run by a real container runtime, records a real OOM kill (issue 21).
+"""The chart's rendered pod, run by a real container runtime, records a real OOM kill.
 
 `helm template` renders the DaemonSet; its pod template is played by `podman kube play`
 with the image `./dev.sh image` built (support.pod says what is left out and why: the

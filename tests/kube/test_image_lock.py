@@ -1,4 +1,4 @@
-"""The image installs exactly the locked Python packages (issue 14: dependencies by hash)."""
+"""The image installs exactly the locked Python packages (dependencies by hash)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The annotate component's ValidatingAdmissionPolicy, evaluated as the API server would.
 
-Issue 14: the opt-in annotation component granted cluster-wide `pods/patch`, enough to change
-any pod's image.  RBAC cannot narrow that grant; the policy does.  Its CEL expressions are
+The opt-in annotation component needs cluster-wide `pods/patch`, enough to change any pod's
+image.  RBAC cannot narrow that grant; the policy does.  Its CEL expressions are
 evaluated here with cel-python (plain CEL: the policy uses no optional-type syntax), with the
 API server's rules around them: a policy applies when every match condition is true, and
 admits a request only when every validation is true (an error denies: failurePolicy Fail).

@@ -1,8 +1,8 @@
-"""A probe file's claimed pod reaches the API only where the API backs it (issue 14).
+"""A probe file's claimed pod reaches the API only where the API backs it.
 
-Issue 14 measured a file (owner: nobody) claiming another namespace's pod UID, or only its
+The attack: a file (owner: nobody) claiming another namespace's pod UID, or only its
 cgroup: a CUDAOutOfMemory Event landed on that pod with the attacker's text in the note, and
-the annotation with --annotate-pods.  Issue 22 found the owner uid no better: any pod may run
+the annotation with --annotate-pods.  The owner uid is no better: any pod may run
 as the uid the claimed container runs as.  Now only an enforced per-pod directory vouches.
 """
 
@@ -84,8 +84,8 @@ def test_an_unbacked_claim_sends_nothing(
 def test_uid_1000_claiming_another_namespaces_pod_that_runs_as_1000_sends_nothing(
     fake_api: FakeApiServer, make_kube: Callable[..., KubeIntegration]
 ) -> None:
-    """Issue 22: the owner matched the claimed container's runAsUser, and the Event went out
-    on that pod with the attacker's numbers.  Any pod may run as 1000."""
+    """An owner that matches the claimed container's runAsUser vouches for nothing (any pod
+    may run as 1000): no Event goes out on that pod with the attacker's numbers."""
     fake_api.put_pod(pod_running_as(1000))
     kube = make_kube(annotate=True)
     wait(lambda: kube.cache.synced)

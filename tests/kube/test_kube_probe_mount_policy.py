@@ -1,5 +1,5 @@
-"""The probe-pod-dirs component's ValidatingAdmissionPolicy, evaluated as the API server would
-(issue 22): a pod may mount the node's probe directory only as its own per-pod directory, so
+"""The probe-pod-dirs component's ValidatingAdmissionPolicy, evaluated as the API server would:
+a pod may mount the node's probe directory only as its own per-pod directory, so
 that directory is evidence of the pod a probe file speaks for (--probe-pod-dirs).
 
 Evaluated with cel-python (support.admission).

@@ -178,7 +178,8 @@ def test_an_unvouched_allocator_stays_on_the_node() -> None:
 
 
 def test_a_crash_loop_reads_the_same_in_the_note_the_summary_and_the_object() -> None:
-    """Issue 24: the Event's summary re-diagnosed without history and lost `crash-loop`."""
+    """The note, the Event's summary and the object carry the stored diagnosis, `crash-loop`
+    included; none re-diagnoses without the history."""
     from support.fakeapi import make_pod
 
     from oomwatch.kube.pods import decode_pod

@@ -1,4 +1,4 @@
-"""Distributed training (issue 25): the probe records the rank, the world size and the launch;
+"""Distributed training: the probe records the rank, the world size and the launch;
 the ranks of one launch that run out together are one incident naming the first to run out
 and its device.  The slow test runs torchrun with two CPU ranks (gloo): rank 1 raises torch's
 OOM, torchrun SIGTERMs rank 0, as it does on a GPU (shared/notes/verified-here.md)."""

@@ -1,5 +1,5 @@
-"""Issue 22: 100 one-event probe files under 100 owner uids drained the node's framework
-budget; a real trainer's OOM was then dropped and marked seen forever.  Now vouched sources
+"""100 one-event probe files under 100 owner uids cannot drain the budget a real trainer's
+OOM needs, nor get it dropped and marked seen forever: vouched sources
 (per-pod directories) have a budget of their own, and a refused event waits in its file to be
 recorded once its source has tokens, counted and summarised meanwhile."""
 

@@ -220,7 +220,7 @@ def test_the_enricher_refuses_a_pod_uid_its_memcg_contradicts(probe_dir: Path) -
 
 
 def test_with_pod_dirs_a_file_joins_only_its_own_pods_kill(probe_dir: Path) -> None:
-    """Issue 22: the kernel-kill join held to the identity rule.  A file of the same owner in
+    """The kernel-kill join holds to the identity rule.  A file of the same owner in
     another pod's directory (or above them all) claiming the killed container's memcg is no
     evidence about that kill; the one in the killed pod's directory is."""
     victim_uid, other_uid = "1b2c0000-4444", "ffff0000-9999"

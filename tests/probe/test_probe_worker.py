@@ -1,4 +1,4 @@
-"""Issue 22: nothing a pod does to the probe directory slows the kernel log's loop.  The
+"""Nothing a pod does to the probe directory slows the kernel log's loop.  The
 walks run on the probe worker's thread; the framework-OOM source and the allocator join read
 its snapshot, and the loop's thread never lists, stats or opens a probe file."""
 

@@ -1,4 +1,4 @@
-"""The reader's bounds (issue 14): what a hostile pod's files cost, and what they cannot do.
+"""The reader's bounds: what a hostile pod's files cost, and what they cannot do.
 
 Each test measures its bound: memory held (tracemalloc), opens of a device (inotify), walks
 until a real file is read behind junk, and that one bad file refuses only itself.
@@ -73,7 +73,8 @@ def image(geometry: RingGeometry, samples: int, events: int,
 
 
 def test_110_full_files_are_held_under_one_budget(probe_dir: Path) -> None:
-    """Issue 14: 110 valid 1 MB files took the agent to 276 MB RSS (limit 192 MiB)."""
+    """110 valid 1 MB files are held under one byte budget, not each in full (they once took
+    the agent to 276 MB RSS against its 192 MiB limit)."""
     one = image(FULL, FULL.sample_slots, FULL.event_slots)
     for i in range(110):
         (probe_dir / f"t{i}.ring").write_bytes(one)
@@ -112,7 +113,8 @@ def test_the_cost_estimates_bound_what_records_really_hold(probe_dir: Path) -> N
 def test_a_nesting_bomb_refuses_its_file_and_nothing_else(
     probe_dir: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """Issue 14: 1.3 KB of `[` raised RecursionError out of the reader, node-wide."""
+    """A JSON nesting bomb (1.3 KB of `[`) refuses its file alone; no RecursionError escapes
+    the reader."""
     geometry = RingGeometry(slot_bytes=2048, sample_slots=4, event_slots=1)
     (probe_dir / "bomb.ring").write_bytes(image(geometry, 0, 0, raw={1: b"[" * 1300}))
     (probe_dir / "objects.ring").write_bytes(image(geometry, 0, 0, raw={1: b'{"a":' * 300}))
@@ -155,7 +157,7 @@ def opens_of(directory: Path, name: str, action: Any) -> int:
 
 
 def test_a_device_node_is_never_opened(probe_dir: Path, caplog: pytest.LogCaptureFixture) -> None:
-    """Issue 14: a device node named x.ring was opened before its type was checked."""
+    """A device node named x.ring is refused by its type before anything opens it."""
     os.mknod(probe_dir / "x.ring", stat.S_IFCHR | 0o666, os.makedev(1, 3))  # /dev/null
     reader = ProbeDirReader(probe_dir)
     with caplog.at_level(logging.WARNING):
@@ -183,7 +185,8 @@ def test_a_file_swapped_for_a_device_after_the_check_is_not_opened(
 
 
 def test_junk_delays_a_real_file_by_a_few_walks_only(probe_dir: Path) -> None:
-    """Issue 14: past 1,024 junk entries a real trainer's file was never read."""
+    """Behind 5,000 junk entries (more than a walk looks at) a real trainer's file is still
+    read, a few walks later."""
     write_record(probe_dir, "trainer.ring")
     for i in range(5000):
         (probe_dir / f"junk-{i}").write_bytes(b"")

@@ -1,4 +1,4 @@
-"""One incident per framework OOM however often the writer restarts (issue 25).
+"""One incident per framework OOM however often the writer restarts.
 
 A container restarted in its pod keeps its pod UID and container name, so its probe writes
 the same `<pod uid>.<container>.ring` and renames the previous run's file to `.prev.ring`;

@@ -1,7 +1,7 @@
-"""Summaries lead with the diagnosis (issue 25): rows are one workload, container and verdict
+"""Summaries lead with the diagnosis: rows are one workload, container and verdict
 code, ranked by what a reader can act on before their count, and a row's findings are its
-most actionable incident's.  The GPU run of issue 25: six requests too large for the device
-and one fragmentation OOM of one claimed pod once read as one row "×7" showing the former."""
+most actionable incident's: six requests too large for the device and one fragmentation
+OOM of one claimed pod (a real GPU run) are two rows, not one "×7" showing the former."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The report as a person reads it (issue 27): a panicked node says so and why, an inferred
+"""The report as a person reads it: a panicked node says so and why, an inferred
 year is marked, sizing advice stays within its window, the advice fits the terminal, and
 `--help` shows defaults and exit statuses."""
 
@@ -186,7 +186,7 @@ def _prose_of(doc: dict[str, Any]) -> list[str]:
 
 def test_one_unit_style_in_every_output_of_every_corpus_paste() -> None:
     """Prose reads human sizes (`308 MiB`); a quantity is only a backquoted manifest value
-    (`resources.limits.memory: 308Mi`), never a figure in a sentence (issue 27)."""
+    (`resources.limits.memory: 308Mi`), never a figure in a sentence."""
     advised = 0
     for path in sorted(CORPUS.glob("*.log")):
         found = decode_text(path.read_bytes()).incidents

@@ -1,4 +1,4 @@
-"""Issue 14's attack table against the real agent (`oomwatch run` over a fake cgroup tree and a
+"""The attack table against the real agent (`oomwatch run` over a fake cgroup tree and a
 FIFO), each row with the bound it must now hold.  Figures before and after the fixes, and the
 commands, are in bench/RESULTS.md (bench/attacks.py runs the same attacks on any checkout).
 

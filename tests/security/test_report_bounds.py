@@ -1,6 +1,6 @@
-"""`oomwatch report` memory stays bounded on any input (issue 14), measured by its VmHWM.
+"""`oomwatch report` memory stays bounded on any input, measured by its VmHWM.
 
-Issue 14: 1M bare `invoked oom-killer` headers took `oomwatch report` to 5 GB (killed at
+The attacks: 1M bare `invoked oom-killer` headers took `oomwatch report` to 5 GB (killed at
 120 s); three 20,000-row task tables took `report --store --json` to 268 MB.  The tests run
 a fifth of the million (bench/attacks.py runs all of it; bench/RESULTS.md has both).
 """

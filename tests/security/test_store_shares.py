@@ -1,4 +1,4 @@
-"""Issue 22: every table has a cap and a per-pod share.  Was: one pod's kill storm evicted the
+"""Every table has a cap and a per-pod share.  Was: one pod's kill storm evicted the
 node's whole kernel-kill history, and a container cycling through pre-OOM warnings grew the
 forecasts table without bound until the store dropped kernel kills."""
 

@@ -189,7 +189,8 @@ def test_a_version_1_store_is_migrated_keeping_its_incidents(tmp_path: Path) -> 
 
 
 def test_a_long_task_table_keeps_the_victims_and_the_largest_rows(tmp_path: Path) -> None:
-    """Issue 14: a 20,000-row table was stored whole, 4.3 MB per incident."""
+    """A 20,000-row task table is not stored whole (it was 4.3 MB an incident): the victims
+    and the largest rows stay."""
     rows = [TaskRow(pid=i, name=f"w{i}", rss_pages=i % 1000) for i in range(20_000)]
     incident = replace(kill(12_345, "2026-11-22T08:00:00+00:00"), tasks=rows)
     store = IncidentStore(tmp_path)
@@ -204,7 +205,7 @@ def test_a_long_task_table_keeps_the_victims_and_the_largest_rows(tmp_path: Path
 
 
 def test_pod_caused_incidents_cannot_push_kernel_kills_out(tmp_path: Path) -> None:
-    """Issue 14: 11,520 framework OOMs pruned a real kernel kill from the store."""
+    """Framework OOMs, which a pod can make at will, never prune a kernel kill from the store."""
     store = IncidentStore(tmp_path, max_incidents=3, max_other_incidents=2)
     for pid in range(1, 4):
         store.add(kill(pid, "2026-11-22T08:00:00+00:00"))
