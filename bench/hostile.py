@@ -27,8 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 from support.fifo_agent import agent_env, peak_rss_kib, running_agent  # noqa: E402
 from support.kmsg import group_kill  # noqa: E402
-
-from tests.security.test_report_store_bytes import old_store  # noqa: E402
+from support.store_versions import uncapped_group_kill_store  # noqa: E402
 
 
 def history(repo: Path, tmp: Path) -> dict[str, Any]:
@@ -70,7 +69,7 @@ def group(repo: Path, tmp: Path) -> dict[str, Any]:
 
 def store(repo: Path, tmp: Path) -> dict[str, Any]:
     """`oomwatch report --store` over 20 uncapped 20,000-victim group kills (4.1 MB each)."""
-    old_store(tmp, 20)
+    uncapped_group_kill_store(tmp, 20)
     peaks = {}
     forms: list[tuple[str, list[str]]] = [
         ("text", []),
