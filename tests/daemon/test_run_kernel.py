@@ -27,7 +27,7 @@ from support.kernel_runs import (
     kill_9_mid_burst_and_restart,
     metric_value,
 )
-from support.store import stored
+from support.store import settled_incidents, stored
 
 from oomwatch.incident import Incident
 from oomwatch.lab import (
@@ -137,8 +137,8 @@ def test_burst_of_twenty_across_four_memcgs_is_recorded_exactly_once(
         return len(mine) >= 20
 
     assert wait_for(all_in, 10.0), f"{len(mine)} of 20 incidents"
-    time.sleep(3.0)  # nothing more may come: no duplicates, no spurious kmsg_missing
-    mine = incidents_for(daemon.state_dir, set(pids), scratch)
+    # nothing more may come: no duplicates, no spurious kmsg_missing
+    mine = settled_incidents(lambda: incidents_for(daemon.state_dir, set(pids), scratch))
     assert len(mine) == 20
     per_memcg = {m.relpath: sum(1 for i in mine if i.task_memcg == m.relpath) for m in memcgs}
     assert per_memcg == {m.relpath: 5 for m in memcgs}
