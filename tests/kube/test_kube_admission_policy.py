@@ -22,8 +22,11 @@ KEY = "oomwatch.io/last-oom-kill"
 
 
 def policy() -> dict[str, Any]:
-    (found,) = [d for d in documents(ANNOTATE_DIR / "admission-policy.yaml")
-                if d["kind"] == "ValidatingAdmissionPolicy"]  # fmt: skip
+    (found,) = [
+        d
+        for d in documents(ANNOTATE_DIR / "admission-policy.yaml")
+        if d["kind"] == "ValidatingAdmissionPolicy"
+    ]
     return found
 
 
@@ -41,8 +44,9 @@ POD = {
 }  # fmt: skip
 
 
-def request(node: str | None = "node-a", user: str = AGENT, operation: str = "UPDATE",
-            sub: str = "") -> dict[str, Any]:  # fmt: skip
+def request(
+    node: str | None = "node-a", user: str = AGENT, operation: str = "UPDATE", sub: str = ""
+) -> dict[str, Any]:
     info: dict[str, Any] = {"username": user, "groups": ["system:serviceaccounts"]}
     if node is not None:
         info["extra"] = {NODE_CLAIM: [node], "authentication.kubernetes.io/pod-name": ["o-1"]}
@@ -114,6 +118,9 @@ def test_the_binding_denies_and_the_policy_fails_closed() -> None:
     spec = policy()["spec"]
     assert spec["failurePolicy"] == "Fail"
     assert spec["matchConstraints"]["resourceRules"][0]["resources"] == ["pods", "pods/*"]
-    (binding,) = [d for d in documents(ANNOTATE_DIR / "admission-policy.yaml")
-                  if d["kind"] == "ValidatingAdmissionPolicyBinding"]  # fmt: skip
+    (binding,) = [
+        d
+        for d in documents(ANNOTATE_DIR / "admission-policy.yaml")
+        if d["kind"] == "ValidatingAdmissionPolicyBinding"
+    ]
     assert binding["spec"] == {"policyName": "oomwatch-annotate", "validationActions": ["Deny"]}

@@ -22,14 +22,26 @@ from oomwatch.probe.join import framework_incident
 from oomwatch.probe.reader import FlightRecord
 from oomwatch.probe.schema import FrameworkOomEvent, ProbeMeta
 
-EVENT = FrameworkOomEvent(wall_s=1_700_000_000.0, mono_s=50.0, framework="torch-cuda",
-                          message="CUDA out of memory.", phase="ATTACKER-TEXT")  # fmt: skip
+EVENT = FrameworkOomEvent(
+    wall_s=1_700_000_000.0,
+    mono_s=50.0,
+    framework="torch-cuda",
+    message="CUDA out of memory.",
+    phase="ATTACKER-TEXT",
+)
 
 
 def incident_from(owner_uid: int, *, pod_dir: str | None = None, **claims: Any) -> Incident:
     meta = ProbeMeta(pid=7, comm="python", started_wall_s=1.0, started_mono_s=1.0, **claims)
-    record = FlightRecord(name="f.ring", meta=meta, samples=(), events=(EVENT,), mtime_s=1.0,
-                          owner_uid=owner_uid, pod_dir=pod_dir)  # fmt: skip
+    record = FlightRecord(
+        name="f.ring",
+        meta=meta,
+        samples=(),
+        events=(EVENT,),
+        mtime_s=1.0,
+        owner_uid=owner_uid,
+        pod_dir=pod_dir,
+    )
     return framework_incident(record, EVENT, 1_700_000_001.0, pod_dirs=pod_dir is not None)
 
 
@@ -67,9 +79,13 @@ CLAIM = {"pod_uid": UID, "namespace": "shop", "pod_name": "web-7d4b9c8f6d-x2x9z"
     ],
 )
 def test_an_unbacked_claim_sends_nothing(
-    fake_api: FakeApiServer, make_kube: Callable[..., KubeIntegration], owner: int,
-    run_as: int | None, spec: dict[str, Any], claims: dict[str, Any],
-) -> None:  # fmt: skip
+    fake_api: FakeApiServer,
+    make_kube: Callable[..., KubeIntegration],
+    owner: int,
+    run_as: int | None,
+    spec: dict[str, Any],
+    claims: dict[str, Any],
+) -> None:
     fake_api.put_pod(pod_running_as(run_as, **spec))
     kube = make_kube(annotate=True)
     wait(lambda: kube.cache.synced)

@@ -56,8 +56,14 @@ def test_init_and_ephemeral_containers_are_held_to_the_same_rule(where: str) -> 
 def test_pods_without_the_probe_volume_and_the_agents_namespace_are_untouched() -> None:
     plain = trainer({"emptyDir": {}}, {})
     assert admitted(plain)
-    assert admitted({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
-                     "spec": {"containers": [{"name": "c", "image": "i"}]}})  # fmt: skip
+    assert admitted(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "p"},
+            "spec": {"containers": [{"name": "c", "image": "i"}]},
+        }
+    )
     assert admitted(trainer(HOST, {}), namespace="oomwatch")
 
 

@@ -39,23 +39,46 @@ def largest_sample(i: int) -> dict[str, Any]:
     counts = ("allocated_bytes", "allocated_peak_bytes", "reserved_bytes", "reserved_peak_bytes",
               "active_bytes", "active_peak_bytes", "inactive_split_bytes", "num_alloc_retries",
               "num_ooms")  # fmt: skip
-    return {"wall_s": time.time() - 1, "mono_s": 1000.0 + i, "rss_bytes": 1 << 30,
-            "uss_bytes": 1 << 29, "anon_bytes": 1 << 29, "anon_huge_bytes": 1 << 20,
-            "shmem_bytes": 1 << 20, "swap_bytes": 0, "phase": "p" * 128, "epoch": 3, "step": i,
-            "batch_size": 256, "cuda": {"device": "cuda:0", **{k: i + 1 for k in counts}},
-            "tf": {"device": "GPU:0" + "x" * 100, "current_bytes": i, "peak_bytes": i}}  # fmt: skip
+    return {
+        "wall_s": time.time() - 1,
+        "mono_s": 1000.0 + i,
+        "rss_bytes": 1 << 30,
+        "uss_bytes": 1 << 29,
+        "anon_bytes": 1 << 29,
+        "anon_huge_bytes": 1 << 20,
+        "shmem_bytes": 1 << 20,
+        "swap_bytes": 0,
+        "phase": "p" * 128,
+        "epoch": 3,
+        "step": i,
+        "batch_size": 256,
+        "cuda": {"device": "cuda:0", **{k: i + 1 for k in counts}},
+        "tf": {"device": "GPU:0" + "x" * 100, "current_bytes": i, "peak_bytes": i},
+    }
 
 
 def largest_event(i: int) -> dict[str, Any]:
-    return {"wall_s": time.time() - 1, "mono_s": 1000.0 + i, "framework": "torch-cuda",
-            "message": "m" * 1200, "device": "cuda:0", "requested_bytes": 1 << 30,
-            "free_bytes": 1, "total_bytes": 2, "allocated_bytes": 3,
-            "reserved_unallocated_bytes": 4, "phase": "p" * 128, "epoch": 1, "step": i,
-            "batch_size": 8}  # fmt: skip
+    return {
+        "wall_s": time.time() - 1,
+        "mono_s": 1000.0 + i,
+        "framework": "torch-cuda",
+        "message": "m" * 1200,
+        "device": "cuda:0",
+        "requested_bytes": 1 << 30,
+        "free_bytes": 1,
+        "total_bytes": 2,
+        "allocated_bytes": 3,
+        "reserved_unallocated_bytes": 4,
+        "phase": "p" * 128,
+        "epoch": 1,
+        "step": i,
+        "batch_size": 8,
+    }
 
 
-def image(geometry: RingGeometry, samples: int, events: int,
-          raw: dict[int, bytes] | None = None) -> bytes:  # fmt: skip
+def image(
+    geometry: RingGeometry, samples: int, events: int, raw: dict[int, bytes] | None = None
+) -> bytes:
     data = bytearray(geometry.file_bytes)
     data[:HEADER_BYTES] = encode_header(geometry, to_payload(META))
     for seq in range(1, samples + 1):

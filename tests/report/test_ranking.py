@@ -14,8 +14,9 @@ from oomwatch.report import page, summary, text
 
 
 def _seven() -> list[Incident]:
-    large = [replace(framework(TOO_LARGE), wall_time=f"2026-11-26T10:0{n}:00+00:00")
-             for n in range(6)]  # fmt: skip
+    large = [
+        replace(framework(TOO_LARGE), wall_time=f"2026-11-26T10:0{n}:00+00:00") for n in range(6)
+    ]
     fragmented = replace(framework(FRAGMENTED), wall_time="2026-11-26T10:06:30+00:00")
     return [*large[:3], fragmented, *large[3:]]
 
@@ -68,15 +69,21 @@ def test_the_html_draws_the_device_at_the_error() -> None:
 
     html = page.render([framework(SHARED)], [], "node.log")
     assert 'id="device-1"' in html
-    for words in ("allocated by tensors 20 GiB", "other processes 40.5 GiB", "free 18.2 GiB",
-                  "requested 30 GiB", "device capacity 79.2 GiB"):  # fmt: skip
+    for words in (
+        "allocated by tensors 20 GiB",
+        "other processes 40.5 GiB",
+        "free 18.2 GiB",
+        "requested 30 GiB",
+        "device capacity 79.2 GiB",
+    ):
         assert words in html, words
 
 
 def test_a_claim_is_shown_as_a_claim_and_claimed_containers_stay_apart() -> None:
     one = framework(FRAGMENTED)
-    other = framework(FRAGMENTED, claimed={"namespace": "ml", "pod": "trainer-0",
-                                           "container": "sidecar"})  # fmt: skip
+    other = framework(
+        FRAGMENTED, claimed={"namespace": "ml", "pod": "trainer-0", "container": "sidecar"}
+    )
     assert len(summary.rows([one, other])) == 2
     out = text.render([one], [], "node.log")
     assert "  pod        claimed pod ml/trainer-0 container trainer (unverified)" in out

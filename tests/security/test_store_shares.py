@@ -19,15 +19,21 @@ STORM, QUIET = "aaaaaaaa-0000-4000-8000-000000000001", "bbbbbbbb-0000-4000-8000-
 
 
 def kill(i: int, pod_uid: str | None, kind: str = "memcg") -> Incident:
-    return Incident(kind=kind, boot_id="b", kernel_time_s=float(i), pod_uid=pod_uid,  # type: ignore[arg-type]
-                    victims=[Victim(pid=1000 + i, comm="w")])  # fmt: skip
+    return Incident(
+        kind=kind,
+        boot_id="b",
+        kernel_time_s=float(i),
+        pod_uid=pod_uid,  # type: ignore[arg-type]
+        victims=[Victim(pid=1000 + i, comm="w")],
+    )
 
 
 def kinds(store: IncidentStore, pod_uid: str | None) -> int:
     where = "pod_uid IS NULL" if pod_uid is None else "pod_uid = ?"
     args = () if pod_uid is None else (pod_uid,)
-    return int(store._db.execute(f"SELECT COUNT(*) FROM incidents WHERE {where}", args)
-               .fetchone()[0])  # fmt: skip
+    return int(
+        store._db.execute(f"SELECT COUNT(*) FROM incidents WHERE {where}", args).fetchone()[0]
+    )
 
 
 def test_one_pods_kill_storm_keeps_its_share_and_the_others_history(tmp_path: Path) -> None:

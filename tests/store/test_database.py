@@ -134,8 +134,9 @@ def test_newer_schema_is_moved_aside_and_refused_by_readers(
         IncidentStore.open_readonly(tmp_path)
     store = IncidentStore(tmp_path)  # the agent: never exits on its store
     assert store.add(kill(1, "2026-11-22T08:00:00+00:00")) and store.count() == 1
-    (aside,) = [p for p in tmp_path.glob("oomwatch.db.newer-*")
-                if not p.name.endswith(("-wal", "-shm"))]  # fmt: skip
+    (aside,) = [
+        p for p in tmp_path.glob("oomwatch.db.newer-*") if not p.name.endswith(("-wal", "-shm"))
+    ]
     assert any(getattr(r, "moved_to", None) == aside.name for r in caplog.records)
 
 
@@ -210,9 +211,15 @@ def test_pod_caused_incidents_cannot_push_kernel_kills_out(tmp_path: Path) -> No
     for pid in range(1, 4):
         store.add(kill(pid, "2026-11-22T08:00:00+00:00"))
     for t in range(50):
-        store.add(Incident(kind="framework", boot_id=BOOT, kernel_time_s=float(t),
-                           wall_time="2026-11-22T08:01:00+00:00",
-                           allocator={"file": f"f{t}.ring", "owner_uid": 0}))  # fmt: skip
+        store.add(
+            Incident(
+                kind="framework",
+                boot_id=BOOT,
+                kernel_time_s=float(t),
+                wall_time="2026-11-22T08:01:00+00:00",
+                allocator={"file": f"f{t}.ring", "owner_uid": 0},
+            )
+        )
     store.prune()
     kinds = [i.kind for i in store.query()]
     assert kinds.count("memcg") == 3 and kinds.count("framework") == 2
@@ -249,8 +256,11 @@ def test_a_corrupt_database_is_moved_aside_and_the_store_starts_fresh(
             fh.write(b"\xa5" * 4096)
     store = IncidentStore(tmp_path)
     assert store.add(kill(1, "2026-11-22T08:00:00+00:00")) and store.count() == 1
-    assert [p.name for p in tmp_path.glob("oomwatch.db.corrupt-*")
-            if not p.name.endswith(("-wal", "-shm"))]  # fmt: skip
+    assert [
+        p.name
+        for p in tmp_path.glob("oomwatch.db.corrupt-*")
+        if not p.name.endswith(("-wal", "-shm"))
+    ]
     assert any(r.getMessage() == "store_unusable" for r in caplog.records)
 
 
