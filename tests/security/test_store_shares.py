@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from oomwatch.incident import Incident, Victim
+from oomwatch.incident import Incident, IncidentKind, Victim
 from oomwatch.store import (
     CGROUP_SHARE_FORECASTS,
     MAX_FORECASTS,
@@ -18,12 +18,12 @@ from oomwatch.store import (
 STORM, QUIET = "aaaaaaaa-0000-4000-8000-000000000001", "bbbbbbbb-0000-4000-8000-000000000002"
 
 
-def kill(i: int, pod_uid: str | None, kind: str = "memcg") -> Incident:
+def kill(i: int, pod_uid: str | None, kind: IncidentKind = "memcg") -> Incident:
     return Incident(
         kind=kind,
         boot_id="b",
         kernel_time_s=float(i),
-        pod_uid=pod_uid,  # type: ignore[arg-type]
+        pod_uid=pod_uid,
         victims=[Victim(pid=1000 + i, comm="w")],
     )
 
