@@ -1,4 +1,4 @@
-"""Issue 14's attack table, run against a real `oomwatch run` (fake cgroup tree + FIFO).
+"""The hostile-input attack table, run against a real `oomwatch run` (fake cgroup tree + FIFO).
 
     .venv/bin/python bench/attacks.py --repo .              # this tree
     git archive <commit> | tar -x -C /tmp/base

@@ -1,4 +1,4 @@
-"""The ML engineer's path on a real GPU, in one run (issue 25): a standalone agent, the probe in
+"""The ML engineer's path on a real GPU, in one run: a standalone agent, the probe in
 small programs claiming one pod, and one table of what the agent stored for each scenario.
 
     python3 bench/gpu_check.py [--extra-path DIR] [--overhead-s 10] [--cpu]

@@ -1,4 +1,4 @@
-"""Issue 22's attack table, run against a checkout's real `oomwatch run` / `oomwatch report`.
+"""The "bytes, not counts" attacks, run on a checkout's real `oomwatch run` / `oomwatch report`.
 
     .venv/bin/python bench/hostile.py --repo .              # this tree
     git archive <commit> | tar -x -C /tmp/base
@@ -27,8 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 from support.fifo_agent import agent_env, peak_rss_kib, running_agent  # noqa: E402
 from support.kmsg import group_kill  # noqa: E402
-
-from tests.security.test_report_store_bytes import old_store  # noqa: E402
+from support.store_versions import uncapped_group_kill_store  # noqa: E402
 
 
 def history(repo: Path, tmp: Path) -> dict[str, Any]:
@@ -37,14 +36,22 @@ def history(repo: Path, tmp: Path) -> dict[str, Any]:
         rss: list[int] = []
         for k in range(1, 11):
             agent.kill(extra_tasks=30_000)
-            agent.wait_line(lambda line, k=k: line.get("event") == "oom_kill"  # type: ignore[misc]
-                            and line.get("process.pid") == 20_000 + k, 120)  # fmt: skip
+            agent.wait_line(
+                lambda line, k=k: (
+                    line.get("event") == "oom_kill"  # type: ignore[misc]
+                    and line.get("process.pid") == 20_000 + k
+                ),
+                120,
+            )
             time.sleep(0.5)
             rss.append(agent.status()["VmRSS"])
         peak = agent.status()["VmHWM"]
     growth_mib = round((rss[-1] - rss[0]) / 1024, 1)
-    return {"rss_after_kill_mib": [round(r / 1024, 1) for r in rss],
-            "growth_mib": growth_mib, "peak_mib": round(peak / 1024, 1)}  # fmt: skip
+    return {
+        "rss_after_kill_mib": [round(r / 1024, 1) for r in rss],
+        "growth_mib": growth_mib,
+        "peak_mib": round(peak / 1024, 1),
+    }
 
 
 def group(repo: Path, tmp: Path) -> dict[str, Any]:
@@ -52,25 +59,34 @@ def group(repo: Path, tmp: Path) -> dict[str, Any]:
     of 5, wall and CPU: the machine is shared)."""
     records = tmp / "group.kmsg"
     records.write_bytes(b"\n".join(group_kill(20_000)))
-    code = ("import sys,time,json\nfrom oomwatch.decode import decode_kmsg_records\n"
-            f"raws=open({str(records)!r},'rb').read().split(b'\\n')\n"
-            "walls,cpus=[],[]\n"
-            "for _ in range(5):\n"
-            " t,c=time.perf_counter(),time.process_time()\n"
-            " (i,)=decode_kmsg_records(raws).incidents\n"
-            " walls.append(time.perf_counter()-t); cpus.append(time.process_time()-c)\n"
-            "from oomwatch.store.limits import bounded\n"
-            "print(json.dumps({'decode_s':round(min(walls),3),'decode_cpu_s':round(min(cpus),3),"
-            "'decode_s_all':[round(w,3) for w in walls],'victims_held':len(i.victims),"
-            "'stored_bytes':len(bounded(i)[1].encode())}))")  # fmt: skip
-    out = subprocess.run([sys.executable, "-c", code], env=agent_env(repo, None), cwd=repo,
-                         capture_output=True, text=True, timeout=600, check=True)  # fmt: skip
+    code = (
+        "import sys,time,json\nfrom oomwatch.decode import decode_kmsg_records\n"
+        f"raws=open({str(records)!r},'rb').read().split(b'\\n')\n"
+        "walls,cpus=[],[]\n"
+        "for _ in range(5):\n"
+        " t,c=time.perf_counter(),time.process_time()\n"
+        " (i,)=decode_kmsg_records(raws).incidents\n"
+        " walls.append(time.perf_counter()-t); cpus.append(time.process_time()-c)\n"
+        "from oomwatch.store.limits import bounded\n"
+        "print(json.dumps({'decode_s':round(min(walls),3),'decode_cpu_s':round(min(cpus),3),"
+        "'decode_s_all':[round(w,3) for w in walls],'victims_held':len(i.victims),"
+        "'stored_bytes':len(bounded(i)[1].encode())}))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        env=agent_env(repo, None),
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=True,
+    )
     return dict(json.loads(out.stdout))
 
 
 def store(repo: Path, tmp: Path) -> dict[str, Any]:
     """`oomwatch report --store` over 20 uncapped 20,000-victim group kills (4.1 MB each)."""
-    old_store(tmp, 20)
+    uncapped_group_kill_store(tmp, 20)
     peaks = {}
     forms: list[tuple[str, list[str]]] = [
         ("text", []),
@@ -87,11 +103,20 @@ def store(repo: Path, tmp: Path) -> dict[str, Any]:
 
 def report_on(repo: Path, path: Path) -> dict[str, Any]:
     started = time.perf_counter()
-    out = subprocess.run([sys.executable, "-m", "oomwatch.cli", "report", str(path)],
-                         env=agent_env(repo, None), cwd=repo, capture_output=True, text=True,
-                         timeout=600)  # fmt: skip
-    return {"rc": out.returncode, "s": round(time.perf_counter() - started, 2),
-            "traceback": "Traceback" in out.stderr, "stderr": out.stderr[-160:]}  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-m", "oomwatch.cli", "report", str(path)],
+        env=agent_env(repo, None),
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    return {
+        "rc": out.returncode,
+        "s": round(time.perf_counter() - started, 2),
+        "traceback": "Traceback" in out.stderr,
+        "stderr": out.stderr[-160:],
+    }
 
 
 def utf8(repo: Path, tmp: Path) -> dict[str, Any]:
@@ -99,8 +124,11 @@ def utf8(repo: Path, tmp: Path) -> dict[str, Any]:
     bad, plain = tmp / "bad.gz", tmp / "plain.gz"
     bad.write_bytes(gzip.compress((b"x\x80" * 100 + b"\n") * 15_000, 9))
     plain.write_bytes(gzip.compress((b"x" * 200 + b"\n") * 15_000, 9))
-    return {"gzip_bytes": bad.stat().st_size, "invalid": report_on(repo, bad),
-            "ascii": report_on(repo, plain)}  # fmt: skip
+    return {
+        "gzip_bytes": bad.stat().st_size,
+        "invalid": report_on(repo, bad),
+        "ascii": report_on(repo, plain),
+    }
 
 
 def nested(repo: Path, tmp: Path) -> dict[str, Any]:
@@ -128,8 +156,13 @@ def flood(repo: Path, tmp: Path) -> dict[str, Any]:
         latencies = []
         for k in range(1, 6):
             written = agent.kill()
-            logged = agent.arrival(lambda line, k=k: line.get("event") == "oom_kill"  # type: ignore[misc]
-                                   and line.get("process.pid") == 20_000 + k, 30)  # fmt: skip
+            logged = agent.arrival(
+                lambda line, k=k: (
+                    line.get("event") == "oom_kill"  # type: ignore[misc]
+                    and line.get("process.pid") == 20_000 + k
+                ),
+                30,
+            )
             latencies.append(None if logged is None else round(logged - written, 3))
             time.sleep(1)
         lines = len(agent.events(lambda line: str(line.get("event", "")).startswith("probe_file")))

@@ -48,12 +48,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 from support.cgroupfs import memory_events  # noqa: E402
 from support.fifo_agent import CONTAINER, kill_records, running_agent  # noqa: E402
+from support.store_versions import uncapped_group_kill_store  # noqa: E402
 
 from oomwatch.lab import ScratchMemcg, spawn_hog  # noqa: E402
 from oomwatch.probe.ring import RingWriter  # noqa: E402
 from oomwatch.probe.schema import FrameworkOomEvent, ProbeMeta, to_payload  # noqa: E402
 from oomwatch.store import IncidentStore  # noqa: E402
-from tests.security.test_report_store_bytes import old_store  # noqa: E402
 
 MiB = 1 << 20
 LIMIT_BYTES = 192 * MiB
@@ -211,7 +211,7 @@ def in_memcg(memcg: ScratchMemcg, command: list[str], env: dict[str, str], cwd: 
 
 def report_inputs(work: Path) -> list[tuple[str, list[str]]]:
     store = work / "oldstore"
-    old_store(store, 20)
+    uncapped_group_kill_store(store, 20)
     nested = work / "nested.json"
     nested.write_text('{"MESSAGE":' + "[" * 300_000 + "]" * 300_000 + "}\n")
     bad = work / "bad.gz"

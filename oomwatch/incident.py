@@ -11,20 +11,27 @@ a limit is `None` also where the kernel printed "no limit" (its maximum), never 
 
 from __future__ import annotations
 
-import copy
-import dataclasses
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from typing import Any, Literal, TypeVar, get_args
+from typing import Any, Literal, get_args
 
+from oomwatch.dataclass_dict import known_fields as _known
+from oomwatch.dataclass_dict import optional_from_dict as _opt
+from oomwatch.dataclass_dict import plain_dataclass
+
+# `name as name`: re-exported from its home; importers of incidents find it here too.
+from oomwatch.incident_kinds import CONSTRAINED_KILL_KINDS as CONSTRAINED_KILL_KINDS
+from oomwatch.incident_kinds import INCIDENT_KINDS as INCIDENT_KINDS
+from oomwatch.incident_kinds import KERNEL_KILL_KINDS as KERNEL_KILL_KINDS
+from oomwatch.incident_kinds import IncidentKind as IncidentKind
+from oomwatch.incident_kinds import KernelKillKind as KernelKillKind
+from oomwatch.incident_kinds import is_constrained_kill as is_constrained_kill
+from oomwatch.incident_kinds import is_kernel_kill as is_kernel_kill
 from oomwatch.incident_v1 import upgrade_v1
-from oomwatch.kernel_limits import UNLIMITED_BYTES as UNLIMITED_BYTES  # its home; re-exported
+from oomwatch.kernel_limits import UNLIMITED_BYTES as UNLIMITED_BYTES
+from oomwatch.wall_time import iso_epoch_s as iso_epoch_s
+from oomwatch.wall_time import iso_time as iso_time
+from oomwatch.wall_time import parse_iso as parse_iso
 
-# Kills the kernel's OOM killer made (a `Killed process` line or an oom_kill count); `unknown`
-# is a kill whose report did not say which constraint.  The other kinds are not kernel kills:
-# a framework's own OOM, a kubelet eviction, a pod Kubernetes calls OOMKilled with no kill.
-KernelKillKind = Literal["memcg", "global", "cpuset", "mempolicy", "unknown"]
-IncidentKind = Literal[KernelKillKind, "framework", "eviction", "false_oomkilled"]
 LimitScope = Literal["container", "pod", "qos", "node", "cgroup", "global"]
 # How the victim's cgroup was established (see `Attribution`).
 AttributionMethod = Literal["report", "group", "oom_signal", "pid_seen", "counter", "none"]
@@ -32,23 +39,6 @@ AttributionConfidence = Literal["certain", "ambiguous", "unknown"]
 QosClass = Literal["guaranteed", "burstable", "besteffort"]
 CgroupDriver = Literal["cgroupfs", "systemd"]
 Runtime = Literal["containerd", "cri-o", "docker"]
-
-INCIDENT_KINDS: tuple[str, ...] = get_args(IncidentKind)
-KERNEL_KILL_KINDS: tuple[str, ...] = get_args(KernelKillKind)
-# Kernel kills under a cpuset or NUMA memory policy constraint (CONSTRAINT_CPUSET,
-# CONSTRAINT_MEMORY_POLICY in mm/oom_kill.c): the allowed nodes were full, not a limit.
-CONSTRAINED_KILL_KINDS: tuple[str, ...] = ("cpuset", "mempolicy")
-
-
-def is_kernel_kill(kind: str) -> bool:
-    """Whether an incident of this kind is a kill by the kernel's OOM killer."""
-    return kind in KERNEL_KILL_KINDS
-
-
-def is_constrained_kill(kind: str) -> bool:
-    """Whether a kernel kill was bound by a cpuset or memory policy, not by memory as such."""
-    return kind in CONSTRAINED_KILL_KINDS
-
 
 # The version of the JSON shape (`--json`'s top-level `schema_version`).  2: sizes in bytes
 # everywhere (1 had `_kb` fields and the kernel's "no limit" as a number).
@@ -360,9 +350,8 @@ class Incident:
         return hashlib.sha256("\x1f".join(parts).encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON-ready form (the `--json` contract): what `dataclasses.asdict` gives, at a
-        third of its cost (it deep-copies every leaf; a report writes thousands of rows)."""
-        return _plain_dataclass(self)
+        """The JSON-ready form (the `--json` contract), as `dataclasses.asdict` would give."""
+        return plain_dataclass(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Incident:
@@ -397,30 +386,6 @@ class Incident:
         return cls(**kwargs)
 
 
-def iso_time(epoch_s: float) -> str:
-    """The contract's time format (`wall_time`, `detected_at`): ISO-8601 UTC, microseconds."""
-    return datetime.fromtimestamp(epoch_s, UTC).isoformat(timespec="microseconds")
-
-
-def parse_iso(text: str) -> datetime | None:
-    """An ISO-8601 / RFC 3339 time (`Z` or an offset, or none) as an aware datetime; None if
-    malformed.  The one rule for a time without a zone: it is UTC.  Such times come from logs
-    that do not say their zone (`dmesg -T`, syslog): reading them in the zone of whatever
-    machine runs oomwatch would date one kill differently in the store, the trends and the
-    filters (they disagreed by the machine's offset), and UTC is what the agent writes."""
-    try:
-        parsed = datetime.fromisoformat(text.strip())
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
-
-
-def iso_epoch_s(text: str | None) -> float | None:
-    """Epoch seconds of an ISO-8601 time (`parse_iso`'s rule); None if absent or malformed."""
-    parsed = parse_iso(text) if text else None
-    return parsed.timestamp() if parsed is not None else None
-
-
 def kill_epoch_s(incident: Incident) -> float | None:
     """When the kill happened, in epoch seconds: the record's wall time, else when it was
     detected; None if neither is known."""
@@ -428,40 +393,3 @@ def kill_epoch_s(incident: Incident) -> float | None:
         if (epoch_s := iso_epoch_s(stamp)) is not None:
             return epoch_s
     return None
-
-
-_T = TypeVar("_T")
-_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
-_LEAVES = (str, int, float, bool, type(None))
-
-
-def _plain_dataclass(value: Any) -> dict[str, Any]:
-    names = _FIELD_NAMES.get(type(value))
-    if names is None:
-        names = _FIELD_NAMES[type(value)] = tuple(f.name for f in dataclasses.fields(value))
-    return {name: _plain(getattr(value, name)) for name in names}
-
-
-def _plain(value: Any) -> Any:
-    """`dataclasses.asdict`'s recursion for what incidents hold: dataclasses, lists, tuples,
-    dicts and JSON leaves (anything else is copied as asdict would)."""
-    if isinstance(value, _LEAVES):
-        return value
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return _plain_dataclass(value)
-    if type(value) is list:
-        return [_plain(v) for v in value]
-    if type(value) is tuple:
-        return tuple(_plain(v) for v in value)
-    if type(value) is dict:
-        return {_plain(k): _plain(v) for k, v in value.items()}
-    return copy.deepcopy(value)
-
-
-def _known(cls: type[Any], data: dict[str, Any]) -> dict[str, Any]:
-    names = {f.name for f in dataclasses.fields(cls)}
-    return {k: v for k, v in data.items() if k in names}
-
-
-def _opt(cls: type[_T], value: dict[str, Any] | None) -> _T | None:
-    return None if value is None else cls(**_known(cls, value))

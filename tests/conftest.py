@@ -2,9 +2,12 @@
 
 Real-kernel: `memcg_v1` / `memcg_v2` skip the test (with the reason) where scratch memcgs of
 that cgroup version cannot be made; `scratch` / `scratch_v2` give a fresh `ScratchMemcg`
-(256 MiB root limit) on that version that is removed after the test, pass or fail.  The
-memory controller sits on one version per host: this project's machines have v1, so the v2
-tests run in the lab VM (`python -m oomwatch.lab.vm`), and on a v2 host directly.
+(256 MiB root limit) on that version that is removed after the test, pass or fail;
+`cgroup_version` is each version in turn, for a test that holds on both, and `kernel_tree` a
+scratch tree on it.  Every test that needs a version is marked `cgroup_v1` / `cgroup_v2`.
+The memory controller sits on one version per host: this project's machines have v1, so the
+v2 cases run in the lab VM (`python -m oomwatch.lab.vm`, `-m cgroup_v2`), and on a v2 host
+directly.
 `start_daemon` runs `oomwatch run` over this machine's cgroups.  Helpers that are not
 fixtures live in `support` (tests/ is on pytest's path).
 """
@@ -16,9 +19,10 @@ from pathlib import Path
 
 import pytest
 from support.agent import DaemonProcess
+from support.kernel_tree import KernelTree
 from support.prometheus import tool
 
-from oomwatch.lab.hierarchy import memcg_v2_unavailable_reason
+from oomwatch.lab.hierarchy import Version, memcg_v2_unavailable_reason
 from oomwatch.lab.memcg import ScratchMemcg, memcg_v1_unavailable_reason
 
 
@@ -49,6 +53,36 @@ def memcg_v2() -> None:
 def scratch_v2(memcg_v2: None) -> Iterator[ScratchMemcg]:
     with ScratchMemcg(version=2) as tree:
         yield tree
+
+
+@pytest.fixture(
+    params=[
+        pytest.param(1, id="v1", marks=pytest.mark.cgroup_v1),
+        pytest.param(2, id="v2", marks=pytest.mark.cgroup_v2),
+    ]
+)
+def cgroup_version(request: pytest.FixtureRequest) -> Version:
+    """Each cgroup version in turn, skipped where scratch memcgs of it cannot be made."""
+    version: Version = request.param
+    request.getfixturevalue("memcg_v1" if version == 1 else "memcg_v2")
+    return version
+
+
+@pytest.fixture
+def kernel_tree(cgroup_version: Version) -> Iterator[KernelTree]:
+    with ScratchMemcg(version=cgroup_version) as tree:
+        yield KernelTree(tree)
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marker
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark the tests that need one cgroup version by the fixture that skips them elsewhere."""
+    for item in items:
+        names = getattr(item, "fixturenames", ())
+        if "memcg_v1" in names:
+            item.add_marker(pytest.mark.cgroup_v1)
+        if "memcg_v2" in names:
+            item.add_marker(pytest.mark.cgroup_v2)
 
 
 @pytest.fixture

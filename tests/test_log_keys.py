@@ -1,4 +1,4 @@
-"""Every operational log line of the agent has a stable snake_case event key (issue 16), so an
+"""Every operational log line of the agent has a stable snake_case event key, so an
 operator's query (`event="sink_failed"`) survives a rewording; details go in fields."""
 
 from __future__ import annotations
@@ -17,10 +17,13 @@ NOT_THE_AGENT = {"probe/probe.py", "demo.py", "cli.py"}
 
 def _log_calls(tree: ast.AST) -> list[ast.Call]:
     return [
-        node for node in ast.walk(tree)
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-        and node.func.attr in LEVELS and _is_logger(node.func.value)
-    ]  # fmt: skip
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in LEVELS
+        and _is_logger(node.func.value)
+    ]
 
 
 def _is_logger(value: ast.expr) -> bool:
@@ -34,10 +37,13 @@ def _string_constants(tree: ast.Module) -> dict[str, str]:
     """Module-level `NAME = "text"` assignments (an event key kept in a constant)."""
     return {
         target.id: node.value.value
-        for node in tree.body if isinstance(node, ast.Assign)
-        and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
-        for target in node.targets if isinstance(target, ast.Name)
-    }  # fmt: skip
+        for node in tree.body
+        if isinstance(node, ast.Assign)
+        and isinstance(node.value, ast.Constant)
+        and isinstance(node.value.value, str)
+        for target in node.targets
+        if isinstance(target, ast.Name)
+    }
 
 
 def test_every_log_line_starts_with_a_snake_case_key() -> None:

@@ -1,4 +1,4 @@
-"""Release hygiene (issue 15): one version, written once in oomwatch/__init__.py, and every
+"""Release hygiene: one version, written once in oomwatch/__init__.py, and every
 other place that states it agrees; the license file is the license the package declares."""
 
 from __future__ import annotations

@@ -39,15 +39,14 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Protocol
 
-from oomwatch.probe.ring import FILE_SUFFIX, HEADER_BYTES, decode_header, decode_slots
-from oomwatch.probe.schema import (
-    FrameworkOomEvent,
-    ProbeMeta,
-    ProbeSample,
-    event_from_payload,
-    meta_from_payload,
-    sample_from_payload,
-)
+from oomwatch.probe.flight_record import EVENT_COST_BYTES as EVENT_COST_BYTES
+from oomwatch.probe.flight_record import SAMPLE_COST_BYTES as SAMPLE_COST_BYTES
+from oomwatch.probe.flight_record import FlightRecord as FlightRecord
+from oomwatch.probe.flight_record import parse_flight_record as parse_flight_record
+from oomwatch.probe.flight_record import record_cost
+from oomwatch.probe.no_follow import ProbeFileError as ProbeFileError
+from oomwatch.probe.no_follow import Skip, open_pod_dir, read_regular
+from oomwatch.probe.ring import FILE_SUFFIX, HEADER_BYTES
 from oomwatch.sanitize import escape_control
 
 log = logging.getLogger("oomwatch.probe.reader")
@@ -62,11 +61,6 @@ POD_DIR_ENTRIES = 256  # entries looked at in one per-pod directory per walk
 CLOCK_EVERY_ENTRIES = 128  # a listing looks at the clock this often
 REFUSAL_LINES = 16  # refusals logged one line each per minute; the rest summarised
 REFUSAL_SUMMARY_S = 10.0
-# What one kept sample / event / file costs in memory, as Python objects, at most (measured
-# in tests/probe/test_reader_bounds.py with every field at its longest).
-SAMPLE_COST_BYTES = 2560
-EVENT_COST_BYTES = 4096
-RECORD_COST_BYTES = 2048
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,39 +92,6 @@ class RecordSource(Protocol):
         ...
 
     def close(self) -> None: ...
-
-
-@dataclass(frozen=True, slots=True)
-class FlightRecord:
-    """One validated file: who wrote it, its newest samples (oldest first) and framework OOMs.
-
-    `name` is the path below the probe directory (`<pod uid>/<file>` for a per-pod dir).
-    """
-
-    name: str
-    meta: ProbeMeta
-    samples: tuple[ProbeSample, ...]
-    events: tuple[FrameworkOomEvent, ...]
-    mtime_s: float
-    owner_uid: int | None = None  # st_uid: the one thing about the file the pod cannot claim
-    pod_dir: str | None = None  # the per-pod directory it was found in, if any
-
-
-def record_cost(record: FlightRecord) -> int:
-    """An upper bound of what holding the record costs (for the reader's byte budget)."""
-    return (
-        RECORD_COST_BYTES
-        + len(record.samples) * SAMPLE_COST_BYTES
-        + len(record.events) * EVENT_COST_BYTES
-    )
-
-
-class ProbeFileError(ValueError):
-    """Why a file was refused (the message is logged with the escaped file name)."""
-
-
-class _Skip(Exception):
-    """Not refused, just not there to read (stale, or gone since the listing)."""
 
 
 @dataclass(slots=True)
@@ -209,7 +170,7 @@ class ProbeDirReader:
         now = time.time() if now_wall_s is None else now_wall_s
         try:
             return self._load(name, now)
-        except _Skip as exc:
+        except Skip as exc:
             raise ProbeFileError(str(exc) or "stale") from None
 
     def close(self) -> None:
@@ -290,7 +251,7 @@ class ProbeDirReader:
     def _read_entry(self, name: str, now: float) -> FlightRecord | None:
         try:
             return self._load(name, now, keep=True)
-        except _Skip:
+        except Skip:
             self._forget(name)
         except ProbeFileError as exc:
             self._forget(name)
@@ -346,7 +307,7 @@ class ProbeDirReader:
         if not _NAME.fullmatch(base) or (pod_dir and not POD_DIR.fullmatch(pod_dir)):
             raise ProbeFileError("unexpected file name")
         assert self._dir_fd is not None
-        dir_fd = _open_pod_dir(self._dir_fd, pod_dir) if pod_dir else self._dir_fd
+        dir_fd = open_pod_dir(self._dir_fd, pod_dir) if pod_dir else self._dir_fd
         try:
             return self._load_in(name, base, dir_fd, now, keep)
         finally:
@@ -358,12 +319,12 @@ class ProbeDirReader:
             st = os.stat(base, dir_fd=dir_fd, follow_symlinks=False)
         except OSError as exc:
             if exc.errno == errno.ENOENT:
-                raise _Skip("gone") from None
+                raise Skip("gone") from None
             raise ProbeFileError(f"cannot stat ({os.strerror(exc.errno or 0)})") from None
         version = (st.st_ino, st.st_mtime_ns)
         problem = self._check_stat(st, now)
         if problem == "stale":
-            raise _Skip("stale")
+            raise Skip("stale")
         if problem:
             raise ProbeFileError(problem, version)
         key = (st.st_ino, st.st_mtime_ns, st.st_size, st.st_uid)
@@ -371,7 +332,7 @@ class ProbeDirReader:
         # mtime ticks coarsely: only a file idle for a while is known to be unchanged.
         if cached is not None and cached.key == key and now - st.st_mtime > IDLE_S:
             return cached.record
-        data = _read_regular(base, dir_fd, st, self.limits.max_file_bytes, version)
+        data = read_regular(base, dir_fd, st, self.limits.max_file_bytes, version)
         limits, pod_dir = self.limits, name.rpartition("/")[0] or None
         try:
             record = parse_flight_record(
@@ -415,91 +376,3 @@ class ProbeDirReader:
         if now - st.st_mtime > self.limits.max_age_s:
             return "stale"
         return None
-
-
-def _open_pod_dir(dir_fd: int, pod_dir: str) -> int:
-    try:
-        return os.open(pod_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
-                       dir_fd=dir_fd)  # fmt: skip
-    except OSError as exc:
-        if exc.errno == errno.ENOENT:
-            raise _Skip("gone") from None
-        raise ProbeFileError(f"cannot open its directory ({os.strerror(exc.errno or 0)})") from None
-
-
-def _read_regular(
-    name: str, dir_fd: int, st: os.stat_result, cap: int, version: tuple[int, int]
-) -> bytes:
-    """The bytes of the regular file `st` describes, without ever opening anything else.
-
-    `O_PATH` resolves the name without calling any driver's open; the inode is compared with
-    the one checked; `/proc/self/fd/N` then opens exactly that inode for reading.
-    """
-    flags = os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC
-    try:
-        path_fd = os.open(name, flags, dir_fd=dir_fd)
-    except OSError as exc:  # ELOOP: swapped for a symlink
-        raise ProbeFileError(f"cannot open ({os.strerror(exc.errno or 0)})", version) from None
-    try:
-        now_st = os.fstat(path_fd)
-        if (now_st.st_dev, now_st.st_ino) != (st.st_dev, st.st_ino) or not stat.S_ISREG(
-            now_st.st_mode
-        ):
-            raise ProbeFileError("replaced while being opened", version)
-        read_flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
-        try:
-            fd = os.open(f"/proc/self/fd/{path_fd}", read_flags)
-        except OSError as exc:
-            raise ProbeFileError(f"cannot open ({os.strerror(exc.errno or 0)})", version) from None
-    finally:
-        os.close(path_fd)
-    try:
-        return _read_capped(fd, cap)
-    finally:
-        os.close(fd)
-
-
-def _read_capped(fd: int, cap: int) -> bytes:
-    chunks: list[bytes] = []
-    total = 0
-    while total <= cap:
-        chunk = os.read(fd, min(65536, cap + 1 - total))
-        if not chunk:
-            break
-        chunks.append(chunk)
-        total += len(chunk)
-    if total > cap:
-        raise ProbeFileError(f"grew past the cap of {cap} bytes while being read")
-    return b"".join(chunks)
-
-
-def parse_flight_record(
-    name: str,
-    data: bytes,
-    mtime_s: float,
-    owner_uid: int | None = None,
-    *,
-    keep_samples: int | None = None,
-    keep_events: int | None = None,
-    pod_dir: str | None = None,
-) -> FlightRecord:
-    """Decode and validate a whole file image (pure; raises RingFormatError/SchemaError).
-
-    Only the newest `keep_samples` samples and `keep_events` events are parsed (None: all).
-    """
-    geometry, meta_payload = decode_header(data)
-    meta = meta_from_payload(meta_payload)
-    first_event = HEADER_BYTES + geometry.sample_slots * geometry.slot_bytes
-    slot = geometry.slot_bytes
-    samples = tuple(
-        sample_from_payload(payload, seq)
-        for seq, payload in decode_slots(
-            data, HEADER_BYTES, geometry.sample_slots, slot, keep_samples
-        )
-    )
-    events = tuple(
-        event_from_payload(payload, seq)
-        for seq, payload in decode_slots(data, first_event, geometry.event_slots, slot, keep_events)
-    )
-    return FlightRecord(name=name, meta=meta, samples=samples, events=events, mtime_s=mtime_s,
-                        owner_uid=owner_uid, pod_dir=pod_dir)  # fmt: skip

@@ -4,157 +4,35 @@ allocator allocated/reserved, TensorFlow's current bytes) over the same time on 
 GPU memory is not the container's memory, and often ten times as large.
 
 Pure string building with no plotting library, so the page works offline and the daemon
-image stays small.  THP is part of anon and shmem part of file, so the stack splits them
-out instead of adding them on top (which would double-count).
+image stays small.  What is plotted comes from `plot_series`, the axes' steps from `ticks`.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from oomwatch.diagnosis.evidence import limit_bytes, usage_bytes
-from oomwatch.incident import Incident, TimelineSample, iso_epoch_s
-from oomwatch.units import BINARY_UNITS, fmt_bytes
+from oomwatch.incident import Incident
+from oomwatch.report.plot_series import (
+    LAYER_NAMES,
+    Point,
+    device_series,
+    device_total,
+    kill_wall_s,
+    point_at_kill,
+    timeline_points,
+)
+from oomwatch.report.ticks import byte_ticks, time_ticks
+from oomwatch.units import fmt_bytes
 
 WIDTH, HEIGHT = 760, 300
 LEFT, RIGHT, TOP, BOTTOM = 70, 150, 20, 40
-LAYERS = (  # (name, colour); drawn bottom-up
-    ("anon", "#4e79a7"),
-    ("thp", "#f28e2b"),
-    ("shmem", "#e15759"),
-    ("page cache", "#76b7b2"),
-    ("kernel", "#b07aa1"),
+# (name, colour) of each layer, drawn bottom-up
+LAYERS = tuple(
+    zip(LAYER_NAMES, ("#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#b07aa1"), strict=True)
 )
-
-
-_TIME_UNITS = (("s", 1.0, 180.0), ("min", 60.0, 3 * 3600.0), ("h", 3600.0, math.inf))
-
-
-def nice_step(span: float, ticks: int) -> float:
-    """The 1, 2 or 5 × 10^n step that cuts `span` into at most about `ticks` parts."""
-    raw = max(span, 1e-9) / ticks
-    magnitude = 10.0 ** math.floor(math.log10(raw))
-    return next(m * magnitude for m in (1, 2, 5, 10) if raw <= m * magnitude * (1 + 1e-9))
-
-
-def _number(value: float) -> str:
-    return f"{value:.10g}"
-
-
-def byte_ticks(top_bytes: float, ticks: int = 4) -> tuple[float, list[tuple[float, str]]]:
-    """(axis top, [(bytes, label)]): round steps in the largest binary unit below the top."""
-    unit, size = next((u, s) for u, s in reversed(BINARY_UNITS) if top_bytes >= s or s == 1)
-    step = nice_step(top_bytes / size, ticks)
-    step = max(step, 1.0) if unit == "B" else step
-    count = max(math.ceil(top_bytes / size / step - 1e-9), 1)
-    marks = [(i * step * size, f"{_number(i * step)} {unit}") for i in range(count + 1)]
-    return count * step * size, [(0.0, "0"), *marks[1:]]
-
-
-def time_ticks(span_s: float, ticks: int = 5) -> tuple[float, list[tuple[float, str]]]:
-    """(axis start ≤ 0, [(seconds, label)]) before the kill, in s, min or h by the span."""
-    unit, size = next((u, s) for u, s, upto in _TIME_UNITS if span_s <= upto)
-    step = nice_step(span_s / size, ticks)
-    count = max(math.ceil(span_s / size / step - 1e-9), 1)
-    marks = [(-i * step * size, f"-{_number(i * step)} {unit}") for i in range(count, 0, -1)]
-    return -count * step * size, [*marks, (0.0, "0")]
-
-
-@dataclass(frozen=True, slots=True)
-class Point:
-    t_s: float  # seconds relative to the kill (≤ 0)
-    layers: tuple[float, ...]  # bytes per LAYERS entry
-    usage: float
-    limit: float | None
-
-
-def _split(sample: TimelineSample) -> tuple[float, ...]:
-    anon, file = sample.anon_bytes or 0, sample.file_bytes or 0
-    thp, shmem = sample.thp_bytes or 0, sample.shmem_bytes or 0
-    return (
-        max(anon - thp, 0),
-        min(thp, anon) if anon else thp,
-        shmem,
-        max(file - shmem, 0),
-        sample.kernel_bytes or 0,
-    )
-
-
-def _points(incident: Incident) -> list[Point]:
-    timeline = incident.timeline
-    if timeline is None or not timeline.samples:
-        return []
-    samples = sorted(timeline.samples, key=lambda s: s.t_seconds)
-    end = samples[-1].t_seconds
-    return [Point(s.t_seconds - end, _split(s), s.usage_bytes, s.limit_bytes) for s in samples]
-
-
-def _at_kill(incident: Incident) -> Point | None:
-    """One point from the report itself when nothing was sampled."""
-    parts = incident.breakdown_bytes
-    usage = usage_bytes(incident)
-    if parts is None and usage is None:
-        return None
-    sample = TimelineSample(
-        0.0,
-        usage or 0,
-        limit_bytes(incident),
-        parts.anon if parts else None,
-        parts.file if parts else None,
-        parts.shmem if parts else None,
-        parts.thp if parts else None,
-        parts.kernel if parts else None,
-    )
-    layers = _split(sample)
-    return Point(0.0, layers, float(usage or sum(layers)), sample.limit_bytes)
-
-
 DEVICE_SERIES = (("allocated", "#2ca02c"), ("reserved", "#9467bd"))
 DEVICE_AXIS_PX = 62  # room right of the plot for the device axis' ticks
-
-
-def _device_series(incident: Incident, end_s: float | None) -> dict[str, list[tuple[float, float]]]:
-    """The trainer's device memory (CUDA allocator allocated/reserved, or TensorFlow's
-    current bytes as allocated) over time relative to the kill, from the probe's samples
-    (`device_samples`; records of older agents: the last sample only).
-
-    The probe file is written by the workload, so every value is type-checked here.
-    """
-    series: dict[str, list[tuple[float, float]]] = {name: [] for name, _ in DEVICE_SERIES}
-    alloc = incident.allocator or {}
-    rows = alloc.get("device_samples")
-    if not isinstance(rows, list):
-        last = alloc.get("last_sample")
-        cuda = last.get("cuda") if isinstance(last, dict) else None
-        rows = [{**cuda, "wall_s": last.get("wall_s")}] if isinstance(cuda, dict) and last else []
-    for row in rows:
-        at = row.get("wall_s") if isinstance(row, dict) else None
-        if end_s is None or not isinstance(at, int | float) or isinstance(at, bool):
-            continue
-        for name in series:
-            value = row.get(f"{name}_bytes")
-            if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0:
-                series[name].append((float(at) - end_s, float(value)))
-    return series
-
-
-def _device_total(incident: Incident) -> float | None:
-    """The device's capacity where the OOM message gave it."""
-    total = (incident.allocator or {}).get("total_bytes")
-    if isinstance(total, int | float) and not isinstance(total, bool) and total > 0:
-        return float(total)
-    return None
-
-
-def _end_s(incident: Incident) -> float | None:
-    """The kill's time on the wall clock: the last sample of the host timeline (the window
-    ends at the kill), else the incident's time (a framework OOM has no host timeline)."""
-    timeline = incident.timeline
-    if timeline is not None and timeline.samples:
-        return max(s.t_seconds for s in timeline.samples)
-    return iso_epoch_s(incident.wall_time)
 
 
 class _Scale:
@@ -178,13 +56,13 @@ def _poly(points: Sequence[tuple[float, float]]) -> str:
 
 
 def render(incident: Incident, element_id: str) -> str:
-    points = _points(incident)
-    device = _device_series(incident, _end_s(incident))
+    points = timeline_points(incident)
+    device = device_series(incident, kill_wall_s(incident))
     has_device = any(device.values())
     if not points:
         if has_device:
             return _render_device_only(incident, device, element_id)
-        single = _at_kill(incident)
+        single = point_at_kill(incident)
         if single is None:
             return (
                 f'<p class="noplot" id="{element_id}">No memory numbers in this report:'
@@ -221,7 +99,7 @@ def render(incident: Incident, element_id: str) -> str:
             f' stroke-dasharray="6 4" points="{_poly(limits)}"/>'
         )
     if has_device:
-        out += _device_axis(scale, device, _device_total(incident), side="right")
+        out += _device_axis(scale, device, device_total(incident), side="right")
     out += _kill_line(scale, "OOM kill")
     out += _legend(points, bool(limits), device)
     out.append("</svg>")
@@ -236,7 +114,7 @@ def _render_device_only(
     scale = _Scale(t0, 1.0)
     out = _open_svg(element_id, "device memory before the out-of-memory error")
     out += _axes(scale, bytes_axis=False)
-    out += _device_axis(scale, device, _device_total(incident), side="left")
+    out += _device_axis(scale, device, device_total(incident), side="left")
     out += _kill_line(scale, "out of memory")
     out += _legend([], False, device)
     out.append("</svg>")
@@ -403,12 +281,12 @@ def caption(incident: Incident) -> str:
     sampled it), for readers of the page and of its DOM."""
     timeline = incident.timeline
     samples = timeline.samples if timeline else []
-    device = _device_series(incident, _end_s(incident))
+    device = device_series(incident, kill_wall_s(incident))
     on_device = ""
     if any(device.values()):
         peaks = {n: max(v for _, v in s) for n, s in device.items() if s}
         on_device = "; device " + ", ".join(f"{n} peak {fmt_bytes(v)}" for n, v in peaks.items())
-        if (total := _device_total(incident)) is not None:
+        if (total := device_total(incident)) is not None:
             on_device += f" of {fmt_bytes(total)}"
         if not samples and usage_bytes(incident) is None:
             return on_device.removeprefix("; ")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import select
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 
@@ -22,15 +22,6 @@ pytestmark = [pytest.mark.kernel, pytest.mark.slow]
 
 MiB = 1 << 20
 CGROUP_ROOT = "/sys/fs/cgroup"
-
-
-@pytest.fixture
-def scratch() -> Iterator[lab.ScratchMemcg]:
-    reason = lab.memcg_v1_unavailable_reason()
-    if reason is not None:
-        pytest.skip(reason)
-    with lab.ScratchMemcg(256 * MiB) as tree:
-        yield tree
 
 
 def _container(scratch: lab.ScratchMemcg, limit_bytes: int) -> tuple[str, lab.Memcg]:

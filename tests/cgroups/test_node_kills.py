@@ -21,9 +21,12 @@ def _kills(watcher: CgroupWatcher, clock: FakeClock) -> list[tuple[str, int]]:
 
 def _watcher(tree: CgroupV1Tree, clock: FakeClock, vmstat: str | None) -> CgroupWatcher:
     return CgroupWatcher(
-        [str(tree.root)], use_inotify=False, rescan_interval_s=3600.0, clock=clock,
+        [str(tree.root)],
+        use_inotify=False,
+        rescan_interval_s=3600.0,
+        clock=clock,
         node_vmstat=vmstat,
-    )  # fmt: skip
+    )
 
 
 def test_node_count_gates_polls_with_one_more_after_each_move(tmp_path: Path) -> None:
@@ -39,8 +42,11 @@ def test_node_count_gates_polls_with_one_more_after_each_move(tmp_path: Path) ->
 def test_unknown_node_count_reads_every_poll(tmp_path: Path) -> None:
     without_key = tmp_path / "vmstat-before-4.13"
     without_key.write_text(VMSTAT_HEAD + VMSTAT_TAIL)
-    for gate in (NodeOomKills(None), NodeOomKills(str(tmp_path / "absent")),
-                 NodeOomKills(str(without_key))):  # fmt: skip
+    for gate in (
+        NodeOomKills(None),
+        NodeOomKills(str(tmp_path / "absent")),
+        NodeOomKills(str(without_key)),
+    ):
         assert gate.count() is None
         assert all(gate.moved() for _ in range(4))
         gate.close()
@@ -86,9 +92,12 @@ def test_polled_v2_counters_are_read_every_poll_whatever_the_node_count(
     vmstat.write_text(f"{VMSTAT_HEAD}oom_kill 7\n{VMSTAT_TAIL}")  # never moves
     clock = FakeClock()
     watcher = CgroupWatcher(
-        [str(fake_v2.root)], use_inotify=False, rescan_interval_s=3600.0, clock=clock,
+        [str(fake_v2.root)],
+        use_inotify=False,
+        rescan_interval_s=3600.0,
+        clock=clock,
         node_vmstat=str(vmstat),
-    )  # fmt: skip
+    )
     assert _kills(watcher, clock) == []
     assert _kills(watcher, clock) == []
     fake_v2.events(CONTAINER, oom=1, oom_kill=1)

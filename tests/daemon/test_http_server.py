@@ -1,4 +1,4 @@
-"""The metrics/health server's bounds (issue 14): idle and trickling clients cost no thread,
+"""The metrics/health server's bounds: idle and trickling clients cost no thread,
 never delay a scrape, and are closed at their deadline; requests are size-capped."""
 
 from __future__ import annotations

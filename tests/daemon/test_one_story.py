@@ -1,4 +1,4 @@
-"""One kill, one story (issue 16): the agent diagnoses each incident once, with the store's
+"""One kill, one story: the agent diagnoses each incident once, with the store's
 history, before it stores it, and every output speaks from that diagnosis.  The Event note,
 the `oom_kill` log line, the stored incident and `oomwatch report --store` (JSON and text)
 carry the same verdict, findings and recommendation; diagnosing the stored incident again

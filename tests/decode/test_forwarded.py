@@ -1,4 +1,4 @@
-"""Reports as people forward them (issue 27): quoted and wrapped by mail clients, hard-wrapped
+"""Reports as people forward them: quoted and wrapped by mail clients, hard-wrapped
 and end-marked by consoles, chopped by pagers, abridged by their authors, pasted out of their
 frame, and /dev/kmsg dumps whose sequence numbers prove a rate limit.
 

@@ -133,8 +133,11 @@ def test_a_group_kills_counts_read_before_its_last_line_are_its_own(kernel: str)
     facts = doc["facts"]
     [incident] = ours(incidents, set(facts["members"]))
     lines = (DATA / kernel / "group-kill.kmsg").read_bytes().splitlines()
-    stamps = [r.kernel_time_s or 0.0 for r in map(parse_kmsg_record, lines)
-              if r is not None and "Killed process" in r.message]  # fmt: skip
+    stamps = [
+        r.kernel_time_s or 0.0
+        for r in map(parse_kmsg_record, lines)
+        if r is not None and "Killed process" in r.message
+    ]
     t, last = incident.kernel_time_s or 0.0, stamps[-1]
     assert incident.last_kill_kernel_time_s == last and last > t
     gained = events(doc, facts["container"], "oom_kill")

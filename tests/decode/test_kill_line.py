@@ -53,8 +53,7 @@ def test_every_kill_line_of_the_test_data_reads_the_same_either_way() -> None:
     assert len(lines) > 100 and len(fast) > 50, (len(lines), len(fast))
 
 
-NAME = st.text(alphabet=st.sampled_from(list("ab() ,:.\n-kBUID_vmanorsty0123456789")),
-               max_size=60)  # fmt: skip
+NAME = st.text(alphabet=st.sampled_from(list("ab() ,:.\n-kBUID_vmanorsty0123456789")), max_size=60)
 NUMBER = st.integers(0, 10**21).map(str)
 
 
@@ -71,7 +70,9 @@ def test_a_generated_kill_line_reads_the_same_either_way(
     prefix: str, name: str, numbers: list[str], tail: str
 ) -> None:
     pid, vm, anon, file, shmem, uid, pgt, adj, _ = numbers
-    line = (f"{prefix}Killed process {pid} ({name}) total-vm:{vm}kB, anon-rss:{anon}kB, "
-            f"file-rss:{file}kB, shmem-rss:{shmem}kB, UID:{uid} pgtables:{pgt}kB "
-            f"oom_score_adj:-{adj}{tail}")  # fmt: skip
+    line = (
+        f"{prefix}Killed process {pid} ({name}) total-vm:{vm}kB, anon-rss:{anon}kB, "
+        f"file-rss:{file}kB, shmem-rss:{shmem}kB, UID:{uid} pgtables:{pgt}kB "
+        f"oom_score_adj:-{adj}{tail}"
+    )
     agree(line)

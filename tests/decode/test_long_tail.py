@@ -1,4 +1,4 @@
-"""The long tail of real logs (issue 13) where the public corpus has no sample of its own:
+"""The long tail of real logs where the public corpus has no sample of its own:
 journalctl in other locales and output formats, yearless stamps, page sizes other than
 4 KiB, CONSTRAINT_NONE on memcg OOMs, and paste artifacts.
 

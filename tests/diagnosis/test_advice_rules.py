@@ -1,4 +1,4 @@
-"""Claims and advice only where their evidence is present (issue 13), one test per rule, on
+"""Claims and advice only where their evidence is present, one test per rule, on
 the public corpus where it has the case and on built incidents for the edges."""
 
 from __future__ import annotations

@@ -206,7 +206,7 @@ def test_spike_with_phase() -> None:
     codes = {f.code for f in out.findings}
     assert "spike" in codes and "leak-trend" not in codes
     spike = next(f for f in out.findings if f.code == "spike")
-    # The phase is the probe file's text: evidence, never words of the verdict (issue 22).
+    # The phase is the probe file's text: evidence, never words of the verdict.
     assert spike.evidence["phase"] == "validation" and "validation" not in spike.message
     rec = out.recommendation or {}
     assert rec["memory_request"] == "60Mi" and rec["window_seconds"] == 64.0

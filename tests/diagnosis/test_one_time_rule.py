@@ -1,4 +1,4 @@
-"""One rule for times without a zone (issue 16): a `dmesg -T` kill (its stamp names no zone)
+"""One rule for times without a zone: a `dmesg -T` kill (its stamp names no zone)
 is the same instant in the store, the trend analysis, the metrics and the report's filters,
 whatever zone the machine reading it runs in."""
 

@@ -1,5 +1,5 @@
 """Real kernel OOM kills in scratch memcgs: each scenario yields its finding, and no other
-finding from issue 7's list fires on it.
+finding of the diagnosis fires on it.
 
 Kills are provoked through `oomwatch.lab` (small limits, cleanup always) and decoded from what
 the kernel printed to /dev/kmsg; our incidents are picked by our own victim pids because other

@@ -21,13 +21,23 @@ IN_CI = bool(os.environ.get("CI"))
 
 
 def _kubeconfig(path: Path, url: str) -> Path:
-    path.write_text(yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Config", "current-context": "fake",
-        "clusters": [{"name": "fake", "cluster": {"server": url}}],
-        "users": [{"name": "me", "user": {"token": "user-token"}}],
-        "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "me",
-                                                  "namespace": "shop"}}],
-    }))  # fmt: skip
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "current-context": "fake",
+                "clusters": [{"name": "fake", "cluster": {"server": url}}],
+                "users": [{"name": "me", "user": {"token": "user-token"}}],
+                "contexts": [
+                    {
+                        "name": "fake",
+                        "context": {"cluster": "fake", "user": "me", "namespace": "shop"},
+                    }
+                ],
+            }
+        )
+    )
     return path
 
 

@@ -27,7 +27,11 @@ def test_an_event_without_summary_still_says_who_where_and_how_often() -> None:
     seen = parse_event(OLD_AGENT_EVENT)
     assert seen is not None
     assert (seen.namespace, seen.pod, seen.node, seen.container) == (
-        "shop", "web-7d4b9c8f6d-x2x9z", "node-c", "app")  # fmt: skip
+        "shop",
+        "web-7d4b9c8f6d-x2x9z",
+        "node-c",
+        "app",
+    )
     assert seen.count == 4 and seen.scope == "pod" and seen.is_kill
     assert seen.workload == "Pod/web-7d4b9c8f6d-x2x9z" and seen.findings == ()
     assert seen.last_s - seen.first_s == 1200
@@ -116,16 +120,29 @@ def test_the_plugin_imports_without_the_agents_libraries() -> None:
         "for m in ('kubernetes', 'urllib3', 'yaml'): sys.modules[m] = None\n"
         "import oomwatch.fleet.plugin, oomwatch.fleet.report, oomwatch.report.page\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=60, check=False)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
     assert done.returncode == 0, done.stderr
 
 
 def test_flags_go_anywhere_after_the_command() -> None:
     from oomwatch.fleet.plugin import parser
 
-    args = parser().parse_args(["report", "-o", "wide", "deploy/web", "--context", "prod",
-                                "-n", "shop", "--kubeconfig", "k"])  # fmt: skip
+    args = parser().parse_args(
+        [
+            "report",
+            "-o",
+            "wide",
+            "deploy/web",
+            "--context",
+            "prod",
+            "-n",
+            "shop",
+            "--kubeconfig",
+            "k",
+        ]
+    )
     assert (args.target, args.output, args.namespace) == ("deploy/web", "wide", "shop")
     assert (args.context, args.kubeconfig) == ("prod", "k")
     args = parser().parse_args(["--context", "dev", "top", "-A"])

@@ -21,24 +21,44 @@ def _viewer(cluster: Cluster, tmp_path: Path, namespace: str = "shop") -> Path:
     Events `view` also lets it list there."""
     (role,) = documents(DAEMONSET_DIR / "clusterrole-view.yaml")
     assert role["metadata"]["labels"]["rbac.authorization.k8s.io/aggregate-to-view"] == "true"
-    grants = {(verb, group, resource, namespace) for rule in role["rules"]
-              for group in rule["apiGroups"] for resource in rule["resources"]
-              for verb in rule["verbs"]}  # fmt: skip
+    grants = {
+        (verb, group, resource, namespace)
+        for rule in role["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
     cluster.api.users[VIEWER] = grants | {("list", "", "events", namespace)}
     path = tmp_path / "viewer.kubeconfig"
-    path.write_text(yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Config", "current-context": "viewer",
-        "clusters": [{"name": "fake", "cluster": {"server": cluster.api.url}}],
-        "users": [{"name": "viewer", "user": {"as": VIEWER}}],
-        "contexts": [{"name": "viewer", "context": {"cluster": "fake", "user": "viewer",
-                                                    "namespace": namespace}}],
-    }))  # fmt: skip
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "current-context": "viewer",
+                "clusters": [{"name": "fake", "cluster": {"server": cluster.api.url}}],
+                "users": [{"name": "viewer", "user": {"as": VIEWER}}],
+                "contexts": [
+                    {
+                        "name": "viewer",
+                        "context": {"cluster": "fake", "user": "viewer", "namespace": namespace},
+                    }
+                ],
+            }
+        )
+    )
     return path
 
 
 def _run(kubectl: str, kubeconfig: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([kubectl, *args], capture_output=True, text=True, timeout=120,
-                          env=plugin_env(kubectl, kubeconfig), check=False)  # fmt: skip
+    return subprocess.run(
+        [kubectl, *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=plugin_env(kubectl, kubeconfig),
+        check=False,
+    )
 
 
 def test_a_namespace_viewer_reads_the_full_diagnosis(
@@ -97,8 +117,11 @@ def test_forged_objects_print_inert(kubectl: str, cluster: Cluster, tmp_path: Pa
     }
     cluster.api.oomincidents[("shop", "forged")] = forged
     config = _viewer(cluster, tmp_path)
-    for args in (("report", f"pod/{WEB_B.name}"), ("report", f"pod/{WEB_B.name}", "-o", "wide"),
-                 ("report", f"pod/{WEB_B.name}", "-o", "yaml")):  # fmt: skip
+    for args in (
+        ("report", f"pod/{WEB_B.name}"),
+        ("report", f"pod/{WEB_B.name}", "-o", "wide"),
+        ("report", f"pod/{WEB_B.name}", "-o", "yaml"),
+    ):
         done = _run(kubectl, config, "oomwatch", *args)
         assert done.returncode == 0, done.stderr
         assert "\x1b" not in done.stdout and "\x07" not in done.stdout and "\r" not in done.stdout

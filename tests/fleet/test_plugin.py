@@ -15,9 +15,14 @@ from oomwatch.fleet import plugin
 
 
 def _kubectl(kubectl: str, cluster: Cluster, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([kubectl, "oomwatch", *args], capture_output=True, text=True,
-                          timeout=120, env=plugin_env(kubectl, cluster.kubeconfig),
-                          check=False)  # fmt: skip
+    return subprocess.run(
+        [kubectl, "oomwatch", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=plugin_env(kubectl, cluster.kubeconfig),
+        check=False,
+    )
 
 
 def _no_exec(cluster: Cluster) -> None:
@@ -88,7 +93,14 @@ def test_flags_before_the_command_work_as_after_it(kubectl: str, cluster: Cluste
 
 def test_hoisting_leaves_the_global_flags_and_what_follows_the_command() -> None:
     assert plugin.hoist_flags(["--context", "report", "-n", "a", "top", "-n", "b"]) == [
-        "--context", "report", "top", "-n", "a", "-n", "b"]  # fmt: skip
+        "--context",
+        "report",
+        "top",
+        "-n",
+        "a",
+        "-n",
+        "b",
+    ]
     assert plugin.hoist_flags(["report", "-o", "top"]) == ["report", "-o", "top"]
     assert plugin.hoist_flags(["-n", "ns"]) == ["-n", "ns"]  # argparse names what is missing
 
@@ -138,13 +150,16 @@ def test_top_pages_through_events_and_filters_a_namespace(
 ) -> None:
     monkeypatch.setattr(plugin, "PAGE", 2)
     monkeypatch.setenv("KUBECTL", kubectl)
-    assert plugin.main(["--kubeconfig", str(cluster.kubeconfig), "top", "-o", "json",
-                        "--since", "2h"]) == 0  # fmt: skip
+    assert (
+        plugin.main(["--kubeconfig", str(cluster.kubeconfig), "top", "-o", "json", "--since", "2h"])
+        == 0
+    )
     assert sum(r["kills"] for r in json.loads(capsys.readouterr().out)["rows"]) == 8
     continues = [p for v, _, r, p in cluster.api.requests if r == "events" and v == "list"]
     assert len(continues) == 3  # 6 Events, 2 a page
-    assert plugin.main(["--kubeconfig", str(cluster.kubeconfig), "top", "-n", "ml",
-                        "-o", "json"]) == 0  # fmt: skip
+    assert (
+        plugin.main(["--kubeconfig", str(cluster.kubeconfig), "top", "-n", "ml", "-o", "json"]) == 0
+    )
     rows = json.loads(capsys.readouterr().out)["rows"]
     assert [r["workload"] for r in rows] == ["StatefulSet/trainer"]
 

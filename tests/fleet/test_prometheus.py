@@ -40,10 +40,13 @@ def agents_metrics(cluster: Cluster) -> Iterator[dict[str, tuple[Metrics, int]]]
 def prometheus(
     prometheus_binary: str, agents_metrics: dict[str, tuple[Metrics, int]], tmp_path: Path
 ) -> Iterator[PrometheusServer]:
-    configs = [{"targets": [f"127.0.0.1:{port}"], "labels": {"node": node}}
-               for node, (_, port) in agents_metrics.items()]  # fmt: skip
-    server = PrometheusServer(prometheus_binary, tmp_path, rule_files=[], targets=[],
-                              static_configs=configs)  # fmt: skip
+    configs = [
+        {"targets": [f"127.0.0.1:{port}"], "labels": {"node": node}}
+        for node, (_, port) in agents_metrics.items()
+    ]
+    server = PrometheusServer(
+        prometheus_binary, tmp_path, rule_files=[], targets=[], static_configs=configs
+    )
     try:
         server.wait_ready()
         yield server
@@ -60,8 +63,11 @@ def test_top_counts_the_window_from_prometheus(
     kills = incidents(cluster.now)
     # A workload whose Events expired: Prometheus still counts its two kills.
     kills["node-a"] += [kill(API, "node-a", cluster.now - 50 + i) for i in range(2)]
-    until("both agents scraped",
-          lambda: len(prometheus.query('up{job="oomwatch"} == 1')) == 2 or None, 60.0)  # fmt: skip
+    until(
+        "both agents scraped",
+        lambda: len(prometheus.query('up{job="oomwatch"} == 1')) == 2 or None,
+        60.0,
+    )
     first, later = {n: k[:1] for n, k in kills.items()}, {n: k[1:] for n, k in kills.items()}
     for batch in (first, later):  # some kills before the first scrape of their series, some after
         for node, node_kills in batch.items():
@@ -78,9 +84,12 @@ def test_top_counts_the_window_from_prometheus(
 
     done = subprocess.run(
         [kubectl, "oomwatch", "top", "--since", "3h", "--prometheus", prometheus.url, "-o", "json"],
-        capture_output=True, text=True, timeout=120, check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
         env=plugin_env(kubectl, cluster.kubeconfig),
-    )  # fmt: skip
+    )
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)
     assert data["prometheus"] and data["bucket_seconds"] == 3600
@@ -98,8 +107,11 @@ def test_top_counts_the_window_from_prometheus(
 
     table = subprocess.run(
         [kubectl, "oomwatch", "top", "--since", "3h", "--prometheus", prometheus.url],
-        capture_output=True, text=True, timeout=120, check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
         env=plugin_env(kubectl, cluster.kubeconfig),
-    ).stdout  # fmt: skip
+    ).stdout
     assert f"counts: Prometheus ({prometheus.url}), per hour" in table
     assert "~Deployment/api" in table and "workload inferred from pod names" in table

@@ -1,4 +1,4 @@
-"""`kubectl oomwatch top` leads with the diagnosis (issue 25): the Event's summary carries the
+"""`kubectl oomwatch top` leads with the diagnosis: the Event's summary carries the
 verdict code; device OOMs of one workload (no limit scope) are one row per verdict; rows
 rank by how actionable their verdict is before their kills, and a row's advice is its most
 actionable verdict's."""
@@ -16,26 +16,48 @@ from oomwatch.kube.summary import SUMMARY_ANNOTATION, kill_summary
 
 
 def _event(reason: str, summary: str, count: int, minute: int, pod: str = "trainer-0") -> Any:
-    return parse_event({
-        "metadata": {"name": f"{pod}.{minute}", "namespace": "ml",
-                     "annotations": {SUMMARY_ANNOTATION: summary}},
-        "involvedObject": {"kind": "Pod", "namespace": "ml", "name": pod,
-                           "fieldPath": "spec.containers{trainer}"},
-        "reason": reason, "message": "m",
-        "eventTime": f"2026-11-26T10:{minute:02d}:00.000000Z",
-        "series": {"count": count, "lastObservedTime": f"2026-11-26T10:{minute:02d}:30.000000Z"},
-        "reportingComponent": "oomwatch.io/agent", "reportingInstance": "oomwatch-gpu-1",
-    })  # fmt: skip
+    return parse_event(
+        {
+            "metadata": {
+                "name": f"{pod}.{minute}",
+                "namespace": "ml",
+                "annotations": {SUMMARY_ANNOTATION: summary},
+            },
+            "involvedObject": {
+                "kind": "Pod",
+                "namespace": "ml",
+                "name": pod,
+                "fieldPath": "spec.containers{trainer}",
+            },
+            "reason": reason,
+            "message": "m",
+            "eventTime": f"2026-11-26T10:{minute:02d}:00.000000Z",
+            "series": {
+                "count": count,
+                "lastObservedTime": f"2026-11-26T10:{minute:02d}:30.000000Z",
+            },
+            "reportingComponent": "oomwatch.io/agent",
+            "reportingInstance": "oomwatch-gpu-1",
+        }
+    )
 
 
 def test_device_ooms_are_a_row_per_verdict_and_fragmentation_leads() -> None:
     large = kill_summary(framework(TOO_LARGE), "StatefulSet/trainer", "trainer", "OutOfMemory")
-    fragmented = kill_summary(framework(FRAGMENTED), "StatefulSet/trainer", "trainer",
-                              "OutOfMemory")  # fmt: skip
+    fragmented = kill_summary(
+        framework(FRAGMENTED), "StatefulSet/trainer", "trainer", "OutOfMemory"
+    )
     assert json.loads(fragmented)["verdict"] == "device-fragmentation"
-    unknown = json.dumps({"v": 1, "workload": "Deployment/web", "container": "app",
-                          "scope": "container", "verdict": "limit-unknown",
-                          "findings": []})  # fmt: skip
+    unknown = json.dumps(
+        {
+            "v": 1,
+            "workload": "Deployment/web",
+            "container": "app",
+            "scope": "container",
+            "verdict": "limit-unknown",
+            "findings": [],
+        }
+    )
     sightings = [
         _event("OutOfMemory", large, 6, 1),
         _event("OutOfMemory", fragmented, 1, 2),

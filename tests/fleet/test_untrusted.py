@@ -28,35 +28,64 @@ def _printable(text: str) -> None:
 
 def _event(**summary: Any) -> dict[str, Any]:
     return {
-        "metadata": {"name": "x.1", "namespace": "shop",
-                     "annotations": {SUMMARY_ANNOTATION: json.dumps({"v": 1, **summary})}},
+        "metadata": {
+            "name": "x.1",
+            "namespace": "shop",
+            "annotations": {SUMMARY_ANNOTATION: json.dumps({"v": 1, **summary})},
+        },
         "involvedObject": {"kind": "Pod", "namespace": "shop", "name": EVIL},
-        "reason": "ContainerOOMKill", "message": EVIL,
+        "reason": "ContainerOOMKill",
+        "message": EVIL,
         "eventTime": "2026-11-26T10:00:00.000000Z",
-        "reportingComponent": "oomwatch.io/agent", "reportingInstance": "oomwatch-node-a",
-    }  # fmt: skip
+        "reportingComponent": "oomwatch.io/agent",
+        "reportingInstance": "oomwatch-node-a",
+    }
 
 
 def _object(manager: str = FIELD_MANAGER, **fields: Any) -> dict[str, Any]:
     return {
-        "apiVersion": "oomwatch.io/v1alpha1", "kind": "OOMIncident",
-        "metadata": {"name": "web-app-1", "namespace": "shop",
-                     "managedFields": [{"manager": manager, "operation": "Update"}]},
-        "workload": "Deployment/web", "container": "app", "node": "node-a", "pod": "web-1",
-        "verdictCode": "limit-container", "verdict": "killed", "kills": 7,
-        "firstSeen": "2026-11-26T09:00:00Z", "lastSeen": "2026-11-26T10:00:00Z",
-        "limit": "256Mi", "incident": {"kind": "memcg", "limit_scope": "container",
-                                       "findings": [{"code": "limit-container"}]},
+        "apiVersion": "oomwatch.io/v1alpha1",
+        "kind": "OOMIncident",
+        "metadata": {
+            "name": "web-app-1",
+            "namespace": "shop",
+            "managedFields": [{"manager": manager, "operation": "Update"}],
+        },
+        "workload": "Deployment/web",
+        "container": "app",
+        "node": "node-a",
+        "pod": "web-1",
+        "verdictCode": "limit-container",
+        "verdict": "killed",
+        "kills": 7,
+        "firstSeen": "2026-11-26T09:00:00Z",
+        "lastSeen": "2026-11-26T10:00:00Z",
+        "limit": "256Mi",
+        "incident": {
+            "kind": "memcg",
+            "limit_scope": "container",
+            "findings": [{"code": "limit-container"}],
+        },
         **fields,
-    }  # fmt: skip
+    }
 
 
 def test_forged_events_and_series_print_inert_in_top() -> None:
-    seen = parse_event(_event(workload=EVIL, container=EVIL, recommendation=EVIL,
-                              findings=[EVIL]))  # fmt: skip
+    seen = parse_event(_event(workload=EVIL, container=EVIL, recommendation=EVIL, findings=[EVIL]))
     assert seen is not None
-    series = [KillSeries({"namespace": "shop", "pod": EVIL, "container": EVIL, "scope": EVIL,
-                          "node": EVIL, "instance": ""}, (1, 2))]  # fmt: skip
+    series = [
+        KillSeries(
+            {
+                "namespace": "shop",
+                "pod": EVIL,
+                "container": EVIL,
+                "scope": EVIL,
+                "node": EVIL,
+                "instance": "",
+            },
+            (1, 2),
+        )
+    ]
     end = seen.last_s + 60
     rows = build([seen], series, [end - 3600, end], 3600)
     out = render(rows, "header", [], wide=True)

@@ -23,8 +23,14 @@ DETAILS = {"seconds_to_oom": 212.4, "confidence": 0.66, "limit_bytes": 256 << 20
 
 
 def _pod() -> Any:
-    statuses = [{"name": "app", "containerID": f"containerd://{CID}", "restartCount": 0,
-                 "state": {"running": {"startedAt": "2026-11-22T08:00:00Z"}}}]  # fmt: skip
+    statuses = [
+        {
+            "name": "app",
+            "containerID": f"containerd://{CID}",
+            "restartCount": 0,
+            "state": {"running": {"startedAt": "2026-11-22T08:00:00Z"}},
+        }
+    ]
     return decode_pod(make_pod(statuses=statuses))
 
 

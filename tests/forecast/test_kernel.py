@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from support.agent import DaemonProcess, seed_cursor_at_log_end
-from support.store import stored
+from support.store import stored, wait_stored
 
 from oomwatch.cgroups.pressure import NODE_PSI, PressureWatch
 from oomwatch.lab import ScratchMemcg, kubelet_layout, spawn_hog
@@ -44,8 +44,7 @@ def test_pressure_level_reports_failing_reclaim_before_the_kill(scratch: Scratch
 
 def test_a_real_leak_is_warned_before_its_kill(scratch: ScratchMemcg, tmp_path: Path) -> None:
     pod_uid = str(uuid.uuid4())
-    leak = kubelet_layout(scratch, pod_uid, secrets.token_hex(32),
-                          container_limit_bytes=64 * MIB)  # fmt: skip
+    leak = kubelet_layout(scratch, pod_uid, secrets.token_hex(32), container_limit_bytes=64 * MIB)
     saw = scratch.create_child("saw", 48 * MIB)
     cache = scratch.create_child("cache", 40 * MIB)
     state = tmp_path / "state"
@@ -59,11 +58,15 @@ def test_a_real_leak_is_warned_before_its_kill(scratch: ScratchMemcg, tmp_path: 
             lambda e: e.get("event") == "memory_limit_approaching", timeout_s=150
         )
         warned_at = time.monotonic()
-        gauge = re.search(rf'oomwatch_container_seconds_to_oom\{{[^}}]*pod_uid="{pod_uid}"'
-                          r"[^}]*\} ([0-9.]+)", daemon.metrics())  # fmt: skip
+        gauge = re.search(
+            rf'oomwatch_container_seconds_to_oom\{{[^}}]*pod_uid="{pod_uid}"'
+            r"[^}]*\} ([0-9.]+)",
+            daemon.metrics(),
+        )
         hog.wait(timeout=200)
         lead_s = time.monotonic() - warned_at
-        time.sleep(3)  # the kill is stored and joined
+        # the kill is stored with its warning joined (others' kills are stored too)
+        wait_stored(state, lambda i: i.task_memcg == leak.relpath and i.forecast is not None)
     finally:
         daemon.stop()
     assert hog.returncode == -9

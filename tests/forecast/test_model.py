@@ -111,8 +111,9 @@ def test_growth_past_the_earlier_peak_is_called() -> None:
 
 
 def test_cache_is_not_counted_and_usage_at_the_limit_is_no_danger() -> None:
-    sample = TimelineSample(T0, LIMIT, LIMIT, anon_bytes=100 * MIB, file_bytes=156 * MIB,
-                            shmem_bytes=6 * MIB)  # fmt: skip
+    sample = TimelineSample(
+        T0, LIMIT, LIMIT, anon_bytes=100 * MIB, file_bytes=156 * MIB, shmem_bytes=6 * MIB
+    )
     assert unreclaimable_bytes(sample) == 106 * MIB
     assert outlook([sample] * 5).forecast is None
 

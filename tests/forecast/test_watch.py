@@ -85,8 +85,12 @@ def node(tmp_path: Path) -> _Node:
 
 
 def _kill(cg: WatchedCgroup, at_s: float) -> Incident:
-    return Incident(kind="memcg", task_memcg=cg.relpath, wall_time=iso_time(at_s),
-                    victims=[Victim(pid=1, comm="leaky")])  # fmt: skip
+    return Incident(
+        kind="memcg",
+        task_memcg=cg.relpath,
+        wall_time=iso_time(at_s),
+        victims=[Victim(pid=1, comm="leaky")],
+    )
 
 
 def test_a_leak_warns_once_and_its_kill_is_joined_with_the_lead_time(node: _Node) -> None:

@@ -41,8 +41,9 @@ def light(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A fresh venv holding only the wheel of this tree, installed with no index."""
     tmp = tmp_path_factory.mktemp("light")
     wheel_dir = tmp / "wheels"
-    built = _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q",
-                  "-w", str(wheel_dir), str(REPO)])  # fmt: skip
+    built = _run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(wheel_dir), str(REPO)]
+    )
     assert built.returncode == 0, built.stderr[-3000:]
     [wheel] = wheel_dir.glob("oomwatch-*.whl")
     with zipfile.ZipFile(wheel) as archive:

@@ -1,5 +1,5 @@
 """charts/oomwatch with the real helm 4.1: lint, render over every values file, validate each
-object, and render what `kubectl kustomize daemonset/` builds (issue 15).
+object, and render what `kubectl kustomize daemonset/` builds.
 
 The chart and the kustomize base are two sources; these tests make them one in effect: for
 the same settings they must render the same objects, but for two differences kept on

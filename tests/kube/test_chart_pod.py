@@ -1,4 +1,4 @@
-"""The chart's rendered pod, run by a real container runtime, records a real OOM kill (issue 21).
+"""The chart's rendered pod, run by a real container runtime, records a real OOM kill.
 
 `helm template` renders the DaemonSet; its pod template is played by `podman kube play`
 with the image `./dev.sh image` built (support.pod says what is left out and why: the
@@ -101,8 +101,9 @@ def test_the_rendered_pod_runs_and_records_a_real_kill(
 
         assert wait_for(counted, 10.0, interval_s=0.5)
 
-        report = pod.exec("agent", "oomwatch", "report", "--store", "/var/lib/oomwatch",
-                          "--pod", uid)  # fmt: skip
+        report = pod.exec(
+            "agent", "oomwatch", "report", "--store", "/var/lib/oomwatch", "--pod", uid
+        )
         assert report.returncode == 0, report.stderr
         assert "pod-smoke" in report.stdout and str(hog.pid) in report.stdout, report.stdout
 

@@ -1,4 +1,4 @@
-"""The image installs exactly the locked Python packages (issue 14: dependencies by hash)."""
+"""The image installs exactly the locked Python packages (dependencies by hash)."""
 
 from __future__ import annotations
 
@@ -45,8 +45,11 @@ def test_every_dependency_is_pinned_with_hashes() -> None:
 
 def test_the_dockerfile_installs_only_from_the_locks() -> None:
     pip = re.compile(r"\bpip\b.*\b(install|wheel)\b")
-    steps = [line.rstrip(" \\") for line in (REPO / "Dockerfile").read_text().splitlines()
-             if pip.search(line) and not line.startswith("#")]  # fmt: skip
+    steps = [
+        line.rstrip(" \\")
+        for line in (REPO / "Dockerfile").read_text().splitlines()
+        if pip.search(line) and not line.startswith("#")
+    ]
     assert steps and all("--no-deps" in step for step in steps)
     assert all("--require-hashes" in step for step in steps if " -r " in step)
     assert {m for s in steps for m in re.findall(r"-r (\S+)", s)} == {
@@ -63,10 +66,27 @@ def test_the_locked_files_match_their_hashes(tmp_path: Path) -> None:
     """What `pip install --require-hashes` in the image checks, here: download and verify."""
     env = {**os.environ, "PIP_CONSTRAINT": ""}
     run = subprocess.run(
-        [sys.executable, "-m", "pip", "download", "-q", "--require-hashes", "--no-deps",
-         "-r", "requirements.lock", "-r", "requirements-build.lock", "-d", str(tmp_path)],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "-q",
+            "--require-hashes",
+            "--no-deps",
+            "-r",
+            "requirements.lock",
+            "-r",
+            "requirements-build.lock",
+            "-d",
+            str(tmp_path),
+        ],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert run.returncode == 0, run.stderr[-2000:]
     assert len(list(tmp_path.iterdir())) == len(locked(REPO / "requirements.lock")) + len(
         locked(REPO / "requirements-build.lock")

@@ -1,7 +1,7 @@
 """The annotate component's ValidatingAdmissionPolicy, evaluated as the API server would.
 
-Issue 14: the opt-in annotation component granted cluster-wide `pods/patch`, enough to change
-any pod's image.  RBAC cannot narrow that grant; the policy does.  Its CEL expressions are
+The opt-in annotation component needs cluster-wide `pods/patch`, enough to change any pod's
+image.  RBAC cannot narrow that grant; the policy does.  Its CEL expressions are
 evaluated here with cel-python (plain CEL: the policy uses no optional-type syntax), with the
 API server's rules around them: a policy applies when every match condition is true, and
 admits a request only when every validation is true (an error denies: failurePolicy Fail).
@@ -22,8 +22,11 @@ KEY = "oomwatch.io/last-oom-kill"
 
 
 def policy() -> dict[str, Any]:
-    (found,) = [d for d in documents(ANNOTATE_DIR / "admission-policy.yaml")
-                if d["kind"] == "ValidatingAdmissionPolicy"]  # fmt: skip
+    (found,) = [
+        d
+        for d in documents(ANNOTATE_DIR / "admission-policy.yaml")
+        if d["kind"] == "ValidatingAdmissionPolicy"
+    ]
     return found
 
 
@@ -41,8 +44,9 @@ POD = {
 }  # fmt: skip
 
 
-def request(node: str | None = "node-a", user: str = AGENT, operation: str = "UPDATE",
-            sub: str = "") -> dict[str, Any]:  # fmt: skip
+def request(
+    node: str | None = "node-a", user: str = AGENT, operation: str = "UPDATE", sub: str = ""
+) -> dict[str, Any]:
     info: dict[str, Any] = {"username": user, "groups": ["system:serviceaccounts"]}
     if node is not None:
         info["extra"] = {NODE_CLAIM: [node], "authentication.kubernetes.io/pod-name": ["o-1"]}
@@ -114,6 +118,9 @@ def test_the_binding_denies_and_the_policy_fails_closed() -> None:
     spec = policy()["spec"]
     assert spec["failurePolicy"] == "Fail"
     assert spec["matchConstraints"]["resourceRules"][0]["resources"] == ["pods", "pods/*"]
-    (binding,) = [d for d in documents(ANNOTATE_DIR / "admission-policy.yaml")
-                  if d["kind"] == "ValidatingAdmissionPolicyBinding"]  # fmt: skip
+    (binding,) = [
+        d
+        for d in documents(ANNOTATE_DIR / "admission-policy.yaml")
+        if d["kind"] == "ValidatingAdmissionPolicyBinding"
+    ]
     assert binding["spec"] == {"policyName": "oomwatch-annotate", "validationActions": ["Deny"]}

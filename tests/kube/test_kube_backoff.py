@@ -1,5 +1,5 @@
 """Retry waits after an API outage: exponential, capped, and jittered, so a thousand agents
-that failed at the same moment do not come back at the same moment (issue 15)."""
+that failed at the same moment do not come back at the same moment."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
-"""A probe file's claimed pod reaches the API only where the API backs it (issue 14).
+"""A probe file's claimed pod reaches the API only where the API backs it.
 
-Issue 14 measured a file (owner: nobody) claiming another namespace's pod UID, or only its
+The attack: a file (owner: nobody) claiming another namespace's pod UID, or only its
 cgroup: a CUDAOutOfMemory Event landed on that pod with the attacker's text in the note, and
-the annotation with --annotate-pods.  Issue 22 found the owner uid no better: any pod may run
+the annotation with --annotate-pods.  The owner uid is no better: any pod may run
 as the uid the claimed container runs as.  Now only an enforced per-pod directory vouches.
 """
 
@@ -22,14 +22,26 @@ from oomwatch.probe.join import framework_incident
 from oomwatch.probe.reader import FlightRecord
 from oomwatch.probe.schema import FrameworkOomEvent, ProbeMeta
 
-EVENT = FrameworkOomEvent(wall_s=1_700_000_000.0, mono_s=50.0, framework="torch-cuda",
-                          message="CUDA out of memory.", phase="ATTACKER-TEXT")  # fmt: skip
+EVENT = FrameworkOomEvent(
+    wall_s=1_700_000_000.0,
+    mono_s=50.0,
+    framework="torch-cuda",
+    message="CUDA out of memory.",
+    phase="ATTACKER-TEXT",
+)
 
 
 def incident_from(owner_uid: int, *, pod_dir: str | None = None, **claims: Any) -> Incident:
     meta = ProbeMeta(pid=7, comm="python", started_wall_s=1.0, started_mono_s=1.0, **claims)
-    record = FlightRecord(name="f.ring", meta=meta, samples=(), events=(EVENT,), mtime_s=1.0,
-                          owner_uid=owner_uid, pod_dir=pod_dir)  # fmt: skip
+    record = FlightRecord(
+        name="f.ring",
+        meta=meta,
+        samples=(),
+        events=(EVENT,),
+        mtime_s=1.0,
+        owner_uid=owner_uid,
+        pod_dir=pod_dir,
+    )
     return framework_incident(record, EVENT, 1_700_000_001.0, pod_dirs=pod_dir is not None)
 
 
@@ -67,9 +79,13 @@ CLAIM = {"pod_uid": UID, "namespace": "shop", "pod_name": "web-7d4b9c8f6d-x2x9z"
     ],
 )
 def test_an_unbacked_claim_sends_nothing(
-    fake_api: FakeApiServer, make_kube: Callable[..., KubeIntegration], owner: int,
-    run_as: int | None, spec: dict[str, Any], claims: dict[str, Any],
-) -> None:  # fmt: skip
+    fake_api: FakeApiServer,
+    make_kube: Callable[..., KubeIntegration],
+    owner: int,
+    run_as: int | None,
+    spec: dict[str, Any],
+    claims: dict[str, Any],
+) -> None:
     fake_api.put_pod(pod_running_as(run_as, **spec))
     kube = make_kube(annotate=True)
     wait(lambda: kube.cache.synced)
@@ -84,8 +100,8 @@ def test_an_unbacked_claim_sends_nothing(
 def test_uid_1000_claiming_another_namespaces_pod_that_runs_as_1000_sends_nothing(
     fake_api: FakeApiServer, make_kube: Callable[..., KubeIntegration]
 ) -> None:
-    """Issue 22: the owner matched the claimed container's runAsUser, and the Event went out
-    on that pod with the attacker's numbers.  Any pod may run as 1000."""
+    """An owner that matches the claimed container's runAsUser vouches for nothing (any pod
+    may run as 1000): no Event goes out on that pod with the attacker's numbers."""
     fake_api.put_pod(pod_running_as(1000))
     kube = make_kube(annotate=True)
     wait(lambda: kube.cache.synced)

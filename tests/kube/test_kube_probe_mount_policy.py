@@ -1,5 +1,5 @@
-"""The probe-pod-dirs component's ValidatingAdmissionPolicy, evaluated as the API server would
-(issue 22): a pod may mount the node's probe directory only as its own per-pod directory, so
+"""The probe-pod-dirs component's ValidatingAdmissionPolicy, evaluated as the API server would:
+a pod may mount the node's probe directory only as its own per-pod directory, so
 that directory is evidence of the pod a probe file speaks for (--probe-pod-dirs).
 
 Evaluated with cel-python (support.admission).
@@ -56,8 +56,14 @@ def test_init_and_ephemeral_containers_are_held_to_the_same_rule(where: str) -> 
 def test_pods_without_the_probe_volume_and_the_agents_namespace_are_untouched() -> None:
     plain = trainer({"emptyDir": {}}, {})
     assert admitted(plain)
-    assert admitted({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
-                     "spec": {"containers": [{"name": "c", "image": "i"}]}})  # fmt: skip
+    assert admitted(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "p"},
+            "spec": {"containers": [{"name": "c", "image": "i"}]},
+        }
+    )
     assert admitted(trainer(HOST, {}), namespace="oomwatch")
 
 

@@ -115,8 +115,13 @@ def _seed_oomincidents(fake_api: FakeApiServer, pod: dict[str, Any]) -> None:
     name but without the node label (the agent's list misses it: its create finds it)."""
     info = decode_pod(pod)
     assert info is not None
-    fingerprint = Fingerprint(info.namespace, workload_name(info.owner_kind, info.owner_name,
-                              info.name), "app", "undiagnosed", NODE)  # fmt: skip
+    fingerprint = Fingerprint(
+        info.namespace,
+        workload_name(info.owner_kind, info.owner_name, info.name),
+        "app",
+        "undiagnosed",
+        NODE,
+    )
     base = {"apiVersion": "oomwatch.io/v1alpha1", "kind": "OOMIncident", "workload": "Pod/x",
             "container": "app", "node": NODE, "verdictCode": "undiagnosed", "verdict": "v",
             "kills": 1, "firstSeen": "2026-01-01T00:00:00Z", "lastSeen": "2026-01-01T00:00:00Z",

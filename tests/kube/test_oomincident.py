@@ -104,17 +104,23 @@ def _huge() -> Incident:
         memcg_stats={f"stat{i}": i for i in range(5000)},
         tasks=[TaskRow(pid=i, name=f"worker-{i}", rss_pages=i) for i in range(20_000)],
         victims=[Victim(pid=i, comm="\x1b[2J" + "v" * 200) for i in range(2000)],
-        timeline=Timeline(samples=[TimelineSample(t_seconds=i, usage_bytes=i)
-                                   for i in range(10_000)]),
+        timeline=Timeline(
+            samples=[TimelineSample(t_seconds=i, usage_bytes=i) for i in range(10_000)]
+        ),
         k8s=PodContext(namespace="shop", pod="web-1", container="app"),
-        allocator={"source": "probe", "identity": "pod_dir", "framework": "torch-cuda",
-                   "device_samples": [{"wall_s": i} for i in range(10_000)], "note": big},
+        allocator={
+            "source": "probe",
+            "identity": "pod_dir",
+            "framework": "torch-cuda",
+            "device_samples": [{"wall_s": i} for i in range(10_000)],
+            "note": big,
+        },
         findings=[Finding("limit-container", "critical", big, {"blob": big}) for _ in range(40)],
         recommendation={"action": "resize", "message": big, "evidence": {"blob": big}},
         verdict="app was killed at its limit. " + big,
         verdict_code="limit-container",
         notes=[big] * 100,
-    )  # fmt: skip
+    )
 
 
 def test_a_huge_incident_fits_16_kib_and_still_validates() -> None:
@@ -178,7 +184,8 @@ def test_an_unvouched_allocator_stays_on_the_node() -> None:
 
 
 def test_a_crash_loop_reads_the_same_in_the_note_the_summary_and_the_object() -> None:
-    """Issue 24: the Event's summary re-diagnosed without history and lost `crash-loop`."""
+    """The note, the Event's summary and the object carry the stored diagnosis, `crash-loop`
+    included; none re-diagnoses without the history."""
     from support.fakeapi import make_pod
 
     from oomwatch.kube.pods import decode_pod
@@ -189,12 +196,15 @@ def test_a_crash_loop_reads_the_same_in_the_note_the_summary_and_the_object() ->
     stored: list[Incident] = []
     for i in range(4):
         incident = Incident(
-            kind="memcg", limit_scope="container", kernel_time_s=float(i),
-            wall_time=f"2026-11-26T10:0{i}:00+00:00", pod_uid=pod.uid,
+            kind="memcg",
+            limit_scope="container",
+            kernel_time_s=float(i),
+            wall_time=f"2026-11-26T10:0{i}:00+00:00",
+            pod_uid=pod.uid,
             memcg=MemcgUsage(usage_bytes=256 << 20, limit_bytes=256 << 20),
             victims=[Victim(pid=100 + i, comm="python", anon_rss_bytes=250 << 20)],
             k8s=PodContext(namespace=pod.namespace, pod=pod.name, container="app"),
-        )  # fmt: skip
+        )
         stored.append(history.diagnose(incident))
         history.remember(stored[-1])
     last = stored[-1]

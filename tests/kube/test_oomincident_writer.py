@@ -24,11 +24,21 @@ FAST = {"rate_per_s": 2.0, "burst": 2, "gc_interval_s": 3600.0}
 
 
 def _pod(fake_api: FakeApiServer) -> str:
-    pod = fake_api.put_pod(make_pod(statuses=[{
-        "name": "app", "containerID": f"containerd://{CID}", "restartCount": 0,
-        "image": "app:1", "imageID": "app@sha256:" + "0" * 64, "ready": True,
-        "state": {"running": {"startedAt": "2026-11-22T08:00:00Z"}},
-    }]))  # fmt: skip
+    pod = fake_api.put_pod(
+        make_pod(
+            statuses=[
+                {
+                    "name": "app",
+                    "containerID": f"containerd://{CID}",
+                    "restartCount": 0,
+                    "image": "app:1",
+                    "imageID": "app@sha256:" + "0" * 64,
+                    "ready": True,
+                    "state": {"running": {"startedAt": "2026-11-22T08:00:00Z"}},
+                }
+            ]
+        )
+    )
     return str(pod["metadata"]["uid"])
 
 
@@ -37,12 +47,16 @@ def _kills(uid: str, count: int) -> list[Incident]:
     out = []
     for i in range(count):
         incident = Incident(
-            kind="memcg", limit_scope="container", kernel_time_s=float(i), pod_uid=uid,
-            container_id=CID, wall_time=f"2026-11-26T10:{i // 60:02d}:{i % 60:02d}+00:00",
+            kind="memcg",
+            limit_scope="container",
+            kernel_time_s=float(i),
+            pod_uid=uid,
+            container_id=CID,
+            wall_time=f"2026-11-26T10:{i // 60:02d}:{i % 60:02d}+00:00",
             memcg=MemcgUsage(usage_bytes=256 << 20, limit_bytes=256 << 20),
             victims=[Victim(pid=100 + i, comm="python", anon_rss_bytes=250 << 20)],
             k8s=PodContext(namespace="shop", pod="web-7d4b9c8f6d-x2x9z", container="app"),
-        )  # fmt: skip
+        )
         out.append(history.diagnose(incident))
         history.remember(out[-1])
     return out
@@ -82,9 +96,10 @@ def test_a_storm_of_60_kills_is_one_object_counting_60_in_a_few_writes(
 
 
 def test_a_restarted_agent_goes_on_counting_and_collects_expired_objects(
-    fake_api: FakeApiServer, api_client: client.ApiClient,
+    fake_api: FakeApiServer,
+    api_client: client.ApiClient,
     make_kube: Callable[..., KubeIntegration],
-) -> None:  # fmt: skip
+) -> None:
     uid = _pod(fake_api)
     first = make_kube(incident_writer_options=FAST)
     _emit_all(fake_api, first, _kills(uid, 3))
@@ -122,10 +137,16 @@ def test_without_the_crd_the_agent_says_so_once_and_keeps_its_events(
     configuration.retries = 0
     uid = _pod(no_crd_api)
     with client.ApiClient(configuration) as api_client:
-        kube = KubeIntegration(NODE, annotate=False, submit=lambda _: None,
-                               kernel_kills_for=lambda *_: 0, api_client=api_client,
-                               watch_timeout_s=5, backoff_max_s=0.4,
-                               incident_writer_options=FAST)  # fmt: skip
+        kube = KubeIntegration(
+            NODE,
+            annotate=False,
+            submit=lambda _: None,
+            kernel_kills_for=lambda *_: 0,
+            api_client=api_client,
+            watch_timeout_s=5,
+            backoff_max_s=0.4,
+            incident_writer_options=FAST,
+        )
         kube.start()
         try:
             with caplog.at_level(logging.WARNING, logger="oomwatch.kube.incident_writer"):
@@ -151,20 +172,23 @@ class _Objects:
         self.calls.append("list")
         return {"items": list(self.objects.values())}
 
-    def create_namespaced_custom_object(self, g: str, v: str, ns: str, p: str, body: Any,
-                                        **kw: Any) -> Any:  # fmt: skip
+    def create_namespaced_custom_object(
+        self, g: str, v: str, ns: str, p: str, body: Any, **kw: Any
+    ) -> Any:
         self.calls.append("create")
         self.objects[(ns, body["metadata"]["name"])] = body
         return body
 
-    def patch_namespaced_custom_object(self, g: str, v: str, ns: str, p: str, name: str,
-                                       body: Any, **kw: Any) -> Any:  # fmt: skip
+    def patch_namespaced_custom_object(
+        self, g: str, v: str, ns: str, p: str, name: str, body: Any, **kw: Any
+    ) -> Any:
         self.calls.append("patch")
         self.objects[(ns, name)].update({k: v for k, v in body.items() if k != "metadata"})
         return self.objects[(ns, name)]
 
-    def delete_namespaced_custom_object(self, g: str, v: str, ns: str, p: str, name: str,
-                                        **kw: Any) -> Any:  # fmt: skip
+    def delete_namespaced_custom_object(
+        self, g: str, v: str, ns: str, p: str, name: str, **kw: Any
+    ) -> Any:
         self.calls.append("delete")
         return self.objects.pop((ns, name))
 
@@ -179,8 +203,9 @@ def test_a_namespace_keeps_at_most_its_cap_of_a_nodes_objects() -> None:
     for i, workload in enumerate(("Deployment/a", "Deployment/b", "Deployment/c")):
         fp = Fingerprint("shop", workload, "app", "limit-container", NODE)
         seen = f"2026-11-26T10:0{i}:00Z"
-        obj = build_object(_kills("uid", 1)[0], fp, pod="p", kills=1, first_seen=seen,
-                           last_seen=seen)  # fmt: skip
+        obj = build_object(
+            _kills("uid", 1)[0], fp, pod="p", kills=1, first_seen=seen, last_seen=seen
+        )
         writer.offer(fp, obj, seen)
         while writer.pending():
             writer._turn(stop)

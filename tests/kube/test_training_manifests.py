@@ -64,26 +64,31 @@ def test_the_training_pods_pass_pod_security_restricted(name: str) -> None:
     pod = job["spec"]["template"]["spec"]
     assert restricted_violations(pod) == []
     # ... and the checker does refuse what the DaemonSet's own pods need (hostPath, privilege)
-    [daemonset] = [d for d in yaml.safe_load_all((REPO / "daemonset" / "daemonset.yaml")
-                                                 .read_text()) if d]  # fmt: skip
+    [daemonset] = [
+        d for d in yaml.safe_load_all((REPO / "daemonset" / "daemonset.yaml").read_text()) if d
+    ]
     refused = restricted_violations(daemonset["spec"]["template"]["spec"])
     assert any("hostPath" in r for r in refused) and any("privilege" in r for r in refused)
 
 
 def test_the_claim_is_the_directory_the_agent_reads() -> None:
     pv, pvc = _docs("probe-volume.yaml")
-    [daemonset] = [d for d in yaml.safe_load_all((REPO / "daemonset" / "daemonset.yaml")
-                                                 .read_text()) if d]  # fmt: skip
+    [daemonset] = [
+        d for d in yaml.safe_load_all((REPO / "daemonset" / "daemonset.yaml").read_text()) if d
+    ]
     [probe] = [v for v in daemonset["spec"]["template"]["spec"]["volumes"] if v["name"] == "probe"]
     assert pv["spec"]["hostPath"]["path"] == probe["hostPath"]["path"]
-    assert pv["spec"]["claimRef"] == {"namespace": pvc["metadata"]["namespace"],
-                                      "name": pvc["metadata"]["name"]}  # fmt: skip
+    assert pv["spec"]["claimRef"] == {
+        "namespace": pvc["metadata"]["namespace"],
+        "name": pvc["metadata"]["name"],
+    }
     assert pvc["spec"]["volumeName"] == pv["metadata"]["name"]
     for name in JOBS:
         [job] = _docs(name)
         assert job["metadata"]["namespace"] == pvc["metadata"]["namespace"]
-        [claim] = [v for v in job["spec"]["template"]["spec"]["volumes"]
-                   if "persistentVolumeClaim" in v]  # fmt: skip
+        [claim] = [
+            v for v in job["spec"]["template"]["spec"]["volumes"] if "persistentVolumeClaim" in v
+        ]
         assert claim["persistentVolumeClaim"]["claimName"] == pvc["metadata"]["name"]
 
 

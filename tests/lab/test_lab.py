@@ -10,6 +10,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from support.kernel_tree import KernelTree
 
 from oomwatch.cgroup_identity import identify
 from oomwatch.incident import CgroupDriver, QosClass
@@ -32,9 +33,13 @@ kernel = pytest.mark.kernel
 
 
 def _memcg_of(pid: int) -> str:
-    for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines():
-        _, controllers, path = line.split(":", 2)
+    """The process's memory cgroup: v1's `memory` line, else v2's unified `0::` line."""
+    lines = [line.split(":", 2) for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines()]
+    for _, controllers, path in lines:
         if "memory" in controllers.split(","):
+            return path
+    for hierarchy, controllers, path in lines:
+        if (hierarchy, controllers) == ("0", ""):
             return path
     raise AssertionError(f"pid {pid} has no memory cgroup line")
 
@@ -47,15 +52,17 @@ def _gone(pid: int) -> bool:
 
 
 @kernel
-def test_hog_joins_memcg_before_allocating(scratch: ScratchMemcg) -> None:
+def test_hog_joins_memcg_before_allocating(kernel_tree: KernelTree) -> None:
+    scratch = kernel_tree.scratch
     memcg = scratch.create_child("c", 96 * MIB)
     hog = spawn_hog(memcg, "idle", mb=40, comm="joiner")
     assert hog.pid in memcg.pids()
     assert _memcg_of(hog.pid) == memcg.relpath
-    assert hog.wait_for("holding") == "holding"
+    assert hog.wait_for("holding", timeout_s=60) == "holding"
     # Every allocated page was charged here, so the hog joined before it allocated.
-    assert memcg.usage_bytes() >= 40 * MIB
-    assert memcg.stat()["rss"] >= 40 * MIB
+    assert memcg.usage_bytes() >= 40 * MIB  # memory.usage_in_bytes / memory.current
+    assert memcg.stat()[kernel_tree.anon_stat] >= 40 * MIB
+    assert memcg.limit_bytes() == 96 * MIB and scratch.limit_bytes() == 256 * MIB
 
 
 @kernel

@@ -66,8 +66,11 @@ def _framework_pods(state_dir: Path) -> list[str | None]:
         return []  # not created yet
     try:
         # The pod the file claims (unvouched in standalone mode: no pod identity taken)
-        return [(i.allocator or {})["claimed"]["pod_uid"]
-                for i in store.query() if i.kind == "framework"]  # fmt: skip
+        return [
+            (i.allocator or {})["claimed"]["pod_uid"]
+            for i in store.query()
+            if i.kind == "framework"
+        ]
     finally:
         store.close()
 
@@ -83,11 +86,24 @@ def test_the_running_agent_reads_only_files_of_allowed_owners(tmp_path: Path) ->
     (tmp_path / "cgroup").mkdir()
     setup_logging("json", stream=io.StringIO())
     config = _resolve(
-        "--standalone", "--node-name", "test-node", "--metrics-address", "127.0.0.1:0",
-        "--state-dir", str(tmp_path / "state"), "--cgroup-root", str(tmp_path / "cgroup"),
-        "--kmsg", str(fifo), "--probe-dir", str(probe_dir), "--sample-interval-s", "0.1",
-        "--probe-allowed-uids", "1000",
-    )  # fmt: skip
+        "--standalone",
+        "--node-name",
+        "test-node",
+        "--metrics-address",
+        "127.0.0.1:0",
+        "--state-dir",
+        str(tmp_path / "state"),
+        "--cgroup-root",
+        str(tmp_path / "cgroup"),
+        "--kmsg",
+        str(fifo),
+        "--probe-dir",
+        str(probe_dir),
+        "--sample-interval-s",
+        "0.1",
+        "--probe-allowed-uids",
+        "1000",
+    )
     try:
         with agent_thread(config):
             assert wait_for(lambda: bool(_framework_pods(config.state_dir)), 10.0)

@@ -27,10 +27,12 @@ from oomwatch.report import facts, page
 torch = pytest.importorskip("torch")
 
 MiB, GiB = 1 << 20, 1 << 30
-OOM = ("CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.15 GiB"
-       " of which 1.10 GiB is free. Including non-PyTorch memory, this process has 78.03 GiB"
-       " memory in use. Of the allocated memory 70.40 GiB is allocated by PyTorch, and 6.91 GiB"
-       " is reserved by PyTorch but unallocated.")  # fmt: skip
+OOM = (
+    "CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.15 GiB"
+    " of which 1.10 GiB is free. Including non-PyTorch memory, this process has 78.03 GiB"
+    " memory in use. Of the allocated memory 70.40 GiB is allocated by PyTorch, and 6.91 GiB"
+    " is reserved by PyTorch but unallocated."
+)
 
 
 def block(size: int, state: str) -> dict[str, Any]:
@@ -41,14 +43,19 @@ def segment(device: int, blocks: list[dict[str, Any]], kind: str = "large") -> d
     """One cudaMalloc'd segment as `torch.cuda.memory_snapshot()` lists it."""
     live = [b for b in blocks if b["state"] != "inactive"]
     return {
-        "device": device, "address": 0, "stream": 0, "segment_type": kind,
-        "segment_pool_id": (0, 0), "is_expandable": False, "frames": [],
+        "device": device,
+        "address": 0,
+        "stream": 0,
+        "segment_type": kind,
+        "segment_pool_id": (0, 0),
+        "is_expandable": False,
+        "frames": [],
         "total_size": sum(b["size"] for b in blocks),
         "allocated_size": sum(b["size"] for b in live if b["state"] == "active_allocated"),
         "active_size": sum(b["size"] for b in live),
         "requested_size": sum(b["size"] for b in live),
         "blocks": blocks,
-    }  # fmt: skip
+    }
 
 
 # Device 0 after a long run: 7 GiB free inside the segments, in pieces of at most 1.5 GiB;
@@ -79,12 +86,25 @@ def test_the_summary_of_one_devices_segments() -> None:
     assert summary["largest_segments"][0]["blocks"] == 3
     assert summarize_segments(SEGMENTS, 7) is None
     assert summarize_segments([{"device": 0, "total_size": "junk", "blocks": "x"}], 0) == {
-        "device": 0, "segments": 1, "reserved_bytes": 0, "allocated_bytes": 0, "active_bytes": 0,
-        "inactive_split_bytes": 0, "largest_free_block_bytes": 0, "fragmentation": 0.0,
-        "largest_segments": [{"total_bytes": 0, "allocated_bytes": 0, "active_bytes": 0,
-                              "largest_free_block_bytes": 0, "blocks": 0,
-                              "segment_type": None}],
-    }  # fmt: skip
+        "device": 0,
+        "segments": 1,
+        "reserved_bytes": 0,
+        "allocated_bytes": 0,
+        "active_bytes": 0,
+        "inactive_split_bytes": 0,
+        "largest_free_block_bytes": 0,
+        "fragmentation": 0.0,
+        "largest_segments": [
+            {
+                "total_bytes": 0,
+                "allocated_bytes": 0,
+                "active_bytes": 0,
+                "largest_free_block_bytes": 0,
+                "blocks": 0,
+                "segment_type": None,
+            }
+        ],
+    }
 
 
 @pytest.fixture
@@ -107,8 +127,7 @@ def cuda_in_use(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
 
 
 def _recorded(tmp_path: Path) -> Incident:
-    probe = probe_module.start(tmp_path, interval_s=3600, excepthooks=False,
-                               env=lambda _: None)  # fmt: skip
+    probe = probe_module.start(tmp_path, interval_s=3600, excepthooks=False, env=lambda _: None)
     try:
         for step in range(3):
             probe.set_phase("train", epoch=1, step=step, batch_size=512)
@@ -158,13 +177,22 @@ def test_the_device_has_its_own_axis_in_the_html_plot(
     # A kernel kill of a probed trainer: 300 MiB of host memory beside 64 MiB... and 70 GiB of
     # GPU memory: each on its own axis, the host axis not squashed by the device's.
     start = 1_700_000_000.0
-    samples = [TimelineSample(start + t, (100 + t) * MiB, 300 * MiB, (100 + t) * MiB)
-               for t in range(60)]  # fmt: skip
-    device = [{"wall_s": start + t, "allocated_bytes": 70 * GiB, "reserved_bytes": 75 * GiB}
-              for t in range(0, 60, 5)]  # fmt: skip
-    kill = diagnose(Incident(kind="memcg", limit_scope="container", task_memcg="/c",
-                             timeline=Timeline(samples=samples),
-                             allocator={"device_samples": device}))  # fmt: skip
+    samples = [
+        TimelineSample(start + t, (100 + t) * MiB, 300 * MiB, (100 + t) * MiB) for t in range(60)
+    ]
+    device = [
+        {"wall_s": start + t, "allocated_bytes": 70 * GiB, "reserved_bytes": 75 * GiB}
+        for t in range(0, 60, 5)
+    ]
+    kill = diagnose(
+        Incident(
+            kind="memcg",
+            limit_scope="container",
+            task_memcg="/c",
+            timeline=Timeline(samples=samples),
+            allocator={"device_samples": device},
+        )
+    )
     html = page.render([kill], [], "test")
     host_ticks = re.findall(r'class="tick tick-y"[^>]*>([^<]*)<', html)
     device_ticks = re.findall(r'class="tick tick-device"[^>]*>([^<]*)<', html)
@@ -175,8 +203,9 @@ def test_the_device_has_its_own_axis_in_the_html_plot(
 def test_the_daemon_refuses_a_forged_snapshot() -> None:
     """The snapshot comes from a file any pod can write: a closed schema, like every field."""
     good = summarize_segments(SEGMENTS, 0)
-    event = FrameworkOomEvent(wall_s=1.0, mono_s=1.0, framework="torch-cuda", message="x",
-                              snapshot=good)  # fmt: skip
+    event = FrameworkOomEvent(
+        wall_s=1.0, mono_s=1.0, framework="torch-cuda", message="x", snapshot=good
+    )
     assert event_from_payload(to_payload(event), seq=1).snapshot == good
     for forged, why in (
         ({**(good or {}), "owner": "root"}, "unknown keys"),

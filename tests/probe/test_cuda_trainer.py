@@ -25,8 +25,13 @@ def test_cuda_oom_in_grand_scoring_is_recorded(tmp_path: Path) -> None:
             "--hidden", "4096", "--score-runs", "1", "--score-epochs", "1",
             "--grand-chunk", "20000", "--score-only", "--device", "cuda",
             "--probe-dir", str(tmp_path)]  # fmt: skip
-    run = subprocess.run([sys.executable, "-m", "examples.pruning_trainer", *args], cwd=REPO,
-                         capture_output=True, text=True, timeout=600)  # fmt: skip
+    run = subprocess.run(
+        [sys.executable, "-m", "examples.pruning_trainer", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert run.returncode != 0 and "OutOfMemoryError" in run.stderr, run.stderr[-2000:]
     (record,) = ProbeDirReader(tmp_path).read_all()
     (event,) = record.events

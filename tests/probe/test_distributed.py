@@ -1,4 +1,4 @@
-"""Distributed training (issue 25): the probe records the rank, the world size and the launch;
+"""Distributed training: the probe records the rank, the world size and the launch;
 the ranks of one launch that run out together are one incident naming the first to run out
 and its device.  The slow test runs torchrun with two CPU ranks (gloo): rank 1 raises torch's
 OOM, torchrun SIGTERMs rank 0, as it does on a GPU (shared/notes/verified-here.md)."""
@@ -45,12 +45,21 @@ def test_the_launch_comes_from_torchruns_environment() -> None:
 def _rank(probe_dir: Path, rank: int, mono_s: float, job: str = "run-1/0") -> None:
     identity = {"rank": rank, "local_rank": rank, "world_size": 2, "job_id": job}
     probe = Probe(probe_dir, pod_uid=POD_UID, container="trainer", distributed=identity)
-    message = (f"CUDA out of memory. Tried to allocate 1024.00 GiB. GPU {rank} has a total"
-               " capacity of 79.18 GiB of which 78.60 GiB is free.")  # fmt: skip
-    probe._write_event(FrameworkOomEvent(wall_s=1.7e9 + mono_s, mono_s=mono_s,
-                                         framework="torch-cuda", message=message,
-                                         device=f"cuda:{rank}", requested_bytes=1 << 40,
-                                         total_bytes=85_018_755_072))  # fmt: skip
+    message = (
+        f"CUDA out of memory. Tried to allocate 1024.00 GiB. GPU {rank} has a total"
+        " capacity of 79.18 GiB of which 78.60 GiB is free."
+    )
+    probe._write_event(
+        FrameworkOomEvent(
+            wall_s=1.7e9 + mono_s,
+            mono_s=mono_s,
+            framework="torch-cuda",
+            message=message,
+            device=f"cuda:{rank}",
+            requested_bytes=1 << 40,
+            total_bytes=85_018_755_072,
+        )
+    )
     probe.stop()
 
 
@@ -61,8 +70,10 @@ def test_ranks_that_run_out_together_are_one_incident(tmp_path: Path) -> None:
     _rank(probe_dir, 1, mono_s=900.0, job="run-1/1")  # the restarted launch: its own
     # each rank its own file in one container; the restarted rank 1 renamed its own
     assert sorted(p.name for p in probe_dir.iterdir()) == [
-        f"{POD_UID}.trainer.r0.ring", f"{POD_UID}.trainer.r1.prev.ring",
-        f"{POD_UID}.trainer.r1.ring"]  # fmt: skip
+        f"{POD_UID}.trainer.r0.ring",
+        f"{POD_UID}.trainer.r1.prev.ring",
+        f"{POD_UID}.trainer.r1.ring",
+    ]
     source = FrameworkOomSource(probe_dir, clock=clock)
     assert source.poll() == []  # held for the window
     clock.now += JOB_WINDOW_S
@@ -72,7 +83,9 @@ def test_ranks_that_run_out_together_are_one_incident(tmp_path: Path) -> None:
     alloc = first.allocator or {}
     assert (alloc["rank"], alloc["device"], alloc["world_size"]) == (1, "cuda:1", 2)
     assert [(r["rank"], r["device"], r["after_s"]) for r in alloc["ranks"]] == [
-        (1, "cuda:1", 0.0), (0, "cuda:0", 0.3)]  # fmt: skip
+        (1, "cuda:1", 0.0),
+        (0, "cuda:0", 0.3),
+    ]
     assert "on cuda:1 as rank 1 of 2" in (first.verdict or "")
     assert "the first of 2 ranks to run out" in first.findings[0].message
     validate_stored(first.to_dict())  # the JSON contract holds the new fields
@@ -112,10 +125,23 @@ def test_torchrun_two_ranks_one_runs_out(tmp_path: Path) -> None:
            "OOMWATCH_CONTAINER_NAME": "trainer", "PYTHONPATH": str(REPO),
            "PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1"}  # fmt: skip
     run = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-         "--max-restarts", "0", str(script)],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc-per-node",
+            "2",
+            "--max-restarts",
+            "0",
+            str(script),
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert run.returncode != 0 and "OutOfMemoryError" in run.stderr, run.stderr[-2000:]
     clock = FakeClock()
     source = FrameworkOomSource(probe_dir, clock=clock)

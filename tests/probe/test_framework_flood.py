@@ -1,5 +1,5 @@
-"""Issue 22: 100 one-event probe files under 100 owner uids drained the node's framework
-budget; a real trainer's OOM was then dropped and marked seen forever.  Now vouched sources
+"""100 one-event probe files under 100 owner uids cannot drain the budget a real trainer's
+OOM needs, nor get it dropped and marked seen forever: vouched sources
 (per-pod directories) have a budget of their own, and a refused event waits in its file to be
 recorded once its source has tokens, counted and summarised meanwhile."""
 
@@ -26,9 +26,16 @@ pytestmark = pytest.mark.skipif(os.getuid() != 0, reason="chown to 100 owners ne
 def one_event(path: Path, owner: int, pod_uid: str | None) -> None:
     meta = replace(META, pod_uid=pod_uid, cgroup=None)
     writer = RingWriter(str(path), to_payload(meta))
-    writer.write_event(to_payload(FrameworkOomEvent(
-        wall_s=1_700_000_005.5, mono_s=1005.5, framework="torch-cuda",
-        message="CUDA out of memory.")))  # fmt: skip
+    writer.write_event(
+        to_payload(
+            FrameworkOomEvent(
+                wall_s=1_700_000_005.5,
+                mono_s=1005.5,
+                framework="torch-cuda",
+                message="CUDA out of memory.",
+            )
+        )
+    )
     writer.close()
     os.chown(path, owner, owner)
 
@@ -40,8 +47,9 @@ def flood(probe_dir: Path) -> None:
 
 def source(probe_dir: Path, clock: FakeClock, pod_dirs: bool) -> FrameworkOomSource:
     reader = ProbeDirReader(probe_dir, ReaderLimits(max_age_s=1e12))
-    return FrameworkOomSource(probe_dir, reader=reader, pod_dirs=pod_dirs,
-                              rate=RateLimit(clock=clock))  # fmt: skip
+    return FrameworkOomSource(
+        probe_dir, reader=reader, pod_dirs=pod_dirs, rate=RateLimit(clock=clock)
+    )
 
 
 def test_the_real_trainers_oom_is_recorded_after_a_100_uid_flood(

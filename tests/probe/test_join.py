@@ -121,8 +121,13 @@ def test_framework_oom_becomes_one_incident_with_its_claims_as_text(probe_dir: P
     alloc = incident.allocator
     assert alloc is not None and alloc["framework"] == "torch-cuda"
     assert alloc["identity"] == "unverified" and alloc["owner_uid"] == os.getuid()
-    assert alloc["claimed"] == {"pod_uid": META.pod_uid, "namespace": "ml", "pod": "trainer-0",
-                                "container": "trainer", "cgroup": META.cgroup}  # fmt: skip
+    assert alloc["claimed"] == {
+        "pod_uid": META.pod_uid,
+        "namespace": "ml",
+        "pod": "trainer-0",
+        "container": "trainer",
+        "cgroup": META.cgroup,
+    }
     assert alloc["requested_bytes"] == 2 << 30 and alloc["phase"] == "grand_scoring"
     assert alloc["last_sample"]["step"] == 4
     assert "\x1b" not in alloc["message"] and "\\x1b[2J" in alloc["message"]
@@ -143,8 +148,11 @@ def test_a_per_pod_directory_vouches_for_its_pod_only_when_enforced(probe_dir: P
     assert incident.allocator["file"] == f"{uid}/1b2c-44.trainer.ring"
     # a file in pod A's directory that claims pod B is believed for neither
     _write_oom(probe_dir / uid, replace(META, pod_uid="ffff0000-9999", cgroup=None), "b.ring")
-    lying = [i for i in FrameworkOomSource(probe_dir, pod_dirs=True).poll(1_700_000_006.0)
-             if i.allocator and i.allocator["file"].endswith("/b.ring")]  # fmt: skip
+    lying = [
+        i
+        for i in FrameworkOomSource(probe_dir, pod_dirs=True).poll(1_700_000_006.0)
+        if i.allocator and i.allocator["file"].endswith("/b.ring")
+    ]
     assert [i.pod_uid for i in lying] == [None]
 
 
@@ -220,7 +228,7 @@ def test_the_enricher_refuses_a_pod_uid_its_memcg_contradicts(probe_dir: Path) -
 
 
 def test_with_pod_dirs_a_file_joins_only_its_own_pods_kill(probe_dir: Path) -> None:
-    """Issue 22: the kernel-kill join held to the identity rule.  A file of the same owner in
+    """The kernel-kill join holds to the identity rule.  A file of the same owner in
     another pod's directory (or above them all) claiming the killed container's memcg is no
     evidence about that kill; the one in the killed pod's directory is."""
     victim_uid, other_uid = "1b2c0000-4444", "ffff0000-9999"

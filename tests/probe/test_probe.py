@@ -10,10 +10,11 @@ import time
 from pathlib import Path
 
 import pytest
+from support import until
 
 import oomwatch.probe
 from oomwatch.probe.probe import flight_record_name, framework_of, own_memory_cgroup
-from oomwatch.probe.reader import ProbeDirReader
+from oomwatch.probe.reader import FlightRecord, ProbeDirReader
 from oomwatch.probe.sampler import RollupBudget, parse_kb_fields, process_memory
 
 
@@ -29,8 +30,12 @@ def test_two_line_use_samples_and_records_the_phase(probe_dir: Path) -> None:
         assert first.phase == "grand_scoring"  # a new phase is written at once
         assert (first.epoch, first.step, first.batch_size) == (2, 7, 256)
         probe.set_phase("grand_scoring", epoch=2, step=8, batch_size=256)
-        time.sleep(0.3)
-        record = ProbeDirReader(probe_dir).read_one(probe.path.name)
+
+        def sampled_on() -> FlightRecord | None:  # the sampler thread keeps sampling
+            record = ProbeDirReader(probe_dir).read_one(probe.path.name)
+            return record if len(record.samples) >= 4 and record.samples[-1].step == 8 else None
+
+        record = until("four samples, the last at step 8", sampled_on, timeout_s=10.0)
     finally:
         probe.stop()
     assert len(record.samples) >= 4  # the sampler thread kept sampling

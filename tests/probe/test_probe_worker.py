@@ -1,4 +1,4 @@
-"""Issue 22: nothing a pod does to the probe directory slows the kernel log's loop.  The
+"""Nothing a pod does to the probe directory slows the kernel log's loop.  The
 walks run on the probe worker's thread; the framework-OOM source and the allocator join read
 its snapshot, and the loop's thread never lists, stats or opens a probe file."""
 
@@ -47,8 +47,13 @@ def test_the_loops_thread_never_touches_the_probe_directory(
             monkeypatch.setattr(os, name, watch(name))
         enricher = ProbeEnricher(tmp_path, reader=worker)
         victims = [Victim(pid=999, comm="python3")]
-        kill = Incident(kind="memcg", kernel_time_s=1007.4, boot_id="b0",
-                        task_memcg=META.cgroup, victims=victims)  # fmt: skip
+        kill = Incident(
+            kind="memcg",
+            kernel_time_s=1007.4,
+            boot_id="b0",
+            task_memcg=META.cgroup,
+            victims=victims,
+        )
         assert enricher.enrich(kill) and kill.allocator is not None  # from the snapshot
         FrameworkOomSource(tmp_path, reader=worker).poll()
         assert touched == []
@@ -69,8 +74,14 @@ def test_a_kill_waits_for_a_walk_begun_after_it(tmp_path: Path) -> None:
         killed_at_s = time.time()
         enricher = ProbeEnricher(tmp_path, reader=worker)
         victims = [Victim(pid=999, comm="python3")]
-        kill = Incident(kind="memcg", kernel_time_s=1007.4, boot_id="b0", task_memcg=META.cgroup,
-                        victims=victims, detected_at=iso_time(killed_at_s))  # fmt: skip
+        kill = Incident(
+            kind="memcg",
+            kernel_time_s=1007.4,
+            boot_id="b0",
+            task_memcg=META.cgroup,
+            victims=victims,
+            detected_at=iso_time(killed_at_s),
+        )
         assert enricher.enrich(kill) is False and kill.allocator is None  # a walk is asked for
         while worker.walks < 2 and time.monotonic() < deadline:
             time.sleep(0.01)

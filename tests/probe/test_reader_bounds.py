@@ -1,4 +1,4 @@
-"""The reader's bounds (issue 14): what a hostile pod's files cost, and what they cannot do.
+"""The reader's bounds: what a hostile pod's files cost, and what they cannot do.
 
 Each test measures its bound: memory held (tracemalloc), opens of a device (inotify), walks
 until a real file is read behind junk, and that one bad file refuses only itself.
@@ -39,23 +39,46 @@ def largest_sample(i: int) -> dict[str, Any]:
     counts = ("allocated_bytes", "allocated_peak_bytes", "reserved_bytes", "reserved_peak_bytes",
               "active_bytes", "active_peak_bytes", "inactive_split_bytes", "num_alloc_retries",
               "num_ooms")  # fmt: skip
-    return {"wall_s": time.time() - 1, "mono_s": 1000.0 + i, "rss_bytes": 1 << 30,
-            "uss_bytes": 1 << 29, "anon_bytes": 1 << 29, "anon_huge_bytes": 1 << 20,
-            "shmem_bytes": 1 << 20, "swap_bytes": 0, "phase": "p" * 128, "epoch": 3, "step": i,
-            "batch_size": 256, "cuda": {"device": "cuda:0", **{k: i + 1 for k in counts}},
-            "tf": {"device": "GPU:0" + "x" * 100, "current_bytes": i, "peak_bytes": i}}  # fmt: skip
+    return {
+        "wall_s": time.time() - 1,
+        "mono_s": 1000.0 + i,
+        "rss_bytes": 1 << 30,
+        "uss_bytes": 1 << 29,
+        "anon_bytes": 1 << 29,
+        "anon_huge_bytes": 1 << 20,
+        "shmem_bytes": 1 << 20,
+        "swap_bytes": 0,
+        "phase": "p" * 128,
+        "epoch": 3,
+        "step": i,
+        "batch_size": 256,
+        "cuda": {"device": "cuda:0", **{k: i + 1 for k in counts}},
+        "tf": {"device": "GPU:0" + "x" * 100, "current_bytes": i, "peak_bytes": i},
+    }
 
 
 def largest_event(i: int) -> dict[str, Any]:
-    return {"wall_s": time.time() - 1, "mono_s": 1000.0 + i, "framework": "torch-cuda",
-            "message": "m" * 1200, "device": "cuda:0", "requested_bytes": 1 << 30,
-            "free_bytes": 1, "total_bytes": 2, "allocated_bytes": 3,
-            "reserved_unallocated_bytes": 4, "phase": "p" * 128, "epoch": 1, "step": i,
-            "batch_size": 8}  # fmt: skip
+    return {
+        "wall_s": time.time() - 1,
+        "mono_s": 1000.0 + i,
+        "framework": "torch-cuda",
+        "message": "m" * 1200,
+        "device": "cuda:0",
+        "requested_bytes": 1 << 30,
+        "free_bytes": 1,
+        "total_bytes": 2,
+        "allocated_bytes": 3,
+        "reserved_unallocated_bytes": 4,
+        "phase": "p" * 128,
+        "epoch": 1,
+        "step": i,
+        "batch_size": 8,
+    }
 
 
-def image(geometry: RingGeometry, samples: int, events: int,
-          raw: dict[int, bytes] | None = None) -> bytes:  # fmt: skip
+def image(
+    geometry: RingGeometry, samples: int, events: int, raw: dict[int, bytes] | None = None
+) -> bytes:
     data = bytearray(geometry.file_bytes)
     data[:HEADER_BYTES] = encode_header(geometry, to_payload(META))
     for seq in range(1, samples + 1):
@@ -73,7 +96,8 @@ def image(geometry: RingGeometry, samples: int, events: int,
 
 
 def test_110_full_files_are_held_under_one_budget(probe_dir: Path) -> None:
-    """Issue 14: 110 valid 1 MB files took the agent to 276 MB RSS (limit 192 MiB)."""
+    """110 valid 1 MB files are held under one byte budget, not each in full (they once took
+    the agent to 276 MB RSS against its 192 MiB limit)."""
     one = image(FULL, FULL.sample_slots, FULL.event_slots)
     for i in range(110):
         (probe_dir / f"t{i}.ring").write_bytes(one)
@@ -112,7 +136,8 @@ def test_the_cost_estimates_bound_what_records_really_hold(probe_dir: Path) -> N
 def test_a_nesting_bomb_refuses_its_file_and_nothing_else(
     probe_dir: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """Issue 14: 1.3 KB of `[` raised RecursionError out of the reader, node-wide."""
+    """A JSON nesting bomb (1.3 KB of `[`) refuses its file alone; no RecursionError escapes
+    the reader."""
     geometry = RingGeometry(slot_bytes=2048, sample_slots=4, event_slots=1)
     (probe_dir / "bomb.ring").write_bytes(image(geometry, 0, 0, raw={1: b"[" * 1300}))
     (probe_dir / "objects.ring").write_bytes(image(geometry, 0, 0, raw={1: b'{"a":' * 300}))
@@ -155,7 +180,7 @@ def opens_of(directory: Path, name: str, action: Any) -> int:
 
 
 def test_a_device_node_is_never_opened(probe_dir: Path, caplog: pytest.LogCaptureFixture) -> None:
-    """Issue 14: a device node named x.ring was opened before its type was checked."""
+    """A device node named x.ring is refused by its type before anything opens it."""
     os.mknod(probe_dir / "x.ring", stat.S_IFCHR | 0o666, os.makedev(1, 3))  # /dev/null
     reader = ProbeDirReader(probe_dir)
     with caplog.at_level(logging.WARNING):
@@ -183,7 +208,8 @@ def test_a_file_swapped_for_a_device_after_the_check_is_not_opened(
 
 
 def test_junk_delays_a_real_file_by_a_few_walks_only(probe_dir: Path) -> None:
-    """Issue 14: past 1,024 junk entries a real trainer's file was never read."""
+    """Behind 5,000 junk entries (more than a walk looks at) a real trainer's file is still
+    read, a few walks later."""
     write_record(probe_dir, "trainer.ring")
     for i in range(5000):
         (probe_dir / f"junk-{i}").write_bytes(b"")

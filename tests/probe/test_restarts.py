@@ -1,4 +1,4 @@
-"""One incident per framework OOM however often the writer restarts (issue 25).
+"""One incident per framework OOM however often the writer restarts.
 
 A container restarted in its pod keeps its pod UID and container name, so its probe writes
 the same `<pod uid>.<container>.ring` and renames the previous run's file to `.prev.ring`;
@@ -52,8 +52,14 @@ def _run_writer(probe_dir: Path, step: int) -> None:
         "PYTHONPATH": str(REPO),
         "PATH": "/usr/bin:/bin",
     }
-    run = subprocess.run([sys.executable, "-c", WRITER, str(step)], cwd=REPO, env=env,
-                         capture_output=True, text=True, timeout=60)  # fmt: skip
+    run = subprocess.run(
+        [sys.executable, "-c", WRITER, str(step)],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert run.returncode == 1 and "OutOfMemoryError" in run.stderr, run.stderr
 
 
@@ -78,7 +84,9 @@ def test_five_restarts_in_one_identity_are_five_incidents(tmp_path: Path) -> Non
     # Each run's OOM once when it happens; the restarted agent's first poll adds nothing.
     assert added == [1, 1, 1, 0, 1, 1]
     assert sorted(p.name for p in probe_dir.iterdir()) == [
-        f"{POD_UID}.trainer.prev.ring", f"{POD_UID}.trainer.ring"]  # fmt: skip
+        f"{POD_UID}.trainer.prev.ring",
+        f"{POD_UID}.trainer.ring",
+    ]
     stored = [i for i in store.query() if i.kind == "framework"]
     store.close()
     source.close()
@@ -109,9 +117,15 @@ def test_a_renamed_file_keeps_its_events_known(tmp_path: Path) -> None:
     added = []
     for step in range(3):
         probe = Probe(probe_dir, pod_uid=POD_UID, container="trainer")
-        probe._write_event(FrameworkOomEvent(wall_s=1.0e9 + step, mono_s=100.0 + step,
-                                             framework="torch-cuda", message="CUDA out of memory",
-                                             step=step))  # fmt: skip
+        probe._write_event(
+            FrameworkOomEvent(
+                wall_s=1.0e9 + step,
+                mono_s=100.0 + step,
+                framework="torch-cuda",
+                message="CUDA out of memory",
+                step=step,
+            )
+        )
         probe.stop()
         added.append(_store_all(store, source.poll()))
     assert added == [1, 1, 1]

@@ -422,7 +422,7 @@ def test_a_starved_reader_widens_how_late_a_kill_time_may_be() -> None:
 
 
 def test_a_kill_read_from_the_backlog_never_takes_a_later_kills_rise() -> None:
-    """Issue 12's finding on 6.12: an agent starting with no cursor reads old header-less
+    """Seen on 6.12: an agent starting with no cursor reads old header-less
     kills from the ring, and while they wait a new kill's counter rises.  The old lines were
     read before that counter was last seen unchanged: the rise is not theirs, whatever
     their kernel time says (the clock offset is not known yet)."""

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from support import wait_for
 from support.agent import DaemonProcess, seed_cursor_at_log_end
 
 from oomwatch.lab import ScratchMemcg, kubelet_layout, provoke_kill
@@ -30,7 +31,16 @@ def test_daemon_store_to_report(  # type: ignore[no-untyped-def]
         container = kubelet_layout(
             scratch, pod_uid, CONTAINER_ID, qos="burstable", container_limit_bytes=64 * MIB
         )
-        time.sleep(2.0)  # let the watcher discover the new container and sample it
+        # the watcher has found the new container and sampled it: its memory gauge is out
+        label = f'pod_uid="{pod_uid}"'
+
+        def sampled() -> bool:
+            return any(
+                line.startswith("oomwatch_container_memory_usage_bytes{") and label in line
+                for line in daemon.metrics().splitlines()
+            )
+
+        assert wait_for(sampled, 30.0, 0.1), "the agent never sampled the new container"
         capture = provoke_kill(
             container, mode="anon", mb=120, step_mb=8, step_interval_s=0.25, comm="grower"
         )

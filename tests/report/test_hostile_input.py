@@ -1,4 +1,4 @@
-"""`oomwatch report` on input shaped to hurt it (issue 22): a clear warning, never a
+"""`oomwatch report` on input shaped to hurt it: a clear warning, never a
 traceback, and time near that of plain text the same size."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
-"""Summaries lead with the diagnosis (issue 25): rows are one workload, container and verdict
+"""Summaries lead with the diagnosis: rows are one workload, container and verdict
 code, ranked by what a reader can act on before their count, and a row's findings are its
-most actionable incident's.  The GPU run of issue 25: six requests too large for the device
-and one fragmentation OOM of one claimed pod once read as one row "×7" showing the former."""
+most actionable incident's: six requests too large for the device and one fragmentation
+OOM of one claimed pod (a real GPU run) are two rows, not one "×7" showing the former."""
 
 from __future__ import annotations
 
@@ -14,8 +14,9 @@ from oomwatch.report import page, summary, text
 
 
 def _seven() -> list[Incident]:
-    large = [replace(framework(TOO_LARGE), wall_time=f"2026-11-26T10:0{n}:00+00:00")
-             for n in range(6)]  # fmt: skip
+    large = [
+        replace(framework(TOO_LARGE), wall_time=f"2026-11-26T10:0{n}:00+00:00") for n in range(6)
+    ]
     fragmented = replace(framework(FRAGMENTED), wall_time="2026-11-26T10:06:30+00:00")
     return [*large[:3], fragmented, *large[3:]]
 
@@ -68,15 +69,21 @@ def test_the_html_draws_the_device_at_the_error() -> None:
 
     html = page.render([framework(SHARED)], [], "node.log")
     assert 'id="device-1"' in html
-    for words in ("allocated by tensors 20 GiB", "other processes 40.5 GiB", "free 18.2 GiB",
-                  "requested 30 GiB", "device capacity 79.2 GiB"):  # fmt: skip
+    for words in (
+        "allocated by tensors 20 GiB",
+        "other processes 40.5 GiB",
+        "free 18.2 GiB",
+        "requested 30 GiB",
+        "device capacity 79.2 GiB",
+    ):
         assert words in html, words
 
 
 def test_a_claim_is_shown_as_a_claim_and_claimed_containers_stay_apart() -> None:
     one = framework(FRAGMENTED)
-    other = framework(FRAGMENTED, claimed={"namespace": "ml", "pod": "trainer-0",
-                                           "container": "sidecar"})  # fmt: skip
+    other = framework(
+        FRAGMENTED, claimed={"namespace": "ml", "pod": "trainer-0", "container": "sidecar"}
+    )
     assert len(summary.rows([one, other])) == 2
     out = text.render([one], [], "node.log")
     assert "  pod        claimed pod ml/trainer-0 container trainer (unverified)" in out

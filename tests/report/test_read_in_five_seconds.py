@@ -1,4 +1,4 @@
-"""The report as a person reads it (issue 27): a panicked node says so and why, an inferred
+"""The report as a person reads it: a panicked node says so and why, an inferred
 year is marked, sizing advice stays within its window, the advice fits the terminal, and
 `--help` shows defaults and exit statuses."""
 
@@ -186,7 +186,7 @@ def _prose_of(doc: dict[str, Any]) -> list[str]:
 
 def test_one_unit_style_in_every_output_of_every_corpus_paste() -> None:
     """Prose reads human sizes (`308 MiB`); a quantity is only a backquoted manifest value
-    (`resources.limits.memory: 308Mi`), never a figure in a sentence (issue 27)."""
+    (`resources.limits.memory: 308Mi`), never a figure in a sentence."""
     advised = 0
     for path in sorted(CORPUS.glob("*.log")):
         found = decode_text(path.read_bytes()).incidents
@@ -214,14 +214,23 @@ def test_one_unit_style_in_every_output_of_every_corpus_paste() -> None:
 
 def test_sizes_have_one_formatting_home() -> None:
     assert [fmt_bytes(v) for v in (None, 0, 1023, 1536, 300 * MIB, 8411 * MIB)] == [
-        "?", "0 B", "1023 B", "1.5 KiB", "300 MiB", "8.2 GiB",
-    ]  # fmt: skip
+        "?",
+        "0 B",
+        "1023 B",
+        "1.5 KiB",
+        "300 MiB",
+        "8.2 GiB",
+    ]
     assert fmt_rate(15 * MIB) == "15 MiB/s" and fmt_rate(MIB / 2, signed=True) == "+512 KiB/s"
     assert fmt_rate(-2 * MIB, signed=True) == "-2 MiB/s" and fmt_rate(0, signed=True) == "+0 B/s"
     # as the API writes a quantity: exact, the largest suffix that states it
     assert [quantity(v) for v in (8411 * MIB, 8 << 30, 1536 * MIB, 1000, 3 << 10)] == [
-        "8411Mi", "8Gi", "1536Mi", "1000", "3Ki",
-    ]  # fmt: skip
+        "8411Mi",
+        "8Gi",
+        "1536Mi",
+        "1000",
+        "3Ki",
+    ]
     assert all(parse_quantity_bytes(quantity(v)) == v for v in (1, 8411 * MIB, 5 << 40))
 
 

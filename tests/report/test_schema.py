@@ -28,8 +28,9 @@ V1_RECORD = Path(__file__).resolve().parents[1] / "store" / "data" / "store-reco
 
 
 def _dataclasses() -> list[type[Any]]:
-    return [c for c in vars(contract).values()
-            if isinstance(c, type) and dataclasses.is_dataclass(c)]  # fmt: skip
+    return [
+        c for c in vars(contract).values() if isinstance(c, type) and dataclasses.is_dataclass(c)
+    ]
 
 
 @pytest.mark.parametrize("cls", _dataclasses(), ids=lambda c: c.__name__)
@@ -83,8 +84,11 @@ def test_the_store_path_follows_the_schema(report, tmp_path: Path) -> None:  # t
 def test_a_record_0_1_stored_reads_back_in_the_current_shape(report, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     IncidentStore(tmp_path).close()
     db = sqlite3.connect(tmp_path / "oomwatch.db")
-    db.execute("INSERT INTO incidents (identity_key, kind, killed_at_s, detected_at_s, data)"
-               " VALUES ('v1', 'memcg', 1.0, 1.0, ?)", (V1_RECORD.read_text(),))  # fmt: skip
+    db.execute(
+        "INSERT INTO incidents (identity_key, kind, killed_at_s, detected_at_s, data)"
+        " VALUES ('v1', 'memcg', 1.0, 1.0, ?)",
+        (V1_RECORD.read_text(),),
+    )
     db.commit()
     db.close()
     [incident] = report("--store", str(tmp_path), "--json").json()["incidents"]

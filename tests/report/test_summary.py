@@ -18,7 +18,7 @@ from oomwatch.diagnosis import diagnose, verdict
 from oomwatch.diagnosis.verdict import VERDICT_MAX_CHARS, verdict_code
 from oomwatch.incident import Incident, MemcgUsage, PodContext, Victim
 from oomwatch.report import jsonout, page, summary, text
-from oomwatch.report.svg import byte_ticks, nice_step, time_ticks
+from oomwatch.report.ticks import byte_ticks, nice_step, time_ticks
 
 from .logs import three_hundred_kills
 

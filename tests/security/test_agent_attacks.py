@@ -1,4 +1,4 @@
-"""Issue 14's attack table against the real agent (`oomwatch run` over a fake cgroup tree and a
+"""The attack table against the real agent (`oomwatch run` over a fake cgroup tree and a
 FIFO), each row with the bound it must now hold.  Figures before and after the fixes, and the
 commands, are in bench/RESULTS.md (bench/attacks.py runs the same attacks on any checkout).
 
@@ -27,8 +27,13 @@ pytestmark = pytest.mark.slow
 
 
 def meta(**claims: Any) -> dict[str, Any]:
-    return {"pid": 4242, "comm": "python3", "started_wall_s": time.time() - 60,
-            "started_mono_s": max(0.0, time.monotonic() - 60), **claims}  # fmt: skip
+    return {
+        "pid": 4242,
+        "comm": "python3",
+        "started_wall_s": time.time() - 60,
+        "started_mono_s": max(0.0, time.monotonic() - 60),
+        **claims,
+    }
 
 
 def sample(i: int) -> dict[str, Any]:
@@ -51,8 +56,14 @@ def oom(i: int) -> dict[str, Any]:
     }
 
 
-def put(agent: AgentProc, name: str, geometry: RingGeometry, head: dict[str, Any],
-        samples: int, events: int) -> None:  # fmt: skip
+def put(
+    agent: AgentProc,
+    name: str,
+    geometry: RingGeometry,
+    head: dict[str, Any],
+    samples: int,
+    events: int,
+) -> None:
     data = bytearray(geometry.file_bytes)
     data[:HEADER_BYTES] = encode_header(geometry, head)
     for seq in range(1, samples + 1):
@@ -138,8 +149,7 @@ def test_600_idle_connections_hold_no_threads_and_scrapes_go_on(tmp_path: Path) 
     """Was: 603 threads held forever (and the port on every address, with no auth: the
     DaemonSet now serves it on 127.0.0.1 behind kube-rbac-proxy, tests/kube)."""
     with running_agent(REPO, tmp_path) as agent:
-        idle = [socket.create_connection(("127.0.0.1", agent.port), timeout=5)
-                for _ in range(600)]  # fmt: skip
+        idle = [socket.create_connection(("127.0.0.1", agent.port), timeout=5) for _ in range(600)]
         time.sleep(2)
         threads = agent.status()["Threads"]
         started = time.monotonic()
@@ -162,8 +172,10 @@ def test_an_unusable_database_is_moved_aside_and_the_agent_runs(
         db.write_bytes(b"SQLite format 3\0" + bytes(range(256)) * 32)
     else:
         con = sqlite3.connect(db)
-        con.execute("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY,"
-                    " applied_at_s REAL NOT NULL)")  # fmt: skip
+        con.execute(
+            "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY,"
+            " applied_at_s REAL NOT NULL)"
+        )
         con.execute("INSERT INTO schema_migrations VALUES (99, 0)")
         con.commit()
         con.close()

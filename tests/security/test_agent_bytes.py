@@ -1,4 +1,4 @@
-"""Issue 22's memory rows against the real agent (`oomwatch run` over a fake cgroup tree and
+"""The memory attacks against the real agent (`oomwatch run` over a fake cgroup tree and
 a FIFO): a container's process count never decides the agent's memory.
 
 Was: 8 kills of a 30,000-process container grew the agent by 105 MiB (its crash-loop history
@@ -64,6 +64,6 @@ def test_a_crowded_probe_directory_does_not_delay_kill_lines(tmp_path: Path) -> 
         refusal_lines = len(agent.events(lambda line: line.get("event") == "probe_file_refused"))
         summaries = agent.events(lambda line: line.get("event") == "probe_files_refused")
     print(f"kill-to-log latencies under the flood: {latencies}")
-    assert max(latencies) < 2.0, latencies  # measured 0.35 s without the flood (issue 14)
+    assert max(latencies) < 2.0, latencies  # measured 0.35 s without the flood
     assert refusal_lines <= 16, refusal_lines  # was one per junk file
     assert summaries, "the rest are counted in a summary line"

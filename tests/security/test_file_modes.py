@@ -1,4 +1,4 @@
-"""Files the agent and the probe create (issue 22): the store is the agent's alone; a ring
+"""Files the agent and the probe create: the store is the agent's alone; a ring
 file is built under a name no other pod can predict, never through a planted file, and is
 readable by its owner and the agent's group only where the probe directory gives it that
 group (0600 cannot be: the agent is another uid with no capabilities)."""

@@ -1,4 +1,4 @@
-"""Issue 22, "bytes, not counts": what a pod decides (how many processes its container runs,
+"""Bytes, not counts: what a pod decides (how many processes its container runs,
 how many a group kill takes) never decides how much the agent or `oomwatch report` holds.
 
 Was: a 20,000-member group kill de-duplicated in O(n²) on the kernel-log thread (7.6 s) and
@@ -33,7 +33,7 @@ def test_a_20000_member_group_kill_decodes_fast_and_keeps_the_first_and_largest(
     seconds = time.process_time() - started
     # Linear, not quadratic (4x the members: 16x the time before).  The issue's bound is
     # 0.5 s; this one only catches a regression on a shared CI machine, the figure is
-    # `bench/hostile.py --only group` (bench/RESULTS.md, issue 22).
+    # `bench/hostile.py --only group` (bench/RESULTS.md).
     assert seconds < 8 * small_s + 0.05, (seconds, small_s)
     assert seconds < 1.5, seconds
     assert incident.group_kill and incident.kills_counted == 20_001

@@ -1,6 +1,6 @@
-"""`oomwatch report` memory stays bounded on any input (issue 14), measured by its VmHWM.
+"""`oomwatch report` memory stays bounded on any input, measured by its VmHWM.
 
-Issue 14: 1M bare `invoked oom-killer` headers took `oomwatch report` to 5 GB (killed at
+The attacks: 1M bare `invoked oom-killer` headers took `oomwatch report` to 5 GB (killed at
 120 s); three 20,000-row task tables took `report --store --json` to 268 MB.  The tests run
 a fifth of the million (bench/attacks.py runs all of it; bench/RESULTS.md has both).
 """
@@ -59,10 +59,19 @@ def test_json_streams_every_incident_in_bounded_memory(tmp_path: Path) -> None:
 def test_store_task_tables_are_capped_and_the_json_report_streams(tmp_path: Path) -> None:
     store = IncidentStore(tmp_path)
     for k in range(3):
-        tasks = [TaskRow(pid=1000 + i, name=f"worker-{i}", uid=1000, rss_pages=i % 977)
-                 for i in range(20_000)]  # fmt: skip
-        store.add(Incident(kind="memcg", boot_id="b", kernel_time_s=float(k), tasks=tasks,
-                           victims=[Victim(pid=1000 + 7, comm="worker-7")]))  # fmt: skip
+        tasks = [
+            TaskRow(pid=1000 + i, name=f"worker-{i}", uid=1000, rss_pages=i % 977)
+            for i in range(20_000)
+        ]
+        store.add(
+            Incident(
+                kind="memcg",
+                boot_id="b",
+                kernel_time_s=float(k),
+                tasks=tasks,
+                victims=[Victim(pid=1000 + 7, comm="worker-7")],
+            )
+        )
     sizes = [len(r[0]) for r in store._db.execute("SELECT data FROM incidents")]
     store.close()
     assert max(sizes) < 64 * 1024, sizes  # was 4.3 MB each; 256 rows kept

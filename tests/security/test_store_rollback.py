@@ -1,4 +1,4 @@
-"""A rolled-back agent, as a process, on the store a newer agent left on the node (issue 15):
+"""A rolled-back agent, as a process, on the store a newer agent left on the node:
 it keeps running and records into that store when the newer schema says it may (the
 breaking case, moved aside: test_agent_attacks.py; taken back: tests/daemon)."""
 

@@ -1,4 +1,4 @@
-"""Issue 22: every table has a cap and a per-pod share.  Was: one pod's kill storm evicted the
+"""Every table has a cap and a per-pod share.  Was: one pod's kill storm evicted the
 node's whole kernel-kill history, and a container cycling through pre-OOM warnings grew the
 forecasts table without bound until the store dropped kernel kills."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from oomwatch.incident import Incident, Victim
+from oomwatch.incident import Incident, IncidentKind, Victim
 from oomwatch.store import (
     CGROUP_SHARE_FORECASTS,
     MAX_FORECASTS,
@@ -18,16 +18,22 @@ from oomwatch.store import (
 STORM, QUIET = "aaaaaaaa-0000-4000-8000-000000000001", "bbbbbbbb-0000-4000-8000-000000000002"
 
 
-def kill(i: int, pod_uid: str | None, kind: str = "memcg") -> Incident:
-    return Incident(kind=kind, boot_id="b", kernel_time_s=float(i), pod_uid=pod_uid,  # type: ignore[arg-type]
-                    victims=[Victim(pid=1000 + i, comm="w")])  # fmt: skip
+def kill(i: int, pod_uid: str | None, kind: IncidentKind = "memcg") -> Incident:
+    return Incident(
+        kind=kind,
+        boot_id="b",
+        kernel_time_s=float(i),
+        pod_uid=pod_uid,
+        victims=[Victim(pid=1000 + i, comm="w")],
+    )
 
 
 def kinds(store: IncidentStore, pod_uid: str | None) -> int:
     where = "pod_uid IS NULL" if pod_uid is None else "pod_uid = ?"
     args = () if pod_uid is None else (pod_uid,)
-    return int(store._db.execute(f"SELECT COUNT(*) FROM incidents WHERE {where}", args)
-               .fetchone()[0])  # fmt: skip
+    return int(
+        store._db.execute(f"SELECT COUNT(*) FROM incidents WHERE {where}", args).fetchone()[0]
+    )
 
 
 def test_one_pods_kill_storm_keeps_its_share_and_the_others_history(tmp_path: Path) -> None:

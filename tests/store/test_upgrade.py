@@ -1,4 +1,4 @@
-"""Upgrades and rollbacks of the store, on real SQLite files (issue 15): an agent meeting a
+"""Upgrades and rollbacks of the store, on real SQLite files: an agent meeting a
 store of another schema keeps running and loses nothing recorded.
 
 `data/store-0.1.0.db` was written by oomwatch 0.1.0 itself (main at b5acc43, `git archive`

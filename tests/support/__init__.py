@@ -1,5 +1,6 @@
-"""Helpers every test area shares: a free port and waiting (`wait_for` answers whether a
-condition came, `until` returns what came or fails).  `support.agent` starts the agent,
+"""Helpers every test area shares: a free port and waiting on what can be observed instead of
+sleeping (`wait_for` answers whether a condition came, `until` returns what came or fails,
+`settled` returns a value once it stops changing).  `support.agent` starts the agent,
 `support.store` reads its store.  Importable as `support` (tests/ is on the path)."""
 
 from __future__ import annotations
@@ -46,3 +47,28 @@ def until(
             raise AssertionError(f"{what} not within {timeout_s:.0f} s{detail}")
         time.sleep(interval_s)
     return value
+
+
+def settled(
+    what: str,
+    probe: Callable[[], _T],
+    quiet_s: float,
+    timeout_s: float,
+    interval_s: float = 0.1,
+) -> _T:
+    """`probe`'s answer once it has stayed the same for `quiet_s`: what it observes (a store,
+    a log) has gone idle.  A late arrival restarts the quiet window, so a loaded machine
+    waits longer instead of asserting too early; at the timeout fail naming `what`."""
+    start = time.monotonic()
+    value = probe()
+    since = start
+    while True:
+        now = time.monotonic()
+        if now - since >= quiet_s:
+            return value
+        if now - start > timeout_s:
+            raise AssertionError(f"{what} still changing after {timeout_s:.0f} s: {value!r}")
+        time.sleep(interval_s)
+        latest = probe()
+        if latest != value:
+            value, since = latest, time.monotonic()

@@ -5,7 +5,6 @@ stored and exported."""
 from __future__ import annotations
 
 import signal
-import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -20,7 +19,7 @@ from oomwatch.lab import (
 )
 from support import wait_for
 from support.agent import DaemonProcess, seed_cursor_at_log_end
-from support.store import stored
+from support.store import settled_incidents, stored
 
 MIB = 1 << 20
 
@@ -102,8 +101,7 @@ def kill_9_mid_burst_and_restart(
         return len(mine) >= total
 
     assert wait_for(all_in, settle_s), f"{len(mine)} of {total} incidents"
-    time.sleep(3.0)
-    mine = incidents_for(restarted.state_dir, set(pids), scratch)
+    mine = settled_incidents(lambda: incidents_for(restarted.state_dir, set(pids), scratch))
     victims = [i.victim.pid for i in mine if i.victim]
     assert len(mine) == total and sorted(victims) == sorted(set(victims))
     # Every kill lands in its own container where the kernel's evidence places it, and is

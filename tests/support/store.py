@@ -7,8 +7,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 from oomwatch.incident import Incident
+from oomwatch.reconcile.state import GRACE_S
 from oomwatch.store import IncidentStore, StoreError
+from support import settled
 from support.contract import validate_stored
+
+# A store unchanged this long has nothing more coming: a counted kill waits GRACE_S for its
+# log line before it is stored alone (kmsg_missing), and the store is written after that.
+STORE_QUIET_S = GRACE_S + 0.5
 
 
 def stored(state_dir: Path) -> list[Incident]:
@@ -38,3 +44,11 @@ def wait_stored(
         if time.monotonic() > deadline:
             return []
         time.sleep(0.1)
+
+
+def settled_incidents(
+    read: Callable[[], list[Incident]], timeout_s: float = 60.0
+) -> list[Incident]:
+    """What `read` finds in the agent's store once it has stayed the same for
+    `STORE_QUIET_S`: no duplicate and no late `kmsg_missing` incident is still to come."""
+    return settled("the stored incidents", read, STORE_QUIET_S, timeout_s)

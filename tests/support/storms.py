@@ -27,7 +27,7 @@ from oomwatch.lab import (
 from oomwatch.lab.layout import Driver
 from support import wait_for
 from support.agent import DaemonProcess, seed_cursor_at_log_end, victim_is
-from support.store import stored
+from support.store import settled_incidents, stored
 
 MIB = 1 << 20
 
@@ -231,8 +231,8 @@ def storm(
         got = {i.victim.pid for i in mine(agent.state_dir, truth) if i.victim}
         missing = [(pid, truth[pid].memcg.relpath[-20:]) for pid in truth if pid not in got]
         raise AssertionError(agent_story([daemon, agent], "missing", missing))
-    time.sleep(3.0)  # nothing more may come: no duplicates, no spurious kmsg_missing
-    incidents = mine(agent.state_dir, truth)
+    # nothing more may come: no duplicates, no spurious kmsg_missing
+    incidents = settled_incidents(lambda: mine(agent.state_dir, truth))
     assert sorted(i.victim.pid for i in incidents if i.victim) == sorted(truth)
     bare = sum(1 for i in incidents if i.header_suppressed)
     outcome = judge(incidents, truth)
@@ -369,8 +369,7 @@ def burst_round(
     gate.touch()
     assert all(h.wait(60) == -signal.SIGKILL for h in hogs)
     assert wait_for(lambda: len(mine(daemon.state_dir, truth)) >= n, 60.0)
-    time.sleep(3.0)
-    incidents = mine(daemon.state_dir, truth)
+    incidents = settled_incidents(lambda: mine(daemon.state_dir, truth))
     assert len(incidents) == n
     times = [i.kernel_time_s for i in incidents if i.kernel_time_s is not None]
     spread_ms = (max(times) - min(times)) * 1000

@@ -107,8 +107,12 @@ def test_shared_rows_show_in_the_probe_and_workers_in_the_measurement(tmp_path: 
             "1", "--score-runs", "1", "--score-epochs", "2", "--score-only"]  # fmt: skip
     run = subprocess.run(
         [sys.executable, "-m", "examples.pruning_trainer.memory", *args],
-        cwd=REPO, capture_output=True, text=True, check=True, timeout=180,
-    )  # fmt: skip
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=180,
+    )
     (record,) = ProbeDirReader(tmp_path).read_all()
     # Phase changes are written at once: load_data before the rows exist, score_train as the
     # workers start, so the probe's shmem_bytes shows the rows arrive (the trainer's own).

@@ -8,7 +8,7 @@ VM session (boot, run, power off); images are fetched and cached on first use
 (`images.cache_dir()`, ~25 MB a kernel).
 
 API:
-    run_pytest_in_vm("6.12", ["tests/v2", "-q"]) -> PytestInVm  # rc, JUnit counts, console
+    run_pytest_in_vm("6.12", [*GUEST_SUITE, "-q"]) -> PytestInVm  # rc, JUnit counts, console
     run_in_vm("6.1", ["python", "-c", "..."]) -> VmResult        # any command
     vm_unavailable_reason() -> str | None                       # QEMU missing, not x86_64
 From the shell (what `tests/vm` does, one session per kernel):
@@ -28,11 +28,12 @@ from oomwatch.lab.vm.images import KERNELS, ImageError, boot_images, cache_dir
 from oomwatch.lab.vm.session import GUEST_SHARE, VmResult, python_argv, run_in_vm
 from oomwatch.lab.vm.session import vm_unavailable_reason as vm_unavailable_reason
 
-# The guest suite: real-kernel tests that need cgroup v2 (they skip where it is missing).
-# Add a path here and every VM session runs it too.
-GUEST_SUITE: tuple[str, ...] = ("tests/v2",)
+# The guest suite: the real-kernel tests that need cgroup v2 (marked `cgroup_v2` by the fixture
+# they take, tests/conftest.py): the v2 cases of the tests both versions run (tests/kernel,
+# tests/lab) and the v2-only tests.  Add a path here and every VM session runs its v2 tests.
+GUEST_SUITE: tuple[str, ...] = ("tests/kernel", "tests/lab", "tests/v2", "-m", "cgroup_v2")
 REPO = Path(__file__).resolve().parents[3]
-# Where the guest tests write the kernel's raw reports and counter files (`tests/v2`).
+# Where the guest tests write the kernel's raw reports and counter files (`support.kernel_record`).
 FIXTURES_ENV = "OOMWATCH_V2_FIXTURES"
 
 __all__ = [
@@ -89,7 +90,7 @@ def run_pytest_in_vm(
 ) -> PytestInVm:
     """Run pytest with `pytest_args` in this checkout inside a VM of the kernel series.
 
-    The guest writes JUnit XML and, for the `tests/v2` modules that record them, the
+    The guest writes JUnit XML and, for the tests that record them (`support.kernel_record`), the
     kernel's reports and counter files (`fixtures/`) to the session share.
     """
     argv = python_argv(

@@ -1,0 +1,50 @@
+"""Dataclasses to JSON-ready dicts and back, for the incident and its parts.
+
+`plain_dataclass` is what `dataclasses.asdict` gives, at a third of its cost (asdict deep-copies
+every leaf; a report writes thousands of rows).  `known_fields` keeps the keys a dataclass has,
+so a record written by a newer agent, with fields this one does not know, still reads.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from typing import Any, TypeVar
+
+__all__ = ["known_fields", "optional_from_dict", "plain", "plain_dataclass"]
+
+_T = TypeVar("_T")
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+_LEAVES = (str, int, float, bool, type(None))
+
+
+def plain_dataclass(value: Any) -> dict[str, Any]:
+    names = _FIELD_NAMES.get(type(value))
+    if names is None:
+        names = _FIELD_NAMES[type(value)] = tuple(f.name for f in dataclasses.fields(value))
+    return {name: plain(getattr(value, name)) for name in names}
+
+
+def plain(value: Any) -> Any:
+    """`dataclasses.asdict`'s recursion for what incidents hold: dataclasses, lists, tuples,
+    dicts and JSON leaves (anything else is copied as asdict would)."""
+    if isinstance(value, _LEAVES):
+        return value
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return plain_dataclass(value)
+    if type(value) is list:
+        return [plain(v) for v in value]
+    if type(value) is tuple:
+        return tuple(plain(v) for v in value)
+    if type(value) is dict:
+        return {plain(k): plain(v) for k, v in value.items()}
+    return copy.deepcopy(value)
+
+
+def known_fields(cls: type[Any], data: dict[str, Any]) -> dict[str, Any]:
+    names = {f.name for f in dataclasses.fields(cls)}
+    return {k: v for k, v in data.items() if k in names}
+
+
+def optional_from_dict(cls: type[_T], value: dict[str, Any] | None) -> _T | None:
+    return None if value is None else cls(**known_fields(cls, value))

@@ -1,0 +1,47 @@
+"""A scratch memcg tree on one cgroup version, with what differs between the versions.
+
+The real-kernel suites that hold on both versions take the `kernel_tree` fixture (tests/
+conftest.py), parametrized `v1` / `v2`: this machine runs the `v1` cases, the lab VM the `v2`
+ones (`-m cgroup_v2`, oomwatch.lab.vm.GUEST_SUITE).  A test reads a version's difference
+here, not from an `if` of its own, so the two runs assert the same things.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from oomwatch.lab import ScratchMemcg
+from oomwatch.lab.hierarchy import Version
+
+__all__ = ["KernelTree"]
+
+
+@dataclass(frozen=True, slots=True)
+class KernelTree:
+    """One scratch tree of one version (removed by the fixture after the test)."""
+
+    scratch: ScratchMemcg
+
+    @property
+    def version(self) -> Version:
+        return self.scratch.version
+
+    @property
+    def anon_stat(self) -> str:
+        """The memory.stat name of anonymous memory in the kernel's OOM report."""
+        return "rss" if self.version == 1 else "anon"
+
+    @property
+    def other_anon_stat(self) -> str:
+        """The other version's name, which this version's report must not print."""
+        return "anon" if self.version == 1 else "rss"
+
+    @property
+    def counts_events(self) -> bool:
+        """v2 keeps memory.events (hierarchical) and memory.events.local; v1 has neither."""
+        return self.version == 2
+
+    @property
+    def records_fixtures(self) -> bool:
+        """The scenarios of v2 are kept for the fast tests (tests/data/kernel-v2)."""
+        return self.version == 2
