@@ -311,18 +311,16 @@ def parse_killed(message: str) -> tuple[str | None, Victim] | None:
     """
     if "Killed process " not in message:
         return None
-    # One `groups()` call and inline conversions: a group kill has a line per member.
     fields = killed_now(message)
     if fields is not None:
-        msg, pid, comm, vm, anon, file, shmem, uid, pgt, adj = fields
-    else:
-        match = _KILLED.match(message)
-        if match is None:
-            return None
-        msg, pid, comm, vm, anon, file, shmem, uid, uid_old, uid_rh7, pgt, adj = match.group(
-            *_KILLED_GROUPS
-        )
-        uid = uid or uid_old or uid_rh7
+        return fields[0], victim_now(fields)
+    match = _KILLED.match(message)
+    if match is None:
+        return None
+    msg, pid, comm, vm, anon, file, shmem, uid, uid_old, uid_rh7, pgt, adj = match.group(
+        *_KILLED_GROUPS
+    )
+    uid = uid or uid_old or uid_rh7
     victim = Victim(
         pid=int(pid),
         comm=comm,
@@ -335,6 +333,24 @@ def parse_killed(message: str) -> tuple[str | None, Victim] | None:
         oom_score_adj=None if adj is None else int(adj),
     )
     return msg, victim
+
+
+def victim_now(fields: tuple[str | Any, ...]) -> Victim:
+    """The victim of a 4.19+ kill line (`killed_now`'s fields, every one printed).
+
+    Positional and inline: a group kill has a line per member."""
+    _, pid, comm, vm, anon, file, shmem, uid, pgt, adj = fields
+    return Victim(
+        int(pid),
+        comm,
+        int(vm) * 1024,
+        int(anon) * 1024,
+        int(file) * 1024,
+        int(shmem) * 1024,
+        int(uid),
+        int(pgt) * 1024,
+        int(adj),
+    )
 
 
 def parse_kill_select(message: str) -> tuple[str | None, int, str, int] | None:
