@@ -113,9 +113,12 @@ class ReportAssembler(ReportBody):
                     return  # another report's line pasted into this one
                 self._close(done)
                 report = None
-        if self._report_line(record, message, done):
+        # Every line `_report_line` takes holds `oom` or ` process ` (most lines do not).
+        if ("oom" in message or " process " in message) and self._report_line(
+            record, message, done
+        ):
             self._sequence.saw(record)
-        else:
+        elif not self._stats_line(message):
             self._detail_line(record, message, done)
         report = self._report
         if report is not None and report.stamped is None and record.source_format != "plain":

@@ -140,6 +140,15 @@ class ReportBody:
         report.last_time_s = now
         return False
 
+    def _stats_line(self, message: str) -> bool:
+        """A `key value` line of the open report's stats dump, kept: tried before the other
+        lines inside a report, none of which looks like one (a `memory...` line aside, which
+        `_detail_line` tries as a usage line first)."""
+        report = self._report
+        if report is None or not report.in_stats or message.startswith("memory"):
+            return False
+        return _stat_line(report, message)
+
     def _detail_line(self, record: LogRecord, message: str, done: list[Incident]) -> None:
         """The lines inside a report: memcg, stats, task table, Mem-Info, stack."""
         if self._note(record, message, done):
@@ -161,9 +170,7 @@ class ReportBody:
             self._stats_header(record, message, done)
             return
         if report is not None and report.in_stats:
-            stat = L.parse_stat_line(message)
-            if stat is not None:
-                report.line_stats[stat[0]] = stat[1]
+            if _stat_line(report, message):
                 return
             report.in_stats = False
         if message.startswith("["):
@@ -269,3 +276,12 @@ class ReportBody:
             return
         self._orphans.add(row, record.line_no)
         self._orphan_added = True
+
+
+def _stat_line(report: ReportState, message: str) -> bool:
+    """One `key value` line of a stats dump, kept; False for any other line."""
+    stat = L.parse_stat_line(message)
+    if stat is None:
+        return False
+    report.line_stats[stat[0]] = stat[1]
+    return True
