@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
 
-from oomwatch.incident import UNLIMITED_BYTES, Invoker, Victim
+from oomwatch.decode.kill_lines import OOM_MESSAGE as _OOM_MESSAGE
+from oomwatch.decode.kill_lines import killed_now as killed_now
+from oomwatch.decode.kill_lines import parse_kill_select as parse_kill_select
+from oomwatch.decode.kill_lines import parse_killed as parse_killed
+from oomwatch.decode.kill_lines import victim_now as victim_now
+from oomwatch.incident import UNLIMITED_BYTES, Invoker
 
 _S = re.S  # names may hold newlines (a /dev/kmsg `\x0a` inside a comm)
-
-# The kernel's own `<message>` before a kill line (identical 2.6 -> 6.19, bar 2.6's case).
-_OOM_MESSAGE = r"(?i:out of memory)(?: \(oom_kill_allocating_task\))?|Memory cgroup out of memory"
 _INVOKED = re.compile(
     r"(?P<comm>.*) invoked oom-killer: gfp_mask=(?P<gfp>0x[0-9a-fA-F]+(?:\([^)]*\))?),"
     r"(?: nodemask=(?P<nodemask>\S*?),)?\s*order=(?P<order>-?\d{1,20})"
@@ -47,56 +48,6 @@ _USAGE = re.compile(
 _STATS_HEADER = re.compile(r"Memory cgroup stats for (?P<path>.*?):(?P<rest>(?:\s.*)?)$", _S)
 _INLINE_STAT = re.compile(r"(\w+):(-?\d{1,20})KB")
 _STAT_LINE = re.compile(r"([a-z][a-z0-9_]*) (\d{1,20})\s*$")
-# 2.6.32 (RHEL 6) prints `Killed process N, UID U, (comm) ...`, RHEL 7's 3.10 `Killed process
-# N (comm), UID U, total-vm:...`; upstream `... (comm) total-vm:... UID:U pgtables:...`.
-_KILLED = re.compile(
-    rf"(?:(?P<msg>{_OOM_MESSAGE}): )?Killed process"
-    r" (?P<pid>\d{1,20})(?:, UID (?P<uid_old>\d{1,20}),)? \((?P<comm>.*)\)"
-    r"(?:, UID (?P<uid_rh7>\d{1,20}),)?"
-    r"(?: (?:total-vm|vsz):(?P<vm>\d{1,20})kB)?(?:,\s*anon-rss:(?P<anon>\d{1,20})kB)?"
-    r"(?:,\s*file-rss:(?P<file>\d{1,20})kB)?(?:,\s*shmem-rss:(?P<shmem>\d{1,20})kB)?"
-    r"(?:,\s*UID:(?P<uid>\d{1,20}))?(?:\s*pgtables:(?P<pgt>\d{1,20})kB)?"
-    r"(?:\s*oom_score_adj:(?P<adj>-?\d{1,20}))?\.?\s*$",
-    _S,
-)
-# The kill line as 4.19+ kernels print it, tried first (a group kill has a line per member),
-# read in two parts around the name's closing parenthesis: no `)` follows it in this format,
-# so it is the line's last, where `_KILLED`'s greedy name ends too (one pattern over the line
-# retried its tail at each character of the name: 20,000 instructions a line).  Where both
-# parts match, `_KILLED` matches with the same fields (tests/decode/test_kill_line.py).
-_KILLED_NOW_HEAD = re.compile(
-    r"(?:(Memory cgroup out of memory|Out of memory): )?Killed process (\d{1,20}) \((.*)", _S
-)
-_KILLED_NOW_TAIL = re.compile(
-    r"\) total-vm:(\d{1,20})kB, anon-rss:(\d{1,20})kB, file-rss:(\d{1,20})kB,"
-    r" shmem-rss:(\d{1,20})kB, UID:(\d{1,20}) pgtables:(\d{1,20})kB"
-    r" oom_score_adj:(-?\d{1,20})\s*",
-    _S,
-)
-
-
-def killed_now(message: str) -> tuple[str | Any, ...] | None:
-    """The fields of a 4.19+ kill line (message, pid, comm, total-vm, anon, file, shmem,
-    uid, pgtables, oom_score_adj, as printed), or None for any other line."""
-    end = message.rfind(")")
-    tail = _KILLED_NOW_TAIL.fullmatch(message, end) if end >= 0 else None
-    if tail is None:
-        return None
-    head = _KILLED_NOW_HEAD.fullmatch(message, 0, end)
-    if head is None:
-        return None
-    return head.groups() + tail.groups()
-
-
-_KILLED_GROUPS = (
-    "msg", "pid", "comm", "vm", "anon", "file", "shmem", "uid", "uid_old", "uid_rh7", "pgt", "adj",
-)  # fmt: skip
-_KILL_SELECT = re.compile(
-    rf"(?:(?P<msg>{_OOM_MESSAGE}): )?[Kk]ill process"
-    r" (?P<pid>\d{1,20}) \((?P<comm>.*)\)"
-    r" score (?P<score>-?\d{1,20}) (?:or sacrifice child|or a child|and children\.?)\s*$",
-    _S,
-)
 _GROUP = re.compile(
     r"Tasks in (?P<path>.*) are going to be killed due to memory\.oom\.group set\s*$", _S
 )
@@ -300,54 +251,6 @@ def parse_oom_kill(message: str) -> OomKillLine | None:
         task=task,
         pid=pid,
         uid=uid,
-    )
-
-
-def parse_killed(message: str) -> tuple[str | None, Victim] | None:
-    """`[<message>: ]Killed process N (comm) total-vm:...` in every version: (message, victim).
-
-    2.6.18 prints just `Killed process N (comm).`; RHEL 6 and RHEL 7 put the uid elsewhere
-    (see `_KILLED`).
-    """
-    if "Killed process " not in message:
-        return None
-    # One `groups()` call and inline conversions: a group kill has a line per member.
-    fields = killed_now(message)
-    if fields is not None:
-        msg, pid, comm, vm, anon, file, shmem, uid, pgt, adj = fields
-    else:
-        match = _KILLED.match(message)
-        if match is None:
-            return None
-        msg, pid, comm, vm, anon, file, shmem, uid, uid_old, uid_rh7, pgt, adj = match.group(
-            *_KILLED_GROUPS
-        )
-        uid = uid or uid_old or uid_rh7
-    victim = Victim(
-        pid=int(pid),
-        comm=comm,
-        total_vm_bytes=None if vm is None else int(vm) * 1024,
-        anon_rss_bytes=None if anon is None else int(anon) * 1024,
-        file_rss_bytes=None if file is None else int(file) * 1024,
-        shmem_rss_bytes=None if shmem is None else int(shmem) * 1024,
-        uid=None if uid is None else int(uid),
-        pgtables_bytes=None if pgt is None else int(pgt) * 1024,
-        oom_score_adj=None if adj is None else int(adj),
-    )
-    return msg, victim
-
-
-def parse_kill_select(message: str) -> tuple[str | None, int, str, int] | None:
-    """≤5.0 `<msg>: Kill process N (comm) score S or sacrifice child` (2.6: `or a child`,
-    `and children.`)."""
-    match = _KILL_SELECT.match(message)
-    if match is None:
-        return None
-    return (
-        match.group("msg"),
-        int(match.group("pid")),
-        match.group("comm"),
-        int(match.group("score")),
     )
 
 

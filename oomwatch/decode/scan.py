@@ -17,8 +17,9 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from oomwatch.decode.assembler import LINE_KEYS, ReportAssembler
+from oomwatch.decode.assembler import ReportAssembler
 from oomwatch.decode.context import ORPHAN_LEAD_LINES
+from oomwatch.decode.line_keys import LINE_KEYS
 from oomwatch.decode.needles import Needles
 from oomwatch.decode.prefixes import LineParser
 from oomwatch.decode.stamps import Reference, YearClock

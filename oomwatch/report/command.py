@@ -28,7 +28,7 @@ from oomwatch.cgroup_identity import annotate
 from oomwatch.diagnosis.history import History
 from oomwatch.diagnosis.trends import CRASH_LOOP_WINDOW_S
 from oomwatch.incident import Incident
-from oomwatch.report import filters, jsonout, text
+from oomwatch.report import filters, jsonout
 from oomwatch.report.inputs import KMSG_PATH, Loaded, Stream, load_kmsg, open_file, open_store
 from oomwatch.report.sniff import InputError
 from oomwatch.report.unread import unread_notice, unread_warnings
@@ -119,13 +119,15 @@ def main(args: argparse.Namespace) -> int:
                 )
         except OSError as exc:
             return _fail(f"cannot write {args.html}: {exc.strerror or exc}")
-    _write(lambda out: out.write(
-        jsonout.render(incidents, [*warnings, *also_json])
-        if args.json
-        else text.render(
-            incidents, warnings, source, notice=notice, details=args.details, width=_width()
-        )
-    ))  # fmt: skip
+    if args.json:
+        _write(lambda out: out.write(jsonout.render(incidents, [*warnings, *also_json])))
+        return 1 if loaded.unread else 0
+    from oomwatch.report import text  # its formatting modules: not for `--json`
+
+    rendered = text.render(
+        incidents, warnings, source, notice=notice, details=args.details, width=_width()
+    )
+    _write(lambda out: out.write(rendered))
     return 1 if loaded.unread else 0
 
 

@@ -82,7 +82,7 @@ def _cut_line(line: bytes) -> bytes:
     return line[:end] + b"\n"
 
 
-def _text(blocks: list[bytes], offset: int, stats: _ReadStats) -> str:
+def _text(blocks: list[bytes | memoryview], offset: int, stats: _ReadStats) -> str:
     """The blocks as one text (emptying the list first, so at most two copies coexist),
     cleaned (`sniff.clean`) when `stats.clean`."""
     data = b"".join(blocks)
@@ -115,7 +115,7 @@ def _pieces(blocks: Iterable[bytes], stats: _ReadStats) -> Iterator[str]:
     as `decode_bytes` says (the first noted with its offset); `\n` never occurs inside a
     UTF-8 sequence, so cutting at newlines cannot split a character.
     """
-    pieces: list[bytes] = []  # whole lines of the next piece
+    pieces: list[bytes | memoryview] = []  # whole lines of the next piece
     size = 0  # bytes in `pieces`
     start = 0  # input offset of the next piece
     read = 0  # input bytes read so far
@@ -128,11 +128,14 @@ def _pieces(blocks: Iterable[bytes], stats: _ReadStats) -> Iterator[str]:
             if newline < 0:
                 continue
             block, skipping, start = block[newline + 1 :], False, at + newline + 1
-        data = pending + block
-        last = data.rfind(b"\n") + 1
-        pieces.append(data[:last])
-        size += last
-        pending = data[last:]
+        last = block.rfind(b"\n") + 1
+        if last:  # views, not copies: the piece's one copy is `_text`'s join
+            view = memoryview(block)
+            pieces += (pending, view[:last])
+            size += len(pending) + last
+            pending = bytes(view[last:])
+        else:
+            pending += block
         if len(pending) > MAX_LINE_BYTES:  # the piece ends with the cut line
             stats.cut += 1
             pieces.append(_cut_line(pending))

@@ -12,7 +12,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from oomwatch.decode.lines import _KILLED, killed_now
+from oomwatch.decode.kill_lines import _KILLED, killed_now
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 _KILL_AT = re.compile(r"(?:Memory cgroup out of memory: |Out of memory: |Killed process )")
