@@ -82,6 +82,7 @@ class CgroupWatcher:
         self._clock = clock
         self._book = CounterBook(prior_counters)  # a checkpoint of this boot, if any
         self._cgroups: dict[str, WatchedCgroup] = {}
+        self.generation = 0  # counts changes of the watched set (`cgroups()` the same between)
         self._files: dict[str, CgroupFile] = {}
         self._raw: dict[str, bytes] = {}  # last content read: unchanged bytes need no parsing
         self._polled: set[str] = set()  # every cgroup read on the poll timer
@@ -235,6 +236,7 @@ class CgroupWatcher:
                 self._warn(f"watching at most {self._max_cgroups} cgroups")
                 break
             self._cgroups[cg.relpath] = cg
+            self.generation += 1
             self._files[cg.relpath] = CgroupFile(cg.fs_path, 256, name=counter_file_name(cg))
             reading = self._read(cg.relpath)
             if reading is None:
@@ -385,7 +387,8 @@ class CgroupWatcher:
             cgroup_file.close()
         self._polled.discard(relpath)
         self._polled_v2.discard(relpath)
-        self._cgroups.pop(relpath, None)
+        if self._cgroups.pop(relpath, None) is not None:
+            self.generation += 1
         self._raw.pop(relpath, None)
         self._read_at.pop(relpath, None)
         self._last_read.pop(relpath, None)
