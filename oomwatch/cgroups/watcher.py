@@ -48,6 +48,11 @@ from oomwatch.cgroups.oom_events import HOT_POLL_INTERVAL_S, OomWitness
 
 _MAX_WARNINGS = 100
 _MAX_WALKS_PER_SCAN = 3  # a pod and its containers made one after another need two
+# A directory made outside `kubepods` is watched once its limit is set, which a runtime
+# writes just after mkdir: one made with none yet is walked again for this long ...
+NEW_DIR_RECHECK_S = 5.0
+NEW_DIR_RECHECK_EVERY_S = 0.25  # ... this often
+_MAX_RECHECKS = 256
 # cgroupfs delays a file's notification up to 10 ms after the previous one
 # (`CGROUP_FILE_NOTIFY_MIN_INTV` in kernel/cgroup/cgroup.c) and delivers it from a work item.
 V2_NOTIFY_DELAY_S = 0.05
@@ -89,6 +94,8 @@ class CgroupWatcher:
         self._polled_v2: set[str] = set()  # ... of which v2 (inotify failed): read every poll
         self._node_kills = NodeOomKills(node_vmstat)
         self._walk_under: set[tuple[Hierarchy, str]] = set()  # new directories to walk
+        # new directories not watched when walked (no limit yet), to walk again until then
+        self._recheck: dict[tuple[Hierarchy, str], float] = {}
         self._pending: list[CounterDelta] = []
         self._gone: set[str] = set()  # known removed, to be dropped by the next pass
         # v2 cgroups whose memory.events changed (any event: high, max, oom...) since taken
@@ -130,8 +137,14 @@ class CgroupWatcher:
             self._read_all = True  # the periodic safety net: every counter, node/QoS too
         else:
             walks, self._walk_under = self._walk_under, set()
+            for key, until_s in list(self._recheck.items()):
+                if now > until_s:
+                    del self._recheck[key]
+                else:
+                    walks.add(key)
             for hierarchy, under in walks:
                 self._scan(hierarchy, under)
+            self._recheck_unwatched(walks, now)
         v1_quiet_before = self._v1_quiet_at
         if force or now >= self._next_poll_s:
             # v1 counters only after the node's kills moved; v2 ones every poll.
@@ -166,6 +179,8 @@ class CgroupWatcher:
         if self._pending or self._walk_under or self._gone or self._read_all:
             return self._clock()
         due = self._next_rescan_s
+        if self._recheck:
+            due = min(due, self._clock() + NEW_DIR_RECHECK_EVERY_S)
         if self.witness.hot:
             due = min(due, self._clock() + HOT_POLL_INTERVAL_S)
         if self._polled:
@@ -255,6 +270,19 @@ class CgroupWatcher:
         ancestors = self._fresh_ancestors(added)
         self._pending.extend(self._book.add(added, readings, self._clock(), ancestors))
         return self._notifier.directories > watched_dirs
+
+    def _recheck_unwatched(self, walked: set[tuple[Hierarchy, str]], now_s: float) -> None:
+        """Outside `kubepods` a directory is kept only once it has a limit, which its maker
+        writes a moment after mkdir (the forecast bench's leak memcg, walked before that,
+        was found by the 60 s rescan, its first minute unseen), and so may each directory
+        made inside it: walk a new one again for `NEW_DIR_RECHECK_S`.  Under `kubepods`
+        every level is kept at once."""
+        for key in walked:
+            cg = self._cgroups.get(key[1])
+            if cg is not None and cg.identity.level != "cgroup":
+                self._recheck.pop(key, None)
+            elif key not in self._recheck and len(self._recheck) < _MAX_RECHECKS:
+                self._recheck[key] = now_s + NEW_DIR_RECHECK_S
 
     def _fresh_ancestors(self, added: list[WatchedCgroup]) -> dict[str, OomCounters]:
         """Fresh readings of the watched v2 ancestors of new cgroups, then of their watched
