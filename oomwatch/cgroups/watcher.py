@@ -5,9 +5,11 @@ v1 `memory.oom_control` raises nothing through inotify, so v1 container cgroups 
 only after the node's own `oom_kill` count (`/proc/vmstat`) moved: the kernel bumps it right
 beside a memcg's, and one 24 us read then stands in for hundreds of files on a quiet node.
 New and removed cgroups show as IN_CREATE/IN_DELETE on the directories of the node, QoS and
-pod cgroups (both versions), so only the new subtree is walked; a full rescan on a slow timer
-is the safety net (a missed or overflowed notification, a new `kubepods` tree deep below the
-root), and the daemon may call `rescan()` when the kernel log names a cgroup it does not know.
+pod cgroups (both versions), so only the new subtree is walked; a rescan on a slow timer is
+the safety net (a new `kubepods` tree deep below the root, a limit written after its mkdir, a
+cgroup removed unnoticed: its counter read fails; after an overflow every directory is listed,
+else only those inotify does not tell of), and the daemon may call `rescan()` (every
+directory) when the kernel log names a cgroup it does not know.
 The arithmetic lives in `counters.CounterBook`.
 
 Each delta says when its kills happened (`since_s` .. `observed_at_s`): a v1 counter is
@@ -22,7 +24,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import replace
 
 from oomwatch.cgroups.counters import (
@@ -96,6 +98,8 @@ class CgroupWatcher:
         self._walk_under: set[tuple[Hierarchy, str]] = set()  # new directories to walk
         # new directories not watched when walked (no limit yet), to walk again until then
         self._recheck: dict[tuple[Hierarchy, str], float] = {}
+        self._overflowed = False  # inotify lost events: the next rescan lists every directory
+        self._periodic = False  # the rescan under way is the timer's, events not lost
         self._pending: list[CounterDelta] = []
         self._gone: set[str] = set()  # known removed, to be dropped by the next pass
         # v2 cgroups whose memory.events changed (any event: high, max, oom...) since taken
@@ -133,8 +137,12 @@ class CgroupWatcher:
             self._v2_quiet_at = now - V2_NOTIFY_DELAY_S
         dirty.update(self.witness.hot_cgroups(now))
         if now >= self._next_rescan_s:
+            # the periodic safety net: every counter (node/QoS too), every directory inotify
+            # does not tell of (all of them after an overflow)
+            self._periodic = not self._overflowed
+            self._overflowed = False
             self.rescan()
-            self._read_all = True  # the periodic safety net: every counter, node/QoS too
+            self._read_all = True
         else:
             walks, self._walk_under = self._walk_under, set()
             for key, until_s in list(self._recheck.items()):
@@ -206,24 +214,29 @@ class CgroupWatcher:
                 for hierarchy in self.hierarchies:
                     self._scan(hierarchy, "/" + "/".join(parts[:top]))
             return
+        # The periodic one lists no watched directory below `kubepods` (inotify tells of its
+        # new children; at 1,000 containers listing every pod's directory each minute was
+        # ~45 % of the agent's idle CPU); its vanished children show in the counter reads.
+        periodic, self._periodic = self._periodic, False
         self._next_rescan_s = self._clock() + self._rescan_interval_s
         self._walk_under.clear()
         for hierarchy in self.hierarchies:
-            self._scan(hierarchy, "")
+            notified = self._notifier.watched_dirs(hierarchy) if periodic else set()
+            self._scan(hierarchy, "", notified)
 
     # --- discovery ---------------------------------------------------------------------------
 
-    def _scan(self, hierarchy: Hierarchy, under: str) -> None:
+    def _scan(self, hierarchy: Hierarchy, under: str, notified: Collection[str] = ()) -> None:
         """Walk `under` for new and removed cgroups, and again while the walk put new
         directories under watch: a child made between a directory's listing and its
         inotify watch sends no event (real 6.12 in the lab VM: a container made just after
         its pod was found stayed unwatched, and its first kill went to the pod)."""
         for _ in range(_MAX_WALKS_PER_SCAN):
-            if not self._scan_once(hierarchy, under):
+            if not self._scan_once(hierarchy, under, notified):
                 return
         self._walk_under.add((hierarchy, under))  # a tree still growing: the next poll walks on
 
-    def _scan_once(self, hierarchy: Hierarchy, under: str) -> bool:
+    def _scan_once(self, hierarchy: Hierarchy, under: str, notified: Collection[str]) -> bool:
         """One walk; whether it put a directory under watch."""
         watched_dirs = self._notifier.directories
         cgroups, truncated = discover(
@@ -232,6 +245,7 @@ class CgroupWatcher:
             max_cgroups=self._max_cgroups,
             known=self._cgroups,
             under=under,
+            notified=notified,
         )
         if truncated:
             self._warn(f"cgroup discovery under {hierarchy.mount_path} hit its bounds")
@@ -403,6 +417,7 @@ class CgroupWatcher:
         drained = self._notifier.drain()
         if drained.overflow:
             self._next_rescan_s = 0.0  # events were lost: walk everything
+            self._overflowed = True
         self._gone.update(drained.gone)
         self._gone.update(rel for rel in drained.removed if rel in self._cgroups)
         self._walk_under.update(drained.made)
