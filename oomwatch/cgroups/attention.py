@@ -19,6 +19,10 @@ from __future__ import annotations
 from oomwatch.cgroups.oom_events import MemcgEventfds
 
 COLD_INTERVAL_S = 10.0  # a container far from its limit and not growing: one sample per 10 s
+# ... one per 30 s where the kernel holds its usage threshold (v1): it says when usage
+# reaches half the limit, and a leak the forecast could warn of before then grows by more
+# than `GROWTH_SHARE` of the limit in 30 s (see `UsageThresholds`)
+QUIET_INTERVAL_S = 30.0
 NEAR_LIMIT_SHARE = 0.5  # at half its limit a container is sampled every second ...
 GROWTH_SHARE = 0.01  # ... and when it grew by 1 % of its limit since the last sample
 HOT_HOLD_S = 120.0  # ... and for this long after either
@@ -43,9 +47,15 @@ class UsageThresholds:
     notifications do; without it (`failure`) the cold samples alone find a container rising.
     """
 
+    quiet_interval_s = QUIET_INTERVAL_S
+
     def __init__(self) -> None:
         self._events = MemcgEventfds("memory.usage_in_bytes")
         self._armed: dict[str, int] = {}  # relpath -> threshold registered (bytes)
+
+    def armed(self, relpath: str) -> bool:
+        """Whether the kernel holds this memcg's threshold (its calm samples may be sparse)."""
+        return relpath in self._armed
 
     def fileno(self) -> int:
         return self._events.fileno()

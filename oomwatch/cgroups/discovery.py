@@ -11,7 +11,7 @@ cgroup and stops at fixed depth and count bounds: the tree is written by other p
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
@@ -94,13 +94,20 @@ def discover(
     max_cgroups: int = MAX_CGROUPS,
     known: Mapping[str, WatchedCgroup] | None = None,
     under: str = "",
+    notified: Collection[str] = (),
 ) -> tuple[list[WatchedCgroup], bool]:
     """Walk one hierarchy (or the subtree `under`, itself included); parents come first.
 
     Returns the cgroups and whether a bound cut the walk short.  Cgroups in `known` (by
-    relpath) are taken as they are, without reading or identifying them again.
+    relpath) are taken as they are, without reading or identifying them again.  A known
+    directory below `kubepods` in `notified` (inotify tells of every child made in it since
+    its children were listed) is not listed again: its children are the known ones.
     """
     known = known or {}
+    known_children: dict[str, list[WatchedCgroup]] = {}
+    if notified:
+        for cg in known.values():
+            known_children.setdefault(cg.relpath.rpartition("/")[0], []).append(cg)
     out: list[WatchedCgroup] = []
     truncated = False
     # Depth-first with an explicit stack: (fs dir, relpath, depth, depth below kubepods or -1).
@@ -121,7 +128,16 @@ def discover(
         if descend:
             stack.append((start, rel, depth, kube_depth))
     while stack:
-        for child in _children(*stack.pop()):
+        fs_dir, rel, depth, kube_depth = stack.pop()
+        if kube_depth >= 0 and rel in notified and rel in known:
+            children = sorted(
+                ((cg.fs_path, cg.relpath, depth + 1, kube_depth + 1)
+                 for cg in known_children.get(rel, ())),
+                reverse=True,
+            )  # fmt: skip
+        else:
+            children = _children(fs_dir, rel, depth, kube_depth)
+        for child in children:
             path, child_rel, child_depth, child_kube = child
             if _beyond_bounds(child_depth, child_kube):
                 truncated = True

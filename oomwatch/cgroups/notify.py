@@ -57,6 +57,10 @@ class CgroupNotifier:
         """How many directories are watched."""
         return len(self._dir_wds)
 
+    def watched_dirs(self, hierarchy: Hierarchy) -> set[str]:
+        """The directories of `hierarchy` whose new children inotify tells of."""
+        return {rel for h, rel in self._dir_wds.values() if h == hierarchy}
+
     def watch_counters(self, cg: WatchedCgroup) -> bool:
         """Watch a v2 counter file; False: poll it (v1, no inotify, or the watch failed)."""
         if self._inotify is None or cg.version != 2:

@@ -10,6 +10,7 @@ already have.
 
 from __future__ import annotations
 
+import heapq
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -59,16 +60,17 @@ class _Source:
     """Open files, cached values and the ring of one cgroup."""
 
     __slots__ = (
+        "absent_s",
         "breakdown",
         "cgroup",
         "due_s",
         "gone",
         "hot_until_s",
-        "last_seen_s",
         "last_usage",
         "limit",
         "limit_age",
         "limit_file",
+        "order",
         "ring",
         "stat_file",
         "usage_file",
@@ -88,7 +90,8 @@ class _Source:
         self.limit_age = LIMIT_REFRESH_SAMPLES
         self.breakdown = _Breakdown()
         self.gone = False
-        self.last_seen_s = 0.0
+        self.absent_s: float | None = None  # not watched since then
+        self.order = 0  # its place in the watched cgroups: samples come out in that order
         self.due_s = 0.0  # the next sample is taken at the first pass at or after this
         self.hot_until_s = 0.0  # sampled every interval until then
 
@@ -134,6 +137,10 @@ class _Source:
         return TimelineSample(
             now_s, usage, self.limit, b.anon, b.file, b.shmem, b.thp, b.kernel, b.inactive_file
         )
+
+
+def _order(source: _Source) -> int:
+    return source.order
 
 
 def _parse_breakdown(stat: bytes, version: int) -> _Breakdown:
@@ -185,47 +192,89 @@ class TimelineSampler:
         self._next_expiry_s = 0.0
         self._to_arm: dict[str, tuple[str, int | None]] = {}  # relpath -> (path, new limit)
         self._passes = 0
+        self._queue: list[tuple[float, str]] = []  # (due, relpath): a heap, stale entries too
+        self._limits: dict[str, int] | None = None  # limits_bytes(), until one changes
 
     def sample(
-        self, cgroups: Iterable[WatchedCgroup], now_s: float
+        self, cgroups: Iterable[WatchedCgroup] | None, now_s: float
     ) -> list[tuple[WatchedCgroup, TimelineSample]]:
-        """Take one sample of each container-level cgroup that is due; `now_s` is the wall
-        clock."""
+        """One sample of each container-level cgroup that is due; `now_s` is the wall clock.
+
+        `cgroups`: the watched cgroups, or None when they are the ones of the last call (the
+        pass then costs what the due containers cost, not what the node holds)."""
+        if cgroups is not None:
+            self._sync(cgroups, now_s)
+        due: list[_Source] = []
+        queue = self._queue
+        while queue and queue[0][0] <= now_s:
+            due_s, relpath = heapq.heappop(queue)
+            source = self._sources.get(relpath)
+            if source is None or source.due_s != due_s or source.gone:
+                continue  # rescheduled since (attended), or its files are gone
+            if source.absent_s is not None:
+                continue  # no longer watched: due again when it is
+            source.due_s = -1.0  # taken this pass: a second entry for it is stale
+            due.append(source)
+        due.sort(key=_order)
         out: list[tuple[WatchedCgroup, TimelineSample]] = []
-        for cg in cgroups:
+        thresholds = self.thresholds
+        for source in due:
+            cg = source.cgroup
+            limit = source.limit
+            taken = source.take(now_s)
+            if taken is None:
+                if thresholds is not None:
+                    thresholds.disarm(cg.relpath)
+                self._limits = None
+                continue
+            out.append((cg, taken))
+            if now_s < source.hot_until_s:
+                step = self.interval_s
+            elif thresholds is not None and thresholds.armed(cg.relpath):
+                step = max(self.cold_interval_s, thresholds.quiet_interval_s)
+            else:
+                step = self.cold_interval_s
+            # a pass comes every interval, a little late or early: due half an interval early
+            self._schedule(source, now_s + step - self.interval_s / 2)
+            if taken.limit_bytes != limit:
+                self._limits = None
+                if thresholds is not None and cg.version == 1:
+                    self._to_arm[cg.relpath] = (cg.fs_path, taken.limit_bytes)
+        self._passes += 1
+        if now_s >= self._next_expiry_s:
+            self._expire(now_s)
+            self._next_expiry_s = now_s + 60.0
+        return out
+
+    def _sync(self, cgroups: Iterable[WatchedCgroup], now_s: float) -> None:
+        """Take the watched set: new containers due now, those no longer watched put aside
+        (their rings kept `keep_gone_s` for a kill's timeline), those back due again."""
+        present: set[str] = set()
+        for order, cg in enumerate(cgroups):
             if cg.identity.level not in SAMPLED_LEVELS:
                 continue
+            present.add(cg.relpath)
             source = self._sources.get(cg.relpath)
             if source is None or source.cgroup.fs_path != cg.fs_path:
                 if source is not None:
                     self._drop(cg.relpath)
                 ring = DecimatedRing(self.interval_s, self.window_s, FINE_S, COARSE_STEP_S)
                 source = self._sources[cg.relpath] = _Source(cg, ring)
+                self._limits = None
                 if self._passes:  # born while watched: starting up, its memory grows from 0
                     source.hot_until_s = now_s + HOT_HOLD_S
-            if source.gone:
-                continue
-            source.last_seen_s = now_s
-            if now_s < source.due_s:
-                continue
-            limit = source.limit
-            taken = source.take(now_s)
-            if taken is None:
-                if self.thresholds is not None:
-                    self.thresholds.disarm(cg.relpath)
-                continue
-            out.append((cg, taken))
-            hot = now_s < source.hot_until_s
-            # a pass comes every interval, a little late or early: due half an interval early
-            step = self.interval_s if hot else self.cold_interval_s
-            source.due_s = now_s + step - self.interval_s / 2
-            if self.thresholds is not None and cg.version == 1 and taken.limit_bytes != limit:
-                self._to_arm[cg.relpath] = (cg.fs_path, taken.limit_bytes)
-        self._passes += 1
-        if now_s >= self._next_expiry_s:
-            self._expire(now_s)
-            self._next_expiry_s = now_s + 60.0
-        return out
+                self._schedule(source, now_s)
+            elif source.absent_s is not None:
+                source.absent_s = None
+                self._schedule(source, now_s)
+            source.order = order
+        for rel, source in self._sources.items():
+            if rel not in present and source.absent_s is None:
+                source.absent_s = now_s
+
+    def _schedule(self, source: _Source, due_s: float) -> None:
+        source.due_s = due_s
+        heapq.heappush(self._queue, (due_s, source.cgroup.relpath))
 
     def arm_thresholds(self, at_most: int) -> int:
         """Register the thresholds of containers whose limit is new (the kernel waits for an
@@ -248,7 +297,8 @@ class TimelineSampler:
         for rel, source in self._sources.items():
             if rel == relpath or rel.startswith(prefix):
                 source.hot_until_s = max(source.hot_until_s, now_s + hold_s)
-                source.due_s = 0.0
+                if source.due_s != 0.0:
+                    self._schedule(source, 0.0)
 
     def attend_moved(self, relpath: str, now_s: float, hold_s: float) -> None:
         """`attend` for a cgroup whose v2 memory.events moved, unless it holds containers and
@@ -270,15 +320,19 @@ class TimelineSampler:
         return sum(1 for source in self._sources.values() if now_s < source.hot_until_s)
 
     def limits_bytes(self) -> dict[str, int]:
-        """The limit of every container sampled (as of its last sample), unlimited left out."""
-        return {
-            rel: source.limit
-            for rel, source in self._sources.items()
-            if source.limit is not None and not source.gone
-        }
+        """The limit of every container sampled (as of its last sample), unlimited left out:
+        a new dict when one changed, else the last one (never changed in place)."""
+        if self._limits is None:
+            self._limits = {
+                rel: source.limit
+                for rel, source in self._sources.items()
+                if source.limit is not None and not source.gone
+            }
+        return self._limits
 
     def _drop(self, relpath: str) -> None:
         self._sources.pop(relpath).close()
+        self._limits = None
         self._to_arm.pop(relpath, None)
         if self.thresholds is not None:
             self.thresholds.disarm(relpath)
@@ -287,7 +341,7 @@ class TimelineSampler:
         stale = [
             rel
             for rel, source in self._sources.items()
-            if now_s - source.last_seen_s > self._keep_gone_s
+            if source.absent_s is not None and now_s - source.absent_s > self._keep_gone_s
         ]
         for rel in stale:
             self._drop(rel)

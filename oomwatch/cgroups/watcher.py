@@ -5,9 +5,11 @@ v1 `memory.oom_control` raises nothing through inotify, so v1 container cgroups 
 only after the node's own `oom_kill` count (`/proc/vmstat`) moved: the kernel bumps it right
 beside a memcg's, and one 24 us read then stands in for hundreds of files on a quiet node.
 New and removed cgroups show as IN_CREATE/IN_DELETE on the directories of the node, QoS and
-pod cgroups (both versions), so only the new subtree is walked; a full rescan on a slow timer
-is the safety net (a missed or overflowed notification, a new `kubepods` tree deep below the
-root), and the daemon may call `rescan()` when the kernel log names a cgroup it does not know.
+pod cgroups (both versions), so only the new subtree is walked; a rescan on a slow timer is
+the safety net (a new `kubepods` tree deep below the root, a limit written after its mkdir, a
+cgroup removed unnoticed: its counter read fails; after an overflow every directory is listed,
+else only those inotify does not tell of), and the daemon may call `rescan()` (every
+directory) when the kernel log names a cgroup it does not know.
 The arithmetic lives in `counters.CounterBook`.
 
 Each delta says when its kills happened (`since_s` .. `observed_at_s`): a v1 counter is
@@ -22,7 +24,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import replace
 
 from oomwatch.cgroups.counters import (
@@ -48,6 +50,11 @@ from oomwatch.cgroups.oom_events import HOT_POLL_INTERVAL_S, OomWitness
 
 _MAX_WARNINGS = 100
 _MAX_WALKS_PER_SCAN = 3  # a pod and its containers made one after another need two
+# A directory made outside `kubepods` is watched once its limit is set, which a runtime
+# writes just after mkdir: one made with none yet is walked again for this long ...
+NEW_DIR_RECHECK_S = 5.0
+NEW_DIR_RECHECK_EVERY_S = 0.25  # ... this often
+_MAX_RECHECKS = 256
 # cgroupfs delays a file's notification up to 10 ms after the previous one
 # (`CGROUP_FILE_NOTIFY_MIN_INTV` in kernel/cgroup/cgroup.c) and delivers it from a work item.
 V2_NOTIFY_DELAY_S = 0.05
@@ -82,12 +89,17 @@ class CgroupWatcher:
         self._clock = clock
         self._book = CounterBook(prior_counters)  # a checkpoint of this boot, if any
         self._cgroups: dict[str, WatchedCgroup] = {}
+        self.generation = 0  # counts changes of the watched set (`cgroups()` the same between)
         self._files: dict[str, CgroupFile] = {}
         self._raw: dict[str, bytes] = {}  # last content read: unchanged bytes need no parsing
         self._polled: set[str] = set()  # every cgroup read on the poll timer
         self._polled_v2: set[str] = set()  # ... of which v2 (inotify failed): read every poll
         self._node_kills = NodeOomKills(node_vmstat)
         self._walk_under: set[tuple[Hierarchy, str]] = set()  # new directories to walk
+        # new directories not watched when walked (no limit yet), to walk again until then
+        self._recheck: dict[tuple[Hierarchy, str], float] = {}
+        self._overflowed = False  # inotify lost events: the next rescan lists every directory
+        self._periodic = False  # the rescan under way is the timer's, events not lost
         self._pending: list[CounterDelta] = []
         self._gone: set[str] = set()  # known removed, to be dropped by the next pass
         # v2 cgroups whose memory.events changed (any event: high, max, oom...) since taken
@@ -125,12 +137,22 @@ class CgroupWatcher:
             self._v2_quiet_at = now - V2_NOTIFY_DELAY_S
         dirty.update(self.witness.hot_cgroups(now))
         if now >= self._next_rescan_s:
+            # the periodic safety net: every counter (node/QoS too), every directory inotify
+            # does not tell of (all of them after an overflow)
+            self._periodic = not self._overflowed
+            self._overflowed = False
             self.rescan()
-            self._read_all = True  # the periodic safety net: every counter, node/QoS too
+            self._read_all = True
         else:
             walks, self._walk_under = self._walk_under, set()
+            for key, until_s in list(self._recheck.items()):
+                if now > until_s:
+                    del self._recheck[key]
+                else:
+                    walks.add(key)
             for hierarchy, under in walks:
                 self._scan(hierarchy, under)
+            self._recheck_unwatched(walks, now)
         v1_quiet_before = self._v1_quiet_at
         if force or now >= self._next_poll_s:
             # v1 counters only after the node's kills moved; v2 ones every poll.
@@ -165,6 +187,8 @@ class CgroupWatcher:
         if self._pending or self._walk_under or self._gone or self._read_all:
             return self._clock()
         due = self._next_rescan_s
+        if self._recheck:
+            due = min(due, self._clock() + NEW_DIR_RECHECK_EVERY_S)
         if self.witness.hot:
             due = min(due, self._clock() + HOT_POLL_INTERVAL_S)
         if self._polled:
@@ -190,24 +214,29 @@ class CgroupWatcher:
                 for hierarchy in self.hierarchies:
                     self._scan(hierarchy, "/" + "/".join(parts[:top]))
             return
+        # The periodic one lists no watched directory below `kubepods` (inotify tells of its
+        # new children; at 1,000 containers listing every pod's directory each minute was
+        # ~45 % of the agent's idle CPU); its vanished children show in the counter reads.
+        periodic, self._periodic = self._periodic, False
         self._next_rescan_s = self._clock() + self._rescan_interval_s
         self._walk_under.clear()
         for hierarchy in self.hierarchies:
-            self._scan(hierarchy, "")
+            notified = self._notifier.watched_dirs(hierarchy) if periodic else set()
+            self._scan(hierarchy, "", notified)
 
     # --- discovery ---------------------------------------------------------------------------
 
-    def _scan(self, hierarchy: Hierarchy, under: str) -> None:
+    def _scan(self, hierarchy: Hierarchy, under: str, notified: Collection[str] = ()) -> None:
         """Walk `under` for new and removed cgroups, and again while the walk put new
         directories under watch: a child made between a directory's listing and its
         inotify watch sends no event (real 6.12 in the lab VM: a container made just after
         its pod was found stayed unwatched, and its first kill went to the pod)."""
         for _ in range(_MAX_WALKS_PER_SCAN):
-            if not self._scan_once(hierarchy, under):
+            if not self._scan_once(hierarchy, under, notified):
                 return
         self._walk_under.add((hierarchy, under))  # a tree still growing: the next poll walks on
 
-    def _scan_once(self, hierarchy: Hierarchy, under: str) -> bool:
+    def _scan_once(self, hierarchy: Hierarchy, under: str, notified: Collection[str]) -> bool:
         """One walk; whether it put a directory under watch."""
         watched_dirs = self._notifier.directories
         cgroups, truncated = discover(
@@ -216,6 +245,7 @@ class CgroupWatcher:
             max_cgroups=self._max_cgroups,
             known=self._cgroups,
             under=under,
+            notified=notified,
         )
         if truncated:
             self._warn(f"cgroup discovery under {hierarchy.mount_path} hit its bounds")
@@ -235,6 +265,7 @@ class CgroupWatcher:
                 self._warn(f"watching at most {self._max_cgroups} cgroups")
                 break
             self._cgroups[cg.relpath] = cg
+            self.generation += 1
             self._files[cg.relpath] = CgroupFile(cg.fs_path, 256, name=counter_file_name(cg))
             reading = self._read(cg.relpath)
             if reading is None:
@@ -253,6 +284,19 @@ class CgroupWatcher:
         ancestors = self._fresh_ancestors(added)
         self._pending.extend(self._book.add(added, readings, self._clock(), ancestors))
         return self._notifier.directories > watched_dirs
+
+    def _recheck_unwatched(self, walked: set[tuple[Hierarchy, str]], now_s: float) -> None:
+        """Outside `kubepods` a directory is kept only once it has a limit, which its maker
+        writes a moment after mkdir (the forecast bench's leak memcg, walked before that,
+        was found by the 60 s rescan, its first minute unseen), and so may each directory
+        made inside it: walk a new one again for `NEW_DIR_RECHECK_S`.  Under `kubepods`
+        every level is kept at once."""
+        for key in walked:
+            cg = self._cgroups.get(key[1])
+            if cg is not None and cg.identity.level != "cgroup":
+                self._recheck.pop(key, None)
+            elif key not in self._recheck and len(self._recheck) < _MAX_RECHECKS:
+                self._recheck[key] = now_s + NEW_DIR_RECHECK_S
 
     def _fresh_ancestors(self, added: list[WatchedCgroup]) -> dict[str, OomCounters]:
         """Fresh readings of the watched v2 ancestors of new cgroups, then of their watched
@@ -373,6 +417,7 @@ class CgroupWatcher:
         drained = self._notifier.drain()
         if drained.overflow:
             self._next_rescan_s = 0.0  # events were lost: walk everything
+            self._overflowed = True
         self._gone.update(drained.gone)
         self._gone.update(rel for rel in drained.removed if rel in self._cgroups)
         self._walk_under.update(drained.made)
@@ -385,7 +430,8 @@ class CgroupWatcher:
             cgroup_file.close()
         self._polled.discard(relpath)
         self._polled_v2.discard(relpath)
-        self._cgroups.pop(relpath, None)
+        if self._cgroups.pop(relpath, None) is not None:
+            self.generation += 1
         self._raw.pop(relpath, None)
         self._read_at.pop(relpath, None)
         self._last_read.pop(relpath, None)

@@ -90,6 +90,7 @@ class CgroupWorker:
         # Snapshots the loop reads (replaced whole, never changed in place).
         self.limits_bytes: dict[str, int] = {}
         self.watched: frozenset[str] = frozenset(cg.relpath for cg in watcher.cgroups())
+        self._generation = -1  # of the watcher's set the sampler last took
         self._on_samples = on_samples
         self._wake = wake
         self._log = log
@@ -257,12 +258,16 @@ class CgroupWorker:
     def _sample(self) -> None:
         now_wall = time.time()
         try:
+            # the watched set only when it changed: a pass then costs the containers due
+            generation = self.watcher.generation
+            cgroups = self.watcher.cgroups() if generation != self._generation else None
             with self._lock:
-                cgroups = self.watcher.cgroups()
                 samples = self.sampler.sample(cgroups, now_wall)
                 limits = self.sampler.limits_bytes()
             self._arm_thresholds()
-            self.watched = frozenset(cg.relpath for cg in cgroups)
+            if cgroups is not None:
+                self.watched = frozenset(cg.relpath for cg in cgroups)
+                self._generation = generation
             self.limits_bytes = limits
             self._note_limits(samples)
             self._on_samples(samples, now_wall)

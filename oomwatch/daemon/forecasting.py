@@ -119,6 +119,7 @@ class ForecastWatch:
         self.reasons: dict[str, str] = {}  # relpath -> the latest word (read by the join)
         self._gone_at_s: dict[str, float] = {}
         self._said: set[str] = set()
+        self._present: Collection[str] = frozenset()  # the watched set `_forget` last took
 
     def observe(
         self,
@@ -254,7 +255,10 @@ class ForecastWatch:
 
     def _forget(self, present: Collection[str], now_s: float) -> None:
         """End the warnings of containers gone; let go of calm ones' pressure."""
-        for relpath in [r for r in self._tracks if r not in present]:
+        # the same watched set as last time: every track is of a container in it
+        left = [] if present is self._present else [r for r in self._tracks if r not in present]
+        self._present = present
+        for relpath in left:
             gone = self._tracks.pop(relpath)
             self._gone_at_s[relpath] = now_s
             if gone.warning_id is not None:

@@ -5,7 +5,7 @@ the finding codes and the recommendation, the killed pod under OpenTelemetry att
 (`k8s.pod.name`, ...; never the agent's own `namespace`/`pod` stream labels) and the
 evidence, sizes in `_bytes` keys; a field that is not known is absent, never null.
 
-Both go through one structlog pipeline so an operator greps one stream; stdlib `logging`
+Both go through one pipeline (`eventlog`) so an operator greps one stream; stdlib `logging`
 records of other modules (Kubernetes client, metrics server) are rendered the same way.
 Every string that a pod or the kernel could have chosen (process names, cgroup paths,
 notes) has its control characters escaped: a name with a newline must not forge a line.
@@ -14,75 +14,24 @@ notes) has its control characters escaped: a name with a newline must not forge 
 from __future__ import annotations
 
 import logging
-import sys
 from typing import Any, TextIO
 
-import structlog
-
 from oomwatch.incident import AttributionCandidate, Incident
-from oomwatch.sanitize import escape_control
+from oomwatch.sinks import eventlog
 from oomwatch.stages import EventLogger
 
 INCIDENT_EVENT = "oom_kill"
 LOGGER_NAME = "oomwatch"
 
 
-def _escape_strings(_: Any, __: str, event_dict: dict[str, Any]) -> dict[str, Any]:
-    """Processor: escape control characters in every string value, however nested."""
-    return {k: _escaped(v) for k, v in event_dict.items()}
-
-
-def _escaped(value: Any) -> Any:
-    if isinstance(value, str):
-        return escape_control(value)
-    if isinstance(value, list | tuple):
-        return [_escaped(v) for v in value]
-    if isinstance(value, dict):
-        return {str(k): _escaped(v) for k, v in value.items()}
-    return value
-
-
 def setup_logging(log_format: str = "json", stream: TextIO | None = None) -> None:
-    """Configure structlog and the stdlib root logger to write one stream in one format."""
-    stream = stream if stream is not None else sys.stdout
-    shared: list[Any] = [
-        structlog.contextvars.merge_contextvars,
-        structlog.processors.add_log_level,
-        structlog.processors.TimeStamper(fmt="iso", utc=True),
-        structlog.processors.format_exc_info,
-        _escape_strings,
-    ]
-    renderer: Any = (
-        structlog.processors.JSONRenderer(sort_keys=False)
-        if log_format == "json"
-        else structlog.dev.ConsoleRenderer(colors=False)
-    )
-    structlog.configure(
-        processors=[*shared, renderer],
-        logger_factory=structlog.PrintLoggerFactory(stream),
-        cache_logger_on_first_use=False,
-    )
-    handler = logging.StreamHandler(stream)
-    handler.setFormatter(
-        structlog.stdlib.ProcessorFormatter(
-            processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, renderer],
-            # stdlib records: the message is the event key, `extra={...}` its fields
-            foreign_pre_chain=[
-                structlog.stdlib.add_logger_name,
-                structlog.stdlib.ExtraAdder(),
-                *shared,
-            ],
-        )
-    )
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(logging.INFO)
+    """The operational log and the stdlib root logger write one stream in one format."""
+    eventlog.configure(log_format, stream)
 
 
 def get_logger() -> EventLogger:
-    """The agent's operational logger (structlog; `setup_logging` decides where it writes)."""
-    logger: EventLogger = structlog.get_logger(LOGGER_NAME)
-    return logger
+    """The agent's operational logger (`setup_logging` decides where it writes)."""
+    return eventlog.EventLog(LOGGER_NAME)
 
 
 # Where the killed pod's identity goes: OpenTelemetry's resource attribute names, so it never

@@ -16,6 +16,7 @@ from oomwatch.cgroups import CgroupWatcher, TimelineSampler, WatchedCgroup
 from oomwatch.cgroups.attention import (
     COLD_INTERVAL_S,
     HOT_HOLD_S,
+    QUIET_INTERVAL_S,
     UsageThresholds,
     deepest,
     needs_attention,
@@ -125,6 +126,58 @@ def test_a_container_made_while_watched_is_sampled_every_second_as_it_starts(
     taken = _sampled_at(sampler, [calm, late], range(1001, 1031))
     assert len(taken[CONTAINER]) == 3 and len(taken[CONTAINER2]) == 30
     sampler.close()
+
+
+class _HeldThresholds(UsageThresholds):
+    """The kernel holds a threshold for every container (a v1 node as root)."""
+
+    def armed(self, relpath: str) -> bool:
+        return True
+
+
+def test_a_calm_container_whose_threshold_the_kernel_holds_is_sampled_every_quiet_interval(
+    fake_v2: CgroupV2Tree,
+) -> None:
+    """The threshold says when usage reaches half the limit; growth below it still brings
+    the container to every second at its next sample."""
+    calm, near = _watched(fake_v2, CONTAINER), _watched(fake_v2, CONTAINER2)
+    _usage(fake_v2, CONTAINER, 20 * MiB)  # of 256 MiB
+    _usage(fake_v2, CONTAINER2, 100 * MiB)  # of 128 MiB
+    sampler = TimelineSampler(
+        interval_s=1.0, cold_interval_s=COLD_INTERVAL_S, thresholds=_HeldThresholds()
+    )
+    taken = _sampled_at(sampler, [calm, near], range(1000, 1100))
+    assert taken[CONTAINER] == [1000.0 + k * QUIET_INTERVAL_S for k in range(4)]
+    assert len(taken[CONTAINER2]) == 100
+    _usage(fake_v2, CONTAINER, 24 * MiB)  # +4 MiB: over 1 % of its limit
+    taken = _sampled_at(sampler, [calm], range(1100, 1140))
+    assert taken[CONTAINER][:3] == [1120.0, 1121.0, 1122.0]
+    sampler.close()
+
+
+def test_a_pass_given_no_cgroups_keeps_the_last_watched_set(fake_v2: CgroupV2Tree) -> None:
+    """The worker passes the watched set only when it changed: the same samples, at the same
+    times, as when it passes it every time; a container left out is not sampled, its ring
+    kept for its kill's timeline, and it is sampled at once when it is back."""
+    calm, near = _watched(fake_v2, CONTAINER), _watched(fake_v2, CONTAINER2)
+    _usage(fake_v2, CONTAINER, 20 * MiB)
+    _usage(fake_v2, CONTAINER2, 100 * MiB)
+    every, once = (TimelineSampler(interval_s=1.0, cold_interval_s=10.0) for _ in range(2))
+    for t in range(1000, 1030):
+        a = every.sample([calm, near], now_s=float(t))
+        b = once.sample([calm, near] if t == 1000 else None, now_s=float(t))
+        assert [(cg.relpath, s) for cg, s in a] == [(cg.relpath, s) for cg, s in b]
+    left_out = [
+        once.sample([near] if t == 1030 else None, now_s=float(t)) for t in range(1030, 1042)
+    ]
+    assert {cg.relpath for taken in left_out for cg, _ in taken} == {CONTAINER2}
+    assert once.freeze(CONTAINER, 1041.0) is not None
+    assert [cg.relpath for cg, _ in once.sample([calm, near], now_s=1042.0)] == [
+        CONTAINER,
+        CONTAINER2,
+    ]
+    every.close()
+    once.close()
 
 
 def test_deepest_names_whose_limit_it_was() -> None:
