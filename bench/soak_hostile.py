@@ -46,6 +46,7 @@ import gzip
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -105,6 +106,18 @@ def kill(pid: int, extra_tasks: int = 0) -> list[bytes]:
     """The test report (kill of `pid`), `extra_tasks` more task rows; prio;text records."""
     raw = kill_records(0, 0, pid, extra_tasks)
     return [line.split(b",", 1)[0] + b";" + line.partition(b";")[2] for line in raw.splitlines()]
+
+
+def in_kernel_order(feeder: Feeder, records: list[bytes], count: Any) -> None:
+    """Write a report as the kernel makes it: the header and task table, then the counter
+    (`count()`: memcg_memory_event_mm, just before the kill line is printed), then the kill
+    line stamped after it.  Counting after the whole report would stamp the kill line
+    before the counter moved and let the agent read it first: an order no kernel makes,
+    which the agent rightly refuses to match (a counter-only duplicate)."""
+    at = next(i for i, r in enumerate(records) if b"Killed process " in r)
+    feeder.write(records[:at])
+    count()
+    feeder.write(records[at:])
 
 
 def group_kill(first_pid: int, members: int) -> list[bytes]:
@@ -371,6 +384,9 @@ def main() -> int:
     args = parser.parse_args()
     if os.geteuid() != 0:
         sys.exit("soak_hostile: needs root (memcg, chown to 100 owners, /dev/kmsg)")
+    # SIGTERM unwinds (the agent and the relay stopped, the memcg removed); a background
+    # job ignores SIGINT.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     work = Path(tempfile.mkdtemp(prefix="oomwatch-soak22-"))
     src = work / "src"
     src.mkdir()
@@ -411,6 +427,11 @@ def main() -> int:
             feeder = Feeder(source_fd)
             health = HealthProbe(agent)
             health.start()
+
+            def count() -> None:
+                events = memory_events(agent.kills, agent.kills)
+                (agent.container_dir / "memory.events").write_text(events)
+
             probe = agent.probe_dir
             make_link_dirs(probe, work, 5, args.link_entries)
             background = Background(probe, forecast_containers(agent.container_dir))
@@ -422,11 +443,8 @@ def main() -> int:
             while time.monotonic() - started < args.duration_s:
                 cycle_start = time.monotonic()
                 agent.kills += 1
-                feeder.write(kill(pid, extra_tasks=30_000))
+                in_kernel_order(feeder, kill(pid, extra_tasks=30_000), count)
                 sent.add(pid)
-                (agent.container_dir / "memory.events").write_text(
-                    memory_events(agent.kills, agent.kills)
-                )
                 pid += 40_000
                 counts["big"] += 1
                 time.sleep(2)
@@ -437,11 +455,8 @@ def main() -> int:
                 time.sleep(2)
                 for _ in range(10):
                     agent.kills += 1
-                    feeder.write(kill(pid))
+                    in_kernel_order(feeder, kill(pid), count)
                     sent.add(pid)
-                    (agent.container_dir / "memory.events").write_text(
-                        memory_events(agent.kills, agent.kills)
-                    )
                     pid += 10
                     counts["storm"] += 1
                     time.sleep(0.5)
