@@ -1,6 +1,7 @@
 """`/healthz` is served by its own thread from the loop's heartbeat: it answers within the
 kubelet's default probe timeout (1 s) while the loop is busy in Python, and says 503 once
-the loop has not turned for `HEARTBEAT_STALE_S` (stuck), 200 again when it turns."""
+the loop has not turned for `HEARTBEAT_STALE_S` (stuck), 200 again when it turns.  Time the
+loop's thread spent waiting for a CPU does not count: a starved loop is not a stuck one."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from support.agent import agent_thread
 from support.host import config_for, fake_host
 
 from oomwatch.daemon import agent as agent_module
+from oomwatch.daemon.heartbeat import Heartbeat, run_delay_s
 
 BUSY_S = 1.0
 STALE_S = 2.0  # past BUSY_S: a busy turn is not a stuck loop
@@ -77,3 +79,37 @@ def test_healthz_answers_while_the_loop_is_busy_and_fails_once_it_is_stuck(
     finally:
         release.set()
         os.close(writer)
+
+
+class Clocks:
+    """A wall clock and a run-queue wait the test moves (None: the wait cannot be read)."""
+
+    def __init__(self) -> None:
+        self.now_s, self.delay_s = 100.0, 5.0
+        self.readable = True
+
+    def clock(self) -> float:
+        return self.now_s
+
+    def run_delay(self, _tid: int) -> float | None:
+        return self.delay_s if self.readable else None
+
+
+def test_a_starved_loop_is_not_stale_a_blocked_or_spinning_one_is() -> None:
+    clocks = Clocks()
+    beat = Heartbeat(clocks.clock, clocks.run_delay)
+    beat.beat()
+    clocks.now_s += 40.0
+    clocks.delay_s += 35.0  # 35 of the 40 s waiting for a CPU (the soak's nice-19 agent)
+    assert beat.stale_s() == 5.0
+    beat.beat()
+    clocks.now_s += 40.0  # blocked 40 s, or spinning on its CPU: no run-queue wait
+    assert beat.stale_s() == 40.0
+    clocks.readable = False
+    assert beat.stale_s() == 40.0  # no schedstat: wall time, as before
+
+
+def test_the_run_queue_wait_is_read_for_a_real_thread() -> None:
+    delay = run_delay_s(threading.get_native_id())
+    assert delay is not None and delay >= 0.0
+    assert run_delay_s(2**31 - 1) is None  # no such thread
