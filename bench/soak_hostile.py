@@ -338,13 +338,14 @@ def report_inputs(work: Path, uid: int) -> list[tuple[str, list[str]]]:
 
 def real_kernel_kill(feeder: Feeder) -> int | None:
     """OOM-kill a hog in a scratch memcg; forward the kernel's records of it to the FIFO."""
+    comm = f"soak22-{os.getpid() % 100_000}"  # its own: soaks side by side see each other's hogs
     fd = os.open("/dev/kmsg", os.O_RDONLY | os.O_NONBLOCK)
     os.lseek(fd, 0, os.SEEK_END)
     records: list[bytes] = []
     victim = None
     try:
         with ScratchMemcg(32 * MiB) as memcg:
-            spawn_hog(memcg, mb=96, comm="soak22-hog")
+            spawn_hog(memcg, mb=96, comm=comm)
             deadline = time.monotonic() + 30
             while victim is None and time.monotonic() < deadline:
                 try:
@@ -357,7 +358,7 @@ def real_kernel_kill(feeder: Feeder) -> int | None:
                 prio, _, rest = raw.partition(b",")
                 text = rest.partition(b";")[2].split(b"\n", 1)[0]
                 records.append(prio + b";" + text)
-                if b"Killed process " in text and b"(soak22-hog)" in text:
+                if b"Killed process " in text and f"({comm})".encode() in text:
                     victim = int(text.split(b"Killed process ", 1)[1].split(b" ", 1)[0])
             time.sleep(0.5)
             while True:  # the rest of the report (group-kill or reaper lines)
