@@ -8,7 +8,15 @@ kernel kill.
 The agent runs `oomwatch run --standalone --probe-pod-dirs` from a snapshot of HEAD (`git
 archive`, so edits to the tree meanwhile do not reach it) over the fake host of
 tests/support/fifo_agent.py (a kubelet-like cgroup tree, the relay's FIFO), started inside
-a scratch v1 memcg whose limit is 192 MiB, the DaemonSet's.  Each cycle (`--cycle-s`):
+a scratch v1 memcg whose limit is 192 MiB, the DaemonSet's.  As the DaemonSet runs it
+(`--agent-uid`, default 65532; 0: as root): the agent as 65532:65532 with no supplementary
+groups, no capabilities (inheritable, bounding and ambient sets empty) and no_new_privs
+(`setpriv`), on the system `python3` (the venv's interpreter lives under /root, which 65532
+cannot search); its state directory 65532:65532 0750 and the probe directory root:65532
+3777, as `prepare-dirs` makes them; the kernel records reach it through the real
+`oomwatch.kmsg_relay`, as root, which reads a FIFO this driver writes (in place of
+/dev/kmsg: replayed records cannot be written to the kernel's log) and writes the agent's.
+Each cycle (`--cycle-s`):
 
 - replayed through the FIFO (kernel records as the relay forwards them, renumbered and stamped
   now; a real 30,000-process kill every minute would take the node): a kill with a 30,000-row
@@ -17,15 +25,17 @@ a scratch v1 memcg whose limit is 192 MiB, the DaemonSet's.  Each cycle (`--cycl
   `.ring` files touched every second, 5 pod directories of 100,000 hard links each (made once);
 - real cgroup files: 20 containers whose memory climbs to their limit and falls back
   (pre-OOM warnings cycling);
-- `oomwatch report` run inside the same memcg (as `kubectl exec` would) over, in turn: a store
-  of 20 uncapped 20,000-victim kills (text, --json, --html), a 600 KB nested journal JSON
-  line, a 68 KB gzip of invalid UTF-8, the live store.
+- `oomwatch report` run inside the same memcg as the agent's uid (as `kubectl exec` would)
+  over, in turn: a store of 20 uncapped 20,000-victim kills (text, --json, --html), a 600 KB
+  nested journal JSON line, a 68 KB gzip of invalid UTF-8, the live store.
 
 Each cycle appends a row (agent RSS, memcg usage / peak / failcnt / OOM kills, rows tried,
-incidents logged, load) to `--table`.  At the end: a trainer's framework OOM (a ring file
-written by the probe's own RingWriter into its per-pod directory) and a real kernel kill (a
-hog OOM-killed in a second scratch memcg; its /dev/kmsg records forwarded to the FIFO with
-their sequence numbers shifted past the replayed ones) must both be recorded.  Needs root.
+incidents logged, counter-only ones among them, /healthz status and how long it took, load)
+to `--table`; the agent's and the relay's credentials (from /proc) head it.  At the end: a
+trainer's framework OOM (a ring file written by the probe's own RingWriter into its per-pod
+directory, owned by uid 1000) and a real kernel kill (a hog OOM-killed in a second scratch
+memcg; its /dev/kmsg records forwarded through the relay with their sequence numbers shifted
+past the replayed ones) must both be recorded.  Needs root.
 """
 
 from __future__ import annotations
@@ -36,6 +46,7 @@ import gzip
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -56,6 +67,11 @@ from oomwatch.probe.schema import FrameworkOomEvent, ProbeMeta, to_payload  # no
 from oomwatch.store import IncidentStore  # noqa: E402
 
 MiB = 1 << 20
+AGENT_GID = 65532
+# The venv's interpreter resolves under /root (mode 0700 here), so the agent's uid runs the
+# system python3 of the same minor version with the venv's site-packages on its path.
+SITE_PACKAGES = Path(sys.prefix) / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}"
+SITE_PACKAGES = SITE_PACKAGES / "site-packages"
 LIMIT_BYTES = 192 * MiB
 TRAINER_UID = "7a1e0000-0000-4000-8000-00000000c0de"
 FORECAST_CONTAINERS = 20
@@ -92,6 +108,18 @@ def kill(pid: int, extra_tasks: int = 0) -> list[bytes]:
     return [line.split(b",", 1)[0] + b";" + line.partition(b";")[2] for line in raw.splitlines()]
 
 
+def in_kernel_order(feeder: Feeder, records: list[bytes], count: Any) -> None:
+    """Write a report as the kernel makes it: the header and task table, then the counter
+    (`count()`: memcg_memory_event_mm, just before the kill line is printed), then the kill
+    line stamped after it.  Counting after the whole report would stamp the kill line
+    before the counter moved and let the agent read it first: an order no kernel makes,
+    which the agent rightly refuses to match (a counter-only duplicate)."""
+    at = next(i for i, r in enumerate(records) if b"Killed process " in r)
+    feeder.write(records[:at])
+    count()
+    feeder.write(records[at:])
+
+
 def group_kill(first_pid: int, members: int) -> list[bytes]:
     """A memory.oom.group kill of `members` processes of the report's container."""
     tail = "file-rss:0kB, shmem-rss:0kB, UID:1000 pgtables:84kB oom_score_adj:0"
@@ -122,7 +150,7 @@ def one_event(path: Path, owner: int, pod_uid: str | None, pid: int) -> None:
         wall_s=time.time(), mono_s=time.monotonic(), framework="torch-cuda",
         message="CUDA out of memory. Tried to allocate 2.00 GiB")))  # fmt: skip
     writer.close()
-    os.chown(path, owner, owner)
+    os.chown(path, owner, -1)  # the group stays the directory's (setgid), as a pod's file's
 
 
 def make_link_dirs(probe: Path, scratch: Path, dirs: int, entries: int) -> None:
@@ -178,6 +206,85 @@ def forecast_containers(container_dir: Path) -> list[Path]:
     return out
 
 
+class HealthProbe(threading.Thread):
+    """`/healthz` every `period_s` as the kubelet asks it (one at a time), with its time: a
+    kubelet probe's default timeout is 1 s, the soak's table counts answers over 1 s and 5 s."""
+
+    def __init__(self, agent: Any, period_s: float = 5.0) -> None:
+        super().__init__(daemon=True)
+        self.agent, self.period_s = agent, period_s
+        self.stop = threading.Event()
+        self.lock = threading.Lock()
+        self.window: list[tuple[int, float]] = []
+
+    def run(self) -> None:
+        while not self.stop.wait(self.period_s):
+            started = time.monotonic()
+            status = self.agent.get("/healthz", timeout_s=5.0)[0]
+            with self.lock:
+                self.window.append((status, time.monotonic() - started))
+
+    def take(self) -> dict[str, Any]:
+        """The probes since the last call: how many, not 200, over 1 s, slowest (s)."""
+        with self.lock:
+            window, self.window = self.window, []
+        return {"n": len(window), "bad": sum(s != 200 for s, _ in window),
+                "over_1s": sum(t > 1.0 for _, t in window),
+                "max_s": round(max((t for _, t in window), default=0.0), 2)}  # fmt: skip
+
+
+def launcher(uid: int, src: Path) -> list[str]:
+    """The interpreter command for the agent's uid: `setpriv` as the DaemonSet's
+    securityContext has it (runAsUser/runAsGroup, drop ALL, allowPrivilegeEscalation false)."""
+    if uid == 0:
+        return [sys.executable]
+    return ["setpriv", f"--reuid={uid}", f"--regid={AGENT_GID}", "--clear-groups",
+            "--inh-caps=-all", "--ambient-caps=-all", "--bounding-set=-all", "--no-new-privs",
+            "env", f"PYTHONPATH={src}:{SITE_PACKAGES}", "/usr/bin/python3"]  # fmt: skip
+
+
+def prepare_dirs(work: Path, uid: int) -> None:
+    """The directories as the chart's prepare-dirs leaves them, before the agent starts."""
+    os.chmod(work, 0o755)  # mkdtemp's 0700 would keep the agent's uid out of everything
+    gid = AGENT_GID if uid else 0
+    for name, owner, mode in (("state", uid, 0o750), ("probe", 0, 0o3777), ("out", uid, 0o750)):
+        path = work / name
+        path.mkdir(exist_ok=True)
+        os.chown(path, owner, gid)
+        os.chmod(path, mode)
+
+
+def credentials(pid: int) -> dict[str, str]:
+    """Who a process runs as, from /proc: uids, gids, groups, capability sets, no_new_privs."""
+    keys = ("Uid", "Gid", "Groups", "CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb", "NoNewPrivs")
+    out = {}
+    with open(f"/proc/{pid}/status") as fh:
+        for line in fh:
+            key, _, value = line.partition(":")
+            if key in keys:
+                out[key] = " ".join(value.split())
+    return out
+
+
+def start_relay(work: Path, env: dict[str, str]) -> tuple[subprocess.Popen[bytes], int]:
+    """The relay as root from the driver's FIFO (its /dev/kmsg) to the agent's; the driver's
+    write end (held read-write, as the relay holds its own)."""
+    source = work / "kmsg.source"
+    os.mkfifo(source, 0o600)
+    fd = os.open(source, os.O_RDWR | os.O_NONBLOCK)
+    relay = subprocess.Popen([sys.executable, "-m", "oomwatch.kmsg_relay", "--kmsg", str(source),
+                              "--fifo", str(work / "kmsg.fifo")], env=env, cwd=env["PYTHONPATH"],
+                             stdin=subprocess.DEVNULL,
+                             stderr=open(work / "relay.stderr", "wb"))  # noqa: SIM115  # fmt: skip
+    deadline = time.monotonic() + 30
+    while not (work / "kmsg.fifo").exists():  # the relay makes it (ensure_fifo), 0666
+        if relay.poll() is not None or time.monotonic() > deadline:
+            why = (work / "relay.stderr").read_text()
+            sys.exit(f"soak_hostile: the relay did not start: {why}")
+        time.sleep(0.05)
+    return relay, fd
+
+
 def memcg_v1(memcg: ScratchMemcg, name: str) -> int:
     try:
         return int((memcg.fs_path / name).read_text().split()[0])
@@ -194,7 +301,8 @@ def oom_kills(memcg: ScratchMemcg) -> int:
 
 def in_memcg(memcg: ScratchMemcg, command: list[str], env: dict[str, str], cwd: Path,
              timeout_s: float) -> dict[str, Any]:  # fmt: skip
-    """Run `command` inside the agent's memcg (as `kubectl exec` into its container would)."""
+    """Run `command` inside the agent's memcg (as `kubectl exec` into its container would);
+    the shell joins the memcg as root, then execs `command` (which may drop privilege)."""
     procs = memcg.fs_path / "cgroup.procs"
     wrapped = ["sh", "-c", f'echo $$ > {procs} && exec "$@"', "sh", *command]
     started = time.monotonic()
@@ -209,9 +317,11 @@ def in_memcg(memcg: ScratchMemcg, command: list[str], env: dict[str, str], cwd: 
             "traceback": "Traceback" in err}  # fmt: skip
 
 
-def report_inputs(work: Path) -> list[tuple[str, list[str]]]:
+def report_inputs(work: Path, uid: int) -> list[tuple[str, list[str]]]:
     store = work / "oldstore"
     uncapped_group_kill_store(store, 20)
+    for path in (store, *store.iterdir()):
+        os.chown(path, uid, AGENT_GID if uid else 0)
     nested = work / "nested.json"
     nested.write_text('{"MESSAGE":' + "[" * 300_000 + "]" * 300_000 + "}\n")
     bad = work / "bad.gz"
@@ -219,7 +329,7 @@ def report_inputs(work: Path) -> list[tuple[str, list[str]]]:
     return [
         ("store-text", ["--store", str(store)]),
         ("store-json", ["--store", str(store), "--json"]),
-        ("store-html", ["--store", str(store), "--html", str(work / "r.html")]),
+        ("store-html", ["--store", str(store), "--html", str(work / "out" / "r.html")]),
         ("nested-json", [str(nested)]),
         ("bad-utf8-gz", [str(bad)]),
         ("live-store-json", ["--store", str(work / "state"), "--json"]),
@@ -228,13 +338,14 @@ def report_inputs(work: Path) -> list[tuple[str, list[str]]]:
 
 def real_kernel_kill(feeder: Feeder) -> int | None:
     """OOM-kill a hog in a scratch memcg; forward the kernel's records of it to the FIFO."""
+    comm = f"soak22-{os.getpid() % 100_000}"  # its own: soaks side by side see each other's hogs
     fd = os.open("/dev/kmsg", os.O_RDONLY | os.O_NONBLOCK)
     os.lseek(fd, 0, os.SEEK_END)
     records: list[bytes] = []
     victim = None
     try:
         with ScratchMemcg(32 * MiB) as memcg:
-            spawn_hog(memcg, mb=96, comm="soak22-hog")
+            spawn_hog(memcg, mb=96, comm=comm)
             deadline = time.monotonic() + 30
             while victim is None and time.monotonic() < deadline:
                 try:
@@ -247,7 +358,7 @@ def real_kernel_kill(feeder: Feeder) -> int | None:
                 prio, _, rest = raw.partition(b",")
                 text = rest.partition(b";")[2].split(b"\n", 1)[0]
                 records.append(prio + b";" + text)
-                if b"Killed process " in text and b"(soak22-hog)" in text:
+                if b"Killed process " in text and f"({comm})".encode() in text:
                     victim = int(text.split(b"Killed process ", 1)[1].split(b" ", 1)[0])
             time.sleep(0.5)
             while True:  # the rest of the report (group-kill or reaper lines)
@@ -270,9 +381,13 @@ def main() -> int:
     parser.add_argument("--cycle-s", type=float, default=60)
     parser.add_argument("--table", type=Path, required=True)
     parser.add_argument("--link-entries", type=int, default=100_000)
+    parser.add_argument("--agent-uid", type=int, default=65532, help="0: the agent as root")
     args = parser.parse_args()
     if os.geteuid() != 0:
         sys.exit("soak_hostile: needs root (memcg, chown to 100 owners, /dev/kmsg)")
+    # SIGTERM unwinds (the agent and the relay stopped, the memcg removed); a background
+    # job ignores SIGINT.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     work = Path(tempfile.mkdtemp(prefix="oomwatch-soak22-"))
     src = work / "src"
     src.mkdir()
@@ -281,16 +396,20 @@ def main() -> int:
     subprocess.run(["tar", "-x", "-C", str(src)], input=archive, check=True)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OOMWATCH_", "KUBE"))}
     env["PYTHONPATH"] = str(src)
+    prepare_dirs(work, args.agent_uid)
+    relay, source_fd = start_relay(work, env)
     table = open(args.table, "w", buffering=1)  # noqa: SIM115
     head = ("t_s", "alive", "healthz", "rss_mib", "hwm_mib", "memcg_mib", "memcg_peak_mib",
             "failcnt", "memcg_oom_kills", "big_kills", "group_kills", "storm_kills",
             "probe_files_rewritten", "report", "report_rc", "report_s", "report_tb",
-            "oom_kill_lines", "replayed_logged", "load1")  # fmt: skip
+            "oom_kill_lines", "replayed_logged", "counter_only", "healthz_probes",
+            "healthz_bad", "healthz_over_1s", "healthz_max_s", "load1")  # fmt: skip
     table.write("\t".join(head) + "\n")
     commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
                             capture_output=True, text=True).stdout.strip()  # fmt: skip
     print(f"soak_hostile: work {work}, commit {commit}", flush=True)
-    inputs = report_inputs(work)
+    inputs = report_inputs(work, args.agent_uid)
+    run_as = launcher(args.agent_uid, src)
     counts = {"big": 0, "group": 0, "storm": 0, "rewritten": 0, "reports": 0, "report_fail": 0}
     with ScratchMemcg(LIMIT_BYTES, exclusive=False) as memcg:
         own = Path("/proc/self/cgroup").read_text()
@@ -298,12 +417,22 @@ def main() -> int:
                     if ":memory:" in line)  # fmt: skip
         (memcg.fs_path / "cgroup.procs").write_text(str(os.getpid()))  # the agent forks here
         try:
-            ctx = running_agent(src, work, "--probe-pod-dirs")
+            ctx = running_agent(src, work, "--probe-pod-dirs", launcher=run_as)
             agent = ctx.__enter__()
         finally:
             (memcg.mount / home.strip("/") / "cgroup.procs").write_text(str(os.getpid()))
         try:
-            feeder = Feeder(agent.fifo_fd)
+            who = {"agent": credentials(agent.proc.pid), "relay": credentials(relay.pid)}
+            print(f"soak_hostile: {json.dumps(who)}", flush=True)
+            table.write("# " + json.dumps(who) + "\n")
+            feeder = Feeder(source_fd)
+            health = HealthProbe(agent)
+            health.start()
+
+            def count() -> None:
+                events = memory_events(agent.kills, agent.kills)
+                (agent.container_dir / "memory.events").write_text(events)
+
             probe = agent.probe_dir
             make_link_dirs(probe, work, 5, args.link_entries)
             background = Background(probe, forecast_containers(agent.container_dir))
@@ -315,11 +444,8 @@ def main() -> int:
             while time.monotonic() - started < args.duration_s:
                 cycle_start = time.monotonic()
                 agent.kills += 1
-                feeder.write(kill(pid, extra_tasks=30_000))
+                in_kernel_order(feeder, kill(pid, extra_tasks=30_000), count)
                 sent.add(pid)
-                (agent.container_dir / "memory.events").write_text(
-                    memory_events(agent.kills, agent.kills)
-                )
                 pid += 40_000
                 counts["big"] += 1
                 time.sleep(2)
@@ -330,11 +456,8 @@ def main() -> int:
                 time.sleep(2)
                 for _ in range(10):
                     agent.kills += 1
-                    feeder.write(kill(pid))
+                    in_kernel_order(feeder, kill(pid), count)
                     sent.add(pid)
-                    (agent.container_dir / "memory.events").write_text(
-                        memory_events(agent.kills, agent.kills)
-                    )
                     pid += 10
                     counts["storm"] += 1
                     time.sleep(0.5)
@@ -342,7 +465,7 @@ def main() -> int:
                     one_event(probe / f"f{uid}.ring", 20_000 + uid, None, 5000 + uid)
                 counts["rewritten"] += 100
                 name, report_args = inputs[cycle % len(inputs)]
-                report = in_memcg(memcg, [sys.executable, "-m", "oomwatch.cli", "report",
+                report = in_memcg(memcg, [*run_as, "-m", "oomwatch.cli", "report",
                                           *report_args], env, src, 300)  # fmt: skip
                 counts["reports"] += 1
                 counts["report_fail"] += report["rc"] not in (0, 1) or report["traceback"]
@@ -354,6 +477,8 @@ def main() -> int:
                 logged = agent.events(lambda e: e.get("event") == "oom_kill")
                 oom_lines = len(logged)
                 replayed_logged = len(sent & {e.get("process.pid") for _, e in logged})
+                counter_only = sum(bool(e.get("kmsg_missing")) for _, e in logged)
+                probes = health.take()
                 row = (round(time.monotonic() - started), alive, healthz,
                        round(status.get("VmRSS", 0) / 1024, 1),
                        round(status.get("VmHWM", 0) / 1024, 1),
@@ -362,18 +487,23 @@ def main() -> int:
                        memcg_v1(memcg, "memory.failcnt"), oom_kills(memcg), counts["big"],
                        counts["group"], counts["storm"], counts["rewritten"], name, report["rc"],
                        report["s"], report["traceback"], oom_lines, replayed_logged,
-                       round(os.getloadavg()[0], 2))  # fmt: skip
+                       counter_only, probes["n"], probes["bad"], probes["over_1s"],
+                       probes["max_s"], round(os.getloadavg()[0], 2))  # fmt: skip
                 table.write("\t".join(map(str, row)) + "\n")
                 cycle += 1
                 if not alive:
                     break
             background.stop.set()
             background.join(5)
+            health.stop.set()
             verdict = final_checks(agent, feeder, work)
         finally:
             ctx.__exit__(None, None, None)
+            relay.terminate()
+            relay.wait(10)
     verdict.update(counts=counts, peak_memcg_mib=row[6], peak_rss_mib=row[4],
-                   memcg_oom_kills=row[8], cycles=cycle)  # fmt: skip
+                   memcg_oom_kills=row[8], cycles=cycle, agent_uid=args.agent_uid,
+                   relay_exit=relay.returncode)  # fmt: skip
     table.write("# " + json.dumps(verdict) + "\n")
     table.close()
     print(json.dumps(verdict), flush=True)

@@ -29,6 +29,7 @@ from oomwatch.daemon.cgroup_worker import CgroupWorker, attentive_sampler
 from oomwatch.daemon.checkpoint import Checkpointer
 from oomwatch.daemon.config import DaemonConfig
 from oomwatch.daemon.forecasting import ForecastJoin, ForecastWatch
+from oomwatch.daemon.heartbeat import Heartbeat
 from oomwatch.daemon.host import dying, live_pids, may_kill_group
 from oomwatch.daemon.pipeline import Pipeline
 from oomwatch.incident import Incident, TimelineSample
@@ -56,7 +57,7 @@ class Agent:
         self._stop = threading.Event()
         self._submitted: queue.SimpleQueue[Incident] = queue.SimpleQueue()
         self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
-        self._heartbeat_mono = time.monotonic()
+        self._heartbeat = Heartbeat()
         self.store = IncidentStore(
             config.state_dir,
             max_incidents=config.max_incidents,
@@ -184,7 +185,7 @@ class Agent:
         self._wake()
 
     def healthy(self) -> bool:
-        alive = time.monotonic() - self._heartbeat_mono < HEARTBEAT_STALE_S
+        alive = self._heartbeat.stale_s() < HEARTBEAT_STALE_S
         alive = alive and self.cgroups.is_alive()
         return alive and (self.kube is None or bool(self.kube.healthy()))
 
@@ -270,7 +271,7 @@ class Agent:
             if now >= next_tick and not self.kmsg.open:
                 self._tick()
                 next_tick = now + self.config.sample_interval_s
-            self._heartbeat_mono = now
+            self._heartbeat.beat()
 
     def _turn(self, ready: set[int]) -> None:
         """One loop turn: the kernel log first (latency), then counter news.  With news the

@@ -162,12 +162,14 @@ def _loads_object(body: bytes, what: str) -> dict[str, Any]:
     return obj
 
 
-# Read by the agent, which runs as another uid with no capabilities (no DAC override), so
-# 0600 cannot be: the agent is not the owner.  In a setgid directory (the DaemonSet's probe
-# directory: group 65532, the agent's, inherited by every per-pod directory the kubelet makes)
-# the file takes that group and is 0640: the owner and the agent's group read it, no one else.
-# Elsewhere (a directory from before, a local run) there is no group to rely on and it stays
-# 0644.  Per-pod directories keep other pods out either way (daemonset/README.md).
+# Read by the agent, which runs as another uid with no capabilities (no DAC override) and
+# opens the file by path, so 0600 cannot be: the agent is not the owner (daemonset/README.md:
+# why an ACL does not help, and what handing over the descriptor would take).  In a setgid
+# directory (the DaemonSet's probe directory: group 65532, the agent's, inherited by every
+# per-pod directory the kubelet makes) the file takes that group and is 0640: the owner and
+# the agent's group read it, no one else.  Elsewhere (a directory from before, a local run)
+# there is no group to rely on and it stays 0644.  Per-pod directories keep other pods out
+# either way (daemonset/README.md).
 RING_FILE_MODE = 0o640
 RING_FILE_MODE_NO_GROUP = 0o644
 

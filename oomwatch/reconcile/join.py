@@ -16,7 +16,9 @@ lie or be lost, but says nothing else.  Matching the two:
   them; none -> it waits `GRACE_S` for a rescan to find its cgroup, then is passed on with
   its cgroup unknown.  A placed or ambiguous kill leaves a claim like a report's;
 - a counter rise that no log kill explains within `GRACE_S` becomes an incident of its own
-  with `kmsg_missing: true`.
+  with `kmsg_missing: true` -- `GRACE_S` counted from when the log was read past the rise
+  (its line may wait behind a backlog the agent is still decoding), for at most
+  `UNMATCHED_KEEP_S`.
 
 Claims do not take a particular rise at once: a report or a placed kill may fit two rises of
 its cgroup, and taking the wrong one would rob a later kill of its own; an ambiguous kill
@@ -32,6 +34,7 @@ Pure: state in, state out, no clock or I/O; all times are CLOCK_MONOTONIC second
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 
 from oomwatch.cgroups.oom_events import Sighting
 from oomwatch.incident import (
@@ -111,7 +114,7 @@ def reconcile(
     _take_incidents(work, incidents, now_s, kernel_offset_s, grace_s)
     _take_news(work, news, now_s, grace_s)
     place(work, facts or CgroupFacts(), now_s, kernel_offset_s, kernel_late_s)
-    _expire(work, now_s, wall_offset_s)
+    _expire(work, now_s, wall_offset_s, grace_s)
     work.out.state = ReconcileState(
         tuple(work.claims),
         tuple(work.rises),
@@ -204,13 +207,21 @@ def _take_news(work: Work, news: CgroupNews, now_s: float, grace_s: float) -> No
         work.counted_at_s = max(work.counted_at_s or news.counted_at_s, news.counted_at_s)
 
 
-def _expire(work: Work, now_s: float, wall_offset_s: float | None) -> None:
+def _expire(work: Work, now_s: float, wall_offset_s: float | None, grace_s: float) -> None:
     """Rises no claim or waiting kill may take, unexplained in time, become counter-only
-    incidents; claims whose counter never came stop waiting."""
+    incidents; claims whose counter never came stop waiting.
+
+    The kernel prints a kill's line right after its counter moves, but the agent may read
+    it much later: a rise the log has not been read past waits (its due moves on) until it
+    has, and `grace_s` more, so a line read late behind a backlog is matched, not doubled."""
     kept: list[Rise] = []
+    read_s = work.log_read_at_s
     for n, rise in enumerate(work.rises):
         if rise.due_s > now_s or n in work.held:
             kept.append(rise)
+            continue
+        if read_s is not None and read_s < rise.by_s and now_s < rise.by_s + work.keep_s:
+            kept.append(replace(rise, due_s=now_s + grace_s))
             continue
         incident = missing_incident(rise.cgroup, group_kill=rise.group)
         if wall_offset_s is not None:

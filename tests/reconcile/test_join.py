@@ -13,6 +13,7 @@ from oomwatch.cgroups.oom_events import OomSignal, Sighting
 from oomwatch.incident import Incident, TaskRow, Victim
 from oomwatch.reconcile import (
     AMBIGUOUS_WAIT_S,
+    GRACE_S,
     GROUP_REPEAT_S,
     SETTLE_S,
     CgroupFacts,
@@ -453,3 +454,47 @@ def test_two_kills_for_one_rise_are_not_both_certain() -> None:
         assert kill.task_memcg is None and kill.attribution is not None
         assert kill.attribution.confidence == "ambiguous"
         assert [c.cgroup for c in kill.attribution.candidates] == [CTR_A]
+
+
+def test_a_kill_line_read_late_behind_a_backlog_is_matched_not_doubled() -> None:
+    """The kernel's order under load: the counter moves (9.995) and the kill line is printed
+    just after, but the log is read through only 9.5 while the agent decodes a backlog
+    ahead of it (a 20,000-member group kill); the counter is read promptly.  The line comes
+    4 s later: its rise waited for it -- one kill, not a report and a counter-only one."""
+    r = reconcile(ReconcileState(), [], news(counted(CTR_A, 1, 10.0, since=9.99)), 10.0,
+                  log_read_at_s=9.5)  # fmt: skip
+    for step in range(1, 40):  # the loop turns while the backlog decodes
+        r = reconcile(r.state, [], [], now_s=10.0 + step * 0.1, log_read_at_s=9.5)
+        assert r.ready == [] and r.missing == 0
+    late = full(CTR_A, 9.996, 100)
+    r = reconcile(r.state, [late], [], now_s=14.0, log_read_at_s=14.0)
+    assert r.ready == [late] and late.task_memcg == CTR_A
+    r = reconcile(r.state, [], news(at=14.05), now_s=14.05, log_read_at_s=14.05)
+    assert r.ready == [] and r.state.quiet  # the pass after its line: the claim took the rise
+    assert reconcile(r.state, [], [], now_s=60.0, log_read_at_s=60.0).missing == 0
+
+
+def test_a_counted_kill_whose_line_never_comes_is_counter_only_once_the_log_is_read() -> None:
+    """Held while the log lags, a rise is still a counter-only kill once the log has been
+    read past it and `GRACE_S` more has passed without its line."""
+    r = reconcile(ReconcileState(), [], news(counted(CTR_B, 1, 10.0, since=9.99)), 10.0,
+                  log_read_at_s=9.5)  # fmt: skip
+    r = reconcile(r.state, [], [], now_s=20.0, log_read_at_s=9.5)
+    assert r.ready == []
+    r = reconcile(r.state, [], [], now_s=20.1, log_read_at_s=20.1)  # caught up
+    assert r.ready == []
+    r = reconcile(r.state, [], [], now_s=20.1 + GRACE_S + 0.1, log_read_at_s=22.7)
+    assert r.missing == 1 and r.ready[0].kmsg_missing and r.ready[0].task_memcg == CTR_B
+
+
+def test_a_held_rise_is_never_taken_by_a_kill_of_another_cgroup() -> None:
+    """While a rise of A waits for its line, B's report arrives: B's kill does not take A's
+    rise, and A's late line still does."""
+    r = reconcile(ReconcileState(), [], news(counted(CTR_A, 1, 10.0, since=9.99)), 10.0,
+                  log_read_at_s=9.5)  # fmt: skip
+    r = reconcile(r.state, [full(CTR_B, 9.997, 200)], [], now_s=13.0, log_read_at_s=9.5)
+    assert r.ready[0].task_memcg == CTR_B and r.missing == 0
+    late = full(CTR_A, 9.996, 100)
+    r = reconcile(r.state, [late], [], now_s=14.0, log_read_at_s=14.0)
+    assert late.task_memcg == CTR_A and r.missing == 0
+    assert reconcile(r.state, [], [], now_s=60.0, log_read_at_s=60.0).missing == 0

@@ -35,6 +35,8 @@ class AgentProcess:
     from `repo` (PYTHONPATH), so a benchmark can run an older checkout the same way.  Ready
     when constructed: its `started` line logged (`ready="started"`), `/healthz` answering
     200 (`"healthy"`), or at once (`None`).  Stopped by `stop()` or leaving a `with` block.
+    `launcher` replaces the interpreter (say, `setpriv ... python3`: another uid; it must exec,
+    so the pid stays the agent's).
     """
 
     def __init__(
@@ -46,11 +48,12 @@ class AgentProcess:
         repo: Path = REPO,
         ready: str | None = "started",
         ready_timeout_s: float = 60.0,
+        launcher: Sequence[str] = (),
     ) -> None:
         self.state_dir = state_dir
         self.port = free_port()
         argv = [
-            sys.executable,
+            *(launcher or [sys.executable]),
             "-m",
             "oomwatch.cli",
             "run",

@@ -12,7 +12,7 @@ import os
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -58,7 +58,13 @@ class AgentProc(AgentProcess):
     (the relay's end, `fifo_fd`), tmp/probe and tmp/state; `kill()` writes a kernel kill."""
 
     def __init__(
-        self, repo: Path, tmp: Path, *extra: str, kubeconfig: Path | None, wait_healthy: bool
+        self,
+        repo: Path,
+        tmp: Path,
+        *extra: str,
+        kubeconfig: Path | None,
+        wait_healthy: bool,
+        launcher: Sequence[str] = (),
     ) -> None:
         cgroup = tmp / "cgroup"
         self.tmp = tmp
@@ -92,6 +98,7 @@ class AgentProc(AgentProcess):
                 kubeconfig=kubeconfig,
                 repo=repo,
                 ready="healthy" if wait_healthy else None,
+                launcher=launcher,
             )
         except BaseException:
             os.close(self.fifo_fd)
@@ -136,10 +143,18 @@ def agent_env(repo: Path, kubeconfig: Path | None) -> dict[str, str]:
 
 @contextmanager
 def running_agent(
-    repo: Path, tmp: Path, *extra: str, kubeconfig: Path | None = None, wait_healthy: bool = True
+    repo: Path,
+    tmp: Path,
+    *extra: str,
+    kubeconfig: Path | None = None,
+    wait_healthy: bool = True,
+    launcher: Sequence[str] = (),
 ) -> Iterator[AgentProc]:
-    """An agent over tmp/cgroup, tmp/kmsg.fifo, tmp/probe and tmp/state (created if absent)."""
-    with AgentProc(repo, tmp, *extra, kubeconfig=kubeconfig, wait_healthy=wait_healthy) as agent:
+    """An agent over tmp/cgroup, tmp/kmsg.fifo, tmp/probe and tmp/state (created if absent);
+    `launcher` as in `AgentProcess`."""
+    with AgentProc(
+        repo, tmp, *extra, kubeconfig=kubeconfig, wait_healthy=wait_healthy, launcher=launcher
+    ) as agent:
         yield agent
 
 
