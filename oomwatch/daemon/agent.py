@@ -20,6 +20,7 @@ import select
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Sequence
 
 from oomwatch.cgroups import CgroupWatcher, WatchedCgroup
 from oomwatch.cgroups.pressure import PressureWatch
@@ -32,7 +33,7 @@ from oomwatch.daemon.forecasting import ForecastJoin, ForecastWatch
 from oomwatch.daemon.host import dying, live_pids, may_kill_group
 from oomwatch.daemon.pipeline import Pipeline
 from oomwatch.incident import Incident, TimelineSample
-from oomwatch.reconcile import CgroupFacts, is_logged_kernel_kill
+from oomwatch.reconcile import CgroupFacts, CgroupNews, is_logged_kernel_kill
 from oomwatch.sinks.log import LogSink, get_logger
 from oomwatch.sinks.metrics import Metrics, SeriesLabels
 from oomwatch.sources.kernel_log import KernelLog
@@ -125,9 +126,6 @@ class Agent:
             oom_group=self._oom_group,
             enrich_wait_s=config.enrich_wait_s,
             cgroup_facts=self._cgroup_facts,
-            kernel_offset_s=self.kmsg.clock.offset_s,
-            kernel_late_s=self.kmsg.clock.late_s,
-            log_read_at_s=lambda: self.kmsg.read_through_s,
             history=wiring.history(self.store, self.log),
         )
         if checkpoint is not None:
@@ -276,20 +274,26 @@ class Agent:
         """One loop turn: the kernel log first (latency), then counter news.  With news the
         log is read too: a kill the counters show has printed its line by then, and a kill
         is placed only once the lines of every kill its counters show are in."""
-        incidents: list[Incident] = []
         news = self.cgroups.take_news()
+        incidents: list[Incident] = []
         try:
-            if self.kmsg.fileno() in ready or news is not None:
-                incidents += self.kmsg.read()
-            incidents += self.kmsg.flush_if_idle(time.monotonic())
+            read = self.kmsg.take(read=self.kmsg.fileno() in ready or news is not None)
+            incidents += read.incidents
+            kernel = read.time
         except Exception:
             self.log.exception("kmsg_read_failed")
+            kernel = self.kmsg.time(time.monotonic())
         while not self._submitted.empty():
             incidents.append(self._submitted.get_nowait())
-        self.pipeline.process(incidents)
+        self.pipeline.process(incidents, (), kernel)
         self._rescan_for(incidents)
         if news is not None:
-            self.pipeline.process((), news)
+            self.pipeline.process((), news, kernel)
+
+    def _process(self, incidents: Sequence[Incident], news: CgroupNews | None = None) -> None:
+        """The pipeline off the loop's turn, with the kernel log's clock as of now."""
+        kernel = self.kmsg.time(time.monotonic())
+        self.pipeline.process(incidents, () if news is None else news, kernel)
 
     def _rescan_for(self, incidents: list[Incident]) -> None:
         """Ask for a rescan now when a kill names a cgroup we do not watch yet, or a bare
@@ -320,7 +324,7 @@ class Agent:
         """Once a sample interval: framework OOMs from the probe, the checkpoint, retention."""
         if self.framework_source is not None:
             try:
-                self.pipeline.process(self.framework_source.poll())
+                self._process(self.framework_source.poll())
             except Exception:
                 self.log.exception("probe_poll_failed")
         self._checkpoint()
@@ -380,7 +384,7 @@ class Agent:
             levels = self.cgroups.counter_levels()
             news = self.cgroups.take_news()
             if news is not None:
-                self.pipeline.process((), news)
+                self._process((), news)
             if levels[1] != self.cgroups.batches_taken or self.pipeline.holding:
                 return  # more came in meanwhile (or a bare kill waits): next time
         self.checkpoints.save(self.kmsg.cursor, self.pipeline.state, levels)
@@ -389,8 +393,8 @@ class Agent:
         self.cgroups.stop()
         try:
             if self.kmsg.open:
-                self.pipeline.process(self.kmsg.flush())
-            self.pipeline.process((), self.cgroups.take_news() or ())
+                self._process(self.kmsg.flush())
+            self._process((), self.cgroups.take_news())
             holding = self.pipeline.holding
             self.pipeline.drain()
             if not holding:  # else the last checkpoint stays: the restart replays from it

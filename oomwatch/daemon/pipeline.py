@@ -12,9 +12,10 @@ Nothing here raises on input or on a sink error.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from time import monotonic
+from time import time as epoch_time
 
 from oomwatch.cgroup_identity import annotate, identify
 from oomwatch.daemon.observe import SurvivalRecheck, fill_sampled_usage
@@ -24,6 +25,7 @@ from oomwatch.reconcile import (
     CgroupFacts,
     CgroupNews,
     CounterKills,
+    KernelTime,
     ReconcileState,
     is_logged_kernel_kill,
     reconcile,
@@ -86,12 +88,9 @@ class Pipeline:
         survived: Survived | None = None,
         oom_group: OomGroup | None = None,
         enrich_wait_s: float = 5.0,
-        wall_clock: Callable[[], float] = time.time,
-        mono_clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = epoch_time,
+        mono_clock: Callable[[], float] = monotonic,
         cgroup_facts: Callable[[], CgroupFacts] = CgroupFacts,
-        kernel_offset_s: Callable[[], float | None] = lambda: 0.0,
-        kernel_late_s: Callable[[float], float] = lambda _now: 0.0,
-        log_read_at_s: Callable[[], float | None] = lambda: None,
         history: History | None = None,
     ) -> None:
         self.store = store
@@ -106,9 +105,6 @@ class Pipeline:
         self._wall = wall_clock
         self._mono = mono_clock
         self._cgroup_facts = cgroup_facts
-        self._kernel_offset_s = kernel_offset_s
-        self._kernel_late_s = kernel_late_s
-        self._log_read_at_s = log_read_at_s
         self.history = history if history is not None else History()
         self.state = ReconcileState()
         self._deferred: list[_Deferred] = []
@@ -130,9 +126,11 @@ class Pipeline:
         self,
         incidents: Sequence[Incident] = (),
         news: CgroupNews | Sequence[CounterKills] = (),
+        time: KernelTime | None = None,
     ) -> None:
-        """Take new incidents and cgroup news (counter rises, OOM notifications, pids seen);
-        store and publish what is ready.
+        """Take new incidents and cgroup news (counter rises, OOM notifications, pids seen)
+        with the kernel log's clock as of now (`KernelLog.time`; None: stamps on
+        CLOCK_MONOTONIC, read through now); store and publish what is ready.
 
         Call it on every turn of the loop, even with nothing new: deadlines advance here.
         """
@@ -148,10 +146,8 @@ class Pipeline:
                 news,
                 now_mono,
                 facts=self._cgroup_facts(),
-                kernel_offset_s=self._kernel_offset_s(),
-                kernel_late_s=self._kernel_late_s(now_mono),
+                kernel_time=time,
                 wall_offset_s=now_wall - now_mono,
-                log_read_at_s=self._log_read_at_s(),
             )
         except Exception:  # a bug here must not lose the incidents: pass them on unmatched
             log.exception(

@@ -12,10 +12,12 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from oomwatch.decode import ReportAssembler, parse_kmsg_record
 from oomwatch.decode.lines import parse_killed
 from oomwatch.incident import Incident
+from oomwatch.reconcile.state import KernelTime
 from oomwatch.sources.kmsg import MAX_RECORDS_PER_READ, KmsgCursor, KmsgFollower
 from oomwatch.stages import EventLogger
 
@@ -101,6 +103,14 @@ class KernelClock:
         return self._best[0][1]
 
 
+@dataclass(frozen=True, slots=True)
+class KernelRead:
+    """One loop turn's kernel log: the incidents complete now, and its clock as of then."""
+
+    incidents: tuple[Incident, ...]
+    time: KernelTime
+
+
 class KernelLog:
     """The follower (None when the log cannot be opened) and the report assembler."""
 
@@ -160,6 +170,18 @@ class KernelLog:
     def flush_at(self) -> float | None:
         """When the open report is complete if nothing more comes (CLOCK_MONOTONIC)."""
         return self._last_record_mono + self._flush_idle_s if self.assembler.open else None
+
+    def time(self, now_s: float) -> KernelTime:
+        """The log's clock as of `now_s` (CLOCK_MONOTONIC), a value for the reconciliation."""
+        return KernelTime(self.clock.offset_s(), self.clock.late_s(now_s), self.read_through_s)
+
+    def take(self, *, read: bool) -> KernelRead:
+        """One loop turn: what the log has now (`read`: it is readable, or counters moved, so
+        a kill they show has printed its line), the reports complete by now, and the clock."""
+        incidents = self.read() if read else []
+        now_s = time.monotonic()
+        incidents += self.flush_if_idle(now_s)
+        return KernelRead(tuple(incidents), self.time(now_s))
 
     def read(self) -> list[Incident]:
         """Decode what the log has now; count records the kernel overwrote before we read."""
