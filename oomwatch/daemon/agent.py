@@ -26,14 +26,14 @@ from oomwatch.cgroups import CgroupWatcher, WatchedCgroup
 from oomwatch.cgroups.pressure import PressureWatch
 from oomwatch.daemon import http_server as http
 from oomwatch.daemon import wiring
+from oomwatch.daemon.cgroup_view import CgroupView
 from oomwatch.daemon.cgroup_worker import CgroupWorker, attentive_sampler
 from oomwatch.daemon.checkpoint import Checkpointer
 from oomwatch.daemon.config import DaemonConfig
 from oomwatch.daemon.forecasting import ForecastJoin, ForecastWatch
-from oomwatch.daemon.host import dying, live_pids, may_kill_group
 from oomwatch.daemon.pipeline import Pipeline
 from oomwatch.incident import Incident, TimelineSample
-from oomwatch.reconcile import CgroupFacts, CgroupNews, is_logged_kernel_kill
+from oomwatch.reconcile import CgroupNews, is_logged_kernel_kill
 from oomwatch.sinks.log import LogSink, get_logger
 from oomwatch.sinks.metrics import Metrics, SeriesLabels
 from oomwatch.sources.kernel_log import KernelLog
@@ -73,7 +73,6 @@ class Agent:
             self.boot_id,
             self.log,
             on_lost=self.metrics.add_kmsg_lost,
-            may_kill_group=self._may_kill_group,
         )
         self.watcher = CgroupWatcher(
             list(config.cgroup_roots),
@@ -87,6 +86,7 @@ class Agent:
             wake=self._wake,
             log=self.log,
         )
+        self._view = self.cgroups.view  # (loop thread) the cgroups as last taken with news
         self.kube: KubeLink | None = (
             None
             if config.standalone
@@ -121,11 +121,7 @@ class Agent:
             enrichers=enrichers,
             boot_id=self.boot_id,
             node=config.node_name,
-            timeline_for=self.cgroups.freeze,
-            survived=self._survived,
-            oom_group=self._oom_group,
             enrich_wait_s=config.enrich_wait_s,
-            cgroup_facts=self._cgroup_facts,
             history=wiring.history(self.store, self.log),
         )
         if checkpoint is not None:
@@ -144,31 +140,6 @@ class Agent:
     def _kernel_kills_for(self, container_id: str, since_s: float, until_s: float) -> int:
         """(Kubernetes thread) kernel kills stored for a container; the store serializes."""
         return self.store.kills_in(container_id, since_s, until_s)
-
-    def _survived(self, relpath: str, victims: frozenset[int]) -> bool | None:
-        """Whether a process other than the victims (and others already exiting, like the
-        peers of a killed PID 1) is left in the cgroup."""
-        for hierarchy in self.watcher.hierarchies:
-            path = hierarchy.fs_path(relpath)
-            if path is not None and os.path.isdir(path):
-                pids = live_pids(path)
-                return None if pids is None else any(not dying(p) for p in pids - victims)
-        return None
-
-    def _cgroup_facts(self) -> CgroupFacts:
-        return CgroupFacts(self.cgroups.limits_bytes)
-
-    def _oom_group(self, relpath: str) -> bool | None:
-        """`memory.oom.group` of a container cgroup (the watcher only looks it up)."""
-        try:
-            return self.watcher.oom_group(relpath)
-        except Exception:
-            self.log.exception("oom_group_unreadable", cgroup=relpath)
-            return None
-
-    def _may_kill_group(self, incident: Incident) -> bool:
-        v2 = any(h.version == 2 for h in self.watcher.hierarchies)
-        return may_kill_group(incident, self._oom_group, cgroup_v2=v2)
 
     # --- API for other threads ---
 
@@ -214,7 +185,7 @@ class Agent:
             state_dir=str(self.config.state_dir),
             cgroup_hierarchies=[h.mount_path for h in self.watcher.hierarchies],
             cgroup_versions=[h.version for h in self.watcher.hierarchies],
-            cgroups_watched=len(self.cgroups.watched),
+            cgroups_watched=len(self._view.watched),
             oom_notifications=self.watcher.witness.failure or "watched",
             standalone=self.kube is None,
             boot_id=self.boot_id,
@@ -274,10 +245,11 @@ class Agent:
         """One loop turn: the kernel log first (latency), then counter news.  With news the
         log is read too: a kill the counters show has printed its line by then, and a kill
         is placed only once the lines of every kill its counters show are in."""
-        news = self.cgroups.take_news()
+        news, self._view = self.cgroups.take_news()
         incidents: list[Incident] = []
         try:
-            read = self.kmsg.take(read=self.kmsg.fileno() in ready or news is not None)
+            readable = self.kmsg.fileno() in ready or news is not None
+            read = self.kmsg.take(read=readable, groups=self._view)
             incidents += read.incidents
             kernel = read.time
         except Exception:
@@ -285,15 +257,15 @@ class Agent:
             kernel = self.kmsg.time(time.monotonic())
         while not self._submitted.empty():
             incidents.append(self._submitted.get_nowait())
-        self.pipeline.process(incidents, (), kernel)
+        self.pipeline.process(incidents, (), kernel, self._view)
         self._rescan_for(incidents)
         if news is not None:
-            self.pipeline.process((), news, kernel)
+            self.pipeline.process((), news, kernel, self._view)
 
     def _process(self, incidents: Sequence[Incident], news: CgroupNews | None = None) -> None:
         """The pipeline off the loop's turn, with the kernel log's clock as of now."""
         kernel = self.kmsg.time(time.monotonic())
-        self.pipeline.process(incidents, () if news is None else news, kernel)
+        self.pipeline.process(incidents, () if news is None else news, kernel, self._view)
 
     def _rescan_for(self, incidents: list[Incident]) -> None:
         """Ask for a rescan now when a kill names a cgroup we do not watch yet, or a bare
@@ -301,7 +273,7 @@ class Agent:
         (and its counter read from zero) at once instead of at the next periodic rescan.
         Each unwatched cgroup asks once (most are simply not ours to watch)."""
         wanted = self._rescan_pending
-        watched = self.cgroups.watched
+        watched = self._view.watched
         for incident in incidents:
             if not is_logged_kernel_kill(incident):
                 continue
@@ -343,7 +315,10 @@ class Agent:
             self.log.info("store_pruned", removed=removed)
 
     def _publish_memory(
-        self, samples: list[tuple[WatchedCgroup, TimelineSample]], now_wall: float
+        self,
+        samples: list[tuple[WatchedCgroup, TimelineSample]],
+        now_wall: float,
+        view: CgroupView,
     ) -> None:
         """(Worker thread) per-container memory gauges; series of gone pods age out."""
         for cg, sample in samples:
@@ -353,7 +328,7 @@ class Agent:
                     labels, sample.usage_bytes, sample.limit_bytes, sample.working_set_bytes
                 )
         self.metrics.forget_stale(now_wall)
-        self.forecasts.observe(samples, now_wall, self.cgroups.watched)
+        self.forecasts.observe(samples, now_wall, view.watched)
 
     def _labels(self, pod_uid: str | None, container_id: str | None) -> SeriesLabels | None:
         if not pod_uid:
@@ -382,7 +357,7 @@ class Agent:
         levels = None
         if self.checkpoints.levels_due(self.cgroups.batches):
             levels = self.cgroups.counter_levels()
-            news = self.cgroups.take_news()
+            news, self._view = self.cgroups.take_news()
             if news is not None:
                 self._process((), news)
             if levels[1] != self.cgroups.batches_taken or self.pipeline.holding:
@@ -394,7 +369,8 @@ class Agent:
         try:
             if self.kmsg.open:
                 self._process(self.kmsg.flush())
-            self._process((), self.cgroups.take_news())
+            news, self._view = self.cgroups.take_news()
+            self._process((), news)
             holding = self.pipeline.holding
             self.pipeline.drain()
             if not holding:  # else the last checkpoint stays: the restart replays from it

@@ -4,8 +4,9 @@ decoded kills + counter deltas -> reconcile -> identity -> the cgroup at the kil
 sampled usage, oom.group, survival) -> enrichers (deferred, bounded) -> diagnosis (with the
 workload's earlier kills) -> store (once per kill) -> sinks.  Every sink speaks from the one
 diagnosis (`findings`, `recommendation`, `verdict`) that is stored and that `oomwatch
-report` shows.  It does no I/O of its own: the host is reached only through the callables
-and adapters it is given, so it runs the same on the real kernel, in the demo and in tests.
+report` shows.  It does no I/O of its own: what it knows of the host comes in as values with
+each call (`KernelTime` from the kernel log, `CgroupView` from the cgroup worker) and through
+the adapters it is given, so it runs the same on the real kernel, in the demo and in tests.
 Nothing here raises on input or on a sink error.
 """
 
@@ -18,11 +19,11 @@ from time import monotonic
 from time import time as epoch_time
 
 from oomwatch.cgroup_identity import annotate, identify
+from oomwatch.daemon.cgroup_view import CgroupView
 from oomwatch.daemon.observe import SurvivalRecheck, fill_sampled_usage
 from oomwatch.diagnosis.history import History
-from oomwatch.incident import Incident, Timeline, iso_epoch_s, iso_time
+from oomwatch.incident import Incident, iso_epoch_s, iso_time
 from oomwatch.reconcile import (
-    CgroupFacts,
     CgroupNews,
     CounterKills,
     KernelTime,
@@ -35,13 +36,6 @@ from oomwatch.store import IncidentStore
 from oomwatch.store.limits import capped
 
 log = logging.getLogger("oomwatch.pipeline")
-
-TimelineFor = Callable[[str, float], Timeline | None]
-"""(cgroup relpath, kill wall time in epoch seconds) -> the frozen memory window."""
-Survived = Callable[[str, frozenset[int]], bool | None]
-"""(container cgroup relpath, victim pids) -> whether any other process lives on in it."""
-OomGroup = Callable[[str], bool | None]
-"""(container cgroup relpath) -> its `memory.oom.group` (None: gone)."""
 
 
 def container_cgroup(relpath: str) -> str:
@@ -84,13 +78,9 @@ class Pipeline:
         enrichers: Sequence[Enricher] = (),
         boot_id: str | None,
         node: str | None,
-        timeline_for: TimelineFor | None = None,
-        survived: Survived | None = None,
-        oom_group: OomGroup | None = None,
         enrich_wait_s: float = 5.0,
         wall_clock: Callable[[], float] = epoch_time,
         mono_clock: Callable[[], float] = monotonic,
-        cgroup_facts: Callable[[], CgroupFacts] = CgroupFacts,
         history: History | None = None,
     ) -> None:
         self.store = store
@@ -98,13 +88,10 @@ class Pipeline:
         self.enrichers = list(enrichers)
         self.boot_id = boot_id
         self.node = node
-        self._timeline_for = timeline_for
-        self._survived = survived
-        self._oom_group = oom_group
         self._enrich_wait_s = enrich_wait_s
         self._wall = wall_clock
         self._mono = mono_clock
-        self._cgroup_facts = cgroup_facts
+        self._view = CgroupView()
         self.history = history if history is not None else History()
         self.state = ReconcileState()
         self._deferred: list[_Deferred] = []
@@ -127,15 +114,20 @@ class Pipeline:
         incidents: Sequence[Incident] = (),
         news: CgroupNews | Sequence[CounterKills] = (),
         time: KernelTime | None = None,
+        view: CgroupView | None = None,
     ) -> None:
         """Take new incidents and cgroup news (counter rises, OOM notifications, pids seen)
         with the kernel log's clock as of now (`KernelLog.time`; None: stamps on
-        CLOCK_MONOTONIC, read through now); store and publish what is ready.
+        CLOCK_MONOTONIC, read through now) and the cgroups as the worker last published
+        them (`CgroupWorker.take_news`; None: the view given last); store and publish
+        what is ready.
 
         Call it on every turn of the loop, even with nothing new: deadlines advance here.
         """
         now_mono = self._mono()
         now_wall = self._wall()
+        if view is not None:
+            self._view = view
         self._retry_deferred(now_mono)
         for incident in incidents:
             self._stamp(incident, now_wall, now_mono)
@@ -145,7 +137,7 @@ class Pipeline:
                 incidents,
                 news,
                 now_mono,
-                facts=self._cgroup_facts(),
+                facts=self._view.facts,
                 kernel_time=time,
                 wall_offset_s=now_wall - now_mono,
             )
@@ -218,17 +210,18 @@ class Pipeline:
         if cgroup is None:
             return None
         container = container_cgroup(cgroup)
-        if self._timeline_for is not None and incident.timeline is None:
+        view = self._view
+        if incident.timeline is None:
             at_s = iso_epoch_s(incident.wall_time) or self._wall()
-            incident.timeline = self._timeline_for(container, at_s)
+            incident.timeline = view.timeline(container, at_s)
         fill_sampled_usage(incident)
-        if self._oom_group is not None and incident.oom_group_enabled is None:
-            incident.oom_group_enabled = self._oom_group(container)
-        if self._survived is not None and incident.container_survived is None:
+        if incident.oom_group_enabled is None:
+            incident.oom_group_enabled = view.oom_group(container)
+        if incident.container_survived is None:
             victims = frozenset(v.pid for v in incident.victims)
-            incident.container_survived = self._survived(container, victims)
+            incident.container_survived = view.survived(container, victims)
             if incident.container_survived:
-                return SurvivalRecheck(self._survived, container, victims, now_mono, self._mono)
+                return SurvivalRecheck(view.survived, container, victims, now_mono, self._mono)
         return None
 
     def _enrich(self, incident: Incident, enrichers: Sequence[Enricher]) -> list[Enricher]:
