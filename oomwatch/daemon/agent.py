@@ -115,17 +115,13 @@ class Agent:
         self.framework_source: FrameworkSource | None = probe[1] if probe else None
         if self.probe_enricher is not None:
             enrichers.append(self.probe_enricher)
+        history = wiring.history(self.store, self.log)
+        node, wait_s = config.node_name, config.enrich_wait_s
         self.pipeline = Pipeline(
-            store=self.store,
-            sinks=sinks,
-            enrichers=enrichers,
-            boot_id=self.boot_id,
-            node=config.node_name,
-            enrich_wait_s=config.enrich_wait_s,
-            history=wiring.history(self.store, self.log),
+            self.store, sinks, enrichers, history, self.boot_id, node, enrich_wait_s=wait_s
         )
         if checkpoint is not None:
-            self.pipeline.state = self.checkpoints.restored_state(checkpoint, time.monotonic())
+            self.pipeline.restore(checkpoint)
             if self.pipeline.state.kernel_offset_s is not None:
                 self.kmsg.clock.seed(self.pipeline.state.kernel_offset_s)
         self.metrics_address: tuple[str, int] | None = None

@@ -20,6 +20,7 @@ from time import time as epoch_time
 
 from oomwatch.cgroup_identity import annotate, identify
 from oomwatch.daemon.cgroup_view import CgroupView
+from oomwatch.daemon.checkpoint import restore_reconcile
 from oomwatch.daemon.observe import SurvivalRecheck, fill_sampled_usage
 from oomwatch.diagnosis.history import History
 from oomwatch.incident import Incident, iso_epoch_s, iso_time
@@ -32,7 +33,7 @@ from oomwatch.reconcile import (
     reconcile,
 )
 from oomwatch.stages import Enricher, Sink
-from oomwatch.store import IncidentStore
+from oomwatch.store import Checkpoint, IncidentStore
 from oomwatch.store.limits import capped
 
 log = logging.getLogger("oomwatch.pipeline")
@@ -72,17 +73,19 @@ class Pipeline:
 
     def __init__(
         self,
-        *,
         store: IncidentStore,
         sinks: Sequence[Sink],
         enrichers: Sequence[Enricher] = (),
-        boot_id: str | None,
-        node: str | None,
+        history: History | None = None,
+        boot_id: str | None = None,
+        node: str | None = None,
+        *,
         enrich_wait_s: float = 5.0,
         wall_clock: Callable[[], float] = epoch_time,
         mono_clock: Callable[[], float] = monotonic,
-        history: History | None = None,
     ) -> None:
+        """What it writes to and what it stamps; what it learns of the host comes with each
+        `process()` call.  `history`: the workload's earlier kills (None: none known)."""
         self.store = store
         self.sinks = list(sinks)
         self.enrichers = list(enrichers)
@@ -96,6 +99,18 @@ class Pipeline:
         self.state = ReconcileState()
         self._deferred: list[_Deferred] = []
         self.stats = PipelineStats()
+
+    def restore(self, checkpoint: Checkpoint) -> None:
+        """Resume what an earlier run of this boot still waited on (rises owed a report,
+        claims, sightings, the kernel clock's offset); an unreadable part starts afresh."""
+        try:
+            self.state = restore_reconcile(checkpoint.reconcile, self._mono())
+        except ValueError as exc:
+            path = str(self.store.path)
+            log.error("checkpoint_unreadable", extra={"path": path, "error": str(exc)})
+            self.state = ReconcileState()
+        resumed = {"cgroups": len(checkpoint.counters), "owed": len(self.state.rises)}
+        log.info("checkpoint_resumed", extra={**resumed, "claims": len(self.state.claims)})
 
     @property
     def holding(self) -> bool:

@@ -10,6 +10,7 @@ import pytest
 from support.cgroup_view import FakeCgroupView
 from support.clock import FakeClock
 
+from oomwatch.daemon.checkpoint import pending_reconcile
 from oomwatch.daemon.observe import SURVIVAL_RECHECK_S
 from oomwatch.daemon.pipeline import Pipeline, container_cgroup
 from oomwatch.incident import (
@@ -21,10 +22,10 @@ from oomwatch.incident import (
     Victim,
     iso_epoch_s,
 )
-from oomwatch.reconcile import SETTLE_S, CgroupNews, CounterKills
+from oomwatch.reconcile import SETTLE_S, CgroupNews, CounterKills, ReconcileState
 from oomwatch.sinks.log import LogSink, setup_logging
 from oomwatch.stages import Sink
-from oomwatch.store import IncidentStore
+from oomwatch.store import Checkpoint, IncidentStore
 
 MiB = 1 << 20
 
@@ -261,6 +262,25 @@ def test_kernel_printed_usage_is_never_replaced_by_a_sample(
     [got] = sink.got
     assert got.memcg == MemcgUsage(usage_bytes=32 * MiB, limit_bytes=32 * MiB)
     assert not got.memcg_sampled
+
+
+def test_restore_resumes_what_a_checkpoint_waited_on(tmp_path: Path, clock: FakeClock) -> None:
+    """A counter rise owed a report when the agent stopped is recorded after the restart;
+    an unreadable checkpoint starts the reconciliation afresh instead of failing."""
+    before, _ = make(tmp_path / "before", clock)
+    before.process([], [CounterKills(CTR, 1, clock.now)])
+    assert before.state.rises and not before.state.quiet
+    saved = Checkpoint({}, json.loads(json.dumps(pending_reconcile(before.state))))
+    after, sink = make(tmp_path / "after", clock)
+    after.restore(saved)
+    assert after.state.rises == before.state.rises
+    clock.advance(3.0)
+    after.process()
+    [got] = sink.got
+    assert got.kmsg_missing and got.pod_uid == UID
+    broken, _ = make(tmp_path / "broken", clock)
+    broken.restore(Checkpoint({}, {"rises": [[CTR, None]]}))
+    assert broken.state == ReconcileState()
 
 
 def test_drain_at_shutdown_stores_waiting_bare_kill(tmp_path: Path, clock: FakeClock) -> None:
