@@ -179,8 +179,8 @@ class Agent:
             if self.config.health_address
             else None,
             state_dir=str(self.config.state_dir),
-            cgroup_hierarchies=[h.mount_path for h in self.watcher.hierarchies],
-            cgroup_versions=[h.version for h in self.watcher.hierarchies],
+            cgroup_hierarchies=[h.mount_path for h in self._view.hierarchies],
+            cgroup_versions=[h.version for h in self._view.hierarchies],
             cgroups_watched=len(self._view.watched),
             oom_notifications=self.watcher.witness.failure or "watched",
             standalone=self.kube is None,
