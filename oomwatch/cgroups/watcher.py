@@ -330,15 +330,7 @@ class CgroupWatcher:
     def oom_group(self, relpath: str) -> bool | None:
         """Whether the cgroup kills as a group (`memory.oom.group`; v1 never); None if gone."""
         located = self._locate(relpath)
-        if located is None:
-            return None
-        path, version = located
-        if version == 1:
-            return False
-        try:
-            return read_once(os.path.join(path, "memory.oom.group")).strip() == b"1"
-        except CgroupGone:
-            return None if not os.path.isdir(path) else False
+        return None if located is None else read_oom_group(*located)
 
     def close(self) -> None:
         for cgroup_file in self._files.values():
@@ -454,3 +446,13 @@ class CgroupWatcher:
     def _warn(self, message: str) -> None:
         if message not in self.warnings and len(self.warnings) < _MAX_WARNINGS:
             self.warnings.append(message)
+
+
+def read_oom_group(path: str, version: int) -> bool | None:
+    """`memory.oom.group` of the cgroup directory `path` (v1 never); None if it is gone."""
+    if version == 1:
+        return False
+    try:
+        return read_once(os.path.join(path, "memory.oom.group")).strip() == b"1"
+    except CgroupGone:
+        return None if not os.path.isdir(path) else False

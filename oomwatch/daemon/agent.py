@@ -20,20 +20,21 @@ import select
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Sequence
 
 from oomwatch.cgroups import CgroupWatcher, WatchedCgroup
 from oomwatch.cgroups.pressure import PressureWatch
 from oomwatch.daemon import http_server as http
 from oomwatch.daemon import wiring
+from oomwatch.daemon.cgroup_view import CgroupView
 from oomwatch.daemon.cgroup_worker import CgroupWorker, attentive_sampler
 from oomwatch.daemon.checkpoint import Checkpointer
 from oomwatch.daemon.config import DaemonConfig
 from oomwatch.daemon.forecasting import ForecastJoin, ForecastWatch
 from oomwatch.daemon.heartbeat import Heartbeat
-from oomwatch.daemon.host import dying, live_pids, may_kill_group
 from oomwatch.daemon.pipeline import Pipeline
 from oomwatch.incident import Incident, TimelineSample
-from oomwatch.reconcile import CgroupFacts, is_logged_kernel_kill
+from oomwatch.reconcile import CgroupNews, is_logged_kernel_kill
 from oomwatch.sinks.log import LogSink, get_logger
 from oomwatch.sinks.metrics import Metrics, SeriesLabels
 from oomwatch.sources.kernel_log import KernelLog
@@ -73,7 +74,6 @@ class Agent:
             self.boot_id,
             self.log,
             on_lost=self.metrics.add_kmsg_lost,
-            may_kill_group=self._may_kill_group,
         )
         self.watcher = CgroupWatcher(
             list(config.cgroup_roots),
@@ -87,6 +87,7 @@ class Agent:
             wake=self._wake,
             log=self.log,
         )
+        self._view = self.cgroups.view  # (loop thread) the cgroups as last taken with news
         self.kube: KubeLink | None = (
             None
             if config.standalone
@@ -115,24 +116,13 @@ class Agent:
         self.framework_source: FrameworkSource | None = probe[1] if probe else None
         if self.probe_enricher is not None:
             enrichers.append(self.probe_enricher)
+        history = wiring.history(self.store, self.log)
+        node, wait_s = config.node_name, config.enrich_wait_s
         self.pipeline = Pipeline(
-            store=self.store,
-            sinks=sinks,
-            enrichers=enrichers,
-            boot_id=self.boot_id,
-            node=config.node_name,
-            timeline_for=self.cgroups.freeze,
-            survived=self._survived,
-            oom_group=self._oom_group,
-            enrich_wait_s=config.enrich_wait_s,
-            cgroup_facts=self._cgroup_facts,
-            kernel_offset_s=self.kmsg.clock.offset_s,
-            kernel_late_s=self.kmsg.clock.late_s,
-            log_read_at_s=lambda: self.kmsg.read_through_s,
-            history=wiring.history(self.store, self.log),
+            self.store, sinks, enrichers, history, self.boot_id, node, enrich_wait_s=wait_s
         )
         if checkpoint is not None:
-            self.pipeline.state = self.checkpoints.restored_state(checkpoint, time.monotonic())
+            self.pipeline.restore(checkpoint)
             if self.pipeline.state.kernel_offset_s is not None:
                 self.kmsg.clock.seed(self.pipeline.state.kernel_offset_s)
         self.metrics_address: tuple[str, int] | None = None
@@ -147,31 +137,6 @@ class Agent:
     def _kernel_kills_for(self, container_id: str, since_s: float, until_s: float) -> int:
         """(Kubernetes thread) kernel kills stored for a container; the store serializes."""
         return self.store.kills_in(container_id, since_s, until_s)
-
-    def _survived(self, relpath: str, victims: frozenset[int]) -> bool | None:
-        """Whether a process other than the victims (and others already exiting, like the
-        peers of a killed PID 1) is left in the cgroup."""
-        for hierarchy in self.watcher.hierarchies:
-            path = hierarchy.fs_path(relpath)
-            if path is not None and os.path.isdir(path):
-                pids = live_pids(path)
-                return None if pids is None else any(not dying(p) for p in pids - victims)
-        return None
-
-    def _cgroup_facts(self) -> CgroupFacts:
-        return CgroupFacts(self.cgroups.limits_bytes)
-
-    def _oom_group(self, relpath: str) -> bool | None:
-        """`memory.oom.group` of a container cgroup (the watcher only looks it up)."""
-        try:
-            return self.watcher.oom_group(relpath)
-        except Exception:
-            self.log.exception("oom_group_unreadable", cgroup=relpath)
-            return None
-
-    def _may_kill_group(self, incident: Incident) -> bool:
-        v2 = any(h.version == 2 for h in self.watcher.hierarchies)
-        return may_kill_group(incident, self._oom_group, cgroup_v2=v2)
 
     # --- API for other threads ---
 
@@ -215,9 +180,9 @@ class Agent:
             if self.config.health_address
             else None,
             state_dir=str(self.config.state_dir),
-            cgroup_hierarchies=[h.mount_path for h in self.watcher.hierarchies],
-            cgroup_versions=[h.version for h in self.watcher.hierarchies],
-            cgroups_watched=len(self.cgroups.watched),
+            cgroup_hierarchies=[h.mount_path for h in self._view.hierarchies],
+            cgroup_versions=[h.version for h in self._view.hierarchies],
+            cgroups_watched=len(self._view.watched),
             oom_notifications=self.watcher.witness.failure or "watched",
             standalone=self.kube is None,
             boot_id=self.boot_id,
@@ -277,20 +242,27 @@ class Agent:
         """One loop turn: the kernel log first (latency), then counter news.  With news the
         log is read too: a kill the counters show has printed its line by then, and a kill
         is placed only once the lines of every kill its counters show are in."""
+        news, self._view = self.cgroups.take_news()
         incidents: list[Incident] = []
-        news = self.cgroups.take_news()
         try:
-            if self.kmsg.fileno() in ready or news is not None:
-                incidents += self.kmsg.read()
-            incidents += self.kmsg.flush_if_idle(time.monotonic())
+            readable = self.kmsg.fileno() in ready or news is not None
+            read = self.kmsg.take(read=readable, groups=self._view)
+            incidents += read.incidents
+            kernel = read.time
         except Exception:
             self.log.exception("kmsg_read_failed")
+            kernel = self.kmsg.time(time.monotonic())
         while not self._submitted.empty():
             incidents.append(self._submitted.get_nowait())
-        self.pipeline.process(incidents)
+        self.pipeline.process(incidents, (), kernel, self._view)
         self._rescan_for(incidents)
         if news is not None:
-            self.pipeline.process((), news)
+            self.pipeline.process((), news, kernel, self._view)
+
+    def _process(self, incidents: Sequence[Incident], news: CgroupNews | None = None) -> None:
+        """The pipeline off the loop's turn, with the kernel log's clock as of now."""
+        kernel = self.kmsg.time(time.monotonic())
+        self.pipeline.process(incidents, () if news is None else news, kernel, self._view)
 
     def _rescan_for(self, incidents: list[Incident]) -> None:
         """Ask for a rescan now when a kill names a cgroup we do not watch yet, or a bare
@@ -298,7 +270,7 @@ class Agent:
         (and its counter read from zero) at once instead of at the next periodic rescan.
         Each unwatched cgroup asks once (most are simply not ours to watch)."""
         wanted = self._rescan_pending
-        watched = self.cgroups.watched
+        watched = self._view.watched
         for incident in incidents:
             if not is_logged_kernel_kill(incident):
                 continue
@@ -321,7 +293,7 @@ class Agent:
         """Once a sample interval: framework OOMs from the probe, the checkpoint, retention."""
         if self.framework_source is not None:
             try:
-                self.pipeline.process(self.framework_source.poll())
+                self._process(self.framework_source.poll())
             except Exception:
                 self.log.exception("probe_poll_failed")
         self._checkpoint()
@@ -340,7 +312,10 @@ class Agent:
             self.log.info("store_pruned", removed=removed)
 
     def _publish_memory(
-        self, samples: list[tuple[WatchedCgroup, TimelineSample]], now_wall: float
+        self,
+        samples: list[tuple[WatchedCgroup, TimelineSample]],
+        now_wall: float,
+        view: CgroupView,
     ) -> None:
         """(Worker thread) per-container memory gauges; series of gone pods age out."""
         for cg, sample in samples:
@@ -350,7 +325,7 @@ class Agent:
                     labels, sample.usage_bytes, sample.limit_bytes, sample.working_set_bytes
                 )
         self.metrics.forget_stale(now_wall)
-        self.forecasts.observe(samples, now_wall, self.cgroups.watched)
+        self.forecasts.observe(samples, now_wall, view.watched)
 
     def _labels(self, pod_uid: str | None, container_id: str | None) -> SeriesLabels | None:
         if not pod_uid:
@@ -379,9 +354,9 @@ class Agent:
         levels = None
         if self.checkpoints.levels_due(self.cgroups.batches):
             levels = self.cgroups.counter_levels()
-            news = self.cgroups.take_news()
+            news, self._view = self.cgroups.take_news()
             if news is not None:
-                self.pipeline.process((), news)
+                self._process((), news)
             if levels[1] != self.cgroups.batches_taken or self.pipeline.holding:
                 return  # more came in meanwhile (or a bare kill waits): next time
         self.checkpoints.save(self.kmsg.cursor, self.pipeline.state, levels)
@@ -390,8 +365,9 @@ class Agent:
         self.cgroups.stop()
         try:
             if self.kmsg.open:
-                self.pipeline.process(self.kmsg.flush())
-            self.pipeline.process((), self.cgroups.take_news() or ())
+                self._process(self.kmsg.flush())
+            news, self._view = self.cgroups.take_news()
+            self._process((), news)
             holding = self.pipeline.holding
             self.pipeline.drain()
             if not holding:  # else the last checkpoint stays: the restart replays from it

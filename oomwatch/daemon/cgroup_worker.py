@@ -3,8 +3,9 @@
 Reading hundreds of cgroup files takes 10-30 ms a second on a busy node; done on the loop
 that reads /dev/kmsg, a kill arriving meanwhile would wait for it.  This worker owns the
 `CgroupWatcher` and the `TimelineSampler`: the loop receives counter increases through a
-queue (and a wake-up), asks for an early rescan with `request_rescan()`, and freezes a
-timeline under the lock that also guards sampling.
+queue (and a wake-up) with the `CgroupView` published last (limits, watched set, and a
+timeline frozen under the lock that also guards sampling), and asks for an early rescan
+with `request_rescan()`.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import select
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from oomwatch.cgroups import CgroupWatcher, CounterDelta, TimelineSampler, WatchedCgroup
 from oomwatch.cgroups.attention import (
@@ -29,6 +30,7 @@ from oomwatch.cgroups.attention import (
 )
 from oomwatch.cgroups.counters import OomCounters
 from oomwatch.cgroups.oom_events import HOT_POLL_INTERVAL_S, OomSignal, Sighting, pids_in
+from oomwatch.daemon.cgroup_view import CgroupView
 from oomwatch.incident import Timeline, TimelineSample
 from oomwatch.reconcile import CgroupNews, CounterKills
 from oomwatch.stages import EventLogger
@@ -49,7 +51,8 @@ MAX_NEAR_LIMIT_CGROUPS = 64
 # ~10 ms: a node's first pass would otherwise hold the worker for seconds).
 THRESHOLDS_PER_PASS = 16
 
-OnSamples = Callable[[list[tuple[WatchedCgroup, TimelineSample]], float], None]
+OnSamples = Callable[[list[tuple[WatchedCgroup, TimelineSample]], float, CgroupView], None]
+"""(Worker thread) the samples of one pass, their wall time and the view they leave."""
 
 
 def attentive_sampler(interval_s: float, window_s: float) -> TimelineSampler:
@@ -87,9 +90,12 @@ class CgroupWorker:
         self.watcher = watcher
         self.sampler = sampler
         self.deltas: queue.SimpleQueue[CgroupBatch] = queue.SimpleQueue()
-        # Snapshots the loop reads (replaced whole, never changed in place).
-        self.limits_bytes: dict[str, int] = {}
-        self.watched: frozenset[str] = frozenset(cg.relpath for cg in watcher.cgroups())
+        # The one thing the loop reads: replaced whole, never changed in place.
+        self._view = CgroupView(
+            watched=frozenset(cg.relpath for cg in watcher.cgroups()),
+            hierarchies=tuple(watcher.hierarchies),
+            freeze=self.freeze,
+        )
         self._generation = -1  # of the watcher's set the sampler last took
         self._on_samples = on_samples
         self._wake = wake
@@ -116,8 +122,14 @@ class CgroupWorker:
         self._rescan.set()
         self._poke()
 
-    def take_news(self) -> CgroupNews | None:
-        """(Loop thread) everything queued since the last look, as one piece of news."""
+    @property
+    def view(self) -> CgroupView:
+        """The snapshot published last (any thread: a value)."""
+        return self._view
+
+    def take_news(self) -> tuple[CgroupNews | None, CgroupView]:
+        """(Loop thread) everything queued since the last look, as one piece of news, with
+        the view published last (at least as new as the news)."""
         kills: list[CounterKills] = []
         signals: list[OomSignal] = []
         sightings: list[Sighting] = []
@@ -138,7 +150,8 @@ class CgroupWorker:
                 for d in batch.deltas
                 if not d.vanished and d.oom_kill > 0
             ]
-        return CgroupNews(kills, signals, sightings, counted_at_s) if taken else None
+        news = CgroupNews(kills, signals, sightings, counted_at_s) if taken else None
+        return news, self._view  # read after the queue: published before what was taken
 
     def request_pass(self) -> None:
         """Read the counters now (a kill line with no cgroup arrived: its counter has moved);
@@ -213,7 +226,8 @@ class CgroupWorker:
             if self._rescan.is_set():
                 self._rescan.clear()
                 self.watcher.rescan()
-                self.watched = frozenset(cg.relpath for cg in self.watcher.cgroups())
+                watched = frozenset(cg.relpath for cg in self.watcher.cgroups())
+                self._view = replace(self._view, watched=watched)
             deltas = self.watcher.poll_changes(force=forced)
         except Exception:
             self._log.exception("cgroup_counters_failed")
@@ -266,11 +280,14 @@ class CgroupWorker:
                 limits = self.sampler.limits_bytes()
             self._arm_thresholds()
             if cgroups is not None:
-                self.watched = frozenset(cg.relpath for cg in cgroups)
+                watched = frozenset(cg.relpath for cg in cgroups)
+                self._view = replace(self._view, watched=watched, limits_bytes=limits)
                 self._generation = generation
-            self.limits_bytes = limits
+            else:
+                self._view = replace(self._view, limits_bytes=limits)
+            view = self._view
             self._note_limits(samples)
-            self._on_samples(samples, now_wall)
+            self._on_samples(samples, now_wall, view)
         except Exception:
             self._log.exception("memory_sampling_failed")
 

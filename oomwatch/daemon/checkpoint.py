@@ -112,20 +112,6 @@ class Checkpointer:
             self._log.error("checkpoint_unreadable", path=str(self._store.path), error=str(exc))
             return None
 
-    def restored_state(self, checkpoint: Checkpoint, now_s: float) -> ReconcileState:
-        try:
-            state = restore_reconcile(checkpoint.reconcile, now_s)
-        except ValueError as exc:
-            self._log.error("checkpoint_unreadable", path=str(self._store.path), error=str(exc))
-            state = ReconcileState()
-        self._log.info(
-            "checkpoint_resumed",
-            cgroups=len(checkpoint.counters),
-            owed=len(state.rises),
-            claims=len(state.claims),
-        )
-        return state
-
     def levels_due(self, batches: int) -> bool:
         """Whether counter levels must be saved: never saved, or deltas came since."""
         return self._boot_id is not None and self._levels_batch != batches

@@ -4,42 +4,39 @@ decoded kills + counter deltas -> reconcile -> identity -> the cgroup at the kil
 sampled usage, oom.group, survival) -> enrichers (deferred, bounded) -> diagnosis (with the
 workload's earlier kills) -> store (once per kill) -> sinks.  Every sink speaks from the one
 diagnosis (`findings`, `recommendation`, `verdict`) that is stored and that `oomwatch
-report` shows.  It does no I/O of its own: the host is reached only through the callables
-and adapters it is given, so it runs the same on the real kernel, in the demo and in tests.
+report` shows.  It does no I/O of its own: what it knows of the host comes in as values with
+each call (`KernelTime` from the kernel log, `CgroupView` from the cgroup worker) and through
+the adapters it is given, so it runs the same on the real kernel, in the demo and in tests.
 Nothing here raises on input or on a sink error.
 """
 
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from time import monotonic
+from time import time as epoch_time
 
 from oomwatch.cgroup_identity import annotate, identify
+from oomwatch.daemon.cgroup_view import CgroupView
+from oomwatch.daemon.checkpoint import restore_reconcile
 from oomwatch.daemon.observe import SurvivalRecheck, fill_sampled_usage
 from oomwatch.diagnosis.history import History
-from oomwatch.incident import Incident, Timeline, iso_epoch_s, iso_time
+from oomwatch.incident import Incident, iso_epoch_s, iso_time
 from oomwatch.reconcile import (
-    CgroupFacts,
     CgroupNews,
     CounterKills,
+    KernelTime,
     ReconcileState,
     is_logged_kernel_kill,
     reconcile,
 )
 from oomwatch.stages import Enricher, Sink
-from oomwatch.store import IncidentStore
+from oomwatch.store import Checkpoint, IncidentStore
 from oomwatch.store.limits import capped
 
 log = logging.getLogger("oomwatch.pipeline")
-
-TimelineFor = Callable[[str, float], Timeline | None]
-"""(cgroup relpath, kill wall time in epoch seconds) -> the frozen memory window."""
-Survived = Callable[[str, frozenset[int]], bool | None]
-"""(container cgroup relpath, victim pids) -> whether any other process lives on in it."""
-OomGroup = Callable[[str], bool | None]
-"""(container cgroup relpath) -> its `memory.oom.group` (None: gone)."""
 
 
 def container_cgroup(relpath: str) -> str:
@@ -76,43 +73,44 @@ class Pipeline:
 
     def __init__(
         self,
-        *,
         store: IncidentStore,
         sinks: Sequence[Sink],
         enrichers: Sequence[Enricher] = (),
-        boot_id: str | None,
-        node: str | None,
-        timeline_for: TimelineFor | None = None,
-        survived: Survived | None = None,
-        oom_group: OomGroup | None = None,
-        enrich_wait_s: float = 5.0,
-        wall_clock: Callable[[], float] = time.time,
-        mono_clock: Callable[[], float] = time.monotonic,
-        cgroup_facts: Callable[[], CgroupFacts] = CgroupFacts,
-        kernel_offset_s: Callable[[], float | None] = lambda: 0.0,
-        kernel_late_s: Callable[[float], float] = lambda _now: 0.0,
-        log_read_at_s: Callable[[], float | None] = lambda: None,
         history: History | None = None,
+        boot_id: str | None = None,
+        node: str | None = None,
+        *,
+        enrich_wait_s: float = 5.0,
+        wall_clock: Callable[[], float] = epoch_time,
+        mono_clock: Callable[[], float] = monotonic,
     ) -> None:
+        """What it writes to and what it stamps; what it learns of the host comes with each
+        `process()` call.  `history`: the workload's earlier kills (None: none known)."""
         self.store = store
         self.sinks = list(sinks)
         self.enrichers = list(enrichers)
         self.boot_id = boot_id
         self.node = node
-        self._timeline_for = timeline_for
-        self._survived = survived
-        self._oom_group = oom_group
         self._enrich_wait_s = enrich_wait_s
         self._wall = wall_clock
         self._mono = mono_clock
-        self._cgroup_facts = cgroup_facts
-        self._kernel_offset_s = kernel_offset_s
-        self._kernel_late_s = kernel_late_s
-        self._log_read_at_s = log_read_at_s
+        self._view = CgroupView()
         self.history = history if history is not None else History()
         self.state = ReconcileState()
         self._deferred: list[_Deferred] = []
         self.stats = PipelineStats()
+
+    def restore(self, checkpoint: Checkpoint) -> None:
+        """Resume what an earlier run of this boot still waited on (rises owed a report,
+        claims, sightings, the kernel clock's offset); an unreadable part starts afresh."""
+        try:
+            self.state = restore_reconcile(checkpoint.reconcile, self._mono())
+        except ValueError as exc:
+            path = str(self.store.path)
+            log.error("checkpoint_unreadable", extra={"path": path, "error": str(exc)})
+            self.state = ReconcileState()
+        resumed = {"cgroups": len(checkpoint.counters), "owed": len(self.state.rises)}
+        log.info("checkpoint_resumed", extra={**resumed, "claims": len(self.state.claims)})
 
     @property
     def holding(self) -> bool:
@@ -130,14 +128,21 @@ class Pipeline:
         self,
         incidents: Sequence[Incident] = (),
         news: CgroupNews | Sequence[CounterKills] = (),
+        time: KernelTime | None = None,
+        view: CgroupView | None = None,
     ) -> None:
-        """Take new incidents and cgroup news (counter rises, OOM notifications, pids seen);
-        store and publish what is ready.
+        """Take new incidents and cgroup news (counter rises, OOM notifications, pids seen)
+        with the kernel log's clock as of now (`KernelLog.time`; None: stamps on
+        CLOCK_MONOTONIC, read through now) and the cgroups as the worker last published
+        them (`CgroupWorker.take_news`; None: the view given last); store and publish
+        what is ready.
 
         Call it on every turn of the loop, even with nothing new: deadlines advance here.
         """
         now_mono = self._mono()
         now_wall = self._wall()
+        if view is not None:
+            self._view = view
         self._retry_deferred(now_mono)
         for incident in incidents:
             self._stamp(incident, now_wall, now_mono)
@@ -147,11 +152,9 @@ class Pipeline:
                 incidents,
                 news,
                 now_mono,
-                facts=self._cgroup_facts(),
-                kernel_offset_s=self._kernel_offset_s(),
-                kernel_late_s=self._kernel_late_s(now_mono),
+                facts=self._view.facts,
+                kernel_time=time,
                 wall_offset_s=now_wall - now_mono,
-                log_read_at_s=self._log_read_at_s(),
             )
         except Exception:  # a bug here must not lose the incidents: pass them on unmatched
             log.exception(
@@ -222,17 +225,18 @@ class Pipeline:
         if cgroup is None:
             return None
         container = container_cgroup(cgroup)
-        if self._timeline_for is not None and incident.timeline is None:
+        view = self._view
+        if incident.timeline is None:
             at_s = iso_epoch_s(incident.wall_time) or self._wall()
-            incident.timeline = self._timeline_for(container, at_s)
+            incident.timeline = view.timeline(container, at_s)
         fill_sampled_usage(incident)
-        if self._oom_group is not None and incident.oom_group_enabled is None:
-            incident.oom_group_enabled = self._oom_group(container)
-        if self._survived is not None and incident.container_survived is None:
+        if incident.oom_group_enabled is None:
+            incident.oom_group_enabled = view.oom_group(container)
+        if incident.container_survived is None:
             victims = frozenset(v.pid for v in incident.victims)
-            incident.container_survived = self._survived(container, victims)
+            incident.container_survived = view.survived(container, victims)
             if incident.container_survived:
-                return SurvivalRecheck(self._survived, container, victims, now_mono, self._mono)
+                return SurvivalRecheck(view.survived, container, victims, now_mono, self._mono)
         return None
 
     def _enrich(self, incident: Incident, enrichers: Sequence[Enricher]) -> list[Enricher]:

@@ -21,6 +21,7 @@ from oomwatch.reconcile.state import (
     CgroupNews,
     Claim,
     CounterKills,
+    KernelTime,
     Reconciled,
     ReconcileState,
 )
@@ -36,6 +37,7 @@ __all__ = [
     "CgroupNews",
     "Claim",
     "CounterKills",
+    "KernelTime",
     "OomSignal",
     "ReconcileState",
     "Reconciled",

@@ -28,7 +28,7 @@ later line can need it.  Counters stay the ground truth for how many kills there
 rise is explained by one claim or becomes a counter-only incident, never both.
 
 Pure: state in, state out, no clock or I/O; all times are CLOCK_MONOTONIC seconds
-(`kernel_offset_s` maps the kernel log's stamps onto that clock).
+(`KernelTime.offset_s` maps the kernel log's stamps onto that clock).
 """
 
 from __future__ import annotations
@@ -60,6 +60,7 @@ from oomwatch.reconcile.state import (
     CgroupNews,
     Claim,
     CounterKills,
+    KernelTime,
     Reconciled,
     ReconcileState,
     Work,
@@ -82,22 +83,21 @@ def reconcile(
     now_s: float,
     *,
     facts: CgroupFacts | None = None,
-    kernel_offset_s: float | None = 0.0,
-    kernel_late_s: float = 0.0,
+    kernel_time: KernelTime | None = None,
     grace_s: float = GRACE_S,
     unmatched_keep_s: float = UNMATCHED_KEEP_S,
     wall_offset_s: float | None = None,
-    log_read_at_s: float | None = None,
 ) -> Reconciled:
     """Fold new log incidents and cgroup news into the state; return what is ready.
 
     Call with no new input on each tick so waiting kills reach their deadline.
-    `kernel_offset_s` is the kernel log's clock minus CLOCK_MONOTONIC (None: not known yet;
-    then no kill is placed by its time), `kernel_late_s` how much later than the promptest
-    its records were read lately (`KernelClock.late_s`); `wall_offset_s` (wall clock minus
-    CLOCK_MONOTONIC) dates counter-only kills; `log_read_at_s`: the kernel log was read
-    through then (None: through now).
+    `kernel_time` is the kernel log's clock (offset, lateness, read-through) as of this call
+    (None: `KernelTime()`, stamps on CLOCK_MONOTONIC, read through now); `wall_offset_s`
+    (wall clock minus CLOCK_MONOTONIC) dates counter-only kills.
     """
+    kernel_time = kernel_time or KernelTime()
+    kernel_offset_s = kernel_time.offset_s
+    log_read_at_s = kernel_time.read_through_s
     if not isinstance(news, CgroupNews):
         news = CgroupNews(kills=tuple(news))
     work = Work(
@@ -113,7 +113,7 @@ def reconcile(
     )
     _take_incidents(work, incidents, now_s, kernel_offset_s, grace_s)
     _take_news(work, news, now_s, grace_s)
-    place(work, facts or CgroupFacts(), now_s, kernel_offset_s, kernel_late_s)
+    place(work, facts or CgroupFacts(), now_s, kernel_offset_s, kernel_time.late_s)
     _expire(work, now_s, wall_offset_s, grace_s)
     work.out.state = ReconcileState(
         tuple(work.claims),

@@ -12,10 +12,13 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
 
 from oomwatch.decode import ReportAssembler, parse_kmsg_record
 from oomwatch.decode.lines import parse_killed
 from oomwatch.incident import Incident
+from oomwatch.reconcile.state import KernelTime
 from oomwatch.sources.kmsg import MAX_RECORDS_PER_READ, KmsgCursor, KmsgFollower
 from oomwatch.stages import EventLogger
 
@@ -101,6 +104,21 @@ class KernelClock:
         return self._best[0][1]
 
 
+class GroupKills(Protocol):
+    """Whether a kill, as decoded so far, may be followed by its memory.oom.group members'
+    kill lines (`GROUP_KILL_IDLE_S`); the loop passes its `CgroupView`."""
+
+    def may_kill_group(self, incident: Incident, /) -> bool: ...
+
+
+@dataclass(frozen=True, slots=True)
+class KernelRead:
+    """One loop turn's kernel log: the incidents complete now, and its clock as of then."""
+
+    incidents: tuple[Incident, ...]
+    time: KernelTime
+
+
 class KernelLog:
     """The follower (None when the log cannot be opened) and the report assembler."""
 
@@ -111,12 +129,8 @@ class KernelLog:
         boot_id: str | None,
         log: EventLogger,
         on_lost: Callable[[int], None],
-        may_kill_group: Callable[[Incident], bool] = lambda _incident: False,
     ) -> None:
-        """`may_kill_group` tells whether a kill, as decoded so far, may be followed by
-        its memory.oom.group members' kill lines (`GROUP_KILL_IDLE_S`)."""
         self.log = log
-        self._may_kill_group = may_kill_group
         self.assembler = ReportAssembler()
         self.clock = KernelClock()
         self._caught_up = False  # the last read emptied the log: what comes next is live
@@ -161,7 +175,19 @@ class KernelLog:
         """When the open report is complete if nothing more comes (CLOCK_MONOTONIC)."""
         return self._last_record_mono + self._flush_idle_s if self.assembler.open else None
 
-    def read(self) -> list[Incident]:
+    def time(self, now_s: float) -> KernelTime:
+        """The log's clock as of `now_s` (CLOCK_MONOTONIC), a value for the reconciliation."""
+        return KernelTime(self.clock.offset_s(), self.clock.late_s(now_s), self.read_through_s)
+
+    def take(self, *, read: bool, groups: GroupKills | None = None) -> KernelRead:
+        """One loop turn: what the log has now (`read`: it is readable, or counters moved, so
+        a kill they show has printed its line), the reports complete by now, and the clock."""
+        incidents = self.read(groups) if read else []
+        now_s = time.monotonic()
+        incidents += self.flush_if_idle(now_s)
+        return KernelRead(tuple(incidents), self.time(now_s))
+
+    def read(self, groups: GroupKills | None = None) -> list[Incident]:
         """Decode what the log has now; count records the kernel overwrote before we read."""
         if self.follower is None:
             return []
@@ -171,7 +197,7 @@ class KernelLog:
         self._caught_up = len(records) < MAX_RECORDS_PER_READ
         if self._caught_up:
             self.read_through_s = started_s
-        out = self.decode(records, live=live)
+        out = self.decode(records, live=live, groups=groups)
         lost = self.follower.take_lost()
         if lost:
             self._on_lost(lost)
@@ -189,10 +215,12 @@ class KernelLog:
         *,
         live: bool = False,
         arrival_s: float | None = None,
+        groups: GroupKills | None = None,
     ) -> list[Incident]:
         """Feed (seq, raw) records one by one; a failing one is logged and skipped.  Records
         read `live` (not replayed backlog) also tell the clock offset.  `arrival_s`: when
-        they were read (CLOCK_MONOTONIC; None: now)."""
+        they were read (CLOCK_MONOTONIC; None: now); `groups`: where a group kill may
+        follow (None: nowhere)."""
         out: list[Incident] = []
         read_s = time.monotonic() if arrival_s is None else arrival_s
         last_message: str | None = None  # the last record fed decides how long to wait
@@ -215,19 +243,21 @@ class KernelLog:
                     consequence="record skipped; the rest of the read is kept",
                 )
         if last_message is not None:
-            self._flush_idle_s = self._idle_after(last_message)
+            self._flush_idle_s = self._idle_after(last_message, groups)
         if records:  # quiet is counted from the end of decoding (a long read takes a while)
             self._last_record_mono = time.monotonic() if arrival_s is None else arrival_s
         return out
 
-    def _idle_after(self, message: str) -> float:
+    def _idle_after(self, message: str, groups: GroupKills | None) -> float:
         """How long the log must be quiet after this record for the open report to be done."""
         incident = self.assembler.open_incident
         if parse_killed(message) is None and not (
             message.startswith("oom_reaper: ") and incident is not None and incident.victims
         ):
             return FLUSH_IDLE_S
-        if incident is not None and (incident.group_kill or self._may_kill_group(incident)):
+        if incident is None:
+            return KILL_LINE_IDLE_S
+        if incident.group_kill or (groups is not None and groups.may_kill_group(incident)):
             return GROUP_KILL_IDLE_S
         return KILL_LINE_IDLE_S
 

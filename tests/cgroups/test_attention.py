@@ -21,6 +21,7 @@ from oomwatch.cgroups.attention import (
     deepest,
     needs_attention,
 )
+from oomwatch.daemon.cgroup_view import CgroupView
 from oomwatch.daemon.cgroup_worker import CgroupWorker
 from oomwatch.incident import TimelineSample
 
@@ -202,7 +203,9 @@ def _woken_by_memory_events(tree: CgroupV2Tree, moved: tuple[str, ...]) -> set[s
     sampled: list[tuple[float, str]] = []
     seen = threading.Event()
 
-    def on_samples(samples: list[tuple[WatchedCgroup, TimelineSample]], _now: float) -> None:
+    def on_samples(
+        samples: list[tuple[WatchedCgroup, TimelineSample]], _now: float, _view: CgroupView
+    ) -> None:
         sampled.extend((time.monotonic(), cg.relpath) for cg, _ in samples)
         if {CONTAINER, CONTAINER2} <= {rel for _, rel in sampled}:
             seen.set()

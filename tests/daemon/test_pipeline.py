@@ -7,8 +7,10 @@ import json
 from pathlib import Path
 
 import pytest
+from support.cgroup_view import FakeCgroupView
 from support.clock import FakeClock
 
+from oomwatch.daemon.checkpoint import pending_reconcile
 from oomwatch.daemon.observe import SURVIVAL_RECHECK_S
 from oomwatch.daemon.pipeline import Pipeline, container_cgroup
 from oomwatch.incident import (
@@ -20,10 +22,10 @@ from oomwatch.incident import (
     Victim,
     iso_epoch_s,
 )
-from oomwatch.reconcile import SETTLE_S, CgroupNews, CounterKills
+from oomwatch.reconcile import SETTLE_S, CgroupNews, CounterKills, ReconcileState
 from oomwatch.sinks.log import LogSink, setup_logging
 from oomwatch.stages import Sink
-from oomwatch.store import IncidentStore
+from oomwatch.store import Checkpoint, IncidentStore
 
 MiB = 1 << 20
 
@@ -108,8 +110,9 @@ def test_kill_is_annotated_observed_stored_and_published_once(
     def timeline_for(rel: str, at_s: float) -> Timeline:
         return Timeline(peak_bytes=42, usage_at_kill_bytes=int(at_s))
 
-    pipe, sink = make(tmp_path, clock, survived=survived, timeline_for=timeline_for)
-    pipe.process([memcg_kill(7, 99.5)])
+    pipe, sink = make(tmp_path, clock)
+    view = FakeCgroupView(survived_for=survived, freeze=timeline_for)
+    pipe.process([memcg_kill(7, 99.5)], view=view)
     assert sink.got == [] and pipe.holding  # survivors are looked at once more, a bit later
     clock.advance(SURVIVAL_RECHECK_S)
     pipe.process()
@@ -134,8 +137,9 @@ def test_peers_of_a_killed_pid_1_still_exiting_are_no_survivors(
 ) -> None:
     """Right after the kill the namespace peers are still listed; a moment later they are gone."""
     answers = [True, False]
-    pipe, sink = make(tmp_path, clock, survived=lambda rel, victims: answers.pop(0))
-    pipe.process([memcg_kill(7, 99.9)])
+    pipe, sink = make(tmp_path, clock)
+    view = FakeCgroupView(survived_for=lambda rel, victims: answers.pop(0))
+    pipe.process([memcg_kill(7, 99.9)], view=view)
     clock.advance(SURVIVAL_RECHECK_S / 2)
     pipe.process()
     assert sink.got == []  # not due yet: the kmsg loop is not blocked meanwhile
@@ -180,8 +184,9 @@ def test_enricher_that_never_answers_is_bounded(tmp_path: Path, clock: FakeClock
 def test_counted_kill_without_report_is_stored_as_kmsg_missing(
     tmp_path: Path, clock: FakeClock
 ) -> None:
-    pipe, sink = make(tmp_path, clock, survived=lambda rel, v: False)
-    pipe.process([], [CounterKills(CTR, 1, clock.now)])
+    pipe, sink = make(tmp_path, clock)
+    view = FakeCgroupView(survived_for=lambda rel, v: False)
+    pipe.process([], [CounterKills(CTR, 1, clock.now)], view=view)
     clock.advance(3.0)
     pipe.process()
     [got] = sink.got
@@ -205,9 +210,10 @@ def test_counter_only_kill_gets_the_last_sample_before_its_counter_moved(
         samples = [x for x in (before, after) if x.t_seconds <= at_s]
         return Timeline(samples=samples, usage_at_kill_bytes=samples[-1].usage_bytes)
 
-    pipe, sink = make(tmp_path, clock, timeline_for=timeline_for, oom_group=lambda rel: True)
+    pipe, sink = make(tmp_path, clock)
+    view = FakeCgroupView(freeze=timeline_for, oom_group_for=lambda rel: True)
     counted_wall = clock.wall_s
-    pipe.process([], [CounterKills(CTR, 1, clock.now)])
+    pipe.process([], [CounterKills(CTR, 1, clock.now)], view=view)
     clock.advance(3.0)
     pipe.process()
     [got] = sink.got
@@ -230,7 +236,7 @@ def test_header_suppressed_kill_gets_sampled_usage_at_its_kernel_time(
         frozen_at.append(at_s)
         return Timeline(samples=[sample])
 
-    pipe, sink = make(tmp_path, clock, timeline_for=timeline_for)
+    pipe, sink = make(tmp_path, clock)
     bare = Incident(
         kind="memcg",
         kernel_time_s=clock.now - 1.0,
@@ -238,7 +244,8 @@ def test_header_suppressed_kill_gets_sampled_usage_at_its_kernel_time(
         victims=[Victim(pid=5, comm="w")],
     )
     # a counter pass that began after the line arrived shows its counter's rise
-    pipe.process([bare], CgroupNews([CounterKills(CTR, 1, clock.now)], counted_at_s=clock.now))
+    news = CgroupNews([CounterKills(CTR, 1, clock.now)], counted_at_s=clock.now)
+    pipe.process([bare], news, view=FakeCgroupView(freeze=timeline_for))
     [got] = sink.got
     assert got.task_memcg == CTR and got.pod_uid == UID and frozen_at == [clock.wall_s - 1.0]
     assert got.memcg_sampled and got.memcg == MemcgUsage(usage_bytes=31 * MiB, limit_bytes=32 * MiB)
@@ -248,13 +255,32 @@ def test_kernel_printed_usage_is_never_replaced_by_a_sample(
     tmp_path: Path, clock: FakeClock
 ) -> None:
     sample = TimelineSample(clock.wall_s - 0.5, 1 << 20, 2 << 20)
-    pipe, sink = make(tmp_path, clock, timeline_for=lambda rel, at: Timeline(samples=[sample]))
+    pipe, sink = make(tmp_path, clock)
     kill = memcg_kill(7, 99.9)
     kill.memcg = MemcgUsage(usage_bytes=32 * MiB, limit_bytes=32 * MiB)
-    pipe.process([kill])
+    pipe.process([kill], view=FakeCgroupView(freeze=lambda rel, at: Timeline(samples=[sample])))
     [got] = sink.got
     assert got.memcg == MemcgUsage(usage_bytes=32 * MiB, limit_bytes=32 * MiB)
     assert not got.memcg_sampled
+
+
+def test_restore_resumes_what_a_checkpoint_waited_on(tmp_path: Path, clock: FakeClock) -> None:
+    """A counter rise owed a report when the agent stopped is recorded after the restart;
+    an unreadable checkpoint starts the reconciliation afresh instead of failing."""
+    before, _ = make(tmp_path / "before", clock)
+    before.process([], [CounterKills(CTR, 1, clock.now)])
+    assert before.state.rises and not before.state.quiet
+    saved = Checkpoint({}, json.loads(json.dumps(pending_reconcile(before.state))))
+    after, sink = make(tmp_path / "after", clock)
+    after.restore(saved)
+    assert after.state.rises == before.state.rises
+    clock.advance(3.0)
+    after.process()
+    [got] = sink.got
+    assert got.kmsg_missing and got.pod_uid == UID
+    broken, _ = make(tmp_path / "broken", clock)
+    broken.restore(Checkpoint({}, {"rises": [[CTR, None]]}))
+    assert broken.state == ReconcileState()
 
 
 def test_drain_at_shutdown_stores_waiting_bare_kill(tmp_path: Path, clock: FakeClock) -> None:

@@ -109,7 +109,7 @@ def test_group_kill_is_one_incident_counting_the_primary_twice(kernel: str) -> N
     assert {events(doc, rel, "oom_group_kill") for rel in doc["after"]} == {1}
     # and the agent's reconciliation takes the report as explaining the whole counter
     t = incident.kernel_time_s or 0.0
-    logged = reconcile(ReconcileState(), [incident], [], now_s=t + 0.1, kernel_offset_s=0.0)
+    logged = reconcile(ReconcileState(), [incident], [], now_s=t + 0.1)
     assert logged.ready == [incident]
     rise = CounterKills(facts["container"], gained, t + 0.2, oom_group_kill=1)
     matched = reconcile(
@@ -117,9 +117,8 @@ def test_group_kill_is_one_incident_counting_the_primary_twice(kernel: str) -> N
         [],
         CgroupNews(kills=(rise,), counted_at_s=t + 0.15),
         now_s=t + 0.2,
-        kernel_offset_s=0.0,
     )
-    later = reconcile(matched.state, [], [], now_s=t + 0.2 + SETTLE_S, kernel_offset_s=0.0)
+    later = reconcile(matched.state, [], [], now_s=t + 0.2 + SETTLE_S)
     assert matched.ready == later.ready == [] and later.state.quiet  # nothing counter-only
 
 
@@ -142,19 +141,16 @@ def test_a_group_kills_counts_read_before_its_last_line_are_its_own(kernel: str)
     assert incident.last_kill_kernel_time_s == last and last > t
     gained = events(doc, facts["container"], "oom_kill")
     before = CounterKills(facts["container"], gained - 1, last - 0.0005, since_s=t - 0.1)
-    state = reconcile(
-        ReconcileState(), [], CgroupNews((before,), counted_at_s=t - 0.1), t, kernel_offset_s=0.0
-    ).state
-    logged = reconcile(state, [incident], [], now_s=last + 0.05, kernel_offset_s=0.0)
+    state = reconcile(ReconcileState(), [], CgroupNews((before,), counted_at_s=t - 0.1), t).state
+    logged = reconcile(state, [incident], [], now_s=last + 0.05)
     rest = CounterKills(facts["container"], 1, last + 0.2, oom_group_kill=1, since_s=last - 0.001)
     matched = reconcile(
         logged.state,
         [],
         CgroupNews((rest,), counted_at_s=last + 0.1),
         last + 0.2,
-        kernel_offset_s=0.0,
     )
-    later = reconcile(matched.state, [], [], now_s=last + 0.2 + SETTLE_S, kernel_offset_s=0.0)
+    later = reconcile(matched.state, [], [], now_s=last + 0.2 + SETTLE_S)
     assert matched.ready == later.ready == [] and later.state.quiet  # nothing counter-only
 
 
@@ -180,14 +176,14 @@ def test_the_primary_victims_kill_line_after_its_closed_report_is_counted_with_i
     group, repeat = ours(incidents + assembler.flush(), set(facts["members"]))
     assert repeat.header_suppressed and repeat.victim and repeat.victim.pid == facts["victim_pid"]
     t = group.kernel_time_s or 0.0
-    state = reconcile(ReconcileState(), [group], [], t + 0.01, kernel_offset_s=0.0).state
-    second = reconcile(state, [repeat], [], t + 0.2, kernel_offset_s=0.0)
+    state = reconcile(ReconcileState(), [group], [], t + 0.01).state
+    second = reconcile(state, [repeat], [], t + 0.2)
     assert second.ready == [] and second.repeats == 1
     gained = events(doc, facts["container"], "oom_kill")
     rise = CounterKills(facts["container"], gained, t + 0.3, oom_group_kill=1, since_s=t - 0.1)
     news = CgroupNews((rise,), counted_at_s=t + 0.25)
-    matched = reconcile(second.state, [], news, t + 0.3, kernel_offset_s=0.0)
-    later = reconcile(matched.state, [], [], now_s=t + 0.3 + SETTLE_S, kernel_offset_s=0.0)
+    matched = reconcile(second.state, [], news, t + 0.3)
+    later = reconcile(matched.state, [], [], now_s=t + 0.3 + SETTLE_S)
     assert matched.ready == later.ready == [] and later.state.quiet  # nothing counter-only
 
 

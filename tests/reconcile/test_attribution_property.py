@@ -23,6 +23,7 @@ from oomwatch.reconcile import (
     CgroupFacts,
     CgroupNews,
     CounterKills,
+    KernelTime,
     ReconcileState,
     reconcile,
 )
@@ -153,9 +154,7 @@ def test_no_kill_is_ever_charged_to_a_wrong_cgroup(
                 [],
                 when,
                 facts=facts,
-                kernel_offset_s=offset,
-                kernel_late_s=late,
-                log_read_at_s=when - line_lag,
+                kernel_time=KernelTime(offset, late, when - line_lag),
             )
             ready += r.ready
             state = r.state
@@ -168,16 +167,13 @@ def test_no_kill_is_ever_charged_to_a_wrong_cgroup(
             news,
             when + 0.0002,
             facts=facts,
-            kernel_offset_s=offset,
-            kernel_late_s=late,
-            log_read_at_s=when - line_lag,
+            kernel_time=KernelTime(offset, late, when - line_lag),
         )
         ready += r.ready
         state = r.state
     r = reconcile(
-        state, [], [], end + 60.0, facts=facts, kernel_offset_s=offset, kernel_late_s=late,
-        log_read_at_s=end + 60.0,
-    )  # fmt: skip
+        state, [], [], end + 60.0, facts=facts, kernel_time=KernelTime(offset, late, end + 60.0)
+    )
     ready += r.ready
     by_pid: dict[int, Incident] = {}
     for incident in ready:

@@ -1,7 +1,7 @@
 """Reconciliation of kernel-log kills with cgroup counters (pure, no kernel needed).
 
 Times are CLOCK_MONOTONIC seconds; the kernel log's clock is taken to be the same here
-(`kernel_offset_s=0`).  A header-less kill is placed only where the evidence leaves one
+(`KernelTime()`, offset 0).  A header-less kill is placed only where the evidence leaves one
 cgroup; where it leaves several, it is ambiguous and names them -- never a guess.
 """
 
@@ -19,6 +19,7 @@ from oomwatch.reconcile import (
     CgroupFacts,
     CgroupNews,
     CounterKills,
+    KernelTime,
     Reconciled,
     ReconcileState,
     reconcile,
@@ -395,9 +396,9 @@ def test_the_kernel_clock_offset_maps_kill_times_onto_the_counters_clock() -> No
     """The kernel log runs 100 s ahead of CLOCK_MONOTONIC here: a kill stamped 110.0 is
     the rise seen at 10.05, not the one seen at 9.90."""
     kill = bare(110.0, 1)
-    r = reconcile(ReconcileState(), [kill], [], now_s=10.01, kernel_offset_s=100.0)
+    r = reconcile(ReconcileState(), [kill], [], now_s=10.01, kernel_time=KernelTime(100.0))
     rises = news(counted(CTR_A, 1, 9.90, since=9.8), counted(CTR_B, 1, 10.05, since=9.98), at=10.02)
-    r = reconcile(r.state, [], rises, now_s=10.05, kernel_offset_s=100.0)
+    r = reconcile(r.state, [], rises, now_s=10.05, kernel_time=KernelTime(100.0))
     assert kill.task_memcg == CTR_B
 
 
@@ -413,9 +414,11 @@ def test_a_starved_reader_widens_how_late_a_kill_time_may_be() -> None:
         # the true offset is 100.0; the estimate 99.9 (its promptest read was 100 ms late)
         rises = news(counted(CTR_A, 1, 9.98, since=9.97), counted(CTR_B, 1, 10.08, since=10.05),
                      at=10.3)  # fmt: skip
-        r = reconcile(ReconcileState(), [first, second], [], now_s=10.29, kernel_offset_s=99.9)
-        r = reconcile(r.state, [], rises, now_s=10.31, kernel_offset_s=99.9, kernel_late_s=late_s)
-        reconcile(r.state, [], [], now_s=15.0, kernel_offset_s=99.9, kernel_late_s=late_s)
+        r = reconcile(
+            ReconcileState(), [first, second], [], now_s=10.29, kernel_time=KernelTime(99.9)
+        )
+        r = reconcile(r.state, [], rises, now_s=10.31, kernel_time=KernelTime(99.9, late_s))
+        reconcile(r.state, [], [], now_s=15.0, kernel_time=KernelTime(99.9, late_s))
         return {1: first.task_memcg, 2: second.task_memcg}
 
     assert run(0.0)[1] == CTR_B  # what the agent did: the second kill's container
@@ -428,14 +431,14 @@ def test_a_kill_read_from_the_backlog_never_takes_a_later_kills_rise() -> None:
     read before that counter was last seen unchanged: the rise is not theirs, whatever
     their kernel time says (the clock offset is not known yet)."""
     old = [bare(64.0 + i, 100 + i) for i in range(3)]
-    r = reconcile(ReconcileState(), old, news(at=200.0), now_s=200.0, kernel_offset_s=None)
+    r = reconcile(ReconcileState(), old, news(at=200.0), now_s=200.0, kernel_time=KernelTime(None))
     new = bare(215.0, 555)
-    r = reconcile(r.state, [new], [], now_s=215.01, kernel_offset_s=None)
+    r = reconcile(r.state, [new], [], now_s=215.01, kernel_time=KernelTime(None))
     rise = news(counted(CTR_A, 1, 215.02, since=214.5), at=215.015)
-    r = reconcile(r.state, [], rise, now_s=215.02, kernel_offset_s=None)
+    r = reconcile(r.state, [], rise, now_s=215.02, kernel_time=KernelTime(None))
     assert new.task_memcg == CTR_A
     assert new.attribution is not None and new.attribution.confidence == "certain"
-    r = reconcile(r.state, [], [], now_s=203.0 + 60, kernel_offset_s=None)
+    r = reconcile(r.state, [], [], now_s=203.0 + 60, kernel_time=KernelTime(None))
     assert all(
         k.task_memcg is None and k.attribution is not None and k.attribution.confidence == "unknown"
         for k in old
@@ -462,28 +465,39 @@ def test_a_kill_line_read_late_behind_a_backlog_is_matched_not_doubled() -> None
     ahead of it (a 20,000-member group kill); the counter is read promptly.  The line comes
     4 s later: its rise waited for it -- one kill, not a report and a counter-only one."""
     r = reconcile(ReconcileState(), [], news(counted(CTR_A, 1, 10.0, since=9.99)), 10.0,
-                  log_read_at_s=9.5)  # fmt: skip
+                  kernel_time=KernelTime(read_through_s=9.5))  # fmt: skip
     for step in range(1, 40):  # the loop turns while the backlog decodes
-        r = reconcile(r.state, [], [], now_s=10.0 + step * 0.1, log_read_at_s=9.5)
+        r = reconcile(
+            r.state, [], [], now_s=10.0 + step * 0.1, kernel_time=KernelTime(read_through_s=9.5)
+        )
         assert r.ready == [] and r.missing == 0
     late = full(CTR_A, 9.996, 100)
-    r = reconcile(r.state, [late], [], now_s=14.0, log_read_at_s=14.0)
+    r = reconcile(r.state, [late], [], now_s=14.0, kernel_time=KernelTime(read_through_s=14.0))
     assert r.ready == [late] and late.task_memcg == CTR_A
-    r = reconcile(r.state, [], news(at=14.05), now_s=14.05, log_read_at_s=14.05)
+    r = reconcile(
+        r.state, [], news(at=14.05), now_s=14.05, kernel_time=KernelTime(read_through_s=14.05)
+    )
     assert r.ready == [] and r.state.quiet  # the pass after its line: the claim took the rise
-    assert reconcile(r.state, [], [], now_s=60.0, log_read_at_s=60.0).missing == 0
+    assert (
+        reconcile(r.state, [], [], now_s=60.0, kernel_time=KernelTime(read_through_s=60.0)).missing
+        == 0
+    )
 
 
 def test_a_counted_kill_whose_line_never_comes_is_counter_only_once_the_log_is_read() -> None:
     """Held while the log lags, a rise is still a counter-only kill once the log has been
     read past it and `GRACE_S` more has passed without its line."""
     r = reconcile(ReconcileState(), [], news(counted(CTR_B, 1, 10.0, since=9.99)), 10.0,
-                  log_read_at_s=9.5)  # fmt: skip
-    r = reconcile(r.state, [], [], now_s=20.0, log_read_at_s=9.5)
+                  kernel_time=KernelTime(read_through_s=9.5))  # fmt: skip
+    r = reconcile(r.state, [], [], now_s=20.0, kernel_time=KernelTime(read_through_s=9.5))
     assert r.ready == []
-    r = reconcile(r.state, [], [], now_s=20.1, log_read_at_s=20.1)  # caught up
+    r = reconcile(
+        r.state, [], [], now_s=20.1, kernel_time=KernelTime(read_through_s=20.1)
+    )  # caught up
     assert r.ready == []
-    r = reconcile(r.state, [], [], now_s=20.1 + GRACE_S + 0.1, log_read_at_s=22.7)
+    r = reconcile(
+        r.state, [], [], now_s=20.1 + GRACE_S + 0.1, kernel_time=KernelTime(read_through_s=22.7)
+    )
     assert r.missing == 1 and r.ready[0].kmsg_missing and r.ready[0].task_memcg == CTR_B
 
 
@@ -491,10 +505,19 @@ def test_a_held_rise_is_never_taken_by_a_kill_of_another_cgroup() -> None:
     """While a rise of A waits for its line, B's report arrives: B's kill does not take A's
     rise, and A's late line still does."""
     r = reconcile(ReconcileState(), [], news(counted(CTR_A, 1, 10.0, since=9.99)), 10.0,
-                  log_read_at_s=9.5)  # fmt: skip
-    r = reconcile(r.state, [full(CTR_B, 9.997, 200)], [], now_s=13.0, log_read_at_s=9.5)
+                  kernel_time=KernelTime(read_through_s=9.5))  # fmt: skip
+    r = reconcile(
+        r.state,
+        [full(CTR_B, 9.997, 200)],
+        [],
+        now_s=13.0,
+        kernel_time=KernelTime(read_through_s=9.5),
+    )
     assert r.ready[0].task_memcg == CTR_B and r.missing == 0
     late = full(CTR_A, 9.996, 100)
-    r = reconcile(r.state, [late], [], now_s=14.0, log_read_at_s=14.0)
+    r = reconcile(r.state, [late], [], now_s=14.0, kernel_time=KernelTime(read_through_s=14.0))
     assert late.task_memcg == CTR_A and r.missing == 0
-    assert reconcile(r.state, [], [], now_s=60.0, log_read_at_s=60.0).missing == 0
+    assert (
+        reconcile(r.state, [], [], now_s=60.0, kernel_time=KernelTime(read_through_s=60.0)).missing
+        == 0
+    )

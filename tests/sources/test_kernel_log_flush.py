@@ -9,12 +9,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from support.cgroup_view import V2, FakeCgroupView
 
 from oomwatch.daemon.host import may_kill_group
 from oomwatch.decode import parse_kmsg_record
 from oomwatch.incident import Incident
 from oomwatch.sinks.log import get_logger
-from oomwatch.sources.kernel_log import KILL_LINE_IDLE_S, KernelLog
+from oomwatch.sources.kernel_log import KILL_LINE_IDLE_S, GroupKills, KernelLog
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "kernel-v2"
 KERNELS = sorted(p.name for p in DATA.iterdir() if p.is_dir())
@@ -22,13 +23,10 @@ POD = "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1.slice"
 CTR = f"{POD}/cri-containerd-1.scope"
 
 
-def replay(
-    path: Path, may_group: Callable[[Incident], bool], *, speedup: float = 1.0
-) -> list[Incident]:
+def replay(path: Path, groups: GroupKills, *, speedup: float = 1.0) -> list[Incident]:
     """Feed the records one by one, each read when the kernel stamped it (`speedup` times
     the gaps), closing the open report wherever the agent's loop would: a prompt reader."""
-    kmsg = KernelLog(str(path.parent / "absent"), None, "b", get_logger(), lambda _n: None,
-                     may_kill_group=may_group)  # fmt: skip
+    kmsg = KernelLog(str(path.parent / "absent"), None, "b", get_logger(), lambda _n: None)
     out: list[Incident] = []
     raws = path.read_bytes().splitlines()
     first = None
@@ -39,7 +37,7 @@ def replay(
         first = record.kernel_time_s if first is None else first
         at_s = (record.kernel_time_s - first) * speedup
         out += kmsg.flush_if_idle(at_s)
-        out += kmsg.decode([(seq, raw)], arrival_s=at_s)
+        out += kmsg.decode([(seq, raw)], arrival_s=at_s, groups=groups)
     return out + kmsg.flush()
 
 
@@ -52,7 +50,8 @@ def test_a_group_kill_read_as_it_is_printed_is_one_incident(kernel: str, speedup
     path = DATA / kernel / "group-kill.kmsg"
     facts = json.loads(path.with_suffix(".json").read_text())["facts"]
     group_at = oom_group_at(facts["container"])
-    incidents = replay(path, lambda i: may_kill_group(i, group_at, cgroup_v2=True), speedup=speedup)
+    view = FakeCgroupView(hierarchies=V2, oom_group_for=group_at)
+    incidents = replay(path, view, speedup=speedup)
     ours = [i for i in incidents if any(v.pid in facts["members"] for v in i.victims)]
     assert len(ours) == 1, [([v.pid for v in i.victims], i.kills_counted) for i in ours]
     [incident] = ours
@@ -63,14 +62,14 @@ def test_a_kill_with_no_group_to_follow_is_closed_at_once() -> None:
     path = DATA / KERNELS[-1] / "single-kill.kmsg"
     calls: list[Incident] = []
 
-    def no_group(incident: Incident) -> bool:
-        calls.append(incident)
-        return False
+    class NoGroup:
+        def may_kill_group(self, incident: Incident) -> bool:
+            calls.append(incident)
+            return False
 
-    kmsg = KernelLog(str(path.parent / "absent"), None, "b", get_logger(), lambda _n: None,
-                     may_kill_group=no_group)  # fmt: skip
+    kmsg = KernelLog(str(path.parent / "absent"), None, "b", get_logger(), lambda _n: None)
     records = list(enumerate(path.read_bytes().splitlines()))
-    assert kmsg.decode(records, arrival_s=100.0) == []
+    assert kmsg.decode(records, arrival_s=100.0, groups=NoGroup()) == []
     assert kmsg.flush_at() == 100.0 + KILL_LINE_IDLE_S and len(calls) == 1
     assert calls[0].task_memcg is not None  # asked with the report's cgroups known
 
@@ -83,9 +82,9 @@ def test_a_kill_with_no_group_to_follow_closes_in_the_read_that_brings_its_kill_
     reaper = b"6,9999,131835000,-;oom_reaper: reaped process 228 (v2-plain), now anon-rss:0kB, "
     reaper += b"file-rss:0kB, shmem-rss:0kB"
     for tail in ([], [reaper]):
-        kmsg = KernelLog(str(path.parent / "absent"), None, "b", get_logger(), lambda _n: None,
-                         may_kill_group=lambda _i: False)  # fmt: skip
-        assert kmsg.decode(list(enumerate([*raws, *tail])), arrival_s=100.0) == []
+        kmsg = KernelLog(str(path.parent / "absent"), None, "b", get_logger(), lambda _n: None)
+        records = list(enumerate([*raws, *tail]))
+        assert kmsg.decode(records, arrival_s=100.0, groups=FakeCgroupView()) == []
         [incident] = kmsg.flush_if_idle(100.0)  # the same loop turn: no wait
         assert [v.pid for v in incident.victims] == [228]
         assert (incident.victims[0].reaped_anon_rss_bytes == 0) is bool(tail)

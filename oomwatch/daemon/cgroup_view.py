@@ -1,0 +1,82 @@
+"""What the cgroup side knows, as the one value the loop gets from it with each batch of news.
+
+The `CgroupWorker` thread owns the watcher and the sampler; the loop thread owns the
+pipeline.  The loop never reads the worker's objects: it gets a `CgroupView` (built by the
+worker, replaced whole, never changed) and asks it about the cgroup at a kill.  Its looks at
+the host are read-only and need nothing the worker holds: `memory.oom.group` and
+`cgroup.procs` are read from the hierarchy's directory, and the memory window is frozen
+under the worker's sampling lock.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from oomwatch.cgroups.discovery import Hierarchy
+from oomwatch.cgroups.watcher import read_oom_group
+from oomwatch.daemon.host import dying, live_pids, may_kill_group
+from oomwatch.incident import Incident, Timeline
+from oomwatch.reconcile import CgroupFacts
+
+log = logging.getLogger("oomwatch.cgroups")
+
+Freeze = Callable[[str, float], Timeline | None]
+"""(cgroup relpath, wall time in epoch seconds) -> the memory window before it."""
+
+
+@dataclass(frozen=True, slots=True)
+class CgroupView:
+    """The watched cgroups as of one batch: their limits, which are watched, the mounted
+    hierarchies; read-only looks at one cgroup (the default view knows no cgroup)."""
+
+    limits_bytes: Mapping[str, int] = field(default_factory=dict)
+    watched: frozenset[str] = frozenset()
+    hierarchies: tuple[Hierarchy, ...] = ()
+    freeze: Freeze | None = field(default=None, compare=False)
+
+    @property
+    def cgroup_v2(self) -> bool:
+        return any(h.version == 2 for h in self.hierarchies)
+
+    @property
+    def facts(self) -> CgroupFacts:
+        """What the reconciliation weighs a header-less kill against."""
+        return CgroupFacts(self.limits_bytes)
+
+    def timeline(self, relpath: str, at_s: float) -> Timeline | None:
+        """The sampled memory window of a container before `at_s` (wall clock)."""
+        return None if self.freeze is None else self.freeze(relpath, at_s)
+
+    def oom_group(self, relpath: str) -> bool | None:
+        """`memory.oom.group` of a cgroup (None: gone, or unreadable)."""
+        located = self._locate(relpath)
+        if located is None:
+            return None
+        try:
+            return read_oom_group(*located)
+        except Exception:
+            log.exception("oom_group_unreadable", extra={"cgroup": relpath})
+            return None
+
+    def survived(self, relpath: str, victims: frozenset[int]) -> bool | None:
+        """Whether a process other than the victims (and others already exiting, like the
+        peers of a killed PID 1) is left in the cgroup; None if it is gone."""
+        located = self._locate(relpath)
+        if located is None:
+            return None
+        pids = live_pids(located[0])
+        return None if pids is None else any(not dying(p) for p in pids - victims)
+
+    def may_kill_group(self, incident: Incident) -> bool:
+        """Whether the members' kill lines of a memory.oom.group kill may still follow."""
+        return may_kill_group(incident, self.oom_group, cgroup_v2=self.cgroup_v2)
+
+    def _locate(self, relpath: str) -> tuple[str, int] | None:
+        for hierarchy in self.hierarchies:
+            path = hierarchy.fs_path(relpath)
+            if path is not None and os.path.isdir(path):
+                return path, hierarchy.version
+        return None

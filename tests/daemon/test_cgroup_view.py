@@ -1,0 +1,97 @@
+"""The cgroups as the loop sees them: one value the worker publishes, whose looks at a
+cgroup read the hierarchy's files (a fake v2 tree here) and nothing the worker owns."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from pathlib import Path
+
+import pytest
+from support.cgroup_view import FakeCgroupView
+from support.cgroupfs import CONTAINER, CONTAINER2, MIB, POD, CgroupV2Tree
+
+from oomwatch.cgroups import CgroupWatcher
+from oomwatch.cgroups.discovery import Hierarchy
+from oomwatch.daemon.cgroup_view import CgroupView
+from oomwatch.daemon.cgroup_worker import CgroupWorker, attentive_sampler
+from oomwatch.incident import Incident, Timeline
+from oomwatch.reconcile import CgroupFacts
+from oomwatch.sinks.log import get_logger
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> CgroupV2Tree:
+    tree = CgroupV2Tree(tmp_path / "cgroup")
+    tree.kubelet_tree()
+    return tree
+
+
+def test_the_view_reads_oom_group_and_survivors_from_the_hierarchy(tree: CgroupV2Tree) -> None:
+    view = CgroupView(hierarchies=(Hierarchy(str(tree.root), 2),))
+    (tree.path(POD) / "memory.oom.group").write_text("1\n")
+    assert view.oom_group(POD) is True and view.oom_group(CONTAINER) is False
+    assert view.oom_group(f"{POD}/gone") is None and view.oom_group("/../etc") is None
+    me = os.getpid()  # a live process that is not exiting
+    (tree.path(CONTAINER) / "cgroup.procs").write_text(f"{me}\n")
+    assert view.survived(CONTAINER, frozenset()) is True
+    assert view.survived(CONTAINER, frozenset({me})) is False  # only the victim was there
+    assert view.survived(f"{POD}/gone", frozenset()) is None
+    # the kill's own cgroup has oom.group set: the members' lines may follow
+    assert view.may_kill_group(Incident(kind="memcg", task_memcg=CONTAINER, oom_memcg=POD))
+    other = Incident(kind="memcg", task_memcg=CONTAINER2, oom_memcg=CONTAINER2)
+    assert not view.may_kill_group(other)  # its own limit; the group is set above it
+    assert view.cgroup_v2 and view.may_kill_group(Incident(kind="memcg"))  # header withheld
+
+
+def test_the_default_view_knows_no_cgroup_and_is_a_value() -> None:
+    view = CgroupView()
+    assert view.oom_group(CONTAINER) is None and view.survived(CONTAINER, frozenset()) is None
+    assert view.timeline(CONTAINER, 0.0) is None and view.facts == CgroupFacts()
+    assert not view.cgroup_v2 and not view.may_kill_group(Incident(kind="memcg"))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        view.watched = frozenset({CONTAINER})  # type: ignore[misc]
+
+
+def test_a_fake_view_answers_from_the_tests_callables() -> None:
+    view = FakeCgroupView(
+        freeze=lambda rel, at_s: Timeline(peak_bytes=int(at_s)),
+        oom_group_for=lambda rel: rel == CONTAINER,
+        survived_for=lambda rel, victims: not victims,
+    )
+    assert view.timeline(CONTAINER, 7.0) == Timeline(peak_bytes=7)
+    assert view.oom_group(CONTAINER) is True and view.oom_group(POD) is False
+    assert view.survived(CONTAINER, frozenset()) is True
+    assert view.survived(CONTAINER, frozenset({1})) is False
+
+
+def test_the_worker_publishes_limits_and_the_watched_set_with_its_news(
+    tree: CgroupV2Tree,
+) -> None:
+    watcher = CgroupWatcher([str(tree.root)], poll_interval_s=1.0)
+    worker = CgroupWorker(
+        watcher,
+        attentive_sampler(1.0, 60.0),
+        on_samples=lambda samples, now, view: None,
+        wake=lambda: None,
+        log=get_logger(),
+    )
+    news, first = worker.take_news()
+    assert news is None and {CONTAINER, CONTAINER2} <= first.watched
+    assert first.limits_bytes == {} and first.cgroup_v2  # nothing sampled yet
+    worker.start()
+    try:
+        deadline = time.monotonic() + 10.0
+        while not worker.take_news()[1].limits_bytes and time.monotonic() < deadline:
+            time.sleep(0.01)
+        _, view = worker.take_news()
+        assert view.limits_bytes[CONTAINER] == 256 * MIB
+        assert view.limits_bytes[CONTAINER2] == 128 * MIB
+        assert CONTAINER in view.watched and view.facts.limits_bytes == view.limits_bytes
+        assert first.limits_bytes == {}  # the earlier value did not change under its reader
+        assert view.timeline(CONTAINER, time.time()) is not None  # frozen under the lock
+    finally:
+        worker.stop()
+        watcher.close()
+        worker.sampler.close()
