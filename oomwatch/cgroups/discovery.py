@@ -39,6 +39,16 @@ class Hierarchy:
         return "/".join([self.mount_path.rstrip("/"), *parts]) if parts else self.mount_path
 
 
+def locate(hierarchies: Collection[Hierarchy], relpath: str) -> tuple[str, int] | None:
+    """The existing directory of a kernel-printed cgroup path and its hierarchy's version
+    (None: in no mounted hierarchy, or gone)."""
+    for hierarchy in hierarchies:
+        path = hierarchy.fs_path(relpath)
+        if path is not None and os.path.isdir(path):
+            return path, hierarchy.version
+    return None
+
+
 @dataclass(frozen=True, slots=True)
 class WatchedCgroup:
     """A memory cgroup under watch: its path as the kernel prints it and where it lives."""

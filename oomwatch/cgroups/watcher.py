@@ -41,6 +41,7 @@ from oomwatch.cgroups.discovery import (
     counter_file_name,
     discover,
     find_hierarchies,
+    locate,
     read_between_rescans,
 )
 from oomwatch.cgroups.files import CgroupFile, CgroupGone, read_once
@@ -437,11 +438,7 @@ class CgroupWatcher:
         watched = self._cgroups.get(relpath)
         if watched is not None:
             return (watched.fs_path, watched.version) if os.path.isdir(watched.fs_path) else None
-        for hierarchy in self.hierarchies:
-            path = hierarchy.fs_path(relpath)
-            if path is not None and os.path.isdir(path):
-                return path, hierarchy.version
-        return None
+        return locate(self.hierarchies, relpath)
 
     def _warn(self, message: str) -> None:
         if message not in self.warnings and len(self.warnings) < _MAX_WARNINGS:

@@ -11,11 +11,10 @@ under the worker's sampling lock.
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from oomwatch.cgroups.discovery import Hierarchy
+from oomwatch.cgroups.discovery import Hierarchy, locate
 from oomwatch.cgroups.watcher import read_oom_group
 from oomwatch.daemon.host import dying, live_pids, may_kill_group
 from oomwatch.incident import Incident, Timeline
@@ -75,8 +74,4 @@ class CgroupView:
         return may_kill_group(incident, self.oom_group, cgroup_v2=self.cgroup_v2)
 
     def _locate(self, relpath: str) -> tuple[str, int] | None:
-        for hierarchy in self.hierarchies:
-            path = hierarchy.fs_path(relpath)
-            if path is not None and os.path.isdir(path):
-                return path, hierarchy.version
-        return None
+        return locate(self.hierarchies, relpath)
