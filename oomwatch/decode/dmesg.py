@@ -186,7 +186,11 @@ def numeric_record(
     (the hot path: `[ 1234.567890] msg`); journalctl -o short-monotonic's `host kernel: `
     after the stamp makes it a journal line."""
     body = s[end:].strip()
-    monotonic = _MONOTONIC_KERNEL.match(body) if kernel_time_s is not None else None
+    monotonic = (
+        _MONOTONIC_KERNEL.match(body)
+        if kernel_time_s is not None and "kernel: " in body
+        else None
+    )
     if monotonic:
         return LogRecord(
             body[monotonic.end() :],

@@ -31,6 +31,8 @@ from oomwatch.decode.records import MAX_MESSAGE_CHARS, LogRecord, kmsg_record_fr
 from oomwatch.decode.stamps import YearClock, banner_time, iso_offset
 
 _QUOTE = re.compile(r"[ \t]*(?:>[ \t]?)+")
+# First characters of a line a paste may have quoted (`> `) or listed (`* `, `- `, `•`).
+_MARKED_STARTS = frozenset(" \t>*-\u2022")
 _TMUX_MARKER = re.compile(r"  \[\d{1,9}/\d{1,9}\]$")
 # rsyslog's imklog puts the kernel's own time after the tag: `kernel: [ 12.3] msg`.
 _DMESG = re.compile(r"(?:<(\d)>)?\[\s*(\d{1,12}\.\d{1,9})\](?: ?\[\s*[TC]\d{1,10}\])?[ \t]?")
@@ -122,50 +124,50 @@ class LineParser:
         if when is not None:
             self._clock.observe(when, "journal banner")
 
-    def feed(self, line: str, line_no: int | None = None) -> Iterator[LogRecord]:
+    def feed(self, line: str, line_no: int | None = None) -> list[LogRecord]:
         """Records completed by this line (a record is held back one line to join wraps)."""
         line = self._unwrapped(line, line_no)
-        stripped = line.strip()
         previous = self._pending
-        indent = len(line) - len(line.lstrip())
-        if self._foreign and indent and stripped:
-            return  # a continuation line of another program's entry
+        if line[:1].isspace():
+            stripped = line.strip()
+            indent = len(line) - len(line.lstrip())
+            if self._foreign and stripped:
+                return []  # a continuation line of another program's entry
+        else:
+            stripped, indent = line.rstrip(), 0
         if not stripped:
             self._foreign = False
-            yield from self._release()
-            return
+            return self._release()
         record = self._prefixed(stripped, line_no)
         if record is not None:
             self._foreign = False
-            yield from self._release()
+            released = self._release()
             if record.message or record.source_format == "kmsg":
                 self._hold(record, len(line))
                 at = stripped.find(record.message) if record.message else -1
                 self._message_col = indent + at if at >= 0 else 0
-            return
+            return released
         if self._skipped or self._foreign:
             self._foreign = True
-            yield from self._release()
-            return
+            return self._release()
         if previous is not None and forwarded.wants_continuation(previous.message):
             joined = forwarded.join_wrapped(previous.message, stripped)
             if joined is not None:  # a wrapped report line, joined on evidence (`forwarded`)
                 self._hold(replace(previous, message=joined), len(line))
-                return
+                return []
         if _NOISE.fullmatch(stripped):
-            yield from self._release()  # a separator, elision or prompt: never part of a record
-            return
+            return self._release()  # a separator, elision or prompt: never part of a record
         if previous is not None and previous.source_format != "plain":
             continued = self._continued(previous, line, stripped, indent, line_no)
             if continued is not None:
-                yield from continued
-                return
-        yield from self._release()
+                return continued
+        released = self._release()
         level_match = _LEVEL.match(stripped)
         level = int(level_match.group(1)) if level_match else None
         message = stripped[level_match.end() :].strip() if level_match else stripped
         self._hold(LogRecord(message, "plain", level=level, line_no=line_no), len(line))
         self._message_col = 0
+        return released
 
     def _unwrapped(self, line: str, line_no: int | None) -> str:
         """The line without what a paste or a terminal wrapped around it: its end of line, a
@@ -180,12 +182,13 @@ class LineParser:
         line = line.rstrip("\r\n")
         if line_no == 1:
             self.banner(line)
-        if line[:1] in (" ", "\t", ">"):
-            quote = _QUOTE.match(line)
-            if quote and ">" in quote.group(0):
-                line = line[quote.end() :]
-        if line[:1] in ("*", "-", "\u2022"):
-            line = forwarded.strip_list_marker(line)
+        if line[:1] in _MARKED_STARTS:
+            if line[:1] in (" ", "\t", ">"):
+                quote = _QUOTE.match(line)
+                if quote and ">" in quote.group(0):
+                    line = line[quote.end() :]
+            if line[:1] in ("*", "-", "\u2022"):
+                line = forwarded.strip_list_marker(line)
         if line.endswith("]"):
             marker = _TMUX_MARKER.search(line, max(0, len(line) - 24))
             if marker:
@@ -210,18 +213,18 @@ class LineParser:
             self._pending = replace(pending, message=pending.message[:-1].rstrip())
         return line[:-1]
 
-    def finish(self) -> Iterator[LogRecord]:
+    def finish(self) -> list[LogRecord]:
         """The record still held back at end of input."""
-        yield from self._release()
+        return self._release()
 
     def _continued(
         self, previous: LogRecord, line: str, stripped: str, indent: int, line_no: int | None
-    ) -> Iterator[LogRecord] | None:
+    ) -> list[LogRecord] | None:
         """A continuation line or a terminal wrap of the held record; None if it is neither."""
         if indent and indent >= max(4, self._message_col // 2):
             if previous.source_format == "kmsg" and _DICT_LINE.match(line):
-                return iter(())  # a /dev/kmsg dictionary line: metadata, not text
-            released = list(self._release())
+                return []  # a /dev/kmsg dictionary line: metadata, not text
+            released = self._release()
             # Only journalctl indents continuation lines under the stamp (rsyslog never).
             source = "journal" if previous.source_format == "syslog" else None
             continued = replace(
@@ -231,7 +234,7 @@ class LineParser:
                 source_format=source or previous.source_format,
             )
             self._hold(continued, len(line))
-            return iter(released)
+            return released
         if (
             self._pending_raw_chars >= _WRAP_MIN_CHARS
             and not _COMPLETE.search(previous.message)
@@ -240,17 +243,20 @@ class LineParser:
             joint = " " if indent else ""
             self._pending = replace(previous, message=previous.message + joint + stripped)
             self._pending_raw_chars = len(line)
-            return iter(())
+            return []
         return None
 
     def _hold(self, record: LogRecord, raw_chars: int) -> None:
         self._pending = record
         self._pending_raw_chars = raw_chars
 
-    def _release(self) -> Iterator[LogRecord]:
-        if self._pending is not None:
-            record, self._pending = self._pending, None
-            yield record
+    def _release(self) -> list[LogRecord]:
+        """The held record, handed on (none held: empty)."""
+        record = self._pending
+        if record is None:
+            return []
+        self._pending = None
+        return [record]
 
     def _prefixed(self, s: str, line_no: int | None) -> LogRecord | None:
         """The record for a line with a recognised prefix; None (and `_skipped`) otherwise."""

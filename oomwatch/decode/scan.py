@@ -71,7 +71,9 @@ MAX_TABLE_FILL_CHARS = 4 << 20
 # assembler looks for, no `host kernel: ` (journalctl short-monotonic), no end the parser
 # undoes (`$` marks, a tmux marker, blanks), no glued login prompt, not long.  Runs of such
 # lines inside a window are skipped while the assembler ignores them (`_feed_window`).
-_CHATTER_BODY = r"\[ {0,12}\d{1,12}\.\d{1,9}\] [^\s\[][^\n]{0,4000}(?<![\s\]$])"
+# Digits are ASCII ones (a Unicode `\d` costs a table look-up per digit): a stamp of other
+# digits only makes its line no chatter, and a line that is not chatter is fed.
+_CHATTER_BODY = r"\[ {0,12}[0-9]{1,12}\.[0-9]{1,9}\] [^\s\[][^\n]{0,4000}(?<![\s\]$])"
 _CHATTER_SHAPE = re.compile(_CHATTER_BODY)
 # Whole chatter-shaped lines from a line start on (one C match per run).
 _CHATTER_RUN = re.compile(rf"(?:{_CHATTER_BODY}\n)*")
