@@ -27,6 +27,7 @@ from datetime import UTC, datetime
 from oomwatch.decode import forwarded
 from oomwatch.decode import lines as L
 from oomwatch.decode.dmesg import Stamp, dmesg_record, dmesg_stamp, numeric_record
+from oomwatch.decode.lazy_re import lazy_compile
 from oomwatch.decode.records import MAX_MESSAGE_CHARS, LogRecord, kmsg_record_from_text
 from oomwatch.decode.stamps import YearClock, banner_time, iso_offset
 
@@ -38,43 +39,43 @@ _TMUX_MARKER = re.compile(r"  \[\d{1,9}/\d{1,9}\]$")
 _DMESG = re.compile(r"(?:<(\d)>)?\[\s*(\d{1,12}\.\d{1,9})\](?: ?\[\s*[TC]\d{1,10}\])?[ \t]?")
 # A kernel line inside another log's line (a VM's serial log: `... Guest: <6>[ 12.3] msg`):
 # only with its printk level, so an application's text that quotes a dmesg line is not one.
-_DMESG_ANYWHERE = re.compile(r"<(\d)>\[\s*(\d{1,12}\.\d{3,9})\](?:\[\s*[TC]\d{1,10}\])?[ \t]?")
+_DMESG_ANYWHERE = lazy_compile(r"<(\d)>\[\s*(\d{1,12}\.\d{3,9})\](?:\[\s*[TC]\d{1,10}\])?[ \t]?")
 # BSD syslog and journalctl short/short-precise: the month as the locale spells it (`Jun`,
 # `juil.`, `мар`, `3月`), then day, time, optional host and the tag.
 # A host never ends with `:`, so `kernel: memory: usage ...` (journalctl --no-hostname, a
 # host-less syslog) is the kernel's `memory:` line, not program `memory` on host `kernel:`.
 _TAG = r"(?:(\S{0,254}[^\s:])[ \t]+)?([^\s:\[]{1,128})(?:\[\d{1,10}\])?:[ \t]?"
-_BSD_SYSLOG = re.compile(
+_BSD_SYSLOG = lazy_compile(
     r"([^\s\d\[\]<>(){}:;,=\"'*#|/\\]{2,12}|\d{1,2}[\u6708\uc6d4])[ \t]+(\d{1,2})[ \t]+"
     r"(\d{2}:\d{2}:\d{2})(\.\d{1,9})?[ \t]+" + _TAG
 )
 # journalctl -o short-full (`Sun 2021-05-30 12:29:02 CST host kernel:`) and short-unix.
-_FULL_JOURNAL = re.compile(
+_FULL_JOURNAL = lazy_compile(
     r"\S{2,12}[ \t]+(\d{4}-\d{2}-\d{2})[ \t]+(\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?)[ \t]+"
     r"([A-Za-z][\w+-]{0,9})[ \t]+" + _TAG
 )
-_UNIX_JOURNAL = re.compile(r"(\d{9,11}(?:\.\d{1,9})?)[ \t]+" + _TAG)
+_UNIX_JOURNAL = lazy_compile(r"(\d{9,11}(?:\.\d{1,9})?)[ \t]+" + _TAG)
 # A journal or syslog line whose stamp (and host) was cut off: `kernel: <message>`.
-_BARE_KERNEL = re.compile(r"kernel:[ \t]?")
+_BARE_KERNEL = lazy_compile(r"kernel:[ \t]?")
 # An RFC 3339 stamp (rsyslog, journalctl short-iso, a collector's or CRI log's own stamp);
 # util-linux's `dmesg --time-format=iso` is told apart by its comma (`dmesg`).
-_ISO_STAMP = re.compile(
+_ISO_STAMP = lazy_compile(
     r"(\d{4}-\d{2}-\d{2})[T ](\d{2}:\d{2}:\d{2})(?:[.,](\d{1,9}))?(Z|[+-]\d{2}:?\d{2})?[ \t]+"
 )
-_HOST_TAG = re.compile(_TAG)
+_HOST_TAG = lazy_compile(_TAG)
 # A container runtime's log line (CRI: `<stamp> stdout F <line>`) of a pod that prints the
 # kernel log.
-_CRI_STREAM = re.compile(r"(?:stdout|stderr) [FP] ")
-_LEVEL = re.compile(r"<(\d)>")
-_JOURNAL_BANNER = re.compile(r"-- (?:Logs begin|Journal begins|Boot |No entries|Reboot)")
-_DICT_LINE = re.compile(r" [A-Z_]+=")
+_CRI_STREAM = lazy_compile(r"(?:stdout|stderr) [FP] ")
+_LEVEL = lazy_compile(r"<(\d)>")
+_JOURNAL_BANNER = lazy_compile(r"-- (?:Logs begin|Journal begins|Boot |No entries|Reboot)")
+_DICT_LINE = lazy_compile(r" [A-Z_]+=")
 
 # Messages that long wrapped onto the next line in a terminal paste.
 _WRAP_MIN_CHARS = 80
 # Lines that stand alone in a paste and never continue a wrapped line: grep's group
 # separator `--` and other rules, code fences, elisions (`...`, `[...]`, `(...snipped...)`,
 # `<snip>`) and shell prompts (`[root@host ~]# dmesg`, `/srv $ dmesg`, `$ dmesg`).
-_NOISE = re.compile(
+_NOISE = lazy_compile(
     r"""
       [-=_~*]{2,}                                   # --, ----, ====, ~~~~
     | `{3}.* | ~{3}.*                               # code fences
@@ -87,12 +88,12 @@ _NOISE = re.compile(
 )
 # A message that already ends the way a whole kill, select or header line ends is not cut:
 # the next line is not its wrap.  Nor is a line that starts with a syslog stamp.
-_COMPLETE = re.compile(
+_COMPLETE = lazy_compile(
     r"(?:or sacrifice child|or a child|oom_score_adj[=:]-?\d{1,6}|,uid=\d{1,10}|-rss:\d{1,20}kB)$"
 )
-_STAMP_START = re.compile(r"\S{2,12}[ \t]+\d{1,2}[ \t]+\d{2}:\d{2}:\d{2}\b")
+_STAMP_START = lazy_compile(r"\S{2,12}[ \t]+\d{1,2}[ \t]+\d{2}:\d{2}:\d{2}\b")
 # The serial/netconsole's note glued before the next record when printk dropped some.
-_DROPPED = re.compile(r"\*\* \d{1,12} printk messages dropped \*\*\s*")
+_DROPPED = lazy_compile(r"\*\* \d{1,12} printk messages dropped \*\*\s*")
 
 
 class LineParser:
