@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import operator
+from collections.abc import Callable
 from typing import Any, TypeVar
 
-__all__ = ["known_fields", "optional_from_dict", "plain", "plain_dataclass"]
+__all__ = ["field_values", "known_fields", "optional_from_dict", "plain", "plain_dataclass"]
 
 _T = TypeVar("_T")
 _FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+_FIELD_GETTERS: dict[type, tuple[tuple[str, ...], Callable[[Any], tuple[Any, ...]]]] = {}
 _LEAVES = (str, int, float, bool, type(None))
 
 
@@ -23,6 +26,23 @@ def plain_dataclass(value: Any) -> dict[str, Any]:
     if names is None:
         names = _FIELD_NAMES[type(value)] = tuple(f.name for f in dataclasses.fields(value))
     return {name: plain(getattr(value, name)) for name in names}
+
+
+def field_values(value: Any) -> tuple[tuple[str, ...], tuple[Any, ...]]:
+    """A dataclass's field names and values (as they are, not converted), in field order:
+    what `plain_dataclass` reads, for a caller that writes them out itself (`--json`)."""
+    known = _FIELD_GETTERS.get(type(value))
+    if known is None:
+        names = tuple(f.name for f in dataclasses.fields(value))
+        getter = operator.attrgetter(*names) if len(names) > 1 else _one_or_none(names)
+        known = _FIELD_GETTERS[type(value)] = (names, getter)
+    names, getter = known
+    return names, getter(value)
+
+
+def _one_or_none(names: tuple[str, ...]) -> Callable[[Any], tuple[Any, ...]]:
+    """`attrgetter` for one field or none, as a tuple (attrgetter gives a lone value)."""
+    return lambda value: tuple(getattr(value, name) for name in names)
 
 
 def plain(value: Any) -> Any:

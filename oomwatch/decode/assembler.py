@@ -64,7 +64,13 @@ class ReportAssembler(ReportBody):
             return done
         if report is not None and record.source_format == "journal" and not report.incident.victims:
             report.journal = True  # a continuation line: only journalctl writes those
-        for message in L.message_lines(record.message):
+        message = record.message
+        messages = (
+            (message,)
+            if "\n" not in message and "OOMKilling" not in message
+            else L.message_lines(message)
+        )
+        for message in messages:
             self._orphan_added = False
             keys = self._keys()
             if keys is None or has_key(message, keys):

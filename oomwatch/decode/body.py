@@ -253,16 +253,16 @@ class ReportBody:
             opened.columns = columns
             return
         current = self._report
-        layout = infer_layout(message)
         if current is not None and current.columns is not None and not current.incident.victims:
             # A row that does not fit the header (a header of another kernel pasted above
             # it) is read by its own width rather than dropped.
             row = parse_row(message, current.columns)
-            if row is None and layout is not None:
+            if row is None and (layout := infer_layout(message)) is not None:
                 row = parse_row(message, layout)
             if row is not None:
                 current.incident.tasks.append(row)
             return
+        layout = infer_layout(message)
         row = parse_row(message, layout) if layout is not None else None
         if row is None:
             return

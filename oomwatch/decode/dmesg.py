@@ -26,11 +26,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from oomwatch.decode.lazy_re import lazy_compile
 from oomwatch.decode.records import LogRecord
 from oomwatch.decode.stamps import ctime_stamp, iso_offset
 
 # util-linux's facility and level names, printed `%-6s:%-6s: ` by -x.
-_FACILITY_LEVEL = re.compile(
+_FACILITY_LEVEL = lazy_compile(
     r"(kern|user|mail|daemon|auth|syslog|lpr|news|uucp|cron|authpriv|ftp|res[0-3]|local[0-7])"
     r" {0,6}:(emerg|alert|crit|err|warn|notice|info|debug) {0,6}: ?"
 )
@@ -40,24 +41,24 @@ _LEVELS = {
         ("emerg", "alert", "crit", "err", "warn", "notice", "info", "debug")
     )
 }
-_PRIORITY = re.compile(r"<(\d{1,3})>")
+_PRIORITY = lazy_compile(r"<(\d{1,3})>")
 _DELTA = r"<\s*-?\d{1,12}[.,]\d{1,9}\s*>"
 # (journalctl -o short-delta pads the first entry's empty delta with blanks.)
-_NUMERIC = re.compile(rf"\[\s*(\d{{1,12}}\.\d{{1,9}})(?:\s+{_DELTA})?\s*\]")
+_NUMERIC = lazy_compile(rf"\[\s*(\d{{1,12}}\.\d{{1,9}})(?:\s+{_DELTA})?\s*\]")
 # --time-format=delta, and reltime's lines after the first of a minute.
-_RELATIVE = re.compile(rf"\[(?:{_DELTA}|\s*[+-]\d{{1,12}}[.,]\d{{1,9}})\]")
+_RELATIVE = lazy_compile(rf"\[(?:{_DELTA}|\s*[+-]\d{{1,12}}[.,]\d{{1,9}})\]")
 # ctime (`-T`, with `-d` its delta) and reltime's first line of a minute (`[Nov23 21:06]`,
 # `[23. Nov 21:06]`, `[11月23日 21:06]`): a clock inside, no pid-like column.
-_BRACKETED = re.compile(rf"\[([^\[\]<>]{{5,64}}?)(?:\s+{_DELTA})?\]")
-_MINUTE = re.compile(r".{0,30}\D.{0,30}\s\d{2}[:.]\d{2}\s*")
+_BRACKETED = lazy_compile(rf"\[([^\[\]<>]{{5,64}}?)(?:\s+{_DELTA})?\]")
+_MINUTE = lazy_compile(r".{0,30}\D.{0,30}\s\d{2}[:.]\d{2}\s*")
 # `--time-format=iso`: always a comma before the microseconds (ISO_TIMESTAMP_COMMA_T), which
 # no syslog daemon or journalctl prints, so it is never taken for an RFC 3339 syslog stamp.
-_ISO = re.compile(r"(\d{4}-\d{2}-\d{2})T(\d{2}:\d{2}:\d{2}),(\d{1,9})([+-]\d{2}:?\d{2}|Z)?")
-_CALLER = re.compile(r" ?\[\s*[TC]\d{1,10}\]")
+_ISO = lazy_compile(r"(\d{4}-\d{2}-\d{2})T(\d{2}:\d{2}:\d{2}),(\d{1,9})([+-]\d{2}:?\d{2}|Z)?")
+_CALLER = lazy_compile(r" ?\[\s*[TC]\d{1,10}\]")
 # Talos Linux has no dmesg: `talosctl dmesg` prints machined's `%s: %7s: [%s]: %s` (facility,
 # priority right-aligned, RFC 3339 nanoseconds, message) after the node's name
 # (internal/app/machined/internal/server/v1alpha1/v1alpha1_server.go, Dmesg).
-_TALOS = re.compile(
+_TALOS = lazy_compile(
     r"(?:[^\s:]{1,255}: )?(kern|user|mail|daemon|auth|syslog|lpr|news|uucp|cron|authpriv|ftp"
     r"|local[0-7]): {1,7}(emerg|alert|crit|err|warning|warn|notice|info|debug): "
     r"\[(\d{4}-\d{2}-\d{2})T(\d{2}:\d{2}:\d{2})(?:\.(\d{1,9}))?(Z|[+-]\d{2}:\d{2})\]: ?"
@@ -65,7 +66,7 @@ _TALOS = re.compile(
 # `journalctl -o short-monotonic` (and short-delta): [ 1234.567890] host kernel: <message>
 _MONOTONIC_KERNEL = re.compile(r"(?:\S{1,255} )?kernel: ")
 # A paste that begins inside the first line's stamp (`41066.536886] msg`): its time is cut.
-_CUT_NUMERIC = re.compile(r"\d{0,12}\.\d{1,9}\](?: ?\[\s*[TC]\d{1,10}\])? ")
+_CUT_NUMERIC = lazy_compile(r"\d{0,12}\.\d{1,9}\](?: ?\[\s*[TC]\d{1,10}\])? ")
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,7 +187,9 @@ def numeric_record(
     (the hot path: `[ 1234.567890] msg`); journalctl -o short-monotonic's `host kernel: `
     after the stamp makes it a journal line."""
     body = s[end:].strip()
-    monotonic = _MONOTONIC_KERNEL.match(body) if kernel_time_s is not None else None
+    monotonic = (
+        _MONOTONIC_KERNEL.match(body) if kernel_time_s is not None and "kernel: " in body else None
+    )
     if monotonic:
         return LogRecord(
             body[monotonic.end() :],

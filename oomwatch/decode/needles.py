@@ -21,8 +21,8 @@ class Needles:
 
     def __init__(self, needles: Sequence[str], accelerate: bool = True) -> None:
         """`accelerate=False` keeps to `str.find` (the fallback, for tests and comparison)."""
-        if not needles or any("\n" in n or not n.isascii() or not n for n in needles):
-            raise ValueError("needles must be non-empty ASCII text without newlines")
+        if not needles or any("\n" in n or "?" in n or not n.isascii() or not n for n in needles):
+            raise ValueError("needles must be non-empty ASCII text without newlines or `?`")
         self.needles = tuple(needles)
         self._hyperscan = _hyperscan_database(self.needles) if accelerate else None
         self.accelerated = self._hyperscan is not None
@@ -49,20 +49,15 @@ def _by_find(text: str, needles: tuple[str, ...]) -> list[int]:
 
 
 def _by_hyperscan(text: str, database: Any, needles: tuple[str, ...]) -> list[int]:
-    # ASCII text (str.isascii() is O(1) in CPython) encodes by copying, and its byte offsets
-    # are character offsets; other text is matched as UTF-8 and its offsets converted.
-    ascii_text = text.isascii()
-    try:
-        data = text.encode("ascii" if ascii_text else "utf-8")
-    except UnicodeEncodeError:  # lone surrogates: no UTF-8 form to match in
-        return _by_find(text, needles)
+    # One byte per character, so that byte offsets are character offsets: ASCII text
+    # (str.isascii() is O(1) in CPython) encodes by copying; any other character becomes
+    # `?`, which no needle holds (`Needles`), so no needle is found or lost by it.
+    data = text.encode("ascii", "replace")
     ends: list[int] = []
     database.scan(data, match_event_handler=_collector(ends))
     if not ends:
         return []
     ends.sort()
-    if not ascii_text:
-        ends = _char_offsets(data, ends)
     return _line_starts(text, ends)
 
 
@@ -88,17 +83,6 @@ def _collector(ends: list[int]) -> Callable[..., None]:
         ends.append(to)  # a match's end offset: its line starts after the newline before it
 
     return on_match
-
-
-def _char_offsets(data: bytes, byte_offsets: list[int]) -> list[int]:
-    """Sorted UTF-8 byte offsets (each just after an ASCII needle, so on a character
-    boundary) as offsets into the decoded text: one decode of the text in all."""
-    chars, previous, converted = 0, 0, []
-    for offset in byte_offsets:
-        chars += len(data[previous:offset].decode("utf-8"))
-        previous = offset
-        converted.append(chars)
-    return converted
 
 
 def _hyperscan_database(needles: tuple[str, ...]) -> Any:

@@ -71,7 +71,9 @@ MAX_TABLE_FILL_CHARS = 4 << 20
 # assembler looks for, no `host kernel: ` (journalctl short-monotonic), no end the parser
 # undoes (`$` marks, a tmux marker, blanks), no glued login prompt, not long.  Runs of such
 # lines inside a window are skipped while the assembler ignores them (`_feed_window`).
-_CHATTER_BODY = r"\[ {0,12}\d{1,12}\.\d{1,9}\] [^\s\[][^\n]{0,4000}(?<![\s\]$])"
+# Digits are ASCII ones (a Unicode `\d` costs a table look-up per digit): a stamp of other
+# digits only makes its line no chatter, and a line that is not chatter is fed.
+_CHATTER_BODY = r"\[ {0,12}[0-9]{1,12}\.[0-9]{1,9}\] [^\s\[][^\n]{0,4000}(?<![\s\]$])"
 _CHATTER_SHAPE = re.compile(_CHATTER_BODY)
 # Whole chatter-shaped lines from a line start on (one C match per run).
 _CHATTER_RUN = re.compile(rf"(?:{_CHATTER_BODY}\n)*")
@@ -261,8 +263,8 @@ class TextScanner:
             if start > 0:
                 self._end_window()
             line_no += text.count("\n", counted_to, start)
-            counted_to = start
-            self._feed_window(text[start : min(end, settled)], line_no)
+            counted_to = min(end, settled)
+            line_no = self._feed_window(text[start:counted_to], line_no)
             self._window_open = True
             if end < settled:
                 self._end_window()
@@ -272,9 +274,10 @@ class TextScanner:
         reach = last[0] + last[1] - settled if last is not None and last[1] else -1
         self._reach = reach if reach >= 0 else None
 
-    def _feed_window(self, window: str, line_no: int) -> None:
+    def _feed_window(self, window: str, line_no: int) -> int:
         """Feed a window's lines; of a run of chatter lines (`_CHATTER_SHAPE`, no key) only
-        the first and the last while the assembler ignores keyless records.
+        the first and the last while the assembler ignores keyless records.  Returns the
+        number of the line after the window's last newline (its lines are counted here once).
 
         The same records reach the assembler that matter to it: the first line of a run
         releases the record held before it, the last leaves the parser as the whole run
@@ -316,6 +319,8 @@ class TextScanner:
             if pos < last:
                 line_no += count("\n", pos, last)
                 pos = last
+        # A last line without its newline was numbered above, but the next line is its own.
+        return line_no - 1 if window and window[-1] != "\n" else line_no
 
     def _feed_line(self, line: str, line_no: int) -> None:
         if self._observer is not None:

@@ -15,6 +15,8 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+from oomwatch.decode.lazy_re import lazy_compile
+
 # Month names as strftime %b prints them in common locales (dmesg -T, journalctl short).
 _MONTHS: dict[str, int] = {}
 for _names in (
@@ -36,14 +38,14 @@ for _names in (
 ):
     for _i, _name in enumerate(_names.split(), 1):
         _MONTHS.setdefault(_name, _i)
-_CJK_MONTH = re.compile(r"(\d{1,2})[月월]")
+_CJK_MONTH = lazy_compile(r"(\d{1,2})[月월]")
 # Pieces of a `dmesg -T` stamp (`ctime_stamp`): the clock (`.` in Swedish), a CJK month and
 # day (`11月23日`, `11월 23일`), the year (`2026.` in Serbian).
-_CTIME_CLOCK = re.compile(r"(?<!\d)(\d{1,2})[:.](\d{2})[:.](\d{2})(?!\d)")
-_CJK_DATE = re.compile(r"(\d{1,2})\s*([\u6708\uc6d4])\s*(\d{1,2})\s*[\u65e5\uc77c]?")
-_CTIME_YEAR = re.compile(r"(?<![\d:.])(\d{4})(?![\d:])\.?")
+_CTIME_CLOCK = lazy_compile(r"(?<!\d)(\d{1,2})[:.](\d{2})[:.](\d{2})(?!\d)")
+_CJK_DATE = lazy_compile(r"(\d{1,2})\s*([\u6708\uc6d4])\s*(\d{1,2})\s*[\u65e5\uc77c]?")
+_CTIME_YEAR = lazy_compile(r"(?<![\d:.])(\d{4})(?![\d:])\.?")
 # `May 30 12:29:02` or `May 30 12:29:02.123456` as `time_text` keeps it (month as printed).
-_STAMP = re.compile(r"(\S{1,12})\s+(\d{1,2})\s+(\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?$")
+_STAMP = lazy_compile(r"(\S{1,12})\s+(\d{1,2})\s+(\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?$")
 # journalctl's first line: `-- Logs begin at Sun 2021-05-30 12:29:02 CST, end at ... --`
 # (`-- Journal begins at ...` since systemd 246).
 _BANNER = re.compile(

@@ -114,19 +114,33 @@ def row_pages(row: TaskRow) -> int | None:
     return sum(known) if known else None
 
 
+def _row_pattern(width: int) -> re.Pattern[str]:
+    """`_ROW` and `width` integers (`_is_int`'s) before the name, in one match: what
+    `rest.split(None, width)` and a test per token gave, without the tokens."""
+    pattern = _ROW_PATTERNS.get(width)
+    if pattern is None:
+        ints = r"(-?[0-9]{1,20})\s+" * width
+        pattern = _ROW_PATTERNS[width] = re.compile(rf"\[\s*(\d{{1,20}})\]\s+{ints}(\S.*)", re.S)
+    return pattern
+
+
+_ROW_PATTERNS: dict[int, re.Pattern[str]] = {}
+
+
 def parse_row(message: str, columns: list[str]) -> TaskRow | None:
     """One `[pid] uid tgid ... name` row under `columns`; None if it does not fit them."""
-    match = _ROW.match(message)
-    if match is None or not columns or columns[-1] != "name":
+    if not columns or columns[-1] != "name":
         return None
     width = len(columns) - 1
-    tokens = match.group("rest").split(None, width)
-    if len(tokens) != width + 1 or not all(_is_int(t) for t in tokens[:width]):
+    match = _row_pattern(width).match(message)
+    if match is None:
         return None
-    name = _GREP_SEPARATOR.sub("", tokens[width]) if tokens[width].endswith("--") else tokens[width]
-    row = TaskRow(pid=int(match.group("pid")), name=name or tokens[width])
-    for column, token in zip(columns[:width], tokens[:width], strict=True):
+    name = match.group(width + 2)
+    if name.endswith("--"):
+        name = _GREP_SEPARATOR.sub("", name) or name
+    row = TaskRow(pid=int(match.group(1)), name=name)
+    for index, column in enumerate(columns[:width], 2):
         field = _FIELD.get(column)
         if field is not None:
-            setattr(row, field, int(token))
+            setattr(row, field, int(match.group(index)))
     return row

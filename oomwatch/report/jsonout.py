@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Sequence
 from json.encoder import encode_basestring_ascii as _ascii_string  # the C function
 from typing import Any, TextIO
 
+from oomwatch.dataclass_dict import field_values, plain
 from oomwatch.diagnosis import unknowns
 from oomwatch.incident import JSON_SCHEMA_VERSION, Incident
 
@@ -25,16 +26,29 @@ def incident_json(incident: Incident) -> dict[str, Any]:
     return data
 
 
+class _WithUnknown:
+    """`incident_json(incident)` as `_encode` reads it: the incident's fields, then
+    `unknown`, taken from the dataclass without building the dict first."""
+
+    __slots__ = ("incident",)
+
+    def __init__(self, incident: Incident) -> None:
+        self.incident = incident
+
+
 def _dumps(value: Any, indent: int) -> str:
-    """`json.dumps(value, indent=2, ensure_ascii=True)`, every line after the first
+    """`json.dumps(plain(value), indent=2, ensure_ascii=True)`, every line after the first
     indented `indent` more.  ensure_ascii: C1 controls and U+2028 in a hostile name reach
     the terminal escaped.  Written out here because the standard library encodes indented
-    JSON in pure Python, generator by generator: a third of a dense report's time."""
+    JSON in pure Python, generator by generator: a third of a dense report's time.
+    Dataclasses are written as `plain` would convert them, without the converted copy."""
     parts: list[str] = []
     try:
         _encode(value, "\n" + " " * indent, parts)
     except _NotPlain:
-        text = json.dumps(value, indent=2, ensure_ascii=True)
+        if isinstance(value, _WithUnknown):
+            value = incident_json(value.incident)
+        text = json.dumps(plain(value), indent=2, ensure_ascii=True)
         return text.replace("\n", "\n" + " " * indent)
     return "".join(parts)
 
@@ -51,23 +65,7 @@ def _encode(value: Any, newline: str, out: list[str]) -> None:
         if not value:
             out.append("{}")
             return
-        inner = newline + "  "
-        separator = "{" + inner
-        for key, item in value.items():
-            out.append(separator)
-            out.append(_ascii_string(key if type(key) is str else _key_text(key)))
-            kind = type(item)
-            if kind is str:
-                out.append(": " + _ascii_string(item))
-            elif item is None:
-                out.append(": null")
-            elif kind is int:
-                out.append(": " + int.__repr__(item))
-            else:
-                out.append(": ")
-                _encode(item, inner, out)
-            separator = "," + inner
-        out.append(newline + "}")
+        _encode_members(value.items(), newline, out)
     elif isinstance(value, list | tuple):
         if not value:
             out.append("[]")
@@ -85,8 +83,40 @@ def _encode(value: Any, newline: str, out: list[str]) -> None:
                 _encode(item, inner, out)
             separator = "," + inner
         out.append(newline + "]")
+    elif isinstance(value, _WithUnknown):
+        incident = value.incident
+        names, values = field_values(incident)
+        members = zip((*names, "unknown"), (*values, unknowns(incident)), strict=True)
+        _encode_members(members, newline, out)
+    elif not isinstance(value, type) and hasattr(type(value), "__dataclass_fields__"):
+        names, values = field_values(value)
+        if not names:
+            out.append("{}")
+            return
+        _encode_members(zip(names, values, strict=True), newline, out)
     else:
         out.append(_scalar_text(value))
+
+
+def _encode_members(members: Iterable[tuple[Any, Any]], newline: str, out: list[str]) -> None:
+    """The members of a non-empty object (a dict's items, a dataclass's fields)."""
+    inner = newline + "  "
+    separator = "{" + inner
+    for key, item in members:
+        out.append(separator)
+        out.append(_ascii_string(key if type(key) is str else _key_text(key)))
+        kind = type(item)
+        if kind is str:
+            out.append(": " + _ascii_string(item))
+        elif item is None:
+            out.append(": null")
+        elif kind is int:
+            out.append(": " + int.__repr__(item))
+        else:
+            out.append(": ")
+            _encode(item, inner, out)
+        separator = "," + inner
+    out.append(newline + "}")
 
 
 def _scalar_text(value: Any) -> str:
@@ -134,7 +164,7 @@ def write(out: TextIO, incidents: Iterable[Incident], warnings: Callable[[], lis
     out.write(f'{{\n  "schema_version": {JSON_SCHEMA_VERSION},\n  "incidents": [')
     count = 0
     for incident in incidents:
-        out.write(("\n" if count == 0 else ",\n") + "    " + _dumps(incident_json(incident), 4))
+        out.write(("\n" if count == 0 else ",\n") + "    " + _dumps(_WithUnknown(incident), 4))
         count += 1
     out.write("\n  ]" if count else "]")
     out.write(',\n  "warnings": ' + _dumps(warnings(), 2) + "\n}\n")

@@ -28,6 +28,8 @@ class Signs:
 
     def see(self, line_no: int, line: str) -> None:
         """Look at the next line the scanner parsed (`TextScanner(line_observer=...)`)."""
+        if len(self.invoked) >= MAX_LINES and len(self.killed) >= MAX_LINES:
+            return  # both kept in full
         for musts, kept in ((_INVOKED, self.invoked), (_KILLED, self.killed)):
             if len(kept) < MAX_LINES and any(must in line for must in musts):
                 kept.append((line_no, line.strip()[:MAX_LINE_CHARS]))
