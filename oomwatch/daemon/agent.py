@@ -32,6 +32,7 @@ from oomwatch.daemon.checkpoint import Checkpointer
 from oomwatch.daemon.config import DaemonConfig
 from oomwatch.daemon.forecasting import ForecastJoin, ForecastWatch
 from oomwatch.daemon.heartbeat import Heartbeat
+from oomwatch.daemon.interpreter import CollectionPause
 from oomwatch.daemon.pipeline import Pipeline
 from oomwatch.incident import Incident, TimelineSample
 from oomwatch.reconcile import CgroupNews, is_logged_kernel_kill
@@ -216,14 +217,27 @@ class Agent:
         if kmsg_fd is not None:
             poller.register(kmsg_fd, select.POLLIN)
         next_tick = time.monotonic()
+        collection = CollectionPause()
+        try:
+            self._poll_until_stopped(poller, kmsg_fd, next_tick, collection)
+        finally:
+            collection.release()
+
+    def _poll_until_stopped(
+        self,
+        poller: select.poll,
+        kmsg_fd: int | None,
+        next_tick: float,
+        collection: CollectionPause,
+    ) -> None:
         while not self._stop.is_set():
             now = time.monotonic()
             timeout_s = min(IDLE_WAIT_MAX_S, max(0.0, next_tick - now))
             if self.pipeline.waiting or self._rescan_pending:
                 timeout_s = min(timeout_s, MAX_WAIT_S)
-            flush_at = self.kmsg.flush_at()
-            if flush_at is not None:
-                timeout_s = min(timeout_s, max(0.0, flush_at - now))
+            for due in (self.kmsg.flush_at(), self.kmsg.read_at(now)):
+                if due is not None:
+                    timeout_s = min(timeout_s, max(0.0, due - now))
             polled_s = time.monotonic()
             ready = {fd for fd, _ in poller.poll(timeout_s * 1000.0)}
             if kmsg_fd is not None and kmsg_fd not in ready:
@@ -232,6 +246,7 @@ class Agent:
                 with contextlib.suppress(BlockingIOError):
                     os.read(self._wake_r, 4096)
             self._turn(ready)
+            collection.hold(self.kmsg.busy, time.monotonic())
             now = time.monotonic()
             if now >= next_tick and not self.kmsg.open:
                 self._tick()
@@ -246,7 +261,8 @@ class Agent:
         incidents: list[Incident] = []
         try:
             readable = self.kmsg.fileno() in ready or news is not None
-            read = self.kmsg.take(read=readable, groups=self._view)
+            oom = news is not None and bool(news.kills or news.signals)
+            read = self.kmsg.take(read=readable, groups=self._view, oom_news=oom)
             incidents += read.incidents
             kernel = read.time
         except Exception:
