@@ -245,6 +245,8 @@ class Agent:
             if self._wake_r in ready:
                 with contextlib.suppress(BlockingIOError):
                     os.read(self._wake_r, 4096)
+            # no collection while the turn runs (a kill may be in it) or while a kill is coming
+            collection.hold(bool(ready) or self.kmsg.busy, time.monotonic())
             self._turn(ready)
             collection.hold(self.kmsg.busy, time.monotonic())
             now = time.monotonic()

@@ -37,9 +37,10 @@ class Collector(Protocol):
 
 
 class CollectionPause:
-    """Automatic collections held off while the loop is busy with a kill (OOM news came, or
-    a report is open), for at most `COLLECTION_PAUSE_MAX_S` at a stretch; the garbage of
-    that moment is collected right after, when the first allocation finds it due.  A pause
+    """Automatic collections held off while the loop handles what woke it and while a kill
+    is on its way (OOM news came, or a report is open), for at most `COLLECTION_PAUSE_MAX_S`
+    at a stretch; the garbage of that moment is collected right after, when the first
+    allocation finds it due.  A pause
     that hit the limit is not taken again until the loop has been idle once, so a log
     that keeps a report open cannot keep the collector off."""
 
