@@ -40,9 +40,8 @@ class CollectionPause:
     """Automatic collections held off while the loop handles what woke it and while a kill
     is on its way (OOM news came, or a report is open), for at most `COLLECTION_PAUSE_MAX_S`
     at a stretch; the garbage of that moment is collected right after, when the first
-    allocation finds it due.  A pause
-    that hit the limit is not taken again until the loop has been idle once, so a log
-    that keeps a report open cannot keep the collector off."""
+    allocation finds it due.  A pause that hit the limit is not taken again until the loop
+    has been idle once, so a log that keeps a report open cannot keep the collector off."""
 
     def __init__(self, collector: Collector = gc) -> None:
         self._collector = collector

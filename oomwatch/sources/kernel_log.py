@@ -35,11 +35,13 @@ KILL_LINE_IDLE_S = 0.0
 # victim's second kill line (mm/oom_kill.c kills it again as a member) made a second kill of
 # the pod: a second Event (6.12 in CI).
 GROUP_KILL_IDLE_S = 0.1
-# printk stores a record at once but wakes /dev/kmsg readers from lazy irq_work, at the next
-# timer tick (HZ=250: up to 4 ms later).  The memcg OOM notification reaches the loop (as
-# cgroup news) 0.3-1.3 ms *before* the kill line is stamped, so after OOM news, or a read
-# that left a report waiting for its kill line, the loop reads the log again every
-# interval for a window instead of sleeping until the tick.  poll() counts in whole ms.
+# printk stores a record at once but wakes /dev/kmsg readers from lazy irq_work at the
+# printing CPU's next tick (HZ=250: up to 4 ms), later still where a serial console takes the
+# kill line (KERN_ERR) with that CPU's interrupts off (2-14 ms a line in the lab).  The memcg
+# OOM notification often reaches the loop (as cgroup news) before the kill line is stamped,
+# so after OOM news, or a read that left a report waiting for its kill line, the loop reads
+# the log again every interval for a window instead of waiting for the wake-up.  poll()
+# counts in whole milliseconds.
 RECHECK_INTERVAL_S = 0.001
 RECHECK_WINDOW_S = 0.01  # longer than a tick at HZ=100, when the wake-up comes anyway
 RECORD_EXCERPT_BYTES = 512
