@@ -218,18 +218,6 @@ class Agent:
             poller.register(kmsg_fd, select.POLLIN)
         next_tick = time.monotonic()
         collection = CollectionPause()
-        try:
-            self._poll_until_stopped(poller, kmsg_fd, next_tick, collection)
-        finally:
-            collection.release()
-
-    def _poll_until_stopped(
-        self,
-        poller: select.poll,
-        kmsg_fd: int | None,
-        next_tick: float,
-        collection: CollectionPause,
-    ) -> None:
         while not self._stop.is_set():
             now = time.monotonic()
             timeout_s = min(IDLE_WAIT_MAX_S, max(0.0, next_tick - now))
@@ -254,6 +242,7 @@ class Agent:
                 self._tick()
                 next_tick = now + self.config.sample_interval_s
             self._heartbeat.beat()
+        collection.release()
 
     def _turn(self, ready: set[int]) -> None:
         """One loop turn: the kernel log first (latency), then counter news.  With news the
