@@ -252,7 +252,7 @@ class Agent:
         incidents: list[Incident] = []
         try:
             readable = self.kmsg.fileno() in ready or news is not None
-            oom = news is not None and bool(news.kills or news.signals)
+            oom = news is not None and bool(news.signals)  # an OOM began: its kill may follow
             read = self.kmsg.take(read=readable, groups=self._view, oom_news=oom)
             incidents += read.incidents
             kernel = read.time
