@@ -72,7 +72,9 @@ def kmsg_clock_offset_s() -> float:
 
 
 class Agent:
-    def __init__(self, state_dir: Path) -> None:
+    def __init__(
+        self, state_dir: Path, wrapper: str | None = None, cpus: set[int] | None = None
+    ) -> None:
         last = None
         for raw in read_backlog():
             last = record_seq(raw) if record_seq(raw) is not None else last
@@ -84,8 +86,7 @@ class Agent:
         self.proc = subprocess.Popen(
             [
                 sys.executable,
-                "-m",
-                "oomwatch.cli",
+                *(["-m", "oomwatch.cli"] if wrapper is None else [wrapper]),
                 "run",
                 "--standalone",
                 "--state-dir",
@@ -101,6 +102,7 @@ class Agent:
             stderr=subprocess.DEVNULL,
             cwd=REPO,
             env={**os.environ, "PYTHONPATH": str(REPO)},
+            preexec_fn=None if cpus is None else lambda: os.sched_setaffinity(0, cpus),
         )
         self.lines: dict[int, tuple[float, dict[str, Any]]] = {}
         self.arrived = threading.Condition()
@@ -172,7 +174,33 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--kills", type=int, default=50, help="kills with a full report")
     parser.add_argument("--header-less", type=int, default=50, help="kills without one")
+    parser.add_argument(
+        "--per-kill",
+        action="store_true",
+        help="print each kill's kernel stamp and the line's arrival (CLOCK_MONOTONIC, s)",
+    )
+    parser.add_argument(
+        "--wrapper",
+        metavar="SCRIPT",
+        help="run the agent as `python SCRIPT run ...` (e.g. a script adding timing hooks "
+        "and calling oomwatch.cli.main) instead of `python -m oomwatch.cli run ...`",
+    )
+    parser.add_argument(
+        "--pin",
+        action="store_true",
+        help="the agent on the last CPU, this script and its kills on the others: the killed "
+        "task's CPU may be busy writing the kill line to a serial console (interrupts off); "
+        "this separates the agent's own latency from that",
+    )
     args = parser.parse_args()
+    agent_cpus = None
+    if args.pin:
+        cpus = sorted(os.sched_getaffinity(0))
+        if len(cpus) < 2:
+            print("--pin needs two CPUs", file=sys.stderr)
+            return 1
+        agent_cpus = {cpus[-1]}
+        os.sched_setaffinity(0, set(cpus[:-1]))  # the kills are spawned from here
     reason = memcg_v1_unavailable_reason()
     if reason:
         print(f"latency bench needs real kills: {reason}", file=sys.stderr)
@@ -184,7 +212,7 @@ def main() -> int:
     not_visible = 0
     with tempfile.TemporaryDirectory() as tmp, ScratchMemcg() as scratch:
         state_dir = Path(tmp)
-        agent = Agent(state_dir)
+        agent = Agent(state_dir, args.wrapper, agent_cpus)
         reader = IncidentStore.open_readonly(state_dir)
         uid, cid = str(uuid.uuid4()), uuid.uuid4().hex * 2
         memcg = kubelet_layout(scratch, uid, cid, container_limit_bytes=32 * MIB)
@@ -206,6 +234,12 @@ def main() -> int:
                 not_visible += not (stored and counted)
                 arrived, line = got
                 kernel_s = float(line["kernel_time_s"]) - offset_s
+                if args.per_kill:
+                    print(
+                        f"kill {n}: pid={hog.pid} kernel={kernel_s:.6f} arrived={arrived:.6f} "
+                        f"latency={(arrived - kernel_s) * 1e3:.2f} ms "
+                        f"header_suppressed={line['header_suppressed']}"
+                    )
                 (suppressed_s if line["header_suppressed"] else latency_s).append(
                     arrived - kernel_s
                 )

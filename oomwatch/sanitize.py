@@ -32,4 +32,6 @@ def escape_control(text: str) -> str:
             return f"\\x{code:02x}"
         return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
 
+    if text.isascii() and text.isprintable():  # the common case, in C: nothing to escape
+        return text
     return _UNSAFE.sub(_esc, text)

@@ -34,6 +34,15 @@ def test_controls_and_c1_are_escaped() -> None:
     assert escape_control("a\x1b[2J\nb\x7f\x9b") == "a\\x1b[2J\\x0ab\\x7f\\x9b"
 
 
+def test_every_ascii_character_alone_and_in_text() -> None:
+    """Plain ASCII text skips the pattern: only C0 and DEL may change it."""
+    for code in range(128):
+        char = chr(code)
+        expected = f"\\x{code:02x}" if code < 0x20 or code == 0x7F else char
+        assert escape_control(char) == expected, code
+        assert escape_control(f"pod-{char}-1") == f"pod-{expected}-1", code
+
+
 def test_visible_text_is_kept() -> None:
     text = "pod-ä/コンテナ (pid 1) Ωmega 🙂 -1000 – \u00a0"
     assert escape_control(text) == text
