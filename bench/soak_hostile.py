@@ -37,7 +37,8 @@ the agent's `oomwatch_oom_kills_total` and `oomwatch_group_oom_kills_total`, gro
 logged)
 to `--table`; the agent's and the relay's credentials (from /proc) head it.  At the end: a
 trainer's framework OOM (a ring file written by the probe's own RingWriter into its per-pod
-directory, owned by uid 1000) and a real kernel kill (a hog OOM-killed in a second scratch
+directory: a real probe, run as uid 1000, whose 0600 file the agent gets over its socket) and
+a real kernel kill (a hog OOM-killed in a second scratch
 memcg; its /dev/kmsg records forwarded through the relay with their sequence numbers shifted
 past the replayed ones) must both be recorded.  Needs root.
 """
@@ -150,13 +151,15 @@ def probe_meta(pod_uid: str | None, pid: int) -> dict[str, Any]:
 
 
 def one_event(path: Path, owner: int, pod_uid: str | None, pid: int) -> None:
-    """A ring file with one framework OOM, written as the trainer-side probe writes it."""
+    """A ring file with one framework OOM, written as the trainer-side probe writes it, then
+    made readable by anyone (as a pod that wants it read by path would)."""
     writer = RingWriter(str(path), probe_meta(pod_uid, pid))
     writer.write_event(to_payload(FrameworkOomEvent(
         wall_s=time.time(), mono_s=time.monotonic(), framework="torch-cuda",
         message="CUDA out of memory. Tried to allocate 2.00 GiB")))  # fmt: skip
     writer.close()
     os.chown(path, owner, -1)  # the group stays the directory's (setgid), as a pod's file's
+    os.chmod(path, 0o644)  # a hostile pod's own file need not be 0600: readable by path
 
 
 def make_link_dirs(probe: Path, scratch: Path, dirs: int, entries: int) -> None:
@@ -550,11 +553,11 @@ def main() -> int:
     # Every group kill counted where the agent counts kills: one group kill each in
     # oomwatch_group_oom_kills_total, its kill lines in oomwatch_oom_kills_total.
     groups = counts["group"]
-    group_kills_counted = row[-2] >= groups and row[-1] >= groups * GROUP_MEMBERS
+    group_kills_counted = row[-2] == groups and row[-1] == groups * GROUP_MEMBERS
     verdict.update(group_kills_counted=group_kills_counted, metric_group_kills=row[-2],
                    metric_oom_kills=row[-3], group_victims_logged=row[-1])  # fmt: skip
-    verdict["survived"] = verdict["survived"] and group_kills_counted
-    verdict.update(counts=counts, peak_memcg_mib=row[6], peak_rss_mib=row[4],
+    verdict["survived"] = verdict["survived"] and group_kills_counted and row[19] == 0
+    verdict.update(counts=counts, peak_memcg_mib=row[6], peak_rss_mib=row[4], counter_only=row[19],
                    memcg_oom_kills=row[8], cycles=cycle, agent_uid=args.agent_uid,
                    relay_exit=relay.returncode)  # fmt: skip
     table.write("# " + json.dumps(verdict) + "\n")
@@ -564,12 +567,39 @@ def main() -> int:
     return 0 if verdict["survived"] else 1
 
 
+TRAINER = """
+import sys, time, types
+torch = types.ModuleType("torch")
+class OutOfMemoryError(RuntimeError):
+    pass
+torch.OutOfMemoryError = OutOfMemoryError
+sys.modules["torch"] = torch
+import oomwatch.probe
+probe = oomwatch.probe.start(excepthooks=False)
+probe.set_phase("train", step=7)
+probe.record_oom(OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"))
+time.sleep(float(sys.argv[1]))  # its socket answers the agent meanwhile
+"""
+
+
+def start_trainer(trainer_dir: Path, src: Path, hold_s: float) -> subprocess.Popen[bytes]:
+    """A trainer as uid 1000 whose probe records a framework OOM in its pod directory (a 0600
+    ring file, handed to the agent over its socket), as a pod's would."""
+    trainer_dir.mkdir(exist_ok=True)  # the kubelet's per-pod directory: the parent's mode
+    trainer_dir.chmod(0o3777)
+    env = {"PYTHONPATH": str(src), "PATH": "/usr/bin:/bin", "OOMWATCH_PROBE_DIR": str(trainer_dir),
+           "OOMWATCH_POD_UID": TRAINER_UID, "OOMWATCH_POD_NAME": "trainer-0",
+           "OOMWATCH_POD_NAMESPACE": "ml", "OOMWATCH_CONTAINER_NAME": "trainer"}  # fmt: skip
+    return subprocess.Popen(["setpriv", "--reuid=1000", "--regid=1000", "--clear-groups",
+                             "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs",
+                             "/usr/bin/python3", "-c", TRAINER, str(hold_s)], env=env,
+                            stdin=subprocess.DEVNULL)  # fmt: skip
+
+
 def final_checks(agent: Any, feeder: Feeder, work: Path) -> dict[str, Any]:
     """The agent alive, a trainer's OOM and a real kernel kill recorded after an hour of it."""
     alive = agent.proc.poll() is None
-    trainer_dir = agent.probe_dir / TRAINER_UID
-    trainer_dir.mkdir(exist_ok=True)
-    one_event(trainer_dir / "trainer.ring", 1000, TRAINER_UID, 777)
+    trainer = start_trainer(agent.probe_dir / TRAINER_UID, work / "src", 120)
     real_pid = real_kernel_kill(feeder) if alive else None
     kernel_logged = (
         real_pid is not None
@@ -589,6 +619,8 @@ def final_checks(agent: Any, feeder: Feeder, work: Path) -> dict[str, Any]:
         finally:
             store.close()
     alive = agent.proc.poll() is None
+    trainer.kill()
+    trainer.wait()
     return {"survived": alive and kernel_logged and trainer_recorded, "alive": alive,
             "real_kernel_kill_pid": real_pid, "real_kernel_kill_logged": kernel_logged,
             "trainer_oom_recorded": trainer_recorded}  # fmt: skip
