@@ -573,6 +573,7 @@ torch = types.ModuleType("torch")
 class OutOfMemoryError(RuntimeError):
     pass
 torch.OutOfMemoryError = OutOfMemoryError
+torch.cuda = types.SimpleNamespace(is_available=lambda: False, is_initialized=lambda: False)
 sys.modules["torch"] = torch
 import oomwatch.probe
 probe = oomwatch.probe.start(excepthooks=False)
