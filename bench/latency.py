@@ -12,6 +12,11 @@ it asks for at once).  For those, the script first spends the kernel's report bu
 5 s) with small kills in another memcg.  Needs root and cgroup v1 memory.
 
     sudo .venv/bin/python bench/latency.py [--kills 50] [--header-less 50]
+        [--probe-flood DIRS,ENTRIES]
+
+`--probe-flood 10,100000`: the agent's probe directory holds that many pod directories of
+that many entries (hard links), as a hostile pod may make them (issue 22): the kills' latency
+must not grow, since the kernel-log thread never walks the probe directory.
 """
 
 from __future__ import annotations
@@ -71,9 +76,25 @@ def kmsg_clock_offset_s() -> float:
     raise RuntimeError("marker record not found in /dev/kmsg")
 
 
+def probe_flood(directory: Path, dirs: int, entries: int) -> None:
+    """`dirs` pod directories of `entries` hard links each in `directory`."""
+    for d in range(dirs):
+        pod = directory / f"1b2c0000-{d:04d}-4000-8000-000000000000"
+        pod.mkdir(parents=True)
+        for i in range(entries):
+            if i % 50_000 == 0:  # ext4 takes 65,000 links to an inode
+                source = directory / f".junk{d}.{i}"
+                source.write_bytes(b"x")
+            os.link(source, pod / f"j{i}")
+
+
 class Agent:
     def __init__(
-        self, state_dir: Path, wrapper: str | None = None, cpus: set[int] | None = None
+        self,
+        state_dir: Path,
+        wrapper: str | None = None,
+        cpus: set[int] | None = None,
+        extra: tuple[str, ...] = (),
     ) -> None:
         last = None
         for raw in read_backlog():
@@ -97,6 +118,7 @@ class Agent:
                 "/sys/fs/cgroup",
                 "--log-format",
                 "json",
+                *extra,
             ],
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
@@ -192,6 +214,8 @@ def main() -> int:
         "task's CPU may be busy writing the kill line to a serial console (interrupts off); "
         "this separates the agent's own latency from that",
     )
+    parser.add_argument("--probe-flood", metavar="DIRS,ENTRIES", default=None,
+                        help="pod directories of hard links in its probe directory")  # fmt: skip
     args = parser.parse_args()
     agent_cpus = None
     if args.pin:
@@ -212,7 +236,14 @@ def main() -> int:
     not_visible = 0
     with tempfile.TemporaryDirectory() as tmp, ScratchMemcg() as scratch:
         state_dir = Path(tmp)
-        agent = Agent(state_dir, args.wrapper, agent_cpus)
+        extra: list[str] = []
+        if args.probe_flood:
+            dirs, entries = (int(n) for n in args.probe_flood.split(","))
+            started = time.monotonic()
+            probe_flood(state_dir / "probe", dirs, entries)
+            print(f"probe flood: {dirs} x {entries} entries in {time.monotonic() - started:.0f} s")
+            extra = ["--probe-dir", str(state_dir / "probe")]
+        agent = Agent(state_dir, args.wrapper, agent_cpus, tuple(extra))
         reader = IncidentStore.open_readonly(state_dir)
         uid, cid = str(uuid.uuid4()), uuid.uuid4().hex * 2
         memcg = kubelet_layout(scratch, uid, cid, container_limit_bytes=32 * MIB)

@@ -20,7 +20,9 @@ Each cycle (`--cycle-s`):
 
 - replayed through the FIFO (kernel records as the relay forwards them, renumbered and stamped
   now; a real 30,000-process kill every minute would take the node): a kill with a 30,000-row
-  task table, a memory.oom.group kill of 20,000 victims, a storm of 10 small kills in 5 s;
+  task table, a memory.oom.group kill of 20,000 victims (in a container of its own with
+  `memory.oom.group` 1, its counters bumped as the kernel bumps them: the agent must count
+  it, in its metrics and log), a storm of 10 small kills in 5 s;
 - real files: 100 one-event probe files rewritten under 100 owner uids, 1,000 garbage
   `.ring` files touched every second, 5 pod directories of 100,000 hard links each (made once);
 - real cgroup files: 20 containers whose memory climbs to their limit and falls back
@@ -30,10 +32,13 @@ Each cycle (`--cycle-s`):
   nested journal JSON line, a 68 KB gzip of invalid UTF-8, the live store.
 
 Each cycle appends a row (agent RSS, memcg usage / peak / failcnt / OOM kills, rows tried,
-incidents logged, counter-only ones among them, /healthz status and how long it took, load)
+incidents logged, counter-only ones among them, /healthz status and how long it took, load,
+the agent's `oomwatch_oom_kills_total` and `oomwatch_group_oom_kills_total`, group victims
+logged)
 to `--table`; the agent's and the relay's credentials (from /proc) head it.  At the end: a
 trainer's framework OOM (a ring file written by the probe's own RingWriter into its per-pod
-directory, owned by uid 1000) and a real kernel kill (a hog OOM-killed in a second scratch
+directory: a real probe, run as uid 1000, whose 0600 file the agent gets over its socket) and
+a real kernel kill (a hog OOM-killed in a second scratch
 memcg; its /dev/kmsg records forwarded through the relay with their sequence numbers shifted
 past the replayed ones) must both be recorded.  Needs root.
 """
@@ -75,6 +80,7 @@ SITE_PACKAGES = SITE_PACKAGES / "site-packages"
 LIMIT_BYTES = 192 * MiB
 TRAINER_UID = "7a1e0000-0000-4000-8000-00000000c0de"
 FORECAST_CONTAINERS = 20
+GROUP_MEMBERS = 20_000
 
 
 class Feeder:
@@ -120,17 +126,18 @@ def in_kernel_order(feeder: Feeder, records: list[bytes], count: Any) -> None:
     feeder.write(records[at:])
 
 
-def group_kill(first_pid: int, members: int) -> list[bytes]:
-    """A memory.oom.group kill of `members` processes of the report's container."""
+def group_kill(first_pid: int, members: int, cgroup: str = CONTAINER) -> list[bytes]:
+    """A memory.oom.group kill of `members` processes of `cgroup` (the primary victim, then
+    every member, the primary again among them: `members + 1` kill lines)."""
     tail = "file-rss:0kB, shmem-rss:0kB, UID:1000 pgtables:84kB oom_score_adj:0"
     line = (
         "Memory cgroup out of memory: Killed process {p} (w{p}) total-vm:21104kB, anon-rss:{r}kB, "
     )
     out = [
         f"6;oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),cpuset=/,mems_allowed=0,"
-        f"oom_memcg={CONTAINER},task_memcg={CONTAINER},task=w{first_pid},pid={first_pid},uid=1000",
+        f"oom_memcg={cgroup},task_memcg={cgroup},task=w{first_pid},pid={first_pid},uid=1000",
         "3;" + line.format(p=first_pid, r=1) + tail,
-        f"6;Tasks in {CONTAINER} are going to be killed due to memory.oom.group set",
+        f"6;Tasks in {cgroup} are going to be killed due to memory.oom.group set",
     ]
     out += ["3;" + line.format(p=first_pid + i, r=i % 5000) + tail for i in range(members)]
     return [r.encode() for r in out]
@@ -144,13 +151,15 @@ def probe_meta(pod_uid: str | None, pid: int) -> dict[str, Any]:
 
 
 def one_event(path: Path, owner: int, pod_uid: str | None, pid: int) -> None:
-    """A ring file with one framework OOM, written as the trainer-side probe writes it."""
+    """A ring file with one framework OOM, written as the trainer-side probe writes it, then
+    made readable by anyone (as a pod that wants it read by path would)."""
     writer = RingWriter(str(path), probe_meta(pod_uid, pid))
     writer.write_event(to_payload(FrameworkOomEvent(
         wall_s=time.time(), mono_s=time.monotonic(), framework="torch-cuda",
         message="CUDA out of memory. Tried to allocate 2.00 GiB")))  # fmt: skip
     writer.close()
     os.chown(path, owner, -1)  # the group stays the directory's (setgid), as a pod's file's
+    os.chmod(path, 0o644)  # a hostile pod's own file need not be 0600: readable by path
 
 
 def make_link_dirs(probe: Path, scratch: Path, dirs: int, entries: int) -> None:
@@ -190,6 +199,36 @@ class Background(threading.Thread):
                 used = 4 * MiB + int(min(phase, 180) / 180 * 28 * MiB) if phase < 180 else 4 * MiB
                 (path / "memory.current").write_text(f"{used}\n")
                 (path / "memory.stat").write_text(f"anon {used}\nfile 0\nshmem 0\n")
+
+
+class GroupContainer:
+    """A container of the pod with `memory.oom.group` 1 (the kernel kills its whole group only
+    there): its own counters, bumped as the kernel bumps them for a group kill of `members`:
+    `oom` and `oom_group_kill` once, `oom_kill` once per kill line (members + 1)."""
+
+    def __init__(self, container_dir: Path, agent_cgroup: str) -> None:
+        self.path = container_dir.parent / f"cri-containerd-{'9' * 64}.scope"
+        self.path.mkdir(exist_ok=True)
+        for name in os.listdir(container_dir):
+            if (container_dir / name).is_file():
+                shutil.copy(container_dir / name, self.path / name)
+        (self.path / "cgroup.procs").write_text("")
+        (self.path / "memory.oom.group").write_text("1\n")
+        (self.path / "memory.events").write_text(memory_events())
+        self.cgroup = agent_cgroup.rsplit("/", 1)[0] + "/" + self.path.name
+        self.ooms = self.oom_kills = 0
+
+    def count(self, members: int) -> None:
+        self.ooms += 1
+        self.oom_kills += members + 1
+        events = memory_events(self.ooms, self.oom_kills, self.ooms)
+        (self.path / "memory.events").write_text(events)
+
+
+def metric_sum(body: str, name: str) -> float:
+    """The sum of a counter's series in a Prometheus text body."""
+    return sum(float(line.rsplit(" ", 1)[1]) for line in body.splitlines()
+               if line.startswith(name + "{") or line.startswith(name + " "))  # fmt: skip
 
 
 def forecast_containers(container_dir: Path) -> list[Path]:
@@ -403,7 +442,8 @@ def main() -> int:
             "failcnt", "memcg_oom_kills", "big_kills", "group_kills", "storm_kills",
             "probe_files_rewritten", "report", "report_rc", "report_s", "report_tb",
             "oom_kill_lines", "replayed_logged", "counter_only", "healthz_probes",
-            "healthz_bad", "healthz_over_1s", "healthz_max_s", "load1")  # fmt: skip
+            "healthz_bad", "healthz_over_1s", "healthz_max_s", "load1", "metric_oom_kills",
+            "metric_group_kills", "group_victims_counted")  # fmt: skip
     table.write("\t".join(head) + "\n")
     commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
                             capture_output=True, text=True).stdout.strip()  # fmt: skip
@@ -434,6 +474,7 @@ def main() -> int:
                 (agent.container_dir / "memory.events").write_text(events)
 
             probe = agent.probe_dir
+            group = GroupContainer(agent.container_dir, CONTAINER)
             make_link_dirs(probe, work, 5, args.link_entries)
             background = Background(probe, forecast_containers(agent.container_dir))
             background.start()
@@ -449,7 +490,8 @@ def main() -> int:
                 pid += 40_000
                 counts["big"] += 1
                 time.sleep(2)
-                feeder.write(group_kill(pid, 20_000))
+                in_kernel_order(feeder, group_kill(pid, GROUP_MEMBERS, group.cgroup),
+                                lambda: group.count(GROUP_MEMBERS))  # fmt: skip
                 sent.add(pid)
                 pid += 40_000
                 counts["group"] += 1
@@ -479,6 +521,10 @@ def main() -> int:
                 replayed_logged = len(sent & {e.get("process.pid") for _, e in logged})
                 counter_only = sum(bool(e.get("kmsg_missing")) for _, e in logged)
                 probes = health.take()
+                metrics = agent.get("/metrics")[1] if alive else ""
+                group_victims = sum(int(e.get("victims") or 0) for _, e in logged
+                                    if e.get("group_kill") and not e.get("kmsg_missing")
+                                    )  # fmt: skip
                 row = (round(time.monotonic() - started), alive, healthz,
                        round(status.get("VmRSS", 0) / 1024, 1),
                        round(status.get("VmHWM", 0) / 1024, 1),
@@ -488,7 +534,10 @@ def main() -> int:
                        counts["group"], counts["storm"], counts["rewritten"], name, report["rc"],
                        report["s"], report["traceback"], oom_lines, replayed_logged,
                        counter_only, probes["n"], probes["bad"], probes["over_1s"],
-                       probes["max_s"], round(os.getloadavg()[0], 2))  # fmt: skip
+                       probes["max_s"], round(os.getloadavg()[0], 2),
+                       metric_sum(metrics, "oomwatch_oom_kills_total"),
+                       metric_sum(metrics, "oomwatch_group_oom_kills_total"),
+                       group_victims)  # fmt: skip
                 table.write("\t".join(map(str, row)) + "\n")
                 cycle += 1
                 if not alive:
@@ -501,7 +550,14 @@ def main() -> int:
             ctx.__exit__(None, None, None)
             relay.terminate()
             relay.wait(10)
-    verdict.update(counts=counts, peak_memcg_mib=row[6], peak_rss_mib=row[4],
+    # Every group kill counted where the agent counts kills: one group kill each in
+    # oomwatch_group_oom_kills_total, its kill lines in oomwatch_oom_kills_total.
+    groups = counts["group"]
+    group_kills_counted = row[-2] == groups and row[-1] == groups * GROUP_MEMBERS
+    verdict.update(group_kills_counted=group_kills_counted, metric_group_kills=row[-2],
+                   metric_oom_kills=row[-3], group_victims_logged=row[-1])  # fmt: skip
+    verdict["survived"] = verdict["survived"] and group_kills_counted and row[19] == 0
+    verdict.update(counts=counts, peak_memcg_mib=row[6], peak_rss_mib=row[4], counter_only=row[19],
                    memcg_oom_kills=row[8], cycles=cycle, agent_uid=args.agent_uid,
                    relay_exit=relay.returncode)  # fmt: skip
     table.write("# " + json.dumps(verdict) + "\n")
@@ -511,12 +567,40 @@ def main() -> int:
     return 0 if verdict["survived"] else 1
 
 
+TRAINER = """
+import sys, time, types
+torch = types.ModuleType("torch")
+class OutOfMemoryError(RuntimeError):
+    pass
+torch.OutOfMemoryError = OutOfMemoryError
+torch.cuda = types.SimpleNamespace(is_available=lambda: False, is_initialized=lambda: False)
+sys.modules["torch"] = torch
+import oomwatch.probe
+probe = oomwatch.probe.start(excepthooks=False)
+probe.set_phase("train", step=7)
+probe.record_oom(OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"))
+time.sleep(float(sys.argv[1]))  # its socket answers the agent meanwhile
+"""
+
+
+def start_trainer(trainer_dir: Path, src: Path, hold_s: float) -> subprocess.Popen[bytes]:
+    """A trainer as uid 1000 whose probe records a framework OOM in its pod directory (a 0600
+    ring file, handed to the agent over its socket), as a pod's would."""
+    trainer_dir.mkdir(exist_ok=True)  # the kubelet's per-pod directory: the parent's mode
+    trainer_dir.chmod(0o3777)
+    env = {"PYTHONPATH": str(src), "PATH": "/usr/bin:/bin", "OOMWATCH_PROBE_DIR": str(trainer_dir),
+           "OOMWATCH_POD_UID": TRAINER_UID, "OOMWATCH_POD_NAME": "trainer-0",
+           "OOMWATCH_POD_NAMESPACE": "ml", "OOMWATCH_CONTAINER_NAME": "trainer"}  # fmt: skip
+    return subprocess.Popen(["setpriv", "--reuid=1000", "--regid=1000", "--clear-groups",
+                             "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs",
+                             "/usr/bin/python3", "-c", TRAINER, str(hold_s)], env=env,
+                            stdin=subprocess.DEVNULL)  # fmt: skip
+
+
 def final_checks(agent: Any, feeder: Feeder, work: Path) -> dict[str, Any]:
     """The agent alive, a trainer's OOM and a real kernel kill recorded after an hour of it."""
     alive = agent.proc.poll() is None
-    trainer_dir = agent.probe_dir / TRAINER_UID
-    trainer_dir.mkdir(exist_ok=True)
-    one_event(trainer_dir / "trainer.ring", 1000, TRAINER_UID, 777)
+    trainer = start_trainer(agent.probe_dir / TRAINER_UID, work / "src", 120)
     real_pid = real_kernel_kill(feeder) if alive else None
     kernel_logged = (
         real_pid is not None
@@ -536,6 +620,8 @@ def final_checks(agent: Any, feeder: Feeder, work: Path) -> dict[str, Any]:
         finally:
             store.close()
     alive = agent.proc.poll() is None
+    trainer.kill()
+    trainer.wait()
     return {"survived": alive and kernel_logged and trainer_recorded, "alive": alive,
             "real_kernel_kill_pid": real_pid, "real_kernel_kill_logged": kernel_logged,
             "trainer_oom_recorded": trainer_recorded}  # fmt: skip

@@ -269,11 +269,25 @@ class ProbeEnricher:
         # When the agent read the kill: the trainer was dead by then (its stamped wall time
         # is a conversion that can run ahead of this clock).
         seen_at_s = iso_epoch_s(incident.detected_at)
-        records = (
-            self._reader.read_all() if seen_at_s is None else self._reader.read_after(seen_at_s)
-        )
+        if seen_at_s is None:
+            return self._join(incident, self._reader.read_all())
+        # Only a kill some file of the last walk may belong to waits for a walk begun after
+        # it (a trainer's file is there from its start): any other kill is passed on now,
+        # so a crowded probe directory, which makes every walk take its full time, delays
+        # no kill but a trainer's.
+        if not any(self._may_match(incident, r) for r in self._reader.read_all()):
+            return True
+        records = self._reader.read_after(seen_at_s)
         if records is None:
             return False  # a walk begun after the kill is on its way; asked again shortly
+        return self._join(incident, records)
+
+    def _may_match(self, incident: Incident, record: FlightRecord) -> bool:
+        if self._pod_dirs and (record.pod_dir is None or record.pod_dir != incident.pod_uid):
+            return False
+        return match_reason(incident, record) is not None  # its owner is checked in the join
+
+    def _join(self, incident: Incident, records: list[FlightRecord]) -> bool:
         best: tuple[tuple[int, float], dict[str, Any]] | None = None
         for record in records:
             if not claims_consistent(record):

@@ -25,6 +25,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from oomwatch.probe.handoff import RingServer
 from oomwatch.probe.oom_messages import (
     ParsedOom,
     parse_tf_oom,
@@ -179,15 +180,23 @@ class Probe:
         local_rank = self.meta.local_rank if self.meta.local_rank is not None else self.meta.rank
         self.path = directory / flight_record_name(pod_uid, container, comm, pid, local_rank)
         self._writer: RingWriter | None = None
+        self._server: RingServer | None = None
+        previous = self.path.with_suffix(".prev" + FILE_SUFFIX)
         try:
             directory.mkdir(parents=True, exist_ok=True)
             if pod_uid and container and self.path.exists():
                 # The previous run of this container (perhaps the one just OOM-killed) stays
                 # readable until the daemon has seen it.
-                os.replace(self.path, self.path.with_suffix(".prev" + FILE_SUFFIX))
+                os.replace(self.path, previous)
             self._writer = RingWriter(str(self.path), to_payload(self.meta))
         except (OSError, ValueError) as exc:
             log.warning("oomwatch probe disabled: cannot write %s: %s", self.path, exc)
+        if self._writer is not None:
+            try:  # the agent's way to the 0600 files (oomwatch.probe.handoff)
+                stem = self.path.name[: -len(FILE_SUFFIX)]
+                self._server = RingServer(str(directory), stem, [str(self.path), str(previous)])
+            except OSError as exc:
+                log.warning("oomwatch probe: no socket for the agent in %s: %s", directory, exc)
         self._thread = threading.Thread(target=self._run, name="oomwatch-probe", daemon=True)
 
     @property
@@ -336,6 +345,9 @@ class Probe:
             if self._writer is not None:
                 self._writer.close()
                 self._writer = None
+            if self._server is not None:
+                self._server.close()
+                self._server = None
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval_s):

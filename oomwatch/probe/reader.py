@@ -17,12 +17,12 @@ user, thousands of entries.  So:
   listing included; the next walk goes on where it stopped, so junk can delay a real file
   by a few walks but never hide it;
 - any failure on one file (including ones this module did not foresee) refuses that file
-  alone; the first `REFUSAL_LINES` refusals a minute are logged one line each, the rest
-  counted in one summary line (at most one each `REFUSAL_SUMMARY_S`): 1,000 junk files
-  touched every second would make 1,000 lines a second.  Reading never raises.
+  alone, logged within bounds (oomwatch.probe.refusals).  Reading never raises.
 
 Files sit at the top of the directory or one level down, in a directory named like a pod
-UID: that is where a pod that mounts only its own `subPathExpr: $(POD_UID)` writes.
+UID: that is where a pod that mounts only its own `subPathExpr: $(POD_UID)` writes.  In a
+pod's directory a probe's socket (`<stem>.sock`) hands over its 0600 ring files as
+descriptors (oomwatch.probe.handoff); they pass the same checks, on `fstat`.
 """
 
 from __future__ import annotations
@@ -44,10 +44,20 @@ from oomwatch.probe.flight_record import SAMPLE_COST_BYTES as SAMPLE_COST_BYTES
 from oomwatch.probe.flight_record import FlightRecord as FlightRecord
 from oomwatch.probe.flight_record import parse_flight_record as parse_flight_record
 from oomwatch.probe.flight_record import record_cost
+from oomwatch.probe.handoff import (
+    SOCKET_NAME,
+    SOCKET_SUFFIX,
+    SOCKET_TIMEOUT_S,
+    HeldRings,
+    covered,
+    pread_capped,
+    socket_stem,
+)
 from oomwatch.probe.no_follow import ProbeFileError as ProbeFileError
 from oomwatch.probe.no_follow import Skip, open_pod_dir, read_regular
+from oomwatch.probe.refusals import REFUSAL_LINES as REFUSAL_LINES
+from oomwatch.probe.refusals import RefusalLog
 from oomwatch.probe.ring import FILE_SUFFIX, HEADER_BYTES
-from oomwatch.sanitize import escape_control
 
 log = logging.getLogger("oomwatch.probe.reader")
 
@@ -59,8 +69,6 @@ POD_DIR = re.compile(r"[0-9a-f][0-9a-f-]{7,63}")  # a pod UID (or a static pod's
 FILES_PER_POD_DIR = 32
 POD_DIR_ENTRIES = 256  # entries looked at in one per-pod directory per walk
 CLOCK_EVERY_ENTRIES = 128  # a listing looks at the clock this often
-REFUSAL_LINES = 16  # refusals logged one line each per minute; the rest summarised
-REFUSAL_SUMMARY_S = 10.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +85,7 @@ class ReaderLimits:
     keep_samples: int = 128  # the newest samples of a file (two minutes at 1 Hz)
     keep_events: int = 16  # the newest framework OOMs of a file
     budget_bytes: int = 16 << 20  # what all kept records may cost together
+    max_held_fds: int = 256  # ring descriptors received from probes' sockets, held at once
     allowed_uids: tuple[range, ...] | None = None
 
 
@@ -114,17 +123,15 @@ class ProbeDirReader:
         self.limits = limits or ReaderLimits()
         self._clock = clock
         self._dir_fd: int | None = None
-        self._logged: dict[tuple[str, str], tuple[int, int]] = {}
         # Parsed records by name and file version: an idle file is parsed once, not per poll.
         self._kept: dict[str, _Kept] = {}
+        self._held = HeldRings(self.limits.max_held_fds)  # 0600 rings, by socket name
         self.kept_bytes = 0
         self._pending: deque[str] = deque()  # names of the current window not read yet
         self._offset = 0  # directory entries the next window skips
         self._window_ends_cycle = False  # the current window reached the end of the listing
         self._seen: set[str] = set()  # names read in the current cycle
-        self._refused: dict[str, int] = {}  # reasons of refusals not logged one by one
-        self._lines_left, self._lines_at_s = REFUSAL_LINES, clock()
-        self._summary_at_s = clock() - REFUSAL_SUMMARY_S  # the first summary comes at once
+        self._refusals = RefusalLog(log, clock)
 
     def read_all(self, now_wall_s: float | None = None) -> list[FlightRecord]:
         """Records read now, then those kept from earlier walks of this cycle."""
@@ -141,19 +148,24 @@ class ProbeDirReader:
         while self._pending:
             if tried and self._clock() > deadline:  # at least one file a walk: progress
                 limit = self.limits.max_walk_s
-                self._refuse("*", f"walk over {limit} s: the rest is read next time", (0, 0))
+                self._refusals.refuse(
+                    "*", f"walk over {limit} s: the rest is read next time", (0, 0)
+                )
                 break
             tried += 1
             name = self._pending.popleft()
-            record = self._read_entry(name, now)
-            if record is not None:
-                read.append(record)
-                if len(self._seen) < 4 * self.limits.max_files:  # past it: read again
-                    self._seen.add(name)
-        self._summarise()
+            if name.endswith(SOCKET_SUFFIX):
+                records = self._read_socket(name, now, deadline)
+            else:
+                records = [r for r in [self._read_entry(name, now)] if r is not None]
+            read += records
+            if records and len(self._seen) < 4 * self.limits.max_files:  # past it: read again
+                self._seen.update([name, *(r.name for r in records)])
+        self._refusals.summarise()
         if not self._pending and self._window_ends_cycle:
             for gone in set(self._kept) - self._seen:
                 self._forget(gone)
+            self._held.release_except(self._seen)
             self._seen = set()
             self._window_ends_cycle = False
         fresh = {r.name for r in read}
@@ -174,6 +186,7 @@ class ProbeDirReader:
             raise ProbeFileError(str(exc) or "stale") from None
 
     def close(self) -> None:
+        self._held.close()
         if self._dir_fd is not None:
             os.close(self._dir_fd)
             self._dir_fd = None
@@ -214,7 +227,7 @@ class ProbeDirReader:
                         self._offset = max(position, start) if late else position
                         reason = (f"more than {limits.max_entries} entries or {limits.max_files}"
                                   f" records, or {limits.max_walk_s} s: read in turns")  # fmt: skip
-                        self._refuse("*", reason, (0, 0))
+                        self._refusals.refuse("*", reason, (0, 0))
                         return sorted(names), False
                     if entry.name.endswith(FILE_SUFFIX):
                         names.append(entry.name)
@@ -228,8 +241,10 @@ class ProbeDirReader:
         return sorted(names), True
 
     def _list_pod_dir(self, dir_fd: int, pod_dir: str) -> list[str]:
-        """Up to FILES_PER_POD_DIR flight-record names in a per-pod directory."""
+        """Up to FILES_PER_POD_DIR flight-record and probe-socket names in a per-pod
+        directory; a ring file its probe's socket hands over is not also read by path."""
         names: list[str] = []
+        stems: set[str] = set()
         try:
             fd = os.open(pod_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
                          dir_fd=dir_fd)  # fmt: skip
@@ -240,62 +255,59 @@ class ProbeDirReader:
                 for looked, entry in enumerate(entries, 1):
                     if entry.name.endswith(FILE_SUFFIX):
                         names.append(f"{pod_dir}/{entry.name}")
+                    elif SOCKET_NAME.fullmatch(entry.name):
+                        names.append(f"{pod_dir}/{entry.name}")
+                        stems.add(socket_stem(entry.name))
                     if len(names) >= FILES_PER_POD_DIR or looked >= POD_DIR_ENTRIES:
                         break
         except OSError:
             pass
         finally:
             os.close(fd)
-        return names
+        return [n for n in names if not covered(n.rpartition("/")[2], stems)]
 
-    def _read_entry(self, name: str, now: float) -> FlightRecord | None:
+    def _read_socket(self, name: str, now: float, deadline: float) -> list[FlightRecord]:
+        """The records of the ring files a probe's socket hands over (oomwatch.probe.handoff);
+        by path when no probe listens there and none were received before."""
+        pod_dir, _, base = name.rpartition("/")
+        assert self._dir_fd is not None
         try:
+            pod_fd = open_pod_dir(self._dir_fd, pod_dir)
+        except (Skip, ProbeFileError):
+            return []
+        try:
+            timeout_s = min(SOCKET_TIMEOUT_S, max(0.001, deadline - self._clock()))
+            held = self._held.files(pod_fd, name, timeout_s, self._clock())
+        except Skip:
+            return []
+        except ProbeFileError as exc:
+            self._refusals.refuse(name, str(exc), (0, 0))
+            return []
+        finally:
+            os.close(pod_fd)
+        stem = f"{pod_dir}/{socket_stem(base)}"
+        files: list[tuple[str, int | None]] = [(f"{pod_dir}/{n}", fd) for n, fd in held or []]
+        if held is None:  # no probe listens, none received: by path
+            files = [(f"{stem}{FILE_SUFFIX}", None), (f"{stem}.prev{FILE_SUFFIX}", None)]
+        return [r for n, fd in files if (r := self._read_entry(n, now, fd)) is not None]
+
+    def _read_entry(self, name: str, now: float, fd: int | None = None) -> FlightRecord | None:
+        """The record of `name`, by path or from `fd` (a received descriptor); None if refused."""
+        try:
+            if fd is not None:
+                cap = self.limits.max_file_bytes
+                return self._from_stat(name, os.fstat(fd), now, True, lambda: pread_capped(fd, cap))
             return self._load(name, now, keep=True)
         except Skip:
             self._forget(name)
         except ProbeFileError as exc:
             self._forget(name)
             version = exc.args[1] if len(exc.args) > 1 else (0, 0)
-            self._refuse(name, str(exc.args[0]), version)
+            self._refusals.refuse(name, str(exc.args[0]), version)
         except Exception as exc:  # unforeseen: this file is refused, the reader goes on
             self._forget(name)
-            self._refuse(name, f"unexpected {type(exc).__name__}: {exc}"[:300], (0, 0))
+            self._refusals.refuse(name, f"unexpected {type(exc).__name__}: {exc}"[:300], (0, 0))
         return None
-
-    def _refuse(self, name: str, reason: str, version: tuple[int, int],
-                what: str = "refused") -> None:  # fmt: skip
-        key = (name, reason)
-        if self._logged.get(key) == version:
-            return
-        if len(self._logged) > 4096:
-            self._logged.clear()
-        self._logged[key] = version
-        now = self._clock()
-        if now - self._lines_at_s >= 60.0:
-            self._lines_left, self._lines_at_s = REFUSAL_LINES, now
-        if self._lines_left <= 0:
-            short = reason[:80]
-            if short in self._refused or len(self._refused) < 16:
-                self._refused[short] = self._refused.get(short, 0) + 1
-            return
-        self._lines_left -= 1
-        log.warning(  # probe_file_refused or probe_file_trimmed
-            f"probe_file_{what}",
-            extra={"file_name": escape_control(name), "reason": escape_control(reason)},
-        )
-
-    def _summarise(self) -> None:
-        """One line for the refusals not logged one by one since the last such line."""
-        now = self._clock()
-        if not self._refused or now - self._summary_at_s < REFUSAL_SUMMARY_S:
-            return
-        reasons = sorted(self._refused.items(), key=lambda kv: -kv[1])[:5]
-        log.warning("probe_files_refused", extra={
-            "files": sum(self._refused.values()),
-            "reasons": {escape_control(r): n for r, n in reasons},
-            "since_s": round(now - self._summary_at_s, 1),
-        })  # fmt: skip
-        self._refused, self._summary_at_s = {}, now
 
     def _forget(self, name: str) -> None:
         kept = self._kept.pop(name, None)
@@ -321,7 +333,18 @@ class ProbeDirReader:
             if exc.errno == errno.ENOENT:
                 raise Skip("gone") from None
             raise ProbeFileError(f"cannot stat ({os.strerror(exc.errno or 0)})") from None
+        cap = self.limits.max_file_bytes
         version = (st.st_ino, st.st_mtime_ns)
+        return self._from_stat(
+            name, st, now, keep, lambda: read_regular(base, dir_fd, st, cap, version)
+        )
+
+    def _from_stat(self, name: str, st: os.stat_result, now: float, keep: bool,
+                   read: Callable[[], bytes]) -> FlightRecord:  # fmt: skip
+        """Check `st`, then `read()` and parse the file unless the kept record is current."""
+        version = (st.st_ino, st.st_mtime_ns)
+        if st.st_nlink == 0:
+            raise Skip("deleted")  # a held descriptor of a file since removed
         problem = self._check_stat(st, now)
         if problem == "stale":
             raise Skip("stale")
@@ -332,7 +355,7 @@ class ProbeDirReader:
         # mtime ticks coarsely: only a file idle for a while is known to be unchanged.
         if cached is not None and cached.key == key and now - st.st_mtime > IDLE_S:
             return cached.record
-        data = read_regular(base, dir_fd, st, self.limits.max_file_bytes, version)
+        data = read()
         limits, pod_dir = self.limits, name.rpartition("/")[0] or None
         try:
             record = parse_flight_record(
@@ -355,7 +378,7 @@ class ProbeDirReader:
             record = replace(record, samples=record.samples[-1:], events=record.events[-1:])
             cost = record_cost(record)
             reason = f"byte budget of {limits.budget_bytes} for all files spent"
-            self._refuse(name, f"{reason}: only its newest sample and OOM kept", version,
+            self._refusals.refuse(name, f"{reason}: only its newest sample and OOM kept", version,
                          what="trimmed")  # fmt: skip
         self.kept_bytes += cost - freed
         self._kept[name] = _Kept(key, record, cost)

@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import stat
 import struct
 import zlib
 from dataclasses import dataclass
@@ -162,25 +161,9 @@ def _loads_object(body: bytes, what: str) -> dict[str, Any]:
     return obj
 
 
-# Read by the agent, which runs as another uid with no capabilities (no DAC override) and
-# opens the file by path, so 0600 cannot be: the agent is not the owner (daemonset/README.md:
-# why an ACL does not help, and what handing over the descriptor would take).  In a setgid
-# directory (the DaemonSet's probe directory: group 65532, the agent's, inherited by every
-# per-pod directory the kubelet makes) the file takes that group and is 0640: the owner and
-# the agent's group read it, no one else.  Elsewhere (a directory from before, a local run)
-# there is no group to rely on and it stays 0644.  Per-pod directories keep other pods out
-# either way (daemonset/README.md).
-RING_FILE_MODE = 0o640
-RING_FILE_MODE_NO_GROUP = 0o644
-
-
-def ring_file_mode(directory: str) -> int:
-    """The mode a ring file gets in `directory` (see RING_FILE_MODE)."""
-    try:
-        setgid = os.stat(directory).st_mode & stat.S_ISGID
-    except OSError:
-        setgid = 0
-    return RING_FILE_MODE if setgid else RING_FILE_MODE_NO_GROUP
+# Readable by its owner only: the agent, another uid with no capabilities, gets a descriptor
+# from the probe's socket instead of opening it by path (oomwatch.probe.handoff).
+RING_FILE_MODE = 0o600
 
 
 class RingWriter:
@@ -195,10 +178,9 @@ class RingWriter:
         directory, base = os.path.split(path)
         tmp = os.path.join(directory, f".{base}.{secrets.token_hex(8)}.tmp")
         flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-        mode = ring_file_mode(directory or ".")
-        self._fd = os.open(tmp, flags, mode)
+        self._fd = os.open(tmp, flags, RING_FILE_MODE)
         try:
-            os.fchmod(self._fd, mode)  # exactly this mode, whatever the trainer's umask
+            os.fchmod(self._fd, RING_FILE_MODE)  # exactly this, whatever the trainer's umask
             os.pwrite(self._fd, header + bytes(self.geometry.file_bytes - HEADER_BYTES), 0)
             os.replace(tmp, path)
         except OSError:

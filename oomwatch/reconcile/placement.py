@@ -8,6 +8,7 @@ settles on a rise only once no later line can need it (see `reconcile`).
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 
 from oomwatch.incident import (
@@ -17,7 +18,7 @@ from oomwatch.incident import (
     AttributionMethod,
     Incident,
 )
-from oomwatch.reconcile.attribution import LATE_SLACK_S, Options, WaitingKill, options
+from oomwatch.reconcile.attribution import LATE_SLACK_S, Options, WaitingKill, fits, options
 from oomwatch.reconcile.state import (
     AMBIGUOUS_WAIT_S,
     SETTLE_S,
@@ -43,6 +44,7 @@ def place(
     rise may still be on its way would take another's and make a third look certain.
     `kernel_late_s` widens how late a converted kill time may be (`KernelClock.late_s`)."""
     slack_s = LATE_SLACK_S + kernel_late_s
+    _pair_in_bulk(work, facts, kernel_offset_s, slack_s)
     arrivals = [c.arrived_s for c in work.claims] + [b.arrived_s for b in work.bare]
     uncounted = any(not work.counted(arrived) for arrived in arrivals)
     work.held = set(range(len(work.rises))) if uncounted else set()  # it may take any
@@ -97,6 +99,47 @@ def _options(
 
 
 _CLAIMED = Incident()  # stands in for a claimed kill: its cgroups alone decide
+BULK_RESIDUE = 16  # identical claims (and the rises they fit) left to the joint matching
+
+
+def _pair_in_bulk(
+    work: Work, facts: CgroupFacts, kernel_offset_s: float | None, slack_s: float
+) -> None:
+    """Settle a group kill's claims against its cgroup's rises at once, but for a residue.
+
+    A memory.oom.group kill of 20,000 members claims 20,001 rises, and its cgroup's counter
+    rises as often: the joint matching of every claim with every rise is quadratic (and its
+    augmenting paths recurse once per claim), so one such kill stalled every tick.  The
+    claims are identical; past `BULK_RESIDUE` of them, each takes a rise it fits now, while
+    `BULK_RESIDUE` more such rises than all the other waiting kills stay: whatever rise any
+    other kill may take is still there for the matching to give it."""
+    copies = Counter(c for c in work.claims if work.counted(c.arrived_s))
+    bulk = {claim: n - BULK_RESIDUE for claim, n in copies.items() if n > BULK_RESIDUE}
+    if not bulk:
+        return
+    witnesses = work.witnesses(facts)
+    taken: set[int] = set()
+    for claim, surplus in bulk.items():
+        others = len(work.claims) + len(work.bare) - copies[claim]
+        t_s = mono_time(claim.kernel_time_s, kernel_offset_s)
+        last_s = mono_time(claim.last_kernel_time_s, kernel_offset_s)
+        kill = WaitingKill(_CLAIMED, t_s, claim.cgroups, claim.arrived_s, last_s)
+        fitting = [j for j, rise in enumerate(work.rises)
+                   if j not in taken and fits(kill, rise, witnesses, slack_s)]  # fmt: skip
+        pairs = min(surplus, len(fitting) - BULK_RESIDUE - others)
+        if pairs > 0:
+            taken.update(fitting[:pairs])
+            bulk[claim] = pairs
+        else:
+            bulk[claim] = 0
+    kept: list[Claim] = []
+    for claim in work.claims:
+        if bulk.get(claim, 0) > 0:
+            bulk[claim] -= 1
+            continue
+        kept.append(claim)
+    work.claims = kept
+    work.rises = [rise for j, rise in enumerate(work.rises) if j not in taken]
 
 
 def _settle(work: Work, found: dict[int, Options], now_s: float) -> None:

@@ -154,6 +154,8 @@ class KernelLog:
         self._caught_up = False  # the last read emptied the log: what comes next is live
         # the log held nothing unread at this time (CLOCK_MONOTONIC; None: not known yet)
         self.read_through_s: float | None = None
+        # ... as of before the open report's first line: its kills are not passed on yet
+        self._through_before_open_s: float | None = None
         self.undecodable = 0
         self._on_lost = on_lost
         self._last_record_mono = 0.0
@@ -207,8 +209,13 @@ class KernelLog:
         return self.assembler.open or self._recheck_until_s is not None
 
     def time(self, now_s: float) -> KernelTime:
-        """The log's clock as of `now_s` (CLOCK_MONOTONIC), a value for the reconciliation."""
-        return KernelTime(self.clock.offset_s(), self.clock.late_s(now_s), self.read_through_s)
+        """The log's clock as of `now_s` (CLOCK_MONOTONIC), a value for the reconciliation.
+
+        While a report is open the log counts as read only up to its first line: a 20,000-
+        member group kill read over seconds under load must not let its counter rises expire
+        as counter-only kills before its claims come."""
+        through = self._through_before_open_s if self.assembler.open else self.read_through_s
+        return KernelTime(self.clock.offset_s(), self.clock.late_s(now_s), through)
 
     def take(
         self, *, read: bool, groups: GroupKills | None = None, oom_news: bool = False
@@ -236,6 +243,8 @@ class KernelLog:
             return []
         live = self._caught_up
         started_s = self._last_read_s = time.monotonic()
+        if not self.assembler.open:
+            self._through_before_open_s = self.read_through_s
         records = self.follower.read_available()
         self._caught_up = len(records) < MAX_RECORDS_PER_READ
         if self._caught_up:

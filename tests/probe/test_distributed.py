@@ -68,8 +68,8 @@ def test_ranks_that_run_out_together_are_one_incident(tmp_path: Path) -> None:
     _rank(probe_dir, 0, mono_s=500.4)
     _rank(probe_dir, 1, mono_s=500.1)  # rank 1 ran out first
     _rank(probe_dir, 1, mono_s=900.0, job="run-1/1")  # the restarted launch: its own
-    # each rank its own file in one container; the restarted rank 1 renamed its own
-    assert sorted(p.name for p in probe_dir.iterdir()) == [
+    # each rank its own file (and socket) in one container; the restarted rank 1 renamed its own
+    assert sorted(p.name for p in probe_dir.glob("*.ring")) == [
         f"{POD_UID}.trainer.r0.ring",
         f"{POD_UID}.trainer.r1.prev.ring",
         f"{POD_UID}.trainer.r1.ring",

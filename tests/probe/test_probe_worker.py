@@ -65,12 +65,14 @@ def test_the_loops_thread_never_touches_the_probe_directory(
 def test_a_kill_waits_for_a_walk_begun_after_it(tmp_path: Path) -> None:
     """The snapshot can be a whole interval old: the trainer's last samples (the phase it died
     in) are written after it.  The join defers the kill until a walk begun after it."""
+    write_record(tmp_path, samples=[sample(i) for i in range(3)])  # the trainer's file
     worker = ProbeWorker(ProbeDirReader(tmp_path), interval_s=3600.0)  # no walk on its own
     try:
         deadline = time.monotonic() + 10
         while worker.walks < 1 and time.monotonic() < deadline:
             time.sleep(0.01)
-        write_record(tmp_path, samples=[sample(i) for i in range(5)])  # after the first walk
+        last = [sample(i) for i in range(4)] + [sample(4, phase="died here")]
+        write_record(tmp_path, samples=last)  # its last samples, after the first walk
         killed_at_s = time.time()
         enricher = ProbeEnricher(tmp_path, reader=worker)
         victims = [Victim(pid=999, comm="python3")]
@@ -87,5 +89,26 @@ def test_a_kill_waits_for_a_walk_begun_after_it(tmp_path: Path) -> None:
             time.sleep(0.01)
         assert worker.walks == 2  # the ask woke the worker long before its interval
         assert enricher.enrich(kill) and kill.allocator is not None
+        assert kill.allocator["phase"] == "died here"
+    finally:
+        worker.close()
+
+
+def test_a_kill_no_file_of_the_last_walk_may_belong_to_is_not_deferred(tmp_path: Path) -> None:
+    """A walk of a crowded directory takes its whole time cap: a kill that no trainer's file
+    of the last walk matches (another container's) is passed on at once, not made to wait for
+    a fresh walk."""
+    write_record(tmp_path, samples=[sample(i) for i in range(3)])  # a trainer elsewhere
+    worker = ProbeWorker(ProbeDirReader(tmp_path), interval_s=3600.0)
+    try:
+        deadline = time.monotonic() + 10
+        while worker.walks < 1 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        kill = Incident(kind="memcg", kernel_time_s=1007.4, boot_id="b0",
+                        task_memcg="/kubepods/burstable/podother/ctr",
+                        victims=[Victim(pid=999, comm="hog")],
+                        detected_at=iso_time(time.time()))  # fmt: skip
+        assert ProbeEnricher(tmp_path, reader=worker).enrich(kill) and kill.allocator is None
+        assert worker.walks == 1  # no walk was asked for
     finally:
         worker.close()

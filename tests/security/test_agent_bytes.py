@@ -8,6 +8,8 @@ held each incident with every task row), against its 192 MiB limit.
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
 import time
 from pathlib import Path
 
@@ -40,30 +42,48 @@ def test_kills_of_a_30000_process_container_hold_no_task_rows(tmp_path: Path) ->
     assert peak_kib < 150 * 1024, peak_kib  # under the 192 MiB limit with room
 
 
-def test_a_crowded_probe_directory_does_not_delay_kill_lines(tmp_path: Path) -> None:
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("strace"), reason="strace -p: root")
+def test_a_crowded_probe_directory_is_never_walked_on_the_kernel_logs_thread(
+    tmp_path: Path,
+) -> None:
     """Was: 10 pod directories of 100k entries made every probe walk 0.32 s on the kernel
-    log's thread, again for each kill's allocator join.  Walks now run on their own thread."""
-    (tmp_path / "probe").mkdir()
-    junk = tmp_path / "probe" / "junk"
+    log's thread, again for each kill's allocator join.  Walks now run on their own thread:
+    traced while kills come, the loop's thread (the agent's main thread) lists, stats, opens
+    and connects to nothing in the probe directory, and another thread does.  What the flood
+    costs a kill's latency is measured in bench/RESULTS.md (`bench/latency.py --probe-flood`),
+    not bounded here."""
+    probe = tmp_path / "probe"
+    probe.mkdir()
+    junk = probe / "junk"
     junk.write_bytes(b"x")
     for d in range(10):
-        pod = tmp_path / "probe" / f"1b2c0000-{d:04d}"
+        pod = probe / f"1b2c0000-{d:04d}"
         pod.mkdir()
         for i in range(3_000):
             os.link(junk, pod / f"j{i}.ring")
     for i in range(1_000):
-        (tmp_path / "probe" / f"junk{i}.trainer.ring").write_bytes(b"\0" * 64)
+        (probe / f"junk{i}.trainer.ring").write_bytes(b"\0" * 64)
+    trace = tmp_path / "trace"
     with running_agent(REPO, tmp_path) as agent:
-        time.sleep(3)  # walks under way
-        latencies = []
-        for k in range(1, 4):
-            written = agent.kill()
-            logged = kernel_kill_logged(agent, 20_000 + k, 30)
-            assert logged is not None
-            latencies.append(logged - written)
+        pid = agent.proc.pid
+        strace = subprocess.Popen(
+            ["strace", "-f", "-ff", "-y", "-o", str(trace), "-p", str(pid),
+             "-e", "trace=getdents64,openat,newfstatat,statx,connect"],
+            stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        try:
+            time.sleep(3)  # attached, walks under way
+            for k in range(1, 4):
+                agent.kill()
+                assert kernel_kill_logged(agent, 20_000 + k, 60) is not None
+        finally:
+            strace.terminate()
+            strace.wait(10)
         refusal_lines = len(agent.events(lambda line: line.get("event") == "probe_file_refused"))
         summaries = agent.events(lambda line: line.get("event") == "probe_files_refused")
-    print(f"kill-to-log latencies under the flood: {latencies}")
-    assert max(latencies) < 2.0, latencies  # measured 0.35 s without the flood
+    traces = {int(f.name.rpartition(".")[2]): f.read_text() for f in tmp_path.glob("trace.*")}
+    in_probe = {tid for tid, text in traces.items() if f"{probe}/" in text or f"<{probe}>" in text}
+    assert pid in traces, "the main thread was traced"
+    assert in_probe and pid not in in_probe, in_probe
     assert refusal_lines <= 16, refusal_lines  # was one per junk file
     assert summaries, "the rest are counted in a summary line"

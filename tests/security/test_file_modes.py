@@ -1,14 +1,18 @@
 """Files the agent and the probe create: the store is the agent's alone; a ring
-file is built under a name no other pod can predict, never through a planted file, and is
-readable by its owner and the agent's group only where the probe directory gives it that
-group (0600 cannot be: the agent is another uid with no capabilities)."""
+file is built under a name no other pod can predict, never through a planted file, is 0600,
+and reaches the agent (another uid, no capabilities) as a descriptor over its probe's
+socket (oomwatch.probe.handoff)."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import socket
 import stat
+import subprocess
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -16,6 +20,8 @@ import pytest
 
 from oomwatch.probe.ring import RingWriter
 from oomwatch.store import IncidentStore
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_the_store_is_not_world_readable(tmp_path: Path) -> None:
@@ -69,12 +75,66 @@ def as_user(uid: int, gid: int, action: Callable[[], None]) -> int:
     return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="becomes other uids")
-def test_a_ring_file_is_read_by_its_owner_and_the_agent_group_only() -> None:
+TRAINER = """
+import sys, oomwatch.probe
+probe = oomwatch.probe.start(sys.argv[1], excepthooks=False)
+for line in sys.stdin:
+    probe.set_phase(line.strip())
+    print("ok", flush=True)
+"""
+AGENT = """
+import json, os, sys
+from pathlib import Path
+from oomwatch.probe.reader import ProbeDirReader
+reader = ProbeDirReader(Path(sys.argv[1]))
+for line in sys.stdin:
+    try:
+        os.open(line.strip(), os.O_RDONLY)
+        opened = "yes"
+    except PermissionError:
+        opened = "EACCES"
+    records = [[r.name, r.pod_dir, r.samples[-1].phase] for r in reader.read_all()]
+    print(json.dumps({"records": records, "opened": opened}), flush=True)
+"""
+POD_UID = "1b2c0000-4444-4000-8000-000000000001"
+
+
+def as_process(uid: int, gid: int, script: str, arg: str) -> subprocess.Popen[str]:
+    """`script` as uid:gid with no groups and no capabilities (the DaemonSet's agent:
+    setpriv as bench/soak_hostile.py runs it), umask 077, on the system python3."""
+    setpriv = [
+        "setpriv",
+        f"--reuid={uid}",
+        f"--regid={gid}",
+        "--clear-groups",
+        "--inh-caps=-all",
+        "--ambient-caps=-all",
+        "--bounding-set=-all",
+        "--no-new-privs",
+    ]
+    env = {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "OOMWATCH_POD_UID": POD_UID,
+           "OOMWATCH_CONTAINER_NAME": "trainer"}  # fmt: skip
+    return subprocess.Popen([*setpriv, "sh", "-c", 'umask 077; exec "$@"', "sh",
+                             "/usr/bin/python3", "-c", script, arg], env=env, text=True,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE)  # fmt: skip
+
+
+def ask(proc: subprocess.Popen[str], line: str) -> str:
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write(line + "\n")
+    proc.stdin.flush()
+    return proc.stdout.readline()
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"), reason="becomes other uids")
+def test_a_0600_ring_file_reaches_the_agent_by_descriptor_only() -> None:
     """The DaemonSet's probe directory (prepare-dirs: root:65532, 3777) and a per-pod directory
-    made in it as the kubelet makes one (mkdir as root, then chmod to the volume's mode): the
-    trainer's ring file, written under umask 077, is 0640 in the agent's group."""
+    made in it as the kubelet makes one.  A trainer (uid 1000) writes a 0600 ring file and
+    listens on a 0660 socket of the agent's group; the agent (65532, no capabilities) cannot
+    open the file, reads it by descriptor, and still reads the trainer's last sample after
+    the trainer is SIGKILLed.  Another uid cannot connect to the socket."""
     top = Path(tempfile.mkdtemp(prefix="oomwatch-modes-"))  # not under 0700 pytest dirs
+    trainer = agent = None
     try:
         top.chmod(0o755)
         probe = top / "probe"
@@ -82,38 +142,52 @@ def test_a_ring_file_is_read_by_its_owner_and_the_agent_group_only() -> None:
         os.chown(probe, 0, 0)
         probe.chmod(0o3777)
         os.chown(probe, 0, AGENT_GID)
-        pod = probe / "1b2c0000-4444"
+        pod = probe / POD_UID
         pod.mkdir()  # the kubelet: mkdirat, then fchmod with the volume root's mode
         pod.chmod(0o3777)
         assert pod.stat().st_gid == AGENT_GID  # inherited from the setgid parent
-        ring = pod / "trainer.ring"
-
-        def write() -> None:
-            RingWriter(str(ring), {"pid": 1, "comm": "python3"}).close()
-
-        assert as_user(1000, 1000, write) == 0
+        trainer = as_process(1000, 1000, TRAINER, str(pod))
+        assert ask(trainer, "warmup").strip() == "ok"
+        ring, sock = pod / f"{POD_UID}.trainer.ring", pod / f"{POD_UID}.trainer.sock"
         st = ring.stat()
-        assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (1000, AGENT_GID, 0o640)
+        assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (1000, AGENT_GID, 0o600)
+        st = sock.lstat()
+        assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (1000, AGENT_GID, 0o660)
 
-        def read() -> None:
-            ring.read_bytes()
+        agent = as_process(65532, AGENT_GID, AGENT, str(probe))
+        seen = json.loads(ask(agent, str(ring)))
+        assert seen == {"records": [[f"{POD_UID}/{ring.name}", POD_UID, "warmup"]],
+                        "opened": "EACCES"}  # fmt: skip
 
-        assert as_user(65532, AGENT_GID, read) == 0  # the agent: no capabilities, its group
-        assert as_user(2000, 2000, read) == 13  # another pod's uid
-        assert as_user(2000, 0, read) == 13  # ... even in the root group
+        def connect() -> None:  # by descriptor: the path passes a socket path's 107 bytes
+            with socket.socket(socket.AF_UNIX) as s:
+                s.connect(f"/proc/self/fd/{os.open(sock, os.O_PATH)}")
+
+        assert as_user(65532, AGENT_GID, connect) == 0  # the agent's group may
+
+        assert as_user(2000, 2000, connect) == 13  # another pod's uid
+        assert as_user(2000, 0, connect) == 13  # ... even in the root group
+
+        assert ask(trainer, "last words").strip() == "ok"
+        trainer.kill()  # as the kernel's OOM killer would
+        trainer.wait()
+        time.sleep(2.2)  # mtime ticks coarsely: the reader trusts it past IDLE_S
+        seen = json.loads(ask(agent, str(ring)))
+        assert seen["records"] == [[f"{POD_UID}/{ring.name}", POD_UID, "last words"]]
     finally:
+        for proc in (trainer, agent):
+            if proc is not None:
+                proc.kill()
+                proc.wait()
         shutil.rmtree(top)
 
 
-def test_without_a_setgid_directory_a_ring_file_stays_readable_whatever_the_umask(
-    tmp_path: Path,
-) -> None:
-    """No group to rely on (a directory from before, a local run): 0644, so the agent running
-    as another uid still reads it; the umask does not narrow it to nothing."""
+def test_a_ring_file_is_0600_whatever_the_umask(tmp_path: Path) -> None:
     ring = tmp_path / "trainer.ring"
-    old = os.umask(0o077)
-    try:
-        RingWriter(str(ring), {"pid": 1, "comm": "python3"}).close()
-    finally:
-        os.umask(old)
-    assert stat.S_IMODE(ring.stat().st_mode) == 0o644
+    for umask in (0o077, 0o000):
+        old = os.umask(umask)
+        try:
+            RingWriter(str(ring), {"pid": 1, "comm": "python3"}).close()
+        finally:
+            os.umask(old)
+        assert stat.S_IMODE(ring.stat().st_mode) == 0o600
