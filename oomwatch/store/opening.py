@@ -16,7 +16,10 @@ from oomwatch.store.limits import move_aside
 from oomwatch.store.schema import BREAKING_MIGRATIONS, MIGRATIONS, SCHEMA_VERSION
 from oomwatch.store.upgrade import NEWER, oldest_user, schema_of, take_back_set_aside, usable
 
-__all__ = [
+__all__ = [  # the schema's names too: what this module reads is what a test patches
+    "BREAKING_MIGRATIONS",
+    "MIGRATIONS",
+    "SCHEMA_VERSION",
     "StoreError",
     "Unusable",
     "check_version",

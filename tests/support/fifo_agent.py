@@ -9,6 +9,7 @@ the same attack on an older checkout (`git archive <commit> | tar -x -C /tmp/bas
 from __future__ import annotations
 
 import os
+import select
 import subprocess
 import threading
 import time
@@ -120,8 +121,8 @@ class AgentProc(AgentProcess):
         while view:
             try:
                 view = view[os.write(self.fifo_fd, view) :]
-            except BlockingIOError:
-                time.sleep(0.001)
+            except BlockingIOError:  # the FIFO is full: wait until the agent read some
+                select.select([], [self.fifo_fd], [], 1.0)
         (self.container_dir / "memory.events").write_text(memory_events(self.kills, self.kills))
         return written_at
 
