@@ -85,6 +85,12 @@ def enriched(kube: KubeIntegration, incident: Incident) -> Incident:
     return diagnose(incident)
 
 
+def drained(kube: KubeIntegration, timeout_s: float = 10.0) -> None:
+    """Wait until the publisher delivered (or dropped) everything emitted so far: what the
+    API has then is all it will get from those incidents."""
+    wait(lambda: kube.publisher.pending() == 0, timeout_s)
+
+
 def event_for(fake_api: FakeApiServer, count: int = 1) -> list[dict[str, Any]]:
     writes = fake_api.wait_for(
         lambda api: (
