@@ -186,7 +186,7 @@ def peak_rss_kib(
         if not stopped and (peak_kib > cap_kib or elapsed > timeout_s):
             stopped = f"stopped at {elapsed:.0f} s, RSS {peak_kib // 1024} MiB"
             proc.kill()
-        time.sleep(0.02)
+        time.sleep(0.02)  # the interval of sampling its peak RSS, not a wait for something
     reader.join(5)
     if stdout:
         out.close()  # type: ignore[union-attr]
