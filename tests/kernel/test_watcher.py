@@ -63,7 +63,7 @@ class Watching:
             wake=lambda: None,
             log=get_logger(),
         )
-        self._close[:0] = [worker.sampler.close, worker.stop]  # before its watcher
+        self._close[:0] = [worker.stop, worker.sampler.close]  # before its watcher
         return worker
 
     def view(self, watcher: CgroupWatcher) -> CgroupView:
