@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -69,18 +68,23 @@ def test_top_counts_the_window_from_prometheus(
         60.0,
     )
     first, later = {n: k[:1] for n, k in kills.items()}, {n: k[1:] for n, k in kills.items()}
+
+    def counted(total: int) -> Callable[[], bool | None]:
+        def seen() -> bool | None:
+            rows = prometheus.query("sum(oomwatch_oom_incidents_total)")
+            return float(rows[0]["value"][1]) == total or None if rows else None
+
+        return seen
+
+    emitted = 0
     for batch in (first, later):  # some kills before the first scrape of their series, some after
         for node, node_kills in batch.items():
             for incident in node_kills:
                 agents_metrics[node][0].emit(incident)
-        time.sleep(2.5)
+                emitted += 1
+        until(f"{emitted} kills in Prometheus", counted(emitted), 60.0)
     total = sum(len(k) for k in kills.values())
-
-    def counted() -> bool | None:
-        rows = prometheus.query("sum(oomwatch_oom_incidents_total)")
-        return float(rows[0]["value"][1]) == total or None if rows else None
-
-    until(f"{total} kills in Prometheus", counted, 60.0)
+    assert emitted == total
 
     done = subprocess.run(
         [kubectl, "oomwatch", "top", "--since", "3h", "--prometheus", prometheus.url, "-o", "json"],

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 
 from kubernetes import client
@@ -171,7 +170,7 @@ def test_api_outage_at_startup_then_recovery(
     fake_api.put_pod(app_pod())
     fake_api.unavailable = True
     kube = make_kube()
-    time.sleep(0.5)
+    fake_api.wait_for(lambda api: any(r == "pods" for _, _, r in api.seen()))  # and got a 503
     incident = kill()
     assert kube.enricher.enrich(incident) is False
     assert not kube.connected and kube.healthy()

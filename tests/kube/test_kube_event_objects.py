@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -18,6 +17,7 @@ from support.kube_scenario import (
     app_pod,
     assert_event,
     assert_note,
+    drained,
     enriched,
     event_for,
     kill,
@@ -230,7 +230,7 @@ def test_names_claimed_by_a_probe_file_never_aim_the_event(
     assert body["metadata"]["namespace"] == "shop"
     assert body["regarding"] == {k: v for k, v in POD_REF.items() if k != "fieldPath"}
     assert body["note"].endswith(POD)  # the report command names the API's pod
-    time.sleep(0.3)  # no second Event may follow
+    drained(kube)  # no second Event follows
     assert len(fake_api.events) == 1
 
 
@@ -367,5 +367,5 @@ def test_an_ambiguous_kill_sends_no_event_and_no_annotation_to_any_candidate(
         lambda api: api.pods[("shop", "web-7d4b9c8f6d-x2x9z")]["metadata"].get("annotations")
     )
     assert json.loads(annotated["oomwatch.io/last-oom-kill"])["time"].startswith("20")
-    time.sleep(0.3)  # no Event may follow for the ambiguous kill
+    drained(kube)  # no Event follows for the ambiguous kill
     assert len(fake_api.events) == 1  # the sure kill's; none for the ambiguous one

@@ -8,13 +8,12 @@ as the uid the claimed container runs as.  Now only an enforced per-pod director
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 from support.fakeapi import FakeApiServer
-from support.kube_scenario import CID, UID, app_pod, wait
+from support.kube_scenario import CID, UID, app_pod, drained, wait
 
 from oomwatch.incident import Incident
 from oomwatch.kube import KubeIntegration
@@ -53,9 +52,9 @@ def pod_running_as(uid: int | None, **spec: Any) -> dict[str, Any]:
     return pod
 
 
-def sent(fake_api: FakeApiServer, settle_s: float = 0.5) -> tuple[int, bool]:
-    """(Events created, whether the pod was annotated) once the publisher had its chance."""
-    time.sleep(settle_s)
+def sent(kube: KubeIntegration, fake_api: FakeApiServer) -> tuple[int, bool]:
+    """(Events created, whether the pod was annotated) once the publisher is idle."""
+    drained(kube)
     with fake_api.lock:
         events = [b for op, b in fake_api.event_writes if op == "create"]
         pod = fake_api.pods.get(("shop", "web-7d4b9c8f6d-x2x9z"), {"metadata": {}})
@@ -94,7 +93,7 @@ def test_an_unbacked_claim_sends_nothing(
     assert incident.pod_uid is None and incident.k8s is None and incident.container_id is None
     assert incident.allocator is not None and incident.allocator["identity"] == "unverified"
     kube.sink.emit(incident)
-    assert sent(fake_api) == (0, False)
+    assert sent(kube, fake_api) == (0, False)
 
 
 def test_uid_1000_claiming_another_namespaces_pod_that_runs_as_1000_sends_nothing(
@@ -110,7 +109,7 @@ def test_uid_1000_claiming_another_namespaces_pod_that_runs_as_1000_sends_nothin
     assert incident.pod_uid is None and incident.k8s is None
     assert incident.allocator is not None and incident.allocator["identity"] == "unverified"
     kube.sink.emit(incident)
-    assert sent(fake_api) == (0, False)
+    assert sent(kube, fake_api) == (0, False)
 
 
 def test_a_vouched_pod_the_api_has_not_shown_is_waited_for_and_sent_nothing(
@@ -122,7 +121,7 @@ def test_a_vouched_pod_the_api_has_not_shown_is_waited_for_and_sent_nothing(
     assert kube.enricher.enrich(incident) is False  # "not yet": the pipeline's wait ends it
     assert incident.container_id is None
     kube.sink.emit(incident)
-    assert sent(fake_api) == (0, False)
+    assert sent(kube, fake_api) == (0, False)
 
 
 def test_a_per_pod_directory_names_the_pod_and_the_container_by_the_api(
@@ -135,4 +134,4 @@ def test_a_per_pod_directory_names_the_pod_and_the_container_by_the_api(
     assert (incident.pod_uid, incident.container_id) == (UID, CID)
     assert incident.allocator is not None and incident.allocator["identity"] == "pod_dir"
     kube.sink.emit(incident)
-    wait(lambda: sent(fake_api, 0.0)[0] == 1)
+    assert sent(kube, fake_api)[0] == 1

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from support import settled
 from support.fakeapi import FakeApiServer, make_pod
 from support.kube_scenario import (
     CID,
@@ -59,8 +59,8 @@ def test_memory_eviction_becomes_an_incident(
     assert incident.findings[0].message.startswith(
         "Pod evicted by the kubelet for node memory pressure: The node was low on resource:"
     )
-    time.sleep(0.3)  # no incident may follow for the ephemeral-storage eviction
-    assert len(submitted) == 1  # ephemeral-storage evictions are not ours
+    # no incident follows for the ephemeral-storage eviction: they are not ours
+    assert settled("the incidents submitted", lambda: len(submitted), 0.3, 10.0) == 1
     kube.sink.emit(incident)
     (body,) = event_for(fake_api)
     assert (body["reason"], body["action"]) == ("MemoryPressureEviction", "Evicted")
@@ -107,11 +107,10 @@ def test_oomkilled_without_a_kernel_kill_is_flagged(
     fake_api.put_pod(app_pod(statuses=oomkilled_status(finished)))
     wait(lambda: asked)
     assert asked == [(CID, finished.timestamp() - 35.0, finished.timestamp() + 5.0)]
-    time.sleep(0.3)
-    if kernel_kills:
-        assert submitted == []
+    if kernel_kills:  # the kernel's kill explains it: nothing is submitted
+        assert settled("the incidents submitted", lambda: list(submitted), 0.3, 10.0) == []
         return
-    (incident,) = submitted
+    (incident,) = wait(lambda: submitted)
     assert (incident.kind, incident.pod_uid, incident.container_id) == ("false_oomkilled", UID, CID)
     assert incident.k8s is not None and incident.k8s.container == "app"
     assert incident.findings[0].code == "false_oomkilled"
@@ -137,5 +136,5 @@ def test_oomkilled_from_before_the_agent_started_is_not_judged(
 
     kube = make_kube(kills=kills)
     wait(lambda: kube.cache.synced)
-    time.sleep(0.5)  # the verifier may not ask about an old termination
-    assert asked == []
+    # the verifier does not ask about an old termination
+    assert settled("what the verifier asked", lambda: list(asked), 0.5, 10.0) == []

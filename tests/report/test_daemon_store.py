@@ -3,13 +3,12 @@
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from support import wait_for
+from support import until, wait_for
 from support.agent import DaemonProcess, seed_cursor_at_log_end
 
 from oomwatch.lab import ScratchMemcg, kubelet_layout, provoke_kill
@@ -44,17 +43,17 @@ def test_daemon_store_to_report(  # type: ignore[no-untyped-def]
         capture = provoke_kill(
             container, mode="anon", mb=120, step_mb=8, step_interval_s=0.25, comm="grower"
         )
-        deadline = time.monotonic() + 30.0
-        ours: list[dict] = []  # type: ignore[type-arg]
-        while time.monotonic() < deadline and not ours:
+
+        def reported() -> list[dict] | None:  # type: ignore[type-arg]
             run = report("--store", str(state), "--json", "--pod", pod_uid)
-            if run.rc == 0:
-                ours = [
-                    i
-                    for i in run.json()["incidents"]
-                    if any(v["pid"] == capture.hog.pid for v in i["victims"])
-                ]
-            time.sleep(0.5)
+            if run.rc != 0:
+                return None
+            incidents = run.json()["incidents"]
+            return [
+                i for i in incidents if any(v["pid"] == capture.hog.pid for v in i["victims"])
+            ] or None
+
+        ours = until("the kill in `oomwatch report`", reported, 30.0, interval_s=0.5)
     finally:
         daemon.stop()
     assert len(ours) == 1, "the daemon did not store our kill"

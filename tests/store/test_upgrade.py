@@ -19,8 +19,7 @@ from support.store_versions import FIXTURE, NEWER_SCHEMA, OLDER, newer_agent, op
 
 from oomwatch.incident import Incident, PodContext, Victim
 from oomwatch.sources.kmsg import KmsgCursor
-from oomwatch.store import IncidentStore, StoreError
-from oomwatch.store import database as store
+from oomwatch.store import IncidentStore, StoreError, opening
 from oomwatch.store.limits import KEEP_ASIDE, move_aside
 from oomwatch.store.upgrade import NEWER, oldest_user, set_aside, usable
 
@@ -69,7 +68,7 @@ def test_a_0_1_0_store_opens_with_its_incidents_and_checkpoint(state: Path) -> N
     assert agent.load_cursor() == KmsgCursor(BOOT, 4242)
     assert agent.load_checkpoint(BOOT) is not None
     agent.close()
-    assert header(state) == (OLDER, oldest_user(OLDER, store.BREAKING_MIGRATIONS))
+    assert header(state) == (OLDER, oldest_user(OLDER, opening.BREAKING_MIGRATIONS))
     with newer_agent(breaking=True):  # the upgrade migrates it, keeping everything
         upgraded = open_store(state)
         assert upgraded.query() == kills and upgraded.load_cursor() == KmsgCursor(BOOT, 4242)

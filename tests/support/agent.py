@@ -21,7 +21,7 @@ from typing import Any, Self
 from oomwatch.daemon.agent import Agent
 from oomwatch.daemon.config import DaemonConfig
 from oomwatch.demo import start_at_log_end
-from support import free_port
+from support import free_port, until
 
 REPO = Path(__file__).resolve().parents[2]
 LogLine = dict[str, Any]
@@ -119,8 +119,8 @@ class AgentProcess:
     def wait_line(self, pred: LinePredicate, timeout_s: float = 5.0) -> tuple[float, LogLine]:
         """The first line `pred` accepts, once it came; AssertionError if the agent exits
         or the time is up first (saying why)."""
-        deadline = time.monotonic() + timeout_s
-        while True:
+
+        def came() -> tuple[float, LogLine] | None:
             if found := self.events(pred):
                 return found[0]
             if self.proc.poll() is not None:
@@ -128,9 +128,9 @@ class AgentProcess:
                 if found := self.events(pred):
                     return found[0]
                 raise AssertionError(f"oomwatch run exited {self.proc.returncode}: {self.why()}")
-            if time.monotonic() > deadline:
-                raise AssertionError(f"no matching log line in {timeout_s} s; {self.why()}")
-            time.sleep(0.01)
+            return None
+
+        return until("a matching log line", came, timeout_s, interval_s=0.01, why=self.why)
 
     def arrival(self, pred: LinePredicate, timeout_s: float) -> float | None:
         """When the first line `pred` accepts came (monotonic), or None if none came in
@@ -170,14 +170,15 @@ class AgentProcess:
         return self.get("/healthz")[0]
 
     def wait_healthy(self, timeout_s: float = 60.0) -> None:
-        deadline = time.monotonic() + timeout_s
-        while self.healthz() != 200:
+        def healthy() -> bool | None:
+            if self.healthz() == 200:
+                return True
             if self.proc.poll() is not None:
                 self._reader.join(2)
                 raise AssertionError(f"oomwatch run exited {self.proc.returncode}: {self.why()}")
-            if time.monotonic() > deadline:
-                raise AssertionError(f"oomwatch run not healthy in {timeout_s} s; {self.why()}")
-            time.sleep(0.1)
+            return None
+
+        until("oomwatch run healthy", healthy, timeout_s, interval_s=0.1, why=self.why)
 
     def status(self) -> dict[str, int]:
         """VmRSS, VmHWM (KiB) and Threads of the agent process."""

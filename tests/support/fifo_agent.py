@@ -9,6 +9,7 @@ the same attack on an older checkout (`git archive <commit> | tar -x -C /tmp/bas
 from __future__ import annotations
 
 import os
+import select
 import subprocess
 import threading
 import time
@@ -120,8 +121,8 @@ class AgentProc(AgentProcess):
         while view:
             try:
                 view = view[os.write(self.fifo_fd, view) :]
-            except BlockingIOError:
-                time.sleep(0.001)
+            except BlockingIOError:  # the FIFO is full: wait until the agent read some
+                select.select([], [self.fifo_fd], [], 1.0)
         (self.container_dir / "memory.events").write_text(memory_events(self.kills, self.kills))
         return written_at
 
@@ -185,7 +186,7 @@ def peak_rss_kib(
         if not stopped and (peak_kib > cap_kib or elapsed > timeout_s):
             stopped = f"stopped at {elapsed:.0f} s, RSS {peak_kib // 1024} MiB"
             proc.kill()
-        time.sleep(0.02)
+        time.sleep(0.02)  # the interval of sampling its peak RSS, not a wait for something
     reader.join(5)
     if stdout:
         out.close()  # type: ignore[union-attr]

@@ -24,9 +24,20 @@ from support.store import settled_incidents, stored
 MIB = 1 << 20
 
 
-def container(scratch: ScratchMemcg, limit_mb: int = 32) -> tuple[Memcg, str, str]:
+def container(
+    scratch: ScratchMemcg, limit_mb: int | None = 32, pod_limit_mb: int | None = None
+) -> tuple[Memcg, str, str]:
+    """A kubelet-like container (systemd driver) of a new pod: (memcg, pod UID, container ID)."""
     uid, cid = str(uuid.uuid4()), uuid.uuid4().hex * 2
-    return kubelet_layout(scratch, uid, cid, container_limit_bytes=limit_mb * MIB), uid, cid
+    memcg = kubelet_layout(
+        scratch,
+        uid,
+        cid,
+        driver="systemd",
+        container_limit_bytes=limit_mb * MIB if limit_mb else None,
+        pod_limit_bytes=pod_limit_mb * MIB if pod_limit_mb else None,
+    )
+    return memcg, uid, cid
 
 
 def metric_value(text: str, name: str, **labels: str) -> float | None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -17,6 +16,7 @@ from oomwatch.incident import (
 )
 from oomwatch.kube import KubeIntegration
 from oomwatch.kube.summary import SUMMARY_ANNOTATION, parse_summary
+from support import until
 from support.fakeapi import NODE, FakeApiServer, make_pod
 
 CID = "c" * 64
@@ -75,19 +75,20 @@ def kill(pid: int = 4242, comm: str = "python", t: float = 1234.5, **kwargs: Any
 
 
 def wait(predicate: Callable[[], Any], timeout_s: float = 10.0) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.02)
-    raise AssertionError("condition not met")
+    """`predicate`'s first truthy answer (`support.until`, every 20 ms)."""
+    return until("the scenario's condition", lambda: predicate() or None, timeout_s, 0.02)
 
 
 def enriched(kube: KubeIntegration, incident: Incident) -> Incident:
     """The incident enriched, then diagnosed: what the pipeline hands the sinks."""
     wait(lambda: kube.enricher.enrich(incident))
     return diagnose(incident)
+
+
+def drained(kube: KubeIntegration, timeout_s: float = 10.0) -> None:
+    """Wait until the publisher delivered (or dropped) everything emitted so far: what the
+    API has then is all it will get from those incidents."""
+    wait(lambda: kube.publisher.pending() == 0, timeout_s)
 
 
 def event_for(fake_api: FakeApiServer, count: int = 1) -> list[dict[str, Any]]:

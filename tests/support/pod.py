@@ -32,6 +32,8 @@ from typing import Any, Self
 
 import yaml
 
+from support import until, wait_for
+
 LogLine = dict[str, Any]
 LEFT_OUT_CONTAINERS = frozenset({"kube-rbac-proxy"})
 LEFT_OUT_VOLUMES = frozenset({"api-token"})
@@ -64,11 +66,8 @@ def image_build_failure(timeout_s: float = 900.0) -> str | None:
     if not log:
         return None
     status = Path(f"{log}.status")
-    deadline = time.monotonic() + timeout_s
-    while not status.exists():
-        if time.monotonic() > deadline:
-            return f"the image build ({log}) did not end within {timeout_s:.0f} s"
-        time.sleep(1.0)
+    if not wait_for(status.exists, timeout_s, interval_s=1.0):
+        return f"the image build ({log}) did not end within {timeout_s:.0f} s"
     code = status.read_text().strip()
     if code == "0":
         return None
@@ -190,15 +189,12 @@ class ChartPod:
 
     def wait_line(self, pred: Any, timeout_s: float) -> tuple[float, LogLine]:
         """The first agent log line `pred` accepts and when it arrived (monotonic)."""
-        deadline = time.monotonic() + timeout_s
-        while True:
+
+        def came() -> tuple[float, LogLine] | None:
             with self._lock:
-                found = [(t, e) for t, e in self.lines if pred(e)]
-            if found:
-                return found[0]
-            if time.monotonic() > deadline:
-                raise AssertionError(f"no matching agent log line in {timeout_s} s; {self.why()}")
-            time.sleep(0.01)
+                return next(((t, e) for t, e in self.lines if pred(e)), None)
+
+        return until("a matching agent log line", came, timeout_s, interval_s=0.01, why=self.why)
 
     def why(self) -> str:
         with self._lock:

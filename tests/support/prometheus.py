@@ -8,7 +8,6 @@ import json
 import os
 import shutil
 import subprocess
-import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -18,7 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
-from support import free_port
+from support import free_port, until
 
 IN_CI = bool(os.environ.get("CI"))
 
@@ -91,15 +90,15 @@ class PrometheusServer:
             )
 
     def wait_ready(self, timeout_s: float = 30.0) -> None:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
+        def ready() -> bool | None:
             if self.process.poll() is not None:
                 raise AssertionError(f"prometheus exited {self.process.returncode}:\n{self.log()}")
             with contextlib.suppress(OSError):
                 if http_get(self.url + "/-/ready", 1.0)[0] == 200:
-                    return
-            time.sleep(0.2)
-        raise AssertionError(f"prometheus not ready after {timeout_s:.0f} s:\n{self.log()}")
+                    return True
+            return None
+
+        until("prometheus ready", ready, timeout_s, interval_s=0.2, why=self.log)
 
     def api(self, path: str, **params: str) -> Any:
         query = f"?{urllib.parse.urlencode(params)}" if params else ""

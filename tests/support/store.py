@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 from oomwatch.incident import Incident
 from oomwatch.reconcile.state import GRACE_S
 from oomwatch.store import IncidentStore, StoreError
-from support import settled
+from support import settled, wait_for
 from support.contract import validate_stored
 
 # A store unchanged this long has nothing more coming: a counted kill waits GRACE_S for its
@@ -34,16 +33,17 @@ def wait_stored(
     state_dir: Path, wanted: Callable[[Incident], bool], timeout_s: float = 30.0
 ) -> list[Incident]:
     """The stored incidents `wanted` accepts, once there is one; [] at the timeout."""
-    deadline = time.monotonic() + timeout_s
-    while True:
+    found: list[Incident] = []
+
+    def came() -> bool:
         try:
-            if found := [i for i in stored(state_dir) if wanted(i)]:
-                return found
+            found[:] = [i for i in stored(state_dir) if wanted(i)]
         except StoreError:
-            pass  # not created yet
-        if time.monotonic() > deadline:
-            return []
-        time.sleep(0.1)
+            found.clear()  # not created yet
+        return bool(found)
+
+    wait_for(came, timeout_s, interval_s=0.1)
+    return found
 
 
 def settled_incidents(

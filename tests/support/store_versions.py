@@ -13,8 +13,7 @@ from pathlib import Path
 import pytest
 
 from oomwatch.incident import Incident, TaskRow, Victim
-from oomwatch.store import IncidentStore
-from oomwatch.store import database as store
+from oomwatch.store import IncidentStore, opening
 
 FIXTURE = Path(__file__).resolve().parents[1] / "store" / "data" / "store-0.1.0.db"
 
@@ -26,7 +25,7 @@ FUTURE = """
 """
 
 
-OLDER = store.SCHEMA_VERSION
+OLDER = opening.SCHEMA_VERSION
 
 
 NEWER_SCHEMA = OLDER + 1
@@ -36,10 +35,12 @@ NEWER_SCHEMA = OLDER + 1
 def newer_agent(*, breaking: bool) -> Iterator[None]:
     """This code as the next release: one more migration, breaking or additive."""
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(store, "MIGRATIONS", (*store.MIGRATIONS, FUTURE))
-        patch.setattr(store, "SCHEMA_VERSION", NEWER_SCHEMA)
+        patch.setattr(opening, "MIGRATIONS", (*opening.MIGRATIONS, FUTURE))
+        patch.setattr(opening, "SCHEMA_VERSION", NEWER_SCHEMA)
         if breaking:
-            patch.setattr(store, "BREAKING_MIGRATIONS", (*store.BREAKING_MIGRATIONS, NEWER_SCHEMA))
+            patch.setattr(
+                opening, "BREAKING_MIGRATIONS", (*opening.BREAKING_MIGRATIONS, NEWER_SCHEMA)
+            )
         yield
 
 

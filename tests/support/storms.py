@@ -207,6 +207,8 @@ def storm(
                 spend_the_rate_limit(spender)
             released = time.monotonic()
             for n, (k, hog, gate) in enumerate(held):
+                # the storm's schedule (one kill every `every_s`): the time between kills is
+                # what the test is about, not a wait for something
                 time.sleep(max(0.0, released + plan.every_s * n - time.monotonic()))
                 release_gate(gate)
                 spawned_at[hog.pid] = time.monotonic()
