@@ -69,9 +69,8 @@ def test_a_fake_view_answers_from_the_tests_callables() -> None:
 def test_the_worker_publishes_limits_and_the_watched_set_with_its_news(
     tree: CgroupV2Tree,
 ) -> None:
-    watcher = CgroupWatcher([str(tree.root)], poll_interval_s=1.0)
     worker = CgroupWorker(
-        watcher,
+        lambda: CgroupWatcher([str(tree.root)], poll_interval_s=1.0),
         attentive_sampler(1.0, 60.0),
         on_samples=lambda samples, now, view: None,
         wake=lambda: None,
@@ -92,6 +91,4 @@ def test_the_worker_publishes_limits_and_the_watched_set_with_its_news(
         assert first.limits_bytes == {}  # the earlier value did not change under its reader
         assert view.timeline(CONTAINER, time.time()) is not None  # frozen under the lock
     finally:
-        worker.stop()
-        watcher.close()
-        worker.sampler.close()
+        worker.stop()  # closes what it made

@@ -1,6 +1,6 @@
-"""The agent's forecast adapter over synthetic containers: a leak warns once (store, log,
-gauge, Event request), a kill joins the warning with its lead time, calm containers cost no
-forecast, and what is no leak never warns."""
+"""The agent's forecast over synthetic containers, as the worker judges and the loop records:
+a leak warns once (store, log, gauge, Event request), a kill joins the warning with its lead
+time, calm containers cost no forecast, and what is no leak never warns."""
 
 from __future__ import annotations
 
@@ -10,10 +10,11 @@ from typing import Any
 
 import pytest
 
-from oomwatch.cgroup_identity import identify
+from oomwatch.cgroup_identity import container_cgroup, identify
 from oomwatch.cgroups.discovery import WatchedCgroup
-from oomwatch.daemon.forecasting import NOT_GROWING, ForecastJoin, ForecastWatch
-from oomwatch.daemon.pipeline import container_cgroup
+from oomwatch.daemon.forecast_news import ForecastNews, ReasonSaid
+from oomwatch.daemon.forecast_stage import ForecastBook, ForecastJoin
+from oomwatch.daemon.forecasting import NOT_GROWING, ForecastWatch
 from oomwatch.incident import Incident, Timeline, TimelineSample, Victim, iso_time
 from oomwatch.sinks.metrics import Metrics, SeriesLabels
 from oomwatch.store import IncidentStore
@@ -34,7 +35,8 @@ class _Log:
 
 
 class _Node:
-    """Containers fed one sample a second to a ForecastWatch, as the cgroup worker does."""
+    """Containers fed one sample a second to a ForecastWatch, as the cgroup worker does; its
+    changes recorded by a ForecastBook, as the loop does."""
 
     def __init__(self, tmp_path: Path) -> None:
         self.store = IncidentStore(tmp_path)
@@ -43,14 +45,15 @@ class _Node:
         self.events: list[tuple[str, str | None, str]] = []
         self.history: dict[str, list[TimelineSample]] = {}
         self.forecasts = 0
-        self.watch = ForecastWatch(
-            timeline_for=self._freeze,
+        self.watch = ForecastWatch(timeline_for=self._freeze, logger=self.log)
+        self.book = ForecastBook(
             store=self.store,
             metrics=self.metrics,
             logger=self.log,
             labels_for=lambda uid, cid: SeriesLabels("shop", "web", "app", uid or ""),
             warn_pod=lambda uid, cid, note, details: self.events.append((uid, cid, note)),
         )
+        self.takes = 0
 
     def _freeze(self, relpath: str, at_s: float) -> Timeline:
         self.forecasts += 1
@@ -68,7 +71,9 @@ class _Node:
                     self.history.setdefault(cg.relpath, []).append(samples[i])
                     batch.append((cg, samples[i]))
             if batch:
-                self.watch.observe(batch, batch[0][1].t_seconds)
+                self.takes += 1
+                changes = self.watch.observe(batch, batch[0][1].t_seconds)
+                self.book.take(ForecastNews(self.takes, tuple(changes)))
 
     def gauge(self) -> list[float]:
         return [
@@ -111,7 +116,7 @@ def test_a_leak_warns_once_and_its_kill_is_joined_with_the_lead_time(node: _Node
 
     killed_at_s = samples[-1].t_seconds
     incident = _kill(leak, killed_at_s)
-    assert ForecastJoin(node.store, node.watch.reasons).enrich(incident)
+    assert ForecastJoin(node.book).enrich(incident)
     record = incident.forecast
     assert record is not None and record.predicted
     assert record.lead_time_seconds == pytest.approx(killed_at_s - warning.started_at_s, abs=0.2)
@@ -141,7 +146,7 @@ def test_sawtooth_never_warns_and_its_kill_says_why(node: _Node) -> None:
     node.run({saw: timeline(sawtooth(100, 230, 40), 1200)})
     assert not node.events and not node.store.warnings()
     incident = _kill(saw, timeline(flat(1), 1)[0].t_seconds + 1200)
-    ForecastJoin(node.store, node.watch.reasons).enrich(incident)
+    ForecastJoin(node.book).enrich(incident)
     assert incident.forecast is not None and not incident.forecast.predicted
     reason = incident.forecast.reason or ""
     assert reason == NOT_GROWING or "peak it came back from" in reason
@@ -164,16 +169,15 @@ def test_the_report_says_whether_and_how_early_a_kill_was_warned(node: _Node) ->
     samples = timeline(linear(60, 0.5), 1000)
     node.run({leak: samples[:-1]})
     incident = _kill(leak, samples[-1].t_seconds)
-    ForecastJoin(node.store, node.watch.reasons).enrich(incident)
+    ForecastJoin(node.book).enrich(incident)
     text = render_incident(diagnose(incident), 1, 1)
     [line] = [line for line in text.splitlines() if "forecast" in line]
     assert "warned 4m" in line and "before the kill (MemoryLimitApproaching at" in line
     assert "growing: anon " in line
 
     unwarned = _kill(node.container(), samples[-1].t_seconds)
-    ForecastJoin(node.store, {container_cgroup(unwarned.task_memcg or ""): "not growing"}).enrich(
-        unwarned
-    )
+    node.book.record([ReasonSaid(container_cgroup(unwarned.task_memcg or ""), "not growing")])
+    ForecastJoin(node.book).enrich(unwarned)
     assert "no warning before the kill (not growing)" in render_incident(diagnose(unwarned), 1, 1)
 
 
