@@ -92,3 +92,34 @@ def test_the_worker_publishes_limits_and_the_watched_set_with_its_news(
         assert view.timeline(CONTAINER, time.time()) is not None  # frozen under the lock
     finally:
         worker.stop()  # closes what it made
+
+
+def test_counter_levels_come_as_the_last_batch_of_a_take_and_at_stop(tree: CgroupV2Tree) -> None:
+    """The loop never reads the worker's counters: asked for, the levels are queued after a
+    counter pass, and the take that reaches them stops there (the view carries them, and
+    they explain exactly the batches taken); stopping queues the final ones."""
+    woken: list[None] = []
+    worker = CgroupWorker(
+        lambda: CgroupWatcher([str(tree.root)], poll_interval_s=1.0),
+        attentive_sampler(1.0, 60.0),
+        on_samples=lambda samples, now, view: None,
+        wake=lambda: woken.append(None),
+        log=get_logger(),
+    )
+    worker.start()
+    try:
+        worker.request_levels()
+        deadline = time.monotonic() + 10.0
+        view = worker.take_news()[1]
+        while view.levels is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+            view = worker.take_news()[1]
+        assert view.levels is not None and view.levels.batches == worker.batches_taken
+        assert view.levels.counters.keys() >= {CONTAINER, CONTAINER2}
+        assert worker.take_news()[1].levels is None  # once
+    finally:
+        worker.stop()
+    _, last = worker.take_news()
+    assert last.levels is not None and last.levels.batches == worker.batches_taken
+    worker.request_levels()  # after stop: nothing to poke, nothing queued
+    assert worker.take_news()[1].levels is None

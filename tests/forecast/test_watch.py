@@ -12,9 +12,11 @@ import pytest
 
 from oomwatch.cgroup_identity import container_cgroup, identify
 from oomwatch.cgroups.discovery import WatchedCgroup
-from oomwatch.daemon.forecast_news import ForecastNews, ReasonSaid
+from oomwatch.daemon.cgroup_view import CgroupView
+from oomwatch.daemon.forecast_news import ForecastChange, ForecastNews, ReasonSaid
 from oomwatch.daemon.forecast_stage import ForecastBook, ForecastJoin
 from oomwatch.daemon.forecasting import NOT_GROWING, ForecastWatch
+from oomwatch.daemon.pipeline import Pipeline
 from oomwatch.incident import Incident, Timeline, TimelineSample, Victim, iso_time
 from oomwatch.sinks.metrics import Metrics, SeriesLabels
 from oomwatch.store import IncidentStore
@@ -38,7 +40,9 @@ class _Node:
     """Containers fed one sample a second to a ForecastWatch, as the cgroup worker does; its
     changes recorded by a ForecastBook, as the loop does."""
 
-    def __init__(self, tmp_path: Path) -> None:
+    def __init__(self, tmp_path: Path, *, record: bool = True) -> None:
+        self.record = record  # False: the changes are only kept, for the test to hand on
+        self.changes: list[ForecastChange] = []
         self.store = IncidentStore(tmp_path)
         self.metrics = Metrics()
         self.log = _Log()
@@ -73,7 +77,9 @@ class _Node:
             if batch:
                 self.takes += 1
                 changes = self.watch.observe(batch, batch[0][1].t_seconds)
-                self.book.take(ForecastNews(self.takes, tuple(changes)))
+                self.changes += changes
+                if self.record:
+                    self.book.take(ForecastNews(self.takes, tuple(changes)))
 
     def gauge(self) -> list[float]:
         return [
@@ -193,3 +199,52 @@ def test_a_parent_with_a_limit_is_not_warned_when_its_child_leaks_first(node: _N
     assert len(alone.store.warnings()) == 1, "on its own, the parent's growth is warned of"
     node.run({parent: outer, child: inner})
     assert [w.cgroup for w in node.store.warnings()] == ["/lab/leak"]
+
+
+def test_the_pipeline_records_a_views_forecast_once_and_joins_a_kill_taken_with_it(
+    tmp_path: Path,
+) -> None:
+    """The worker's changes reach the store only through the pipeline, on the loop: a view
+    passed twice is recorded once, and a kill in the same call is joined to its warning."""
+    worker = _Node(tmp_path / "worker", record=False)
+    leak = worker.container()
+    samples = timeline(linear(60, 0.5), 1000)
+    worker.run({leak: samples[:-1]})
+    assert not worker.store.warnings() and not worker.log.lines  # the worker records nothing
+    agent = _Node(tmp_path / "agent")
+    killed_at_s = samples[-1].t_seconds
+    join = ForecastJoin(agent.book)
+    pipe = Pipeline(agent.store, [], [join], forecasts=agent.book, wall_clock=lambda: killed_at_s)
+    view = CgroupView(forecast=ForecastNews(1, tuple(worker.changes)))
+    pipe.process([_kill(leak, killed_at_s)], (), None, view)
+    pipe.process((), (), None, view)
+    pipe.drain()
+    [warning] = agent.store.warnings()
+    assert warning.outcome == "killed" and warning.ended_at_s == killed_at_s
+    assert [event for event, _ in agent.log.lines] == ["memory_limit_approaching"]
+    assert len(agent.events) == 1
+    [stored] = agent.store.query()
+    assert stored.forecast is not None and stored.forecast.predicted
+    assert stored.forecast.lead_time_seconds == round(killed_at_s - warning.started_at_s, 1)
+
+
+def test_a_restarted_agent_joins_a_kill_to_the_warning_an_earlier_run_left_open(
+    node: _Node,
+) -> None:
+    leak = node.container()
+    samples = timeline(linear(60, 0.5), 1000)
+    node.run({leak: samples[:-1]})
+    [warning] = node.store.warnings()
+    killed_at_s = samples[-1].t_seconds
+    restarted = ForecastBook(
+        store=node.store,
+        metrics=Metrics(),
+        logger=_Log(),
+        labels_for=lambda uid, cid: None,
+        wall_clock=lambda: killed_at_s,
+    )
+    incident = _kill(leak, killed_at_s)
+    ForecastJoin(restarted).enrich(incident)
+    assert incident.forecast is not None and incident.forecast.predicted
+    assert incident.forecast.warned_at == iso_time(warning.started_at_s)
+    assert node.store.warnings()[0].outcome == "killed"
