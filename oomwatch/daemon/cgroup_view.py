@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from oomwatch.cgroups.counters import OomCounters
 from oomwatch.cgroups.discovery import Hierarchy, locate
-from oomwatch.cgroups.watcher import read_oom_group
+from oomwatch.cgroups.files import read_oom_group
 from oomwatch.daemon.forecast_news import ForecastNews
 from oomwatch.daemon.host import dying, live_pids, may_kill_group
 from oomwatch.incident import Incident, Timeline
