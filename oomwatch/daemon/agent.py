@@ -271,8 +271,8 @@ class Agent:
         self._rescan_for(incidents)
         if news is not None:
             self.pipeline.process((), news, kernel, self._view)
-        if self._view.levels is not None:  # asked for by the checkpoint: save them now
-            self._checkpoint()
+        if self._levels_came():
+            self._checkpoint()  # save them before the next batch makes them stale
 
     def _process(self, incidents: Sequence[Incident], news: CgroupNews | None = None) -> None:
         """The pipeline off the loop's turn, with the kernel log's clock as of now."""
@@ -341,22 +341,26 @@ class Agent:
                 )
         self.metrics.forget_stale(now_wall)
 
+    def _levels_came(self) -> bool:
+        """The counter levels the checkpoint asked for came, and are not saved yet."""
+        taken = self.cgroups.batches_taken
+        return self._view.levels is not None and self.checkpoints.levels_due(taken)
+
     def _checkpoint(self) -> None:
         """Save how far the log is handled with the counter levels and the pending
         reconciliation, never past a report not yet stored: only while no report is open
         and no decoded kill waits (a replay is deduplicated).  When batches went through
         since the levels were saved, the worker is asked for them: they come as the last
-        batch of a take (`CgroupView.levels`), so they match the state exactly right then,
-        and are saved by the turn that took them."""
+        batch of a take, and the views carry them (`CgroupView.levels`) until another batch
+        is taken, so they match the state exactly; the turn that took them saves them."""
         if self.kmsg.open or self.pipeline.holding:
             return
-        levels = self._view.levels
-        if levels is not None and levels.batches != self.cgroups.batches_taken:
-            levels = None  # not the last batch taken (cannot be: a take stops at them)
-        if levels is None and self.checkpoints.levels_due(self.cgroups.batches_taken):
-            self.cgroups.request_levels()
-            return
-        self._view = dataclasses.replace(self._view, levels=None)  # saved once
+        levels = None
+        if self.checkpoints.levels_due(self.cgroups.batches_taken):
+            levels = self._view.levels
+            if levels is None:
+                self.cgroups.request_levels()
+                return
         saved = None if levels is None else (levels.counters, levels.batches)
         self.checkpoints.save(self.kmsg.cursor, self.pipeline.state, saved)
 

@@ -119,6 +119,7 @@ class CgroupWorker:
         )
         self._forecasts: queue.SimpleQueue[list[ForecastChange]] = queue.SimpleQueue()
         self._forecast_takes = 0  # (loop thread) takes that carried forecast changes
+        self._levels: CounterLevels | None = None  # (loop thread) taken, still true
         self._generation = -1  # of the watcher's set the sampler last took
         self._on_samples = on_samples
         self._wake = wake
@@ -154,8 +155,8 @@ class CgroupWorker:
     def take_news(self) -> tuple[CgroupNews | None, CgroupView]:
         """(Loop thread) everything queued since the last look, as one piece of news, with
         the view published last (at least as new as the news) carrying the forecast's
-        changes since the last take.  The take stops at a batch of counter levels (the view
-        then carries them: they explain every batch taken so far)."""
+        changes since the last take.  The take stops at a batch of counter levels: the
+        views carry them from then on, for as long as they explain every batch taken."""
         kills: list[CounterKills] = []
         signals: list[OomSignal] = []
         sightings: list[Sighting] = []
@@ -190,7 +191,9 @@ class CgroupWorker:
         if changes:
             self._forecast_takes += 1
             view = replace(view, forecast=ForecastNews(self._forecast_takes, tuple(changes)))
-        return news, view if levels is None else replace(view, levels=levels)
+        if levels is not None or taken:
+            self._levels = levels
+        return news, view if self._levels is None else replace(view, levels=self._levels)
 
     def request_pass(self) -> None:
         """Read the counters now (a kill line with no cgroup arrived: its counter has moved);
