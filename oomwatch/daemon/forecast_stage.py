@@ -68,10 +68,8 @@ class ForecastBook:
         self._wall = wall_clock
         self._serial = 0  # of the last news taken
         self._warnings: dict[str, list[StoredWarning]] = {}  # cgroup -> in force or ended lately
-        self._in_force: dict[
-            str, int
-        ] = {}  # cgroup -> its warning in force (id), as the worker says
-        self._ended: deque[tuple[float, str, int]] = deque()  # (ended at, cgroup, id), oldest first
+        self._in_force: dict[str, int] = {}  # cgroup -> the id of its warning in force
+        self._ended: deque[tuple[float, str, int]] = deque()  # (ended at, cgroup, id), in order
         self._shown: dict[str, SeriesLabels] = {}  # cgroup -> the gauge's labels, while warned
         self.reasons: dict[str, str] = {}  # cgroup -> the latest word
         self._resume()
