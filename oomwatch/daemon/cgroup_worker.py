@@ -206,9 +206,9 @@ class CgroupWorker:
             return self.sampler.freeze(relpath, at_s)
 
     def request_levels(self) -> None:
-        """Queue the counter levels after the next counter pass (for a checkpoint)."""
+        """Queue the counter levels after the next counter pass (for a checkpoint): within a
+        sample interval; the worker is not woken for them (no extra pass, no extra wake-up)."""
         self._levels_asked.set()
-        self._poke()
 
     def stop(self, timeout_s: float = 5.0) -> None:
         """Stop the thread; then queue the final counter levels and close what it owned (if
