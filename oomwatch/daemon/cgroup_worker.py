@@ -206,9 +206,11 @@ class CgroupWorker:
             return self.sampler.freeze(relpath, at_s)
 
     def request_levels(self) -> None:
-        """Queue the counter levels after the next counter pass (for a checkpoint): within a
-        sample interval; the worker is not woken for them (no extra pass, no extra wake-up)."""
+        """Queue the counter levels after a counter pass now (for a checkpoint).  Now, at
+        the loop's tick, not at the worker's next pass: that pass is often a kill's, and a
+        checkpoint taken amid a burst leaves a restart more rises owed a report."""
         self._levels_asked.set()
+        self._poke()
 
     def stop(self, timeout_s: float = 5.0) -> None:
         """Stop the thread; then queue the final counter levels and close what it owned (if
