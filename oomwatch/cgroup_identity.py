@@ -172,3 +172,14 @@ def annotate(incident: Incident) -> Incident:
         runtime=ident.runtime or incident.runtime,
         limit_scope=limit_scope(incident) or incident.limit_scope,
     )
+
+
+def container_cgroup(relpath: str) -> str:
+    """The container's own cgroup for a path at or below it (e.g. crun's `container` child)."""
+    path = relpath.rstrip("/")
+    while "/" in path.strip("/"):
+        parent = path.rsplit("/", 1)[0]
+        if identify(parent).level != "container":
+            break
+        path = parent
+    return path

@@ -25,12 +25,12 @@ Rules (why they are what they are):
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from operator import methodcaller
 
 from oomwatch.cgroups.discovery import WatchedCgroup
-from oomwatch.cgroups.files import keyed_value
+from oomwatch.cgroups.files import CgroupGone, keyed_value
 
 
 @dataclass(frozen=True, slots=True)
@@ -274,6 +274,28 @@ class CounterBook:
         """The watched cgroups whose nearest watched ancestor is this one."""
         entry = self._entries.get(relpath)
         return sorted(entry.children) if entry is not None else []
+
+    def fresh_ancestors(
+        self, added: list[WatchedCgroup], read: Callable[[str], OomCounters]
+    ) -> dict[str, OomCounters]:
+        """Fresh readings (`read` raises `CgroupGone`) of the watched v2 ancestors of new
+        cgroups, then of their watched children, for `add`: hierarchical counters tell
+        whether a new cgroup's kills came after they were read.  The ancestor first: a kill
+        between the two reads then shows in a child only, which credits the new cgroup
+        less, never twice."""
+        out: dict[str, OomCounters] = {}
+        new = {cg.relpath for cg in added}
+        for cg in added:
+            parent = self.ancestor_of(cg.relpath) if cg.version == 2 else None
+            if parent is None or parent in new or parent in out:
+                continue
+            for rel in [parent, *self.children_of(parent)]:
+                try:
+                    out[rel] = read(rel)
+                except CgroupGone:
+                    if rel == parent:
+                        break
+        return out
 
     def _unreported(
         self,

@@ -127,3 +127,13 @@ def parse_int(data: bytes) -> int | None:
         return int(data)
     except ValueError:
         return None
+
+
+def read_oom_group(path: str, version: int) -> bool | None:
+    """`memory.oom.group` of the cgroup directory `path` (v1 never); None if it is gone."""
+    if version == 1:
+        return False
+    try:
+        return read_once(os.path.join(path, "memory.oom.group")).strip() == b"1"
+    except CgroupGone:
+        return None if not os.path.isdir(path) else False

@@ -9,8 +9,8 @@ pod cgroups (both versions), so only the new subtree is walked; a rescan on a sl
 the safety net (a new `kubepods` tree deep below the root, a limit written after its mkdir, a
 cgroup removed unnoticed: its counter read fails; after an overflow every directory is listed,
 else only those inotify does not tell of), and the daemon may call `rescan()` (every
-directory) when the kernel log names a cgroup it does not know.
-The arithmetic lives in `counters.CounterBook`.
+directory) when the kernel log names a cgroup it does not know.  Which directories to walk
+between rescans is `walks.WalkPlan`'s; the arithmetic lives in `counters.CounterBook`.
 
 Each delta says when its kills happened (`since_s` .. `observed_at_s`): a v1 counter is
 known unchanged whenever the node's count stood still, a v2 one whenever inotify was drained
@@ -18,6 +18,10 @@ with nothing for it (less the kernel's notification delay).  OOM notifications (
 v2 `oom` rises) put their cgroup under close watch: its counter is read every
 `HOT_POLL_INTERVAL_S` for `HOT_WINDOW_S`, so the kill that follows is dated to milliseconds,
 and its pids are read at once, while the victim is still there.
+
+One class, a little over 400 lines: discovery and the counter passes share every piece of
+its state (the watched set, its open files, the book, the notifier); what stands apart is
+in `walks.py`, `counters.py`, `notify.py` and `oom_events.py`.
 """
 
 from __future__ import annotations
@@ -44,18 +48,14 @@ from oomwatch.cgroups.discovery import (
     locate,
     read_between_rescans,
 )
-from oomwatch.cgroups.files import CgroupFile, CgroupGone, read_once
+from oomwatch.cgroups.files import CgroupFile, CgroupGone, read_oom_group
 from oomwatch.cgroups.node_kills import NODE_VMSTAT, NodeOomKills
 from oomwatch.cgroups.notify import CgroupNotifier
 from oomwatch.cgroups.oom_events import HOT_POLL_INTERVAL_S, OomWitness
+from oomwatch.cgroups.walks import WalkPlan
 
 _MAX_WARNINGS = 100
 _MAX_WALKS_PER_SCAN = 3  # a pod and its containers made one after another need two
-# A directory made outside `kubepods` is watched once its limit is set, which a runtime
-# writes just after mkdir: one made with none yet is walked again for this long ...
-NEW_DIR_RECHECK_S = 5.0
-NEW_DIR_RECHECK_EVERY_S = 0.25  # ... this often
-_MAX_RECHECKS = 256
 # cgroupfs delays a file's notification up to 10 ms after the previous one
 # (`CGROUP_FILE_NOTIFY_MIN_INTV` in kernel/cgroup/cgroup.c) and delivers it from a work item.
 V2_NOTIFY_DELAY_S = 0.05
@@ -96,9 +96,7 @@ class CgroupWatcher:
         self._polled: set[str] = set()  # every cgroup read on the poll timer
         self._polled_v2: set[str] = set()  # ... of which v2 (inotify failed): read every poll
         self._node_kills = NodeOomKills(node_vmstat)
-        self._walk_under: set[tuple[Hierarchy, str]] = set()  # new directories to walk
-        # new directories not watched when walked (no limit yet), to walk again until then
-        self._recheck: dict[tuple[Hierarchy, str], float] = {}
+        self._walks = WalkPlan()  # directories to walk between rescans
         self._overflowed = False  # inotify lost events: the next rescan lists every directory
         self._periodic = False  # the rescan under way is the timer's, events not lost
         self._pending: list[CounterDelta] = []
@@ -145,15 +143,10 @@ class CgroupWatcher:
             self.rescan()
             self._read_all = True
         else:
-            walks, self._walk_under = self._walk_under, set()
-            for key, until_s in list(self._recheck.items()):
-                if now > until_s:
-                    del self._recheck[key]
-                else:
-                    walks.add(key)
+            walks = self._walks.due(now)
             for hierarchy, under in walks:
                 self._scan(hierarchy, under)
-            self._recheck_unwatched(walks, now)
+            self._walks.walked(walks, self._kept, now)
         v1_quiet_before = self._v1_quiet_at
         if force or now >= self._next_poll_s:
             # v1 counters only after the node's kills moved; v2 ones every poll.
@@ -185,11 +178,12 @@ class CgroupWatcher:
     def next_due_s(self) -> float:
         """When `poll_changes()` next has timed work (polled counters, the periodic rescan),
         on the watcher's clock; between then and now only inotify can bring news."""
-        if self._pending or self._walk_under or self._gone or self._read_all:
+        if self._pending or self._walks.pending or self._gone or self._read_all:
             return self._clock()
         due = self._next_rescan_s
-        if self._recheck:
-            due = min(due, self._clock() + NEW_DIR_RECHECK_EVERY_S)
+        recheck_s = self._walks.next_due_s(self._clock())
+        if recheck_s is not None:
+            due = min(due, recheck_s)
         if self.witness.hot:
             due = min(due, self._clock() + HOT_POLL_INTERVAL_S)
         if self._polled:
@@ -220,7 +214,7 @@ class CgroupWatcher:
         # ~45 % of the agent's idle CPU); its vanished children show in the counter reads.
         periodic, self._periodic = self._periodic, False
         self._next_rescan_s = self._clock() + self._rescan_interval_s
-        self._walk_under.clear()
+        self._walks.clear()
         for hierarchy in self.hierarchies:
             notified = self._notifier.watched_dirs(hierarchy) if periodic else set()
             self._scan(hierarchy, "", notified)
@@ -235,7 +229,7 @@ class CgroupWatcher:
         for _ in range(_MAX_WALKS_PER_SCAN):
             if not self._scan_once(hierarchy, under, notified):
                 return
-        self._walk_under.add((hierarchy, under))  # a tree still growing: the next poll walks on
+        self._walks.add([(hierarchy, under)])  # a tree still growing: the next poll walks on
 
     def _scan_once(self, hierarchy: Hierarchy, under: str, notified: Collection[str]) -> bool:
         """One walk; whether it put a directory under watch."""
@@ -282,41 +276,14 @@ class CgroupWatcher:
             if cg.identity.level != "container":
                 self._notifier.watch_dir(hierarchy, cg.relpath)
         added = [cg for cg in new if cg.relpath in readings]
-        ancestors = self._fresh_ancestors(added)
+        ancestors = self._book.fresh_ancestors(added, self._read_fresh)
         self._pending.extend(self._book.add(added, readings, self._clock(), ancestors))
         return self._notifier.directories > watched_dirs
 
-    def _recheck_unwatched(self, walked: set[tuple[Hierarchy, str]], now_s: float) -> None:
-        """Outside `kubepods` a directory is kept only once it has a limit, which its maker
-        writes a moment after mkdir (the forecast bench's leak memcg, walked before that,
-        was found by the 60 s rescan, its first minute unseen), and so may each directory
-        made inside it: walk a new one again for `NEW_DIR_RECHECK_S`.  Under `kubepods`
-        every level is kept at once."""
-        for key in walked:
-            cg = self._cgroups.get(key[1])
-            if cg is not None and cg.identity.level != "cgroup":
-                self._recheck.pop(key, None)
-            elif key not in self._recheck and len(self._recheck) < _MAX_RECHECKS:
-                self._recheck[key] = now_s + NEW_DIR_RECHECK_S
-
-    def _fresh_ancestors(self, added: list[WatchedCgroup]) -> dict[str, OomCounters]:
-        """Fresh readings of the watched v2 ancestors of new cgroups, then of their watched
-        children (see `CounterBook.add`): hierarchical counters tell whether a new cgroup's
-        kills came after they were read.  The ancestor first: a kill between the two reads
-        then shows in a child only, which credits the new cgroup less, never twice."""
-        out: dict[str, OomCounters] = {}
-        new = {cg.relpath for cg in added}
-        for cg in added:
-            parent = self._book.ancestor_of(cg.relpath) if cg.version == 2 else None
-            if parent is None or parent in new or parent in out:
-                continue
-            for rel in [parent, *self._book.children_of(parent)]:
-                try:
-                    out[rel] = self._parse(rel, self._files[rel].read())
-                except CgroupGone:
-                    if rel == parent:
-                        break
-        return out
+    def _kept(self, relpath: str) -> bool:
+        """A walked directory is watched for good (outside `kubepods`: once it has a limit)."""
+        cg = self._cgroups.get(relpath)
+        return cg is not None and cg.identity.level != "cgroup"
 
     def counter_levels(self) -> dict[str, OomCounters]:
         """The counters every delta returned so far explains (`CounterBook.levels`), less
@@ -400,6 +367,10 @@ class CgroupWatcher:
         self._raw[relpath] = data
         return self._parse(relpath, data)
 
+    def _read_fresh(self, relpath: str) -> OomCounters:
+        """Counters now, leaving the last reading as it was (raises `CgroupGone`)."""
+        return self._parse(relpath, self._files[relpath].read())
+
     def _parse(self, relpath: str, data: bytes) -> OomCounters:
         if self._cgroups[relpath].version == 2:
             return parse_memory_events(data)
@@ -413,7 +384,7 @@ class CgroupWatcher:
             self._overflowed = True
         self._gone.update(drained.gone)
         self._gone.update(rel for rel in drained.removed if rel in self._cgroups)
-        self._walk_under.update(drained.made)
+        self._walks.add(drained.made)
         return drained.changed
 
     def _untrack(self, relpath: str) -> None:
@@ -443,13 +414,3 @@ class CgroupWatcher:
     def _warn(self, message: str) -> None:
         if message not in self.warnings and len(self.warnings) < _MAX_WARNINGS:
             self.warnings.append(message)
-
-
-def read_oom_group(path: str, version: int) -> bool | None:
-    """`memory.oom.group` of the cgroup directory `path` (v1 never); None if it is gone."""
-    if version == 1:
-        return False
-    try:
-        return read_once(os.path.join(path, "memory.oom.group")).strip() == b"1"
-    except CgroupGone:
-        return None if not os.path.isdir(path) else False

@@ -1,19 +1,21 @@
 """The node agent's event loop: one poll() over the kernel log, counter news and a timer.
 
-This is the adapter layer: it opens the kernel log, the cgroup watcher (run by the
-`CgroupWorker` thread), the store, the metrics server and (unless standalone) Kubernetes,
-and feeds what they produce to the `Pipeline`.  The loop never dies on input: a bad
-record, a vanished cgroup or a failing sink is logged and the loop goes on.  SIGTERM and
-SIGINT stop it cleanly (pending incidents stored, checkpoint saved).  The checkpoint (kmsg
-cursor, the counter levels every recorded kill explains, what reconciliation waits on) is
-saved together, so a restart on the same boot records the kills counted while it was down
-and attributes replayed header-less kills by their counters.
+This is the adapter layer: it opens the kernel log, the cgroup worker (which makes and runs
+the cgroup watcher, the sampler and the forecast on its own thread), the store, the metrics
+server and (unless standalone) Kubernetes, and feeds what they produce to the `Pipeline`.
+The loop never dies on input: a bad record, a vanished cgroup or a failing sink is logged
+and the loop goes on.  SIGTERM and SIGINT stop it cleanly (pending incidents stored,
+checkpoint saved).  The checkpoint (kmsg cursor, the counter levels every recorded kill
+explains, what reconciliation waits on) is saved together, so a restart on the same boot
+records the kills counted while it was down and attributes replayed header-less kills by
+their counters.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import os
 import queue
 import select
@@ -23,21 +25,20 @@ from collections import OrderedDict
 from collections.abc import Sequence
 
 from oomwatch.cgroups import CgroupWatcher, WatchedCgroup
-from oomwatch.cgroups.pressure import PressureWatch
 from oomwatch.daemon import http_server as http
 from oomwatch.daemon import wiring
 from oomwatch.daemon.cgroup_view import CgroupView
 from oomwatch.daemon.cgroup_worker import CgroupWorker, attentive_sampler
 from oomwatch.daemon.checkpoint import Checkpointer
 from oomwatch.daemon.config import DaemonConfig
-from oomwatch.daemon.forecasting import ForecastJoin, ForecastWatch
+from oomwatch.daemon.forecast_stage import ForecastBook, ForecastJoin
 from oomwatch.daemon.heartbeat import Heartbeat
 from oomwatch.daemon.interpreter import CollectionPause
 from oomwatch.daemon.pipeline import Pipeline
 from oomwatch.incident import Incident, TimelineSample
 from oomwatch.reconcile import CgroupNews, is_logged_kernel_kill
 from oomwatch.sinks.log import LogSink, get_logger
-from oomwatch.sinks.metrics import Metrics, SeriesLabels
+from oomwatch.sinks.metrics import Metrics
 from oomwatch.sources.kernel_log import KernelLog
 from oomwatch.stages import ClosingEnricher, Enricher, FrameworkSource, KubeLink, Sink
 from oomwatch.store import IncidentStore
@@ -76,17 +77,18 @@ class Agent:
             self.log,
             on_lost=self.metrics.add_kmsg_lost,
         )
-        self.watcher = CgroupWatcher(
-            list(config.cgroup_roots),
-            poll_interval_s=1.0,
-            prior_counters=checkpoint.counters if checkpoint is not None else None,
-        )
         self.cgroups = CgroupWorker(
-            self.watcher,
+            functools.partial(
+                CgroupWatcher,
+                list(config.cgroup_roots),
+                poll_interval_s=1.0,
+                prior_counters=checkpoint.counters if checkpoint is not None else None,
+            ),
             attentive_sampler(config.sample_interval_s, config.timeline_window_s),
             on_samples=self._publish_memory,
             wake=self._wake,
             log=self.log,
+            forecast_horizon_s=config.forecast_horizon_s,
         )
         self._view = self.cgroups.view  # (loop thread) the cgroups as last taken with news
         self.kube: KubeLink | None = (
@@ -94,24 +96,21 @@ class Agent:
             if config.standalone
             else wiring.connect_kube(config, self.submit, self._kernel_kills_for, self.log)
         )
+        self._labels_for = wiring.labels_for(self.kube)
         enrichers: list[Enricher] = []
         # Metrics before the log line: once the line is out, the kill is stored and counted.
         sinks: list[Sink] = [self.metrics, LogSink(self.log)]
         if self.kube is not None:
             enrichers.append(self.kube.enricher)
             sinks.append(self.kube.sink)
-        self.forecasts = ForecastWatch(
-            timeline_for=self.cgroups.freeze,
+        forecasts = ForecastBook(
             store=self.store,
             metrics=self.metrics,
             logger=self.log,
-            labels_for=self._labels,
-            horizon_s=config.forecast_horizon_s,
-            pressure=PressureWatch(),
+            labels_for=self._labels_for,
             warn_pod=self.kube.warnings.warn if self.kube is not None else None,
-            attend=self.cgroups.attend,
         )
-        enrichers.append(ForecastJoin(self.store, self.forecasts.reasons))
+        enrichers.append(ForecastJoin(forecasts))
         probe = wiring.open_probe(config, self.log)
         self.probe_enricher: ClosingEnricher | None = probe[0] if probe else None
         self.framework_source: FrameworkSource | None = probe[1] if probe else None
@@ -120,7 +119,14 @@ class Agent:
         history = wiring.history(self.store, self.log)
         node, wait_s = config.node_name, config.enrich_wait_s
         self.pipeline = Pipeline(
-            self.store, sinks, enrichers, history, self.boot_id, node, enrich_wait_s=wait_s
+            self.store,
+            sinks,
+            enrichers,
+            history,
+            self.boot_id,
+            node,
+            forecasts=forecasts,
+            enrich_wait_s=wait_s,
         )
         if checkpoint is not None:
             self.pipeline.restore(checkpoint)
@@ -184,7 +190,7 @@ class Agent:
             cgroup_hierarchies=[h.mount_path for h in self._view.hierarchies],
             cgroup_versions=[h.version for h in self._view.hierarchies],
             cgroups_watched=len(self._view.watched),
-            oom_notifications=self.watcher.witness.failure or "watched",
+            oom_notifications=self._view.oom_notify_failure or "watched",
             standalone=self.kube is None,
             boot_id=self.boot_id,
         )
@@ -265,6 +271,8 @@ class Agent:
         self._rescan_for(incidents)
         if news is not None:
             self.pipeline.process((), news, kernel, self._view)
+        if self._levels_came():
+            self._checkpoint()  # save them before the next batch makes them stale
 
     def _process(self, incidents: Sequence[Incident], news: CgroupNews | None = None) -> None:
         """The pipeline off the loop's turn, with the kernel log's clock as of now."""
@@ -326,47 +334,35 @@ class Agent:
     ) -> None:
         """(Worker thread) per-container memory gauges; series of gone pods age out."""
         for cg, sample in samples:
-            labels = self._labels(cg.identity.pod_uid, cg.identity.container_id)
+            labels = self._labels_for(cg.identity.pod_uid, cg.identity.container_id)
             if labels is not None:
                 self.metrics.set_container_memory(
                     labels, sample.usage_bytes, sample.limit_bytes, sample.working_set_bytes
                 )
         self.metrics.forget_stale(now_wall)
-        self.forecasts.observe(samples, now_wall, view.watched)
 
-    def _labels(self, pod_uid: str | None, container_id: str | None) -> SeriesLabels | None:
-        if not pod_uid:
-            return None
-        info = self.kube.cache.get(pod_uid) if self.kube is not None else None
-        if info is None:
-            return SeriesLabels(pod_uid=pod_uid)
-        found = info.container_by_id(container_id) if container_id else None
-        return SeriesLabels(
-            info.namespace,
-            info.name,
-            found.name if found is not None else "",
-            pod_uid,
-            info.owner_name or "",
-            (info.owner_kind or "").lower(),
-        )
+    def _levels_came(self) -> bool:
+        """The counter levels the checkpoint asked for came, and are not saved yet."""
+        taken = self.cgroups.batches_taken
+        return self._view.levels is not None and self.checkpoints.levels_due(taken)
 
     def _checkpoint(self) -> None:
         """Save how far the log is handled with the counter levels and the pending
         reconciliation, never past a report not yet stored: only while no report is open
-        and no decoded kill waits (a replay is deduplicated).  Levels are taken with the
-        worker's batch count and saved only once every batch up to it went through the
-        pipeline, so they match the saved state exactly."""
+        and no decoded kill waits (a replay is deduplicated).  When batches went through
+        since the levels were saved, the worker is asked for them: they come as the last
+        batch of a take, and the views carry them (`CgroupView.levels`) until another batch
+        is taken, so they match the state exactly; the turn that took them saves them."""
         if self.kmsg.open or self.pipeline.holding:
             return
         levels = None
-        if self.checkpoints.levels_due(self.cgroups.batches):
-            levels = self.cgroups.counter_levels()
-            news, self._view = self.cgroups.take_news()
-            if news is not None:
-                self._process((), news)
-            if levels[1] != self.cgroups.batches_taken or self.pipeline.holding:
-                return  # more came in meanwhile (or a bare kill waits): next time
-        self.checkpoints.save(self.kmsg.cursor, self.pipeline.state, levels)
+        if self.checkpoints.levels_due(self.cgroups.batches_taken):
+            levels = self._view.levels
+            if levels is None:
+                self.cgroups.request_levels()
+                return
+        saved = None if levels is None else (levels.counters, levels.batches)
+        self.checkpoints.save(self.kmsg.cursor, self.pipeline.state, saved)
 
     def _shutdown(self) -> None:
         self.cgroups.stop()
@@ -383,8 +379,7 @@ class Agent:
             self.log.exception("shutdown_flush_failed")
         if self.kube is not None and self.metrics_address is not None:
             self.kube.stop()
-        closers = [self.metrics.close, self.watcher.close, self.cgroups.sampler.close,
-                   self.forecasts.close]  # fmt: skip
+        closers = [self.metrics.close]
         if self._health_server is not None:
             closers.append(self._health_server.stop_serving)
         closers.append(self.store.close)

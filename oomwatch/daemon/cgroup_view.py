@@ -14,8 +14,10 @@ import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from oomwatch.cgroups.counters import OomCounters
 from oomwatch.cgroups.discovery import Hierarchy, locate
-from oomwatch.cgroups.watcher import read_oom_group
+from oomwatch.cgroups.files import read_oom_group
+from oomwatch.daemon.forecast_news import ForecastNews
 from oomwatch.daemon.host import dying, live_pids, may_kill_group
 from oomwatch.incident import Incident, Timeline
 from oomwatch.reconcile import CgroupFacts
@@ -27,14 +29,28 @@ Freeze = Callable[[str, float], Timeline | None]
 
 
 @dataclass(frozen=True, slots=True)
+class CounterLevels:
+    """The OOM counters every counter batch up to the `batches`-th explains (a checkpoint's)."""
+
+    counters: Mapping[str, OomCounters]
+    batches: int
+
+
+@dataclass(frozen=True, slots=True)
 class CgroupView:
     """The watched cgroups as of one batch: their limits, which are watched, the mounted
-    hierarchies; read-only looks at one cgroup (the default view knows no cgroup)."""
+    hierarchies, why OOM notifications are not watched (None: they are); read-only looks at
+    one cgroup (the default view knows no cgroup).  As `CgroupWorker.take_news` returns it,
+    also what the forecast changed since the last take, and the counter levels when the
+    last batch taken was the one asked for them."""
 
     limits_bytes: Mapping[str, int] = field(default_factory=dict)
     watched: frozenset[str] = frozenset()
     hierarchies: tuple[Hierarchy, ...] = ()
     freeze: Freeze | None = field(default=None, compare=False)
+    oom_notify_failure: str | None = None
+    forecast: ForecastNews = field(default_factory=ForecastNews, compare=False)
+    levels: CounterLevels | None = field(default=None, compare=False)
 
     @property
     def cgroup_v2(self) -> bool:

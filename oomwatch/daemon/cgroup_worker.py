@@ -1,11 +1,14 @@
 """Cgroup counters and memory sampling on their own thread, off the kernel log's loop.
 
 Reading hundreds of cgroup files takes 10-30 ms a second on a busy node; done on the loop
-that reads /dev/kmsg, a kill arriving meanwhile would wait for it.  This worker owns the
-`CgroupWatcher` and the `TimelineSampler`: the loop receives counter increases through a
-queue (and a wake-up) with the `CgroupView` published last (limits, watched set, and a
-timeline frozen under the lock that also guards sampling), and asks for an early rescan
-with `request_rescan()`.
+that reads /dev/kmsg, a kill arriving meanwhile would wait for it.  This worker makes and
+owns the `CgroupWatcher` (from the factory it is given: no one else holds it), the
+`TimelineSampler` and the forecast (`ForecastWatch`), and closes them when it stops.  The
+loop receives counter increases through a queue (and a wake-up) with the `CgroupView`
+published last (limits, watched set, a timeline frozen under the lock that also guards
+sampling), the forecast's changes since its last take, and, when asked for them
+(`request_levels()`), the counter levels; it asks for an early rescan with
+`request_rescan()`.
 """
 
 from __future__ import annotations
@@ -28,9 +31,11 @@ from oomwatch.cgroups.attention import (
     UsageThresholds,
     deepest,
 )
-from oomwatch.cgroups.counters import OomCounters
 from oomwatch.cgroups.oom_events import HOT_POLL_INTERVAL_S, OomSignal, Sighting, pids_in
-from oomwatch.daemon.cgroup_view import CgroupView
+from oomwatch.cgroups.pressure import PressureWatch
+from oomwatch.daemon.cgroup_view import CgroupView, CounterLevels
+from oomwatch.daemon.forecast_news import Countdown, ForecastChange, ForecastNews
+from oomwatch.daemon.forecasting import ForecastWatch
 from oomwatch.incident import Timeline, TimelineSample
 from oomwatch.reconcile import CgroupNews, CounterKills
 from oomwatch.stages import EventLogger
@@ -73,6 +78,7 @@ class CgroupBatch:
     signals: list[OomSignal]
     sightings: list[Sighting]
     started_at_s: float | None
+    levels: CounterLevels | None = None  # asked for: the levels as of this batch (no news)
 
 
 class CgroupWorker:
@@ -80,35 +86,54 @@ class CgroupWorker:
 
     def __init__(
         self,
-        watcher: CgroupWatcher,
+        watcher: Callable[[], CgroupWatcher],
         sampler: TimelineSampler,
         *,
         on_samples: OnSamples,
         wake: Callable[[], None],
         log: EventLogger,
+        forecast_horizon_s: float | None = None,
     ) -> None:
-        self.watcher = watcher
+        """`watcher` makes the watcher this worker owns; `forecast_horizon_s`: how far ahead
+        the forecast warns (None: no forecast)."""
+        self._watcher = watcher()
         self.sampler = sampler
         self.deltas: queue.SimpleQueue[CgroupBatch] = queue.SimpleQueue()
         # The one thing the loop reads: replaced whole, never changed in place.
         self._view = CgroupView(
-            watched=frozenset(cg.relpath for cg in watcher.cgroups()),
-            hierarchies=tuple(watcher.hierarchies),
+            watched=frozenset(cg.relpath for cg in self._watcher.cgroups()),
+            hierarchies=tuple(self._watcher.hierarchies),
             freeze=self.freeze,
+            oom_notify_failure=self._watcher.witness.failure,
         )
+        self._forecast = (
+            None
+            if forecast_horizon_s is None
+            else ForecastWatch(
+                timeline_for=self.freeze,
+                logger=log,
+                horizon_s=forecast_horizon_s,
+                pressure=PressureWatch(),
+                attend=self.attend,
+            )
+        )
+        self._forecasts: queue.SimpleQueue[list[ForecastChange]] = queue.SimpleQueue()
+        self._forecast_takes = 0  # (loop thread) takes that carried forecast changes
+        self._levels: CounterLevels | None = None  # (loop thread) taken, still true
         self._generation = -1  # of the watcher's set the sampler last took
         self._on_samples = on_samples
         self._wake = wake
         self._log = log
         self._lock = threading.Lock()  # sampling vs. freezing a timeline
-        self._counter_lock = threading.Lock()  # a counter pass vs. `counter_levels()`
-        self.batches = 0  # batches queued so far
-        self.batches_taken = 0  # ... and taken by the loop
+        self.batches = 0  # (worker thread) batches queued so far
+        self.batches_taken = 0  # (loop thread) ... and taken by the loop
+        self._levels_asked = threading.Event()
         self._stop = threading.Event()
         self._rescan = threading.Event()
         self._force = threading.Event()
         self._events_moved = False  # a v2 memory.events moved: sample in this wake-up
         self._pipe_r, self._pipe_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        self._closed = False  # the pipe, once stopped: nothing to poke
         self._thread = threading.Thread(target=self._run, name="oomwatch-cgroups", daemon=True)
 
     def start(self) -> None:
@@ -129,15 +154,23 @@ class CgroupWorker:
 
     def take_news(self) -> tuple[CgroupNews | None, CgroupView]:
         """(Loop thread) everything queued since the last look, as one piece of news, with
-        the view published last (at least as new as the news)."""
+        the view published last (at least as new as the news) carrying the forecast's
+        changes since the last take.  The take stops at a batch of counter levels: the
+        views carry them from then on, for as long as they explain every batch taken."""
         kills: list[CounterKills] = []
         signals: list[OomSignal] = []
         sightings: list[Sighting] = []
         counted_at_s: float | None = None
         taken = False
+        levels: CounterLevels | None = None
         while not self.deltas.empty():
             batch = self.deltas.get_nowait()
             self.batches_taken += 1
+            if batch.levels is not None:
+                levels = batch.levels
+                if not self.deltas.empty():
+                    self._wake()  # the rest on the next turn, right after this one
+                break
             taken = True
             signals += batch.signals
             sightings += batch.sightings
@@ -151,7 +184,16 @@ class CgroupWorker:
                 if not d.vanished and d.oom_kill > 0
             ]
         news = CgroupNews(kills, signals, sightings, counted_at_s) if taken else None
-        return news, self._view  # read after the queue: published before what was taken
+        view = self._view  # read after the queue: published before what was taken
+        changes: list[ForecastChange] = []
+        while not self._forecasts.empty():
+            changes += self._forecasts.get_nowait()
+        if changes:
+            self._forecast_takes += 1
+            view = replace(view, forecast=ForecastNews(self._forecast_takes, tuple(changes)))
+        if levels is not None or taken:
+            self._levels = levels
+        return news, view if self._levels is None else replace(view, levels=self._levels)
 
     def request_pass(self) -> None:
         """Read the counters now (a kill line with no cgroup arrived: its counter has moved);
@@ -163,20 +205,38 @@ class CgroupWorker:
         with self._lock:
             return self.sampler.freeze(relpath, at_s)
 
-    def counter_levels(self) -> tuple[dict[str, OomCounters], int]:
-        """The counters every queued delta explains, and how many batches were queued."""
-        with self._counter_lock:
-            return self.watcher.counter_levels(), self.batches
+    def request_levels(self) -> None:
+        """Queue the counter levels after a counter pass now (for a checkpoint).  Now, at
+        the loop's tick, not at the worker's next pass: that pass is often a kill's, and a
+        checkpoint taken amid a burst leaves a restart more rises owed a report."""
+        self._levels_asked.set()
+        self._poke()
 
     def stop(self, timeout_s: float = 5.0) -> None:
+        """Stop the thread; then queue the final counter levels and close what it owned (if
+        it stopped: a thread still running keeps them)."""
         self._stop.set()
         self._poke()
         if self._thread.is_alive():
             self._thread.join(timeout_s)
+        self._closed = True
         for fd in (self._pipe_r, self._pipe_w):
             os.close(fd)
+        if self._thread.is_alive():
+            return
+        self._queue_levels()
+        closers = [self._watcher.close, self.sampler.close]
+        if self._forecast is not None:
+            closers.append(self._forecast.close)
+        for closer in closers:
+            try:
+                closer()
+            except Exception:
+                self._log.exception("cgroup_close_failed")
 
     def _poke(self) -> None:
+        if self._closed:
+            return
         with contextlib.suppress(BlockingIOError, OSError):
             os.write(self._pipe_w, b"\0")
 
@@ -190,13 +250,14 @@ class CgroupWorker:
         poller.register(self._pipe_r, select.POLLIN)
         thresholds = self.sampler.thresholds
         threshold_fd = thresholds.fileno() if thresholds is not None else None
-        for fd in (self.watcher.fileno(), self.watcher.witness.fileno(), threshold_fd):
+        watcher = self._watcher
+        for fd in (watcher.fileno(), watcher.witness.fileno(), threshold_fd):
             if fd is not None:
                 poller.register(fd, select.POLLIN)
         next_sample = last_pass = time.monotonic()
         while not self._stop.is_set():
-            gap_s = HOT_POLL_INTERVAL_S if self.watcher.witness.hot else MIN_PASS_GAP_S
-            wake_at = max(min(next_sample, self.watcher.next_due_s()), last_pass + gap_s)
+            gap_s = HOT_POLL_INTERVAL_S if watcher.witness.hot else MIN_PASS_GAP_S
+            wake_at = max(min(next_sample, watcher.next_due_s()), last_pass + gap_s)
             timeout_ms = max(0.0, wake_at - time.monotonic()) * 1000.0
             ready = {fd for fd, _ in poller.poll(math.ceil(timeout_ms))}
             if self._pipe_r in ready:
@@ -213,10 +274,22 @@ class CgroupWorker:
                 next_sample = time.monotonic() + self.sampler.interval_s
 
     def _counters(self) -> None:
-        with self._counter_lock:
-            queued = self._poll_counters()
+        queued = self._poll_counters()
+        if self._levels_asked.is_set():
+            self._levels_asked.clear()
+            self._queue_levels()
+            queued = True
         if queued:
             self._wake()
+
+    def _queue_levels(self) -> None:
+        """The levels every batch queued so far explains, as a batch of their own."""
+        try:
+            counters = self._watcher.counter_levels()
+        except Exception:
+            self._log.exception("cgroup_counters_failed")
+            return
+        self._queue(CgroupBatch([], [], [], None, CounterLevels(counters, self.batches + 1)))
 
     def _poll_counters(self) -> bool:
         forced = self._force.is_set()
@@ -225,20 +298,20 @@ class CgroupWorker:
         try:
             if self._rescan.is_set():
                 self._rescan.clear()
-                self.watcher.rescan()
-                watched = frozenset(cg.relpath for cg in self.watcher.cgroups())
+                self._watcher.rescan()
+                watched = frozenset(cg.relpath for cg in self._watcher.cgroups())
                 self._view = replace(self._view, watched=watched)
-            deltas = self.watcher.poll_changes(force=forced)
+            deltas = self._watcher.poll_changes(force=forced)
         except Exception:
             self._log.exception("cgroup_counters_failed")
             return False
-        witness = self.watcher.witness
+        witness = self._watcher.witness
         signals, witness.signals = witness.signals, []
         sightings, witness.sightings = witness.sightings, []
         killed = [d.cgroup.relpath for d in deltas if d.oom_kill > 0 or d.oom > 0]
         if killed or signals:
             self.attend([*killed, *(signal.cgroup for signal in signals)], KILLED_HOLD_S)
-        moved, self.watcher.events_moved = self.watcher.events_moved, set()
+        moved, self._watcher.events_moved = self._watcher.events_moved, set()
         if moved:  # v2: a memory event (high, max, ...) in these: sample them now
             now_wall = time.time()
             with self._lock:
@@ -273,23 +346,35 @@ class CgroupWorker:
         now_wall = time.time()
         try:
             # the watched set only when it changed: a pass then costs the containers due
-            generation = self.watcher.generation
-            cgroups = self.watcher.cgroups() if generation != self._generation else None
+            generation = self._watcher.generation
+            cgroups = self._watcher.cgroups() if generation != self._generation else None
             with self._lock:
                 samples = self.sampler.sample(cgroups, now_wall)
                 limits = self.sampler.limits_bytes()
             self._arm_thresholds()
+            failure = self._watcher.witness.failure
             if cgroups is not None:
                 watched = frozenset(cg.relpath for cg in cgroups)
-                self._view = replace(self._view, watched=watched, limits_bytes=limits)
+                self._view = replace(
+                    self._view, watched=watched, limits_bytes=limits, oom_notify_failure=failure
+                )
                 self._generation = generation
             else:
-                self._view = replace(self._view, limits_bytes=limits)
+                self._view = replace(self._view, limits_bytes=limits, oom_notify_failure=failure)
             view = self._view
             self._note_limits(samples)
             self._on_samples(samples, now_wall, view)
+            if self._forecast is not None:
+                self._forecasted(self._forecast.observe(samples, now_wall, view.watched))
         except Exception:
             self._log.exception("memory_sampling_failed")
+
+    def _forecasted(self, changes: list[ForecastChange]) -> None:
+        """Hand the forecast's changes to the loop; wake it for all but a countdown."""
+        if changes:
+            self._forecasts.put(changes)
+            if not all(isinstance(change, Countdown) for change in changes):
+                self._wake()
 
     def _arm_thresholds(self) -> None:
         """(Outside the lock, on this thread) register new containers' usage thresholds, one
@@ -310,6 +395,5 @@ class CgroupWorker:
         now_s = time.monotonic()
         seen = [Sighting(pid, cg.relpath, now_s) for cg in near for pid in pids_in(cg.fs_path)]
         if seen:
-            with self._counter_lock:
-                self._queue(CgroupBatch([], [], seen, None))
+            self._queue(CgroupBatch([], [], seen, None))
             self._wake()

@@ -1,5 +1,6 @@
 """The daemon's pipeline from decoded incidents to stored, published ones.
 
+the forecast's changes -> recorded (`forecast_stage`: warnings stored, logged, shown);
 decoded kills + counter deltas -> reconcile -> identity -> the cgroup at the kill (timeline,
 sampled usage, oom.group, survival) -> enrichers (deferred, bounded) -> diagnosis (with the
 workload's earlier kills) -> store (once per kill) -> sinks.  Every sink speaks from the one
@@ -18,9 +19,10 @@ from dataclasses import dataclass, field, replace
 from time import monotonic
 from time import time as epoch_time
 
-from oomwatch.cgroup_identity import annotate, identify
+from oomwatch.cgroup_identity import annotate, container_cgroup
 from oomwatch.daemon.cgroup_view import CgroupView
 from oomwatch.daemon.checkpoint import restore_reconcile
+from oomwatch.daemon.forecast_stage import ForecastBook
 from oomwatch.daemon.observe import SurvivalRecheck, fill_sampled_usage
 from oomwatch.diagnosis.history import History
 from oomwatch.incident import Incident, iso_epoch_s, iso_time
@@ -37,17 +39,6 @@ from oomwatch.store import Checkpoint, IncidentStore
 from oomwatch.store.limits import capped
 
 log = logging.getLogger("oomwatch.pipeline")
-
-
-def container_cgroup(relpath: str) -> str:
-    """The container's own cgroup for a path at or below it (e.g. crun's `container` child)."""
-    path = relpath.rstrip("/")
-    while "/" in path.strip("/"):
-        parent = path.rsplit("/", 1)[0]
-        if identify(parent).level != "container":
-            break
-        path = parent
-    return path
 
 
 @dataclass(slots=True)
@@ -80,13 +71,17 @@ class Pipeline:
         boot_id: str | None = None,
         node: str | None = None,
         *,
+        forecasts: ForecastBook | None = None,
         enrich_wait_s: float = 5.0,
         wall_clock: Callable[[], float] = epoch_time,
         mono_clock: Callable[[], float] = monotonic,
     ) -> None:
         """What it writes to and what it stamps; what it learns of the host comes with each
-        `process()` call.  `history`: the workload's earlier kills (None: none known)."""
+        `process()` call.  `history`: the workload's earlier kills (None: none known);
+        `forecasts`: records the forecast's changes each view brings (its `ForecastJoin`
+        is one of the `enrichers`)."""
         self.store = store
+        self.forecasts = forecasts
         self.sinks = list(sinks)
         self.enrichers = list(enrichers)
         self.boot_id = boot_id
@@ -143,6 +138,8 @@ class Pipeline:
         now_wall = self._wall()
         if view is not None:
             self._view = view
+            if self.forecasts is not None:  # first: a kill taken now sees its warning
+                self.forecasts.take(view.forecast)
         self._retry_deferred(now_mono)
         for incident in incidents:
             self._stamp(incident, now_wall, now_mono)

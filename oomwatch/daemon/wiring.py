@@ -1,6 +1,7 @@
-"""How the agent opens what it may run without: the boot id, Kubernetes, the probe
-directory, the crash-loop history.  Each failure is logged and leaves the agent running
-without that part (standalone, no allocator join, no history), never stopped."""
+"""How the agent opens what it may run without: the boot id, Kubernetes (and the metric
+labels its pod cache gives), the probe directory, the crash-loop history.  Each failure is
+logged and leaves the agent running without that part (standalone, no allocator join, no
+history), never stopped."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from oomwatch.daemon.config import DaemonConfig
 from oomwatch.diagnosis.history import History
 from oomwatch.diagnosis.trends import CRASH_LOOP_WINDOW_S
 from oomwatch.incident import Incident
+from oomwatch.sinks.metrics import SeriesLabels
 from oomwatch.sources.kmsg import read_boot_id
 from oomwatch.stages import ClosingEnricher, EventLogger, FrameworkSource, KubeLink
 from oomwatch.store import IncidentStore
@@ -48,6 +50,28 @@ def connect_kube(
         return None
     link: KubeLink = kube
     return link
+
+
+def labels_for(kube: KubeLink | None) -> Callable[[str | None, str | None], SeriesLabels | None]:
+    """(Any thread) a container's metric labels, from the pod cache (read under its lock)."""
+
+    def labels(pod_uid: str | None, container_id: str | None) -> SeriesLabels | None:
+        if not pod_uid:
+            return None
+        info = kube.cache.get(pod_uid) if kube is not None else None
+        if info is None:
+            return SeriesLabels(pod_uid=pod_uid)
+        found = info.container_by_id(container_id) if container_id else None
+        return SeriesLabels(
+            info.namespace,
+            info.name,
+            found.name if found is not None else "",
+            pod_uid,
+            info.owner_name or "",
+            (info.owner_kind or "").lower(),
+        )
+
+    return labels
 
 
 def open_probe(

@@ -198,7 +198,10 @@ def _woken_by_memory_events(tree: CgroupV2Tree, moved: tuple[str, ...]) -> set[s
     """The containers a running worker samples within 2 s of `moved`'s memory.events
     moving (written in that order), after a first pass that sampled every container."""
     tree.kubelet_tree()
-    watcher = CgroupWatcher([str(tree.root)], poll_interval_s=1.0, rescan_interval_s=3600.0)
+
+    def watcher() -> CgroupWatcher:
+        return CgroupWatcher([str(tree.root)], poll_interval_s=1.0, rescan_interval_s=3600.0)
+
     sampler = TimelineSampler(1.0, 60.0, cold_interval_s=COLD_INTERVAL_S)
     sampled: list[tuple[float, str]] = []
     seen = threading.Event()
@@ -222,7 +225,6 @@ def _woken_by_memory_events(tree: CgroupV2Tree, moved: tuple[str, ...]) -> set[s
         return {rel for t, rel in sampled[before:] if t - moved_at < 2.0}
     finally:
         worker.stop()
-        watcher.close()
 
 
 def test_a_v2_memory_event_wakes_the_sampler_for_that_container(fake_v2: CgroupV2Tree) -> None:

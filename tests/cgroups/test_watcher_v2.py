@@ -13,7 +13,7 @@ from support.clock import FakeClock
 
 from oomwatch.cgroups import CgroupWatcher, discovery, find_hierarchies
 from oomwatch.cgroups.notify import Drained
-from oomwatch.cgroups.watcher import NEW_DIR_RECHECK_EVERY_S, NEW_DIR_RECHECK_S
+from oomwatch.cgroups.walks import NEW_DIR_RECHECK_EVERY_S, NEW_DIR_RECHECK_S
 
 
 def _watcher(tree: CgroupV2Tree, clock: FakeClock, *, inotify: bool) -> CgroupWatcher:

@@ -13,9 +13,11 @@ from support.cgroup_view import FakeCgroupView
 from support.cgroupfs import CONTAINER, CONTAINER2, MIB, POD, CgroupV2Tree
 
 from oomwatch.cgroups import CgroupWatcher
+from oomwatch.cgroups.counters import OomCounters
 from oomwatch.cgroups.discovery import Hierarchy
-from oomwatch.daemon.cgroup_view import CgroupView
-from oomwatch.daemon.cgroup_worker import CgroupWorker, attentive_sampler
+from oomwatch.cgroups.oom_events import Sighting
+from oomwatch.daemon.cgroup_view import CgroupView, CounterLevels
+from oomwatch.daemon.cgroup_worker import CgroupBatch, CgroupWorker, attentive_sampler
 from oomwatch.incident import Incident, Timeline
 from oomwatch.reconcile import CgroupFacts
 from oomwatch.sinks.log import get_logger
@@ -69,9 +71,8 @@ def test_a_fake_view_answers_from_the_tests_callables() -> None:
 def test_the_worker_publishes_limits_and_the_watched_set_with_its_news(
     tree: CgroupV2Tree,
 ) -> None:
-    watcher = CgroupWatcher([str(tree.root)], poll_interval_s=1.0)
     worker = CgroupWorker(
-        watcher,
+        lambda: CgroupWatcher([str(tree.root)], poll_interval_s=1.0),
         attentive_sampler(1.0, 60.0),
         on_samples=lambda samples, now, view: None,
         wake=lambda: None,
@@ -92,6 +93,61 @@ def test_the_worker_publishes_limits_and_the_watched_set_with_its_news(
         assert first.limits_bytes == {}  # the earlier value did not change under its reader
         assert view.timeline(CONTAINER, time.time()) is not None  # frozen under the lock
     finally:
+        worker.stop()  # closes what it made
+
+
+def test_counter_levels_come_as_the_last_batch_of_a_take_and_at_stop(tree: CgroupV2Tree) -> None:
+    """The loop never reads the worker's counters: asked for, the levels are queued after a
+    counter pass, and the take that reaches them stops there; the views carry them while
+    they explain exactly the batches taken; stopping queues the final ones."""
+    woken: list[None] = []
+    worker = CgroupWorker(
+        lambda: CgroupWatcher([str(tree.root)], poll_interval_s=1.0),
+        attentive_sampler(1.0, 60.0),
+        on_samples=lambda samples, now, view: None,
+        wake=lambda: woken.append(None),
+        log=get_logger(),
+    )
+    worker.start()
+    try:
+        worker.request_levels()
+        deadline = time.monotonic() + 10.0
+        view = worker.take_news()[1]
+        while view.levels is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+            view = worker.take_news()[1]
+        assert view.levels is not None and view.levels.batches == worker.batches_taken
+        assert view.levels.counters.keys() >= {CONTAINER, CONTAINER2}
+        first = view.levels
+    finally:
         worker.stop()
-        watcher.close()
-        worker.sampler.close()
+    _, last = worker.take_news()
+    assert last.levels is not None and last.levels.batches == worker.batches_taken
+    assert last.levels.batches > first.batches  # the final ones, after what was taken
+    worker.request_levels()  # after stop: nothing to poke, nothing queued
+    assert worker.take_news()[1].levels == last.levels  # still true: no batch since
+
+
+def test_a_take_stops_at_the_levels_and_a_later_batch_makes_them_stale(
+    tree: CgroupV2Tree,
+) -> None:
+    woken: list[None] = []
+    worker = CgroupWorker(
+        lambda: CgroupWatcher([str(tree.root)], poll_interval_s=1.0),
+        attentive_sampler(1.0, 60.0),
+        on_samples=lambda samples, now, view: None,
+        wake=lambda: woken.append(None),
+        log=get_logger(),
+    )  # not started: the test queues as its thread would
+    try:
+        levels = CounterLevels({CONTAINER: OomCounters(1, 1, 0)}, 1)
+        worker.deltas.put(CgroupBatch([], [], [], None, levels))
+        worker.deltas.put(CgroupBatch([], [], [Sighting(7, CONTAINER, 1.0)], None))
+        news, view = worker.take_news()
+        assert news is None and view.levels == levels and worker.batches_taken == 1
+        assert woken, "the batch after the levels is taken on the next turn, at once"
+        news, view = worker.take_news()
+        assert news is not None and [s.pid for s in news.sightings] == [7]
+        assert view.levels is None  # a batch came after them: they no longer explain it
+    finally:
+        worker.stop()

@@ -10,9 +10,10 @@ import pytest
 from support.cgroup_view import FakeCgroupView
 from support.clock import FakeClock
 
+from oomwatch.cgroup_identity import container_cgroup
 from oomwatch.daemon.checkpoint import pending_reconcile
 from oomwatch.daemon.observe import SURVIVAL_RECHECK_S
-from oomwatch.daemon.pipeline import Pipeline, container_cgroup
+from oomwatch.daemon.pipeline import Pipeline
 from oomwatch.incident import (
     Incident,
     MemcgUsage,

@@ -1,6 +1,6 @@
-"""The agent's forecast adapter over synthetic containers: a leak warns once (store, log,
-gauge, Event request), a kill joins the warning with its lead time, calm containers cost no
-forecast, and what is no leak never warns."""
+"""The agent's forecast over synthetic containers, as the worker judges and the loop records:
+a leak warns once (store, log, gauge, Event request), a kill joins the warning with its lead
+time, calm containers cost no forecast, and what is no leak never warns."""
 
 from __future__ import annotations
 
@@ -10,10 +10,13 @@ from typing import Any
 
 import pytest
 
-from oomwatch.cgroup_identity import identify
+from oomwatch.cgroup_identity import container_cgroup, identify
 from oomwatch.cgroups.discovery import WatchedCgroup
-from oomwatch.daemon.forecasting import NOT_GROWING, ForecastJoin, ForecastWatch
-from oomwatch.daemon.pipeline import container_cgroup
+from oomwatch.daemon.cgroup_view import CgroupView
+from oomwatch.daemon.forecast_news import ForecastChange, ForecastNews, ReasonSaid
+from oomwatch.daemon.forecast_stage import ForecastBook, ForecastJoin
+from oomwatch.daemon.forecasting import NOT_GROWING, ForecastWatch
+from oomwatch.daemon.pipeline import Pipeline
 from oomwatch.incident import Incident, Timeline, TimelineSample, Victim, iso_time
 from oomwatch.sinks.metrics import Metrics, SeriesLabels
 from oomwatch.store import IncidentStore
@@ -34,23 +37,27 @@ class _Log:
 
 
 class _Node:
-    """Containers fed one sample a second to a ForecastWatch, as the cgroup worker does."""
+    """Containers fed one sample a second to a ForecastWatch, as the cgroup worker does; its
+    changes recorded by a ForecastBook, as the loop does."""
 
-    def __init__(self, tmp_path: Path) -> None:
+    def __init__(self, tmp_path: Path, *, record: bool = True) -> None:
+        self.record = record  # False: the changes are only kept, for the test to hand on
+        self.changes: list[ForecastChange] = []
         self.store = IncidentStore(tmp_path)
         self.metrics = Metrics()
         self.log = _Log()
         self.events: list[tuple[str, str | None, str]] = []
         self.history: dict[str, list[TimelineSample]] = {}
         self.forecasts = 0
-        self.watch = ForecastWatch(
-            timeline_for=self._freeze,
+        self.watch = ForecastWatch(timeline_for=self._freeze, logger=self.log)
+        self.book = ForecastBook(
             store=self.store,
             metrics=self.metrics,
             logger=self.log,
             labels_for=lambda uid, cid: SeriesLabels("shop", "web", "app", uid or ""),
             warn_pod=lambda uid, cid, note, details: self.events.append((uid, cid, note)),
         )
+        self.takes = 0
 
     def _freeze(self, relpath: str, at_s: float) -> Timeline:
         self.forecasts += 1
@@ -68,7 +75,11 @@ class _Node:
                     self.history.setdefault(cg.relpath, []).append(samples[i])
                     batch.append((cg, samples[i]))
             if batch:
-                self.watch.observe(batch, batch[0][1].t_seconds)
+                self.takes += 1
+                changes = self.watch.observe(batch, batch[0][1].t_seconds)
+                self.changes += changes
+                if self.record:
+                    self.book.take(ForecastNews(self.takes, tuple(changes)))
 
     def gauge(self) -> list[float]:
         return [
@@ -111,7 +122,7 @@ def test_a_leak_warns_once_and_its_kill_is_joined_with_the_lead_time(node: _Node
 
     killed_at_s = samples[-1].t_seconds
     incident = _kill(leak, killed_at_s)
-    assert ForecastJoin(node.store, node.watch.reasons).enrich(incident)
+    assert ForecastJoin(node.book).enrich(incident)
     record = incident.forecast
     assert record is not None and record.predicted
     assert record.lead_time_seconds == pytest.approx(killed_at_s - warning.started_at_s, abs=0.2)
@@ -141,7 +152,7 @@ def test_sawtooth_never_warns_and_its_kill_says_why(node: _Node) -> None:
     node.run({saw: timeline(sawtooth(100, 230, 40), 1200)})
     assert not node.events and not node.store.warnings()
     incident = _kill(saw, timeline(flat(1), 1)[0].t_seconds + 1200)
-    ForecastJoin(node.store, node.watch.reasons).enrich(incident)
+    ForecastJoin(node.book).enrich(incident)
     assert incident.forecast is not None and not incident.forecast.predicted
     reason = incident.forecast.reason or ""
     assert reason == NOT_GROWING or "peak it came back from" in reason
@@ -164,16 +175,15 @@ def test_the_report_says_whether_and_how_early_a_kill_was_warned(node: _Node) ->
     samples = timeline(linear(60, 0.5), 1000)
     node.run({leak: samples[:-1]})
     incident = _kill(leak, samples[-1].t_seconds)
-    ForecastJoin(node.store, node.watch.reasons).enrich(incident)
+    ForecastJoin(node.book).enrich(incident)
     text = render_incident(diagnose(incident), 1, 1)
     [line] = [line for line in text.splitlines() if "forecast" in line]
     assert "warned 4m" in line and "before the kill (MemoryLimitApproaching at" in line
     assert "growing: anon " in line
 
     unwarned = _kill(node.container(), samples[-1].t_seconds)
-    ForecastJoin(node.store, {container_cgroup(unwarned.task_memcg or ""): "not growing"}).enrich(
-        unwarned
-    )
+    node.book.record([ReasonSaid(container_cgroup(unwarned.task_memcg or ""), "not growing")])
+    ForecastJoin(node.book).enrich(unwarned)
     assert "no warning before the kill (not growing)" in render_incident(diagnose(unwarned), 1, 1)
 
 
@@ -189,3 +199,52 @@ def test_a_parent_with_a_limit_is_not_warned_when_its_child_leaks_first(node: _N
     assert len(alone.store.warnings()) == 1, "on its own, the parent's growth is warned of"
     node.run({parent: outer, child: inner})
     assert [w.cgroup for w in node.store.warnings()] == ["/lab/leak"]
+
+
+def test_the_pipeline_records_a_views_forecast_once_and_joins_a_kill_taken_with_it(
+    tmp_path: Path,
+) -> None:
+    """The worker's changes reach the store only through the pipeline, on the loop: a view
+    passed twice is recorded once, and a kill in the same call is joined to its warning."""
+    worker = _Node(tmp_path / "worker", record=False)
+    leak = worker.container()
+    samples = timeline(linear(60, 0.5), 1000)
+    worker.run({leak: samples[:-1]})
+    assert not worker.store.warnings() and not worker.log.lines  # the worker records nothing
+    agent = _Node(tmp_path / "agent")
+    killed_at_s = samples[-1].t_seconds
+    join = ForecastJoin(agent.book)
+    pipe = Pipeline(agent.store, [], [join], forecasts=agent.book, wall_clock=lambda: killed_at_s)
+    view = CgroupView(forecast=ForecastNews(1, tuple(worker.changes)))
+    pipe.process([_kill(leak, killed_at_s)], (), None, view)
+    pipe.process((), (), None, view)
+    pipe.drain()
+    [warning] = agent.store.warnings()
+    assert warning.outcome == "killed" and warning.ended_at_s == killed_at_s
+    assert [event for event, _ in agent.log.lines] == ["memory_limit_approaching"]
+    assert len(agent.events) == 1
+    [stored] = agent.store.query()
+    assert stored.forecast is not None and stored.forecast.predicted
+    assert stored.forecast.lead_time_seconds == round(killed_at_s - warning.started_at_s, 1)
+
+
+def test_a_restarted_agent_joins_a_kill_to_the_warning_an_earlier_run_left_open(
+    node: _Node,
+) -> None:
+    leak = node.container()
+    samples = timeline(linear(60, 0.5), 1000)
+    node.run({leak: samples[:-1]})
+    [warning] = node.store.warnings()
+    killed_at_s = samples[-1].t_seconds
+    restarted = ForecastBook(
+        store=node.store,
+        metrics=Metrics(),
+        logger=_Log(),
+        labels_for=lambda uid, cid: None,
+        wall_clock=lambda: killed_at_s,
+    )
+    incident = _kill(leak, killed_at_s)
+    ForecastJoin(restarted).enrich(incident)
+    assert incident.forecast is not None and incident.forecast.predicted
+    assert incident.forecast.warned_at == iso_time(warning.started_at_s)
+    assert node.store.warnings()[0].outcome == "killed"

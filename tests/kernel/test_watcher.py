@@ -57,13 +57,13 @@ class Watching:
     ) -> CgroupWorker:
         """A worker on `watcher`, not started: its `view` is what the pipeline gets first."""
         worker = CgroupWorker(
-            watcher,
+            lambda: watcher,  # the test's: it reads the watcher too, and closes it last
             sampler or TimelineSampler(interval_s=0.25, window_s=60.0),
             on_samples=lambda samples, now, view: None,
             wake=lambda: None,
             log=get_logger(),
         )
-        self._close[:0] = [worker.stop, worker.sampler.close]  # before its watcher
+        self._close[:0] = [worker.stop]  # closes its sampler (and the watcher) first
         return worker
 
     def view(self, watcher: CgroupWatcher) -> CgroupView:
