@@ -25,6 +25,7 @@ from support import until
 from support.agent import DaemonProcess, seed_cursor_at_log_end, victim_is
 from support.kernel_runs import (
     MIB,
+    assert_in_its_pod_or_ambiguous,
     burst,
     container,
     incidents_for,
@@ -185,25 +186,30 @@ def test_burst_of_twenty_across_four_memcgs_is_recorded_exactly_once(
     made = [container(scratch) for _ in range(4)]
     memcgs = [m for m, _, _ in made]
     uid_of = {m.relpath: uid for m, uid, _ in made}
-    pids = burst(memcgs, 5)
-    assert len(set(pids)) == 20
+    memcg_of = burst(memcgs, 5)
+    pids = set(memcg_of)
+    assert len(pids) == 20
     assert [m.oom_kill_count() for m in memcgs] == [5, 5, 5, 5]
 
     def all_in() -> list[Incident] | None:
-        mine = incidents_for(daemon.state_dir, set(pids), scratch)
+        mine = incidents_for(daemon.state_dir, pids, scratch)
         return mine if len(mine) >= 20 else None
 
     until("20 incidents stored", all_in, 10.0, why=daemon.why)
     # nothing more may come: no duplicates, no spurious kmsg_missing
-    mine = settled_incidents(lambda: incidents_for(daemon.state_dir, set(pids), scratch))
-    assert len(mine) == 20
-    per_memcg = {m.relpath: sum(1 for i in mine if i.task_memcg == m.relpath) for m in memcgs}
-    assert per_memcg == {m.relpath: 5 for m in memcgs}
-    assert all(i.task_memcg and i.pod_uid == uid_of[i.task_memcg] for i in mine)
+    mine = settled_incidents(lambda: incidents_for(daemon.state_dir, pids, scratch))
+    assert sorted(i.victim.pid for i in mine if i.victim) == sorted(pids), daemon.why()
+    assert not [i for i in mine if i.kmsg_missing]
+    # A header-less kill is charged by the counters that rose at its time; when two
+    # memcgs' counters rose together and neither victim pid had been seen, nothing tells
+    # the two apart, so both are ambiguous (about 1 run in 7 under load 4-10).
+    ambiguous = assert_in_its_pod_or_ambiguous(mine, memcg_of, uid_of)
     # the kernel prints 10 full reports per 5 s: the rest of a 20-kill burst has no header
     suppressed = [i for i in mine if i.header_suppressed]
-    print(f"burst: {len(suppressed)} of 20 kills had no report header")
-    assert suppressed and all(i.pod_uid and i.victim for i in suppressed)
+    print(f"burst: {len(suppressed)} of 20 kills had no report header, {len(ambiguous)} ambiguous")
+    assert suppressed
+    assert all(i.header_suppressed for i in ambiguous)  # a full report names its memcg
+    assert all("one of pods" in i.attribution.describe() for i in ambiguous if i.attribution)
 
 
 def _overrun_ring(total_bytes: int) -> int:

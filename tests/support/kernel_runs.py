@@ -49,18 +49,19 @@ def metric_value(text: str, name: str, **labels: str) -> float | None:
     return None
 
 
-def burst(memcgs: list[Memcg], per_memcg: int) -> list[int]:
-    """`per_memcg` children killed one after another in each memcg, memcgs in parallel."""
+def burst(memcgs: list[Memcg], per_memcg: int) -> dict[int, str]:
+    """`per_memcg` children killed one after another in each memcg, memcgs in parallel:
+    each killed child's pid -> the memcg it was killed in."""
     hogs = [
         spawn_hog(m, mode="child-worker", mb=96, comm=f"h4-b{i}", children=per_memcg, linger_s=0.5)
         for i, m in enumerate(memcgs)
     ]
-    pids: list[int] = []
+    memcg_of: dict[int, str] = {}
     for hog in hogs:
         hog.wait_for_count("child-exit", per_memcg, timeout_s=60)
-        pids += hog.child_pids
+        memcg_of.update((pid, hog.memcg.relpath) for pid in hog.child_pids)
         hog.wait(30)
-    return pids
+    return memcg_of
 
 
 def incidents_for(state_dir: Path, pids: set[int], scratch: ScratchMemcg) -> list[Incident]:
@@ -70,6 +71,28 @@ def incidents_for(state_dir: Path, pids: set[int], scratch: ScratchMemcg) -> lis
         if (i.victim and i.victim.pid in pids)
         or (i.kmsg_missing and (i.task_memcg or "").startswith(scratch.relpath))
     ]
+
+
+def assert_in_its_pod_or_ambiguous(
+    incidents: list[Incident], memcg_of: dict[int, str], uid_of: dict[str, str]
+) -> list[Incident]:
+    """The product's promise for each kill: in the container and pod it happened in
+    (`memcg_of`: victim pid -> true memcg; `uid_of`: memcg -> pod UID) where the kernel's
+    evidence places it, else ambiguous -- no pod charged, its true container among the
+    candidates -- and never in another pod.  Returns the ambiguous ones."""
+    ambiguous: list[Incident] = []
+    for incident in incidents:
+        truth = memcg_of[incident.victim.pid] if incident.victim else incident.task_memcg
+        attribution = incident.attribution
+        assert attribution is not None, incident
+        if attribution.ambiguous:
+            assert incident.pod_uid is None and incident.task_memcg is None, incident
+            assert truth in [c.cgroup for c in attribution.candidates], incident
+            ambiguous.append(incident)
+        else:
+            assert truth is not None and incident.task_memcg == truth, incident
+            assert incident.pod_uid == uid_of[truth], incident
+    return ambiguous
 
 
 def kill_9_mid_burst_and_restart(
@@ -115,21 +138,10 @@ def kill_9_mid_burst_and_restart(
     mine = settled_incidents(lambda: incidents_for(restarted.state_dir, set(pids), scratch))
     victims = [i.victim.pid for i in mine if i.victim]
     assert len(mine) == total and sorted(victims) == sorted(set(victims))
-    # Every kill lands in its own container where the kernel's evidence places it, and is
-    # ambiguous -- no pod, its true container among the candidates -- where it cannot (the
-    # counters of the kills made while no agent ran were first read all at once).
+    # the counters of the kills made while no agent ran were first read all at once
     memcg_of = {pid: hog.memcg.relpath for hog in hogs for pid in hog.child_pids}
-    for incident in mine:
-        truth = memcg_of[incident.victim.pid] if incident.victim else incident.task_memcg
-        assert incident.attribution is not None
-        if incident.attribution.confidence == "ambiguous":
-            assert incident.pod_uid is None and incident.task_memcg is None
-            assert truth in [c.cgroup for c in incident.attribution.candidates]
-        else:
-            assert truth is not None and incident.task_memcg == truth, incident
-            assert incident.pod_uid == uid_of[truth], incident
+    ambiguous = len(assert_in_its_pod_or_ambiguous(mine, memcg_of, uid_of))
     assert not [i for i in mine if i.kmsg_missing]  # each counted kill explained once
-    ambiguous = sum(1 for i in mine if i.attribution and i.attribution.ambiguous)
     print(
         f"kill -9: {sum(i.header_suppressed for i in mine)} header-less, "
         f"{ambiguous} ambiguous, {sum(i.kmsg_missing for i in mine)} counter-only"
