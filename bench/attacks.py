@@ -26,10 +26,11 @@ from pathlib import Path
 from typing import Any
 
 from oomwatch.probe.ring import HEADER_BYTES, RingGeometry, encode_header, encode_slot
+from oomwatch.probe.schema import CUDA_KEYS
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
-from support.fakeapi import FakeApiServer, make_pod  # noqa: E402
+from support.fakeapi import FakeApiServer, make_pod, running_status  # noqa: E402
 from support.fifo_agent import agent_env, peak_rss_kib, running_agent  # noqa: E402
 
 VICTIM_UID = "0d9c3b1a-5e2f-4a7b-9c8d-112233445566"
@@ -73,20 +74,7 @@ def sample(i: int, big: bool = False) -> dict[str, Any]:
             batch_size=256,
             cuda={
                 "device": "cuda:0",
-                **{
-                    k: i
-                    for k in (
-                        "allocated_bytes",
-                        "allocated_peak_bytes",
-                        "reserved_bytes",
-                        "reserved_peak_bytes",
-                        "active_bytes",
-                        "active_peak_bytes",
-                        "inactive_split_bytes",
-                        "num_alloc_retries",
-                        "num_ooms",
-                    )
-                },
+                **{k: i for k in CUDA_KEYS if k != "device"},
             },
             tf={"device": "GPU:0", "current_bytes": i, "peak_bytes": i},
         )
@@ -180,14 +168,7 @@ def _kube_agent(tmp: Path, api: FakeApiServer) -> Path:
             "billing-0",
             "payments",
             uid=VICTIM_UID,
-            statuses=[
-                {
-                    "name": "app",
-                    "containerID": f"containerd://{VICTIM_CID}",
-                    "restartCount": 0,
-                    "state": {"running": {"startedAt": "2026-11-22T08:00:00Z"}},
-                }
-            ],
+            statuses=[running_status(VICTIM_CID)],
         )
     )
     kubeconfig = tmp / "kubeconfig"

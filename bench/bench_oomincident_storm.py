@@ -14,7 +14,7 @@ from pathlib import Path
 sys.path[:0] = [str(Path(__file__).parents[1] / "tests")]  # `support`
 
 from kubernetes import client  # noqa: E402
-from support.fakeapi import NODE, FakeApiServer, make_pod  # noqa: E402
+from support.fakeapi import NODE, FakeApiServer, make_pod, running_status  # noqa: E402
 
 from oomwatch.diagnosis.history import History  # noqa: E402
 from oomwatch.incident import Incident, MemcgUsage, PodContext, Victim  # noqa: E402
@@ -27,13 +27,7 @@ CID = "c" * 64
 def main() -> None:
     kills = int(sys.argv[1]) if len(sys.argv) > 1 else 60
     api = FakeApiServer().start()
-    status = {
-        "name": "app",
-        "containerID": f"containerd://{CID}",
-        "restartCount": 0,
-        "state": {"running": {"startedAt": "2026-11-22T08:00:00Z"}},
-    }
-    uid = api.put_pod(make_pod(statuses=[status]))["metadata"]["uid"]
+    uid = api.put_pod(make_pod(statuses=[running_status(CID)]))["metadata"]["uid"]
     configuration = client.Configuration(host=api.url)
     configuration.retries = 0
     history = History()
