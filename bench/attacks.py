@@ -26,10 +26,11 @@ from pathlib import Path
 from typing import Any
 
 from oomwatch.probe.ring import HEADER_BYTES, RingGeometry, encode_header, encode_slot
+from oomwatch.probe.schema import CUDA_KEYS
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
-from support.fakeapi import FakeApiServer, make_pod  # noqa: E402
+from support.fakeapi import FakeApiServer, make_pod, running_status  # noqa: E402
 from support.fifo_agent import agent_env, peak_rss_kib, running_agent  # noqa: E402
 
 VICTIM_UID = "0d9c3b1a-5e2f-4a7b-9c8d-112233445566"
@@ -45,28 +46,50 @@ current-context: fake
 
 def meta(**claims: Any) -> dict[str, Any]:
     now = time.time()
-    return {"pid": 4242, "comm": "python3", "started_wall_s": now - 60,
-            "started_mono_s": max(0.0, time.monotonic() - 60), **claims}  # fmt: skip
+    return {
+        "pid": 4242,
+        "comm": "python3",
+        "started_wall_s": now - 60,
+        "started_mono_s": max(0.0, time.monotonic() - 60),
+        **claims,
+    }
 
 
 def sample(i: int, big: bool = False) -> dict[str, Any]:
-    out: dict[str, Any] = {"wall_s": time.time(), "mono_s": time.monotonic(),
-                           "rss_bytes": (500 + i) << 20, "step": i}  # fmt: skip
+    out: dict[str, Any] = {
+        "wall_s": time.time(),
+        "mono_s": time.monotonic(),
+        "rss_bytes": (500 + i) << 20,
+        "step": i,
+    }
     if big:  # every field the schema allows, strings at their longest
-        out.update(uss_bytes=1 << 29, anon_bytes=1 << 29, anon_huge_bytes=1 << 20,
-                   shmem_bytes=1 << 20, swap_bytes=0, phase="p" * 128, epoch=3, batch_size=256,
-                   cuda={"device": "cuda:0", **{k: i for k in (
-                       "allocated_bytes", "allocated_peak_bytes", "reserved_bytes",
-                       "reserved_peak_bytes", "active_bytes", "active_peak_bytes",
-                       "inactive_split_bytes", "num_alloc_retries", "num_ooms")}},
-                   tf={"device": "GPU:0", "current_bytes": i, "peak_bytes": i})  # fmt: skip
+        out.update(
+            uss_bytes=1 << 29,
+            anon_bytes=1 << 29,
+            anon_huge_bytes=1 << 20,
+            shmem_bytes=1 << 20,
+            swap_bytes=0,
+            phase="p" * 128,
+            epoch=3,
+            batch_size=256,
+            cuda={
+                "device": "cuda:0",
+                **{k: i for k in CUDA_KEYS if k != "device"},
+            },
+            tf={"device": "GPU:0", "current_bytes": i, "peak_bytes": i},
+        )
     return out
 
 
 def oom_event(i: int, message: str = "CUDA out of memory.") -> dict[str, Any]:
-    return {"wall_s": time.time(), "mono_s": time.monotonic() + i * 1e-3,
-            "framework": "torch-cuda", "message": message, "device": "cuda:0",
-            "requested_bytes": 2 << 30}  # fmt: skip
+    return {
+        "wall_s": time.time(),
+        "mono_s": time.monotonic() + i * 1e-3,
+        "framework": "torch-cuda",
+        "message": message,
+        "device": "cuda:0",
+        "requested_bytes": 2 << 30,
+    }
 
 
 def ring(
@@ -117,23 +140,37 @@ def big_files(repo: Path, tmp: Path) -> dict[str, Any]:
     with running_agent(repo, tmp) as agent:
         base = agent.status()
         for i in range(110):
-            image = ring(geometry, meta(pod_uid=f"p{i}"), [sample(s, big=True) for s in range(495)],
-                         [oom_event(e) for e in range(16)])  # fmt: skip
+            image = ring(
+                geometry,
+                meta(pod_uid=f"p{i}"),
+                [sample(s, big=True) for s in range(495)],
+                [oom_event(e) for e in range(16)],
+            )
             put(agent.probe_dir, f"t{i}.ring", image)
         time.sleep(10)  # framework polls read every file
         agent.kill()  # and the enricher reads them all for the kill
         time.sleep(10)
         after = agent.status()
         healthy = agent.get("/healthz")[0]
-    return {"file_bytes": geometry.file_bytes, "rss_before_mib": base["VmRSS"] // 1024,
-            "rss_after_mib": after["VmRSS"] // 1024, "peak_rss_mib": after["VmHWM"] // 1024,
-            "over_192MiB_limit": after["VmHWM"] > 192 * 1024, "healthz": healthy}  # fmt: skip
+    return {
+        "file_bytes": geometry.file_bytes,
+        "rss_before_mib": base["VmRSS"] // 1024,
+        "rss_after_mib": after["VmRSS"] // 1024,
+        "peak_rss_mib": after["VmHWM"] // 1024,
+        "over_192MiB_limit": after["VmHWM"] > 192 * 1024,
+        "healthz": healthy,
+    }
 
 
 def _kube_agent(tmp: Path, api: FakeApiServer) -> Path:
-    api.put_pod(make_pod("billing-0", "payments", uid=VICTIM_UID, statuses=[{
-        "name": "app", "containerID": f"containerd://{VICTIM_CID}", "restartCount": 0,
-        "state": {"running": {"startedAt": "2026-11-22T08:00:00Z"}}}]))  # fmt: skip
+    api.put_pod(
+        make_pod(
+            "billing-0",
+            "payments",
+            uid=VICTIM_UID,
+            statuses=[running_status(VICTIM_CID)],
+        )
+    )
     kubeconfig = tmp / "kubeconfig"
     kubeconfig.write_text(KUBECONFIG.format(url=api.url))
     return kubeconfig
@@ -143,10 +180,17 @@ def claim_pod(repo: Path, tmp: Path) -> dict[str, Any]:
     """A file (owner: nobody) claiming another namespace's pod, by UID or by its cgroup only."""
     results: dict[str, Any] = {}
     for variant, claims in (
-        ("uid", {"pod_uid": VICTIM_UID, "namespace": "payments", "pod_name": "billing-0",
-                 "container": "app"}),
+        (
+            "uid",
+            {
+                "pod_uid": VICTIM_UID,
+                "namespace": "payments",
+                "pod_name": "billing-0",
+                "container": "app",
+            },
+        ),
         ("cgroup", {"cgroup": f"/kubepods/burstable/pod{VICTIM_UID}/{VICTIM_CID}"}),
-    ):  # fmt: skip
+    ):
         api = FakeApiServer().start()
         sub = tmp / variant
         sub.mkdir()
@@ -163,8 +207,7 @@ def claim_pod(repo: Path, tmp: Path) -> dict[str, Any]:
                 put(agent.probe_dir, "evil.ring", image, owner=65534)
                 time.sleep(8)
             with api.lock:
-                events = [e for e in api.events.values()
-                          if e["regarding"].get("uid") == VICTIM_UID]  # fmt: skip
+                events = [e for e in api.events.values() if e["regarding"].get("uid") == VICTIM_UID]
                 pod = api.pods[("payments", "billing-0")]
             annotations = pod["metadata"].get("annotations") or {}
             results[variant] = {
@@ -194,8 +237,9 @@ def claim_etcd(repo: Path, tmp: Path) -> dict[str, Any]:
         put(agent.probe_dir, "etcd.ring", image, owner=65534)
         time.sleep(6)
         metrics = agent.get("/metrics")[1]
-    series = [line for line in metrics.splitlines()
-              if line.startswith("oomwatch_framework_oom_total{")]  # fmt: skip
+    series = [
+        line for line in metrics.splitlines() if line.startswith("oomwatch_framework_oom_total{")
+    ]
     return {
         "framework_series": series,
         "etcd_labels": any('namespace="kube-system"' in s and "etcd" in s for s in series),
@@ -242,8 +286,13 @@ def flood(repo: Path, tmp: Path) -> dict[str, Any]:
         time.sleep(0.5)
         written = agent.kill()
         logged = agent.arrival(
-            lambda line: line.get("event") == "oom_kill" and line.get("kind") != "framework"
-            and line.get("process.pid") == 20_002, 120)  # fmt: skip
+            lambda line: (
+                line.get("event") == "oom_kill"
+                and line.get("kind") != "framework"
+                and line.get("process.pid") == 20_002
+            ),
+            120,
+        )
         time.sleep(10)
     from oomwatch.store import IncidentStore
 
@@ -267,15 +316,30 @@ def churn(repo: Path, tmp: Path) -> dict[str, Any]:
     with running_agent(repo, tmp) as agent:
         for round_no in range(2):
             for i in range(1000):
-                claims = {"pod_uid": f"c{round_no}-{i}", "namespace": f"ns{round_no}-{i}",
-                          "pod_name": f"p{i}", "container": "c"}  # fmt: skip
-                put(agent.probe_dir, f"c{i}.ring",
-                    ring(RingGeometry(512, 1, 1), meta(pid=round_no * 10_000 + i, **claims),
-                         [sample(0)], [oom_event(0, "CUDA out of memory")]))  # fmt: skip
+                claims = {
+                    "pod_uid": f"c{round_no}-{i}",
+                    "namespace": f"ns{round_no}-{i}",
+                    "pod_name": f"p{i}",
+                    "container": "c",
+                }
+                put(
+                    agent.probe_dir,
+                    f"c{i}.ring",
+                    ring(
+                        RingGeometry(512, 1, 1),
+                        meta(pid=round_no * 10_000 + i, **claims),
+                        [sample(0)],
+                        [oom_event(0, "CUDA out of memory")],
+                    ),
+                )
             time.sleep(12)
             metrics = agent.get("/metrics", 30)[1]
-            counts.append(sum(line.startswith("oomwatch_framework_oom_total{")
-                              for line in metrics.splitlines()))  # fmt: skip
+            counts.append(
+                sum(
+                    line.startswith("oomwatch_framework_oom_total{")
+                    for line in metrics.splitlines()
+                )
+            )
     return {"framework_series_after_round": counts}
 
 
@@ -297,8 +361,10 @@ def junk(repo: Path, tmp: Path) -> dict[str, Any]:
             ring(RingGeometry(1024, 4, 2), meta(), [sample(0)], [oom_event(0)]),
         )
         seen = agent.arrival(lambda line: line.get("kind") == "framework", 20.0)
-    return {"entries": 2201, "trainer_oom_recorded_after_s":
-            round(seen - started, 1) if seen else "never (20 s)"}  # fmt: skip
+    return {
+        "entries": 2201,
+        "trainer_oom_recorded_after_s": round(seen - started, 1) if seen else "never (20 s)",
+    }
 
 
 def device(repo: Path, tmp: Path) -> dict[str, Any]:
@@ -334,11 +400,17 @@ def idle_connections(repo: Path, tmp: Path) -> dict[str, Any]:
         for c in conns:
             c.close()
     ask = "from oomwatch.daemon import config; print(config.DEFAULT_METRICS_ADDRESS)"
-    default = subprocess.run([sys.executable, "-c", ask], env=agent_env(repo, None),
-                             capture_output=True, text=True).stdout.strip()  # fmt: skip
-    return {"threads_before": before, "threads_3s": at_3s, "threads_30s": at_30s,
-            "scrape_status": status, "scrape_s": scrape_s,
-            "default_address": default}  # fmt: skip
+    default = subprocess.run(
+        [sys.executable, "-c", ask], env=agent_env(repo, None), capture_output=True, text=True
+    ).stdout.strip()
+    return {
+        "threads_before": before,
+        "threads_3s": at_3s,
+        "threads_30s": at_30s,
+        "scrape_status": status,
+        "scrape_s": scrape_s,
+        "default_address": default,
+    }
 
 
 def bad_database(repo: Path, tmp: Path) -> dict[str, Any]:
@@ -354,8 +426,10 @@ def bad_database(repo: Path, tmp: Path) -> dict[str, Any]:
             db.write_bytes(b"SQLite format 3\0" + os.urandom(8192))
         else:
             con = sqlite3.connect(db)
-            con.execute("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY,"
-                        " applied_at_s REAL NOT NULL)")  # fmt: skip
+            con.execute(
+                "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY,"
+                " applied_at_s REAL NOT NULL)"
+            )
             con.execute("INSERT INTO schema_migrations VALUES (99, 0)")
             con.commit()
             con.close()
@@ -364,10 +438,16 @@ def bad_database(repo: Path, tmp: Path) -> dict[str, Any]:
                 agent.kill()
                 recorded = agent.arrival(lambda line: line.get("event") == "oom_kill", 10)
                 aside = sorted(p.name for p in (sub / "state").iterdir())
-                out[variant] = {"healthy": True, "kill_recorded": recorded is not None,
-                                "state_dir": aside, "log": [
-                                    line.get("event") for _, line in agent.lines
-                                    if line.get("event", "").startswith("store")]}  # fmt: skip
+                out[variant] = {
+                    "healthy": True,
+                    "kill_recorded": recorded is not None,
+                    "state_dir": aside,
+                    "log": [
+                        line.get("event")
+                        for _, line in agent.lines
+                        if line.get("event", "").startswith("store")
+                    ],
+                }
         except RuntimeError as exc:
             out[variant] = {"healthy": False, "error": str(exc)[-300:]}
     return out
@@ -384,9 +464,13 @@ def task_table(repo: Path, tmp: Path) -> dict[str, Any]:
     con = sqlite3.connect(tmp / "state" / "oomwatch.db")
     sizes = [r[0] for r in con.execute("SELECT length(data) FROM incidents")]
     con.close()
-    report = peak_rss_kib([sys.executable, "-m", "oomwatch.cli", "report", "--store",
-                           str(tmp / "state"), "--json"], agent_env(repo, None), repo,
-                          120, 3 << 20)  # fmt: skip
+    report = peak_rss_kib(
+        [sys.executable, "-m", "oomwatch.cli", "report", "--store", str(tmp / "state"), "--json"],
+        agent_env(repo, None),
+        repo,
+        120,
+        3 << 20,
+    )
     db_bytes = (tmp / "state" / "oomwatch.db").stat().st_size
     return {"stored_bytes_per_incident": sizes, "db_bytes": db_bytes, "report_json": report}
 
@@ -398,8 +482,13 @@ def headers(repo: Path, tmp: Path, count: int = 1_000_000) -> dict[str, Any]:
     with open(path, "w") as fh:
         for i in range(count):
             fh.write(f"[{i // 1000:5d}.{i % 1000:06d}] {line}\n")
-    out = peak_rss_kib([sys.executable, "-m", "oomwatch.cli", "report", str(path)],
-                       agent_env(repo, None), repo, 120, 3 << 20)  # fmt: skip
+    out = peak_rss_kib(
+        [sys.executable, "-m", "oomwatch.cli", "report", str(path)],
+        agent_env(repo, None),
+        repo,
+        120,
+        3 << 20,
+    )
     out["input_mib"] = round(path.stat().st_size / 2**20, 1)
     return out
 

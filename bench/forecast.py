@@ -38,9 +38,18 @@ from oomwatch.store import IncidentStore
 
 MIB = 1 << 20
 TRAINER = [
-    "-m", "examples.pruning_trainer", "--score-runs", "1", "--score-epochs", "100000",
-    "--score-only", "--threads", "1", "--min-step-s", "0.1",
-]  # fmt: skip
+    "-m",
+    "examples.pruning_trainer",
+    "--score-runs",
+    "1",
+    "--score-epochs",
+    "100000",
+    "--score-only",
+    "--threads",
+    "1",
+    "--min-step-s",
+    "0.1",
+]
 
 
 @dataclass(frozen=True)
@@ -79,8 +88,13 @@ STEADY: dict[str, tuple[int, dict[str, Any]]] = {
 def warm_trainer() -> None:
     """Run the trainer once outside any scratch memcg, so torch's library pages are cached
     and charged elsewhere (else the leak's limit thrashes on them: tests/probe/test_real_kill)."""
-    subprocess.run([sys.executable, *TRAINER[:-2], "--score-epochs", "1"], cwd=REPO, check=True,
-                   capture_output=True, timeout=300)  # fmt: skip
+    subprocess.run(
+        [sys.executable, *TRAINER[:-2], "--score-epochs", "1"],
+        cwd=REPO,
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
 
 
 def run_leak(leak: Leak, timeout_s: float) -> dict[str, Any]:
@@ -95,23 +109,40 @@ def run_leak(leak: Leak, timeout_s: float) -> dict[str, Any]:
             proc.kill()
             proc.wait()
         killed = time.time()
-        return {"name": leak.name, "cgroup": memcg.relpath, "limit_mib": leak.limit_mib,
-                "returncode": proc.returncode, "ran_s": round(killed - started, 1)}  # fmt: skip
+        return {
+            "name": leak.name,
+            "cgroup": memcg.relpath,
+            "limit_mib": leak.limit_mib,
+            "returncode": proc.returncode,
+            "ran_s": round(killed - started, 1),
+        }
 
 
 def _start_leak(scratch: ScratchMemcg, memcg: Memcg, leak: Leak) -> subprocess.Popen[bytes]:
     if leak.trainer_leak_mb is None:
         hog: HogProcess = spawn_hog(memcg, mode="anon", comm="leaky", **leak.hog)
         return hog
-    argv = ["sh", "-c", f'echo $$ > {memcg.fs_path}/cgroup.procs && exec "$0" "$@"',
-            sys.executable, *TRAINER, "--leak-mb-per-step", str(leak.trainer_leak_mb)]  # fmt: skip
+    argv = [
+        "sh",
+        "-c",
+        f'echo $$ > {memcg.fs_path}/cgroup.procs && exec "$0" "$@"',
+        sys.executable,
+        *TRAINER,
+        "--leak-mb-per-step",
+        str(leak.trainer_leak_mb),
+    ]
     proc = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     scratch.track_process(proc)
     return proc
 
 
-def results(state_dir: Path, leaks: list[dict[str, Any]], steady: dict[str, str],
-            soak_root: str, started_s: float) -> dict[str, Any]:  # fmt: skip
+def results(
+    state_dir: Path,
+    leaks: list[dict[str, Any]],
+    steady: dict[str, str],
+    soak_root: str,
+    started_s: float,
+) -> dict[str, Any]:
     """What the agent's store says of each leak kill and each soak container."""
     store = IncidentStore.open_readonly(state_dir)
     incidents = [i for i in store.query() if i.task_memcg]
@@ -152,16 +183,23 @@ def summary(found: dict[str, Any], soak_s: float) -> str:
         lead = f"{r['lead_time_s']:.0f} s" if r["lead_time_s"] is not None else "-"
         said = f"{r['predicted_s']:.0f} s" if r["predicted_s"] is not None else "-"
         warned = "yes" if r["predicted"] else f"no ({r['reason']})"
-        lines.append(f"| {r['name']} | {r['limit_mib']} MiB | {r['ran_s']:.0f} s | {warned} |"
-                     f" {lead} | {said} | {r['confidence'] or '-'} |")  # fmt: skip
+        lines.append(
+            f"| {r['name']} | {r['limit_mib']} MiB | {r['ran_s']:.0f} s | {warned} |"
+            f" {lead} | {said} | {r['confidence'] or '-'} |"
+        )
     share = len(early) / len(kills) if kills else 0.0
     lines.append(f"\nleak kills warned >= 60 s ahead: {len(early)}/{len(kills)} ({share:.0%})")
-    lines.append(f"false warnings on {len(found['soak_containers'])} steady containers over"
-                 f" {soak_s / 60:.0f} min: {len(found['false_warnings'])}")  # fmt: skip
-    lines.append(f"warnings on the leaks' scratch roots (nested limits the leak never reached):"
-                 f" {found['leak_parent_warnings']}")  # fmt: skip
-    lines.append(f"(warnings on other cgroups of the machine, not counted:"
-                 f" {found['other_warnings']})")  # fmt: skip
+    lines.append(
+        f"false warnings on {len(found['soak_containers'])} steady containers over"
+        f" {soak_s / 60:.0f} min: {len(found['false_warnings'])}"
+    )
+    lines.append(
+        f"warnings on the leaks' scratch roots (nested limits the leak never reached):"
+        f" {found['leak_parent_warnings']}"
+    )
+    lines.append(
+        f"(warnings on other cgroups of the machine, not counted: {found['other_warnings']})"
+    )
     return "\n".join(lines)
 
 
@@ -198,15 +236,21 @@ def main(argv: list[str] | None = None) -> int:
                 print(json.dumps(runs[-1]), flush=True)
                 time.sleep(5)  # the kill is recorded and joined
             time.sleep(max(0.0, started_s + soak_s - time.time()))
-            alive = {name: memcg.pids() != [] for name, memcg in
-                     ((n, Memcg(soak, rel)) for n, rel in steady.items())}  # fmt: skip
+            alive = {
+                name: memcg.pids() != []
+                for name, memcg in ((n, Memcg(soak, rel)) for n, rel in steady.items())
+            }
     finally:
         cpu = psutil.Process(agent.pid).cpu_times()
         agent.send_signal(signal.SIGTERM)
         agent.wait(timeout=30)
     found = results(state_dir, runs, steady, soak_root, started_s)
-    found.update(soak_s=round(time.time() - started_s), steady_alive=alive,
-                 agent_cpu_s=round(cpu.user + cpu.system, 1), state_dir=str(state_dir))  # fmt: skip
+    found.update(
+        soak_s=round(time.time() - started_s),
+        steady_alive=alive,
+        agent_cpu_s=round(cpu.user + cpu.system, 1),
+        state_dir=str(state_dir),
+    )
     if args.out is not None:
         args.out.write_text(json.dumps(found, indent=1) + "\n")
     print(summary(found, soak_s))

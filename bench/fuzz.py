@@ -45,9 +45,18 @@ from oomwatch.probe.ring import (
 from oomwatch.probe.schema import SchemaError
 
 ROOT = Path(__file__).resolve().parents[1]
-HOSTILE_JSON = [b"[" * 5000, b'{"a":' * 400, b"1e999999", b'{"wall_s": NaN}', b"\xff\xfe",
-                b'{"rss_bytes": 1' + b"0" * 5000 + b"}", b'{"cuda": {"device": [1]}}',
-                b'{"phase": "' + b"\\ud800" * 10 + b'"}', b"{}" * 100, b'"' * 3000]  # fmt: skip
+HOSTILE_JSON = [
+    b"[" * 5000,
+    b'{"a":' * 400,
+    b"1e999999",
+    b'{"wall_s": NaN}',
+    b"\xff\xfe",
+    b'{"rss_bytes": 1' + b"0" * 5000 + b"}",
+    b'{"cuda": {"device": [1]}}',
+    b'{"phase": "' + b"\\ud800" * 10 + b'"}',
+    b"{}" * 100,
+    b'"' * 3000,
+]
 
 
 def peak_rss_mib() -> float:
@@ -59,8 +68,14 @@ def peak_rss_mib() -> float:
 
 def base_image(rng: random.Random) -> bytes:
     geometry = RingGeometry(slot_bytes=512, sample_slots=rng.randint(1, 8), event_slots=2)
-    meta = {"pid": 7, "comm": "python", "started_wall_s": 1.0, "started_mono_s": 1.0,
-            "pod_uid": "u", "cgroup": "/kubepods/podu/c"}  # fmt: skip
+    meta = {
+        "pid": 7,
+        "comm": "python",
+        "started_wall_s": 1.0,
+        "started_mono_s": 1.0,
+        "pod_uid": "u",
+        "cgroup": "/kubepods/podu/c",
+    }
     data = bytearray(geometry.file_bytes)
     data[:HEADER_BYTES] = encode_header(geometry, meta)
     for seq in range(1, rng.randint(1, 12)):
@@ -153,9 +168,10 @@ def mutate_log(rng: random.Random, lines: list[str]) -> str:
             j = rng.randrange(len(out))
             out[i], out[j] = out[j], out[i]
         elif op == 4:
-            out[i] = "".join(str(rng.choice([0, 9, 2**64, -1]))
-                             if c.isdigit() and rng.random() < 0.3 else c
-                             for c in out[i])  # fmt: skip
+            out[i] = "".join(
+                str(rng.choice([0, 9, 2**64, -1])) if c.isdigit() and rng.random() < 0.3 else c
+                for c in out[i]
+            )
         elif op == 5:
             at = rng.randrange(len(out[i]) + 1)
             junk = rng.choice(["\x1b[2J", "\x00", "\u202e", "\r", "\ud800", "(", "=", ":"])
@@ -169,8 +185,10 @@ def mutate_log(rng: random.Random, lines: list[str]) -> str:
 
 def fuzz_decode(cases: int, seed: int) -> tuple[int, list[str]]:
     rng = random.Random(seed)
-    corpus = [p.read_text(errors="replace").splitlines() for p in
-              sorted((ROOT / "tests" / "data" / "corpus").glob("*.log"))]  # fmt: skip
+    corpus = [
+        p.read_text(errors="replace").splitlines()
+        for p in sorted((ROOT / "tests" / "data" / "corpus").glob("*.log"))
+    ]
     corpus.append((ROOT / "tests" / "daemon" / "data" / "memcg_kill.kmsg").read_text().splitlines())
     errors: list[str] = []
     incidents = 0
@@ -193,10 +211,20 @@ def fuzz_decode(cases: int, seed: int) -> tuple[int, list[str]]:
     return cases, errors
 
 
-JSON_DAMAGE = [b"[" * 200_000, b'{"MESSAGE":' * 3000, b'"MESSAGE":null', b'"MESSAGE":[1,2]',
-               b'"__REALTIME_TIMESTAMP":"x"', b'"_SOURCE_MONOTONIC_TIMESTAMP":"-1"',
-               b"\xff\xfe\x80", b'"MESSAGE":"' + b"\\ud800" * 50 + b'"',
-               b'"PRIORITY":1e999', b"\x00" * 10, b"}" * 50, b"\x1e"]  # fmt: skip
+JSON_DAMAGE = [
+    b"[" * 200_000,
+    b'{"MESSAGE":' * 3000,
+    b'"MESSAGE":null',
+    b'"MESSAGE":[1,2]',
+    b'"__REALTIME_TIMESTAMP":"x"',
+    b'"_SOURCE_MONOTONIC_TIMESTAMP":"-1"',
+    b"\xff\xfe\x80",
+    b'"MESSAGE":"' + b"\\ud800" * 50 + b'"',
+    b'"PRIORITY":1e999',
+    b"\x00" * 10,
+    b"}" * 50,
+    b"\x1e",
+]
 
 
 def mutate_journal(rng: random.Random, data: bytes) -> bytes:
@@ -234,8 +262,11 @@ def fuzz_journal(cases: int, seed: int) -> tuple[int, list[str]]:
     from oomwatch.report.sniff import InputError
 
     rng = random.Random(seed)
-    dumps = [p.read_bytes() for p in sorted((ROOT / "tests" / "data" / "journal").iterdir())
-             if p.suffix in (".json", ".export", ".json-pretty")]  # fmt: skip
+    dumps = [
+        p.read_bytes()
+        for p in sorted((ROOT / "tests" / "data" / "journal").iterdir())
+        if p.suffix in (".json", ".export", ".json-pretty")
+    ]
     errors: list[str] = []
     incidents = refused = 0
     with tempfile.TemporaryDirectory() as tmp:
@@ -262,9 +293,14 @@ def main() -> None:
     started = time.perf_counter()
     run = {"probe": fuzz_probe, "decode": fuzz_decode, "journal": fuzz_journal}[args.target]
     cases, errors = run(args.cases, args.seed)
-    result = {"target": args.target, "cases": cases, "exceptions": len(errors),
-              "seconds": round(time.perf_counter() - started, 1),
-              "peak_rss_mib": round(peak_rss_mib(), 1), "first": errors[:5]}  # fmt: skip
+    result = {
+        "target": args.target,
+        "cases": cases,
+        "exceptions": len(errors),
+        "seconds": round(time.perf_counter() - started, 1),
+        "peak_rss_mib": round(peak_rss_mib(), 1),
+        "first": errors[:5],
+    }
     print(json.dumps(result))
     sys.exit(1 if errors else 0)
 

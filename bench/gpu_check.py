@@ -195,19 +195,33 @@ class Agent:
 
     def __init__(self, work: Path, env: dict[str, str], cgroup_root: str | None) -> None:
         self.port = free_port()
-        argv = [sys.executable, "-m", "oomwatch.cli", "run", "--standalone",
-                "--state-dir", str(work / "state"), "--probe-dir", str(work / "probe"),
-                "--metrics-address", f"127.0.0.1:{self.port}", "--log-format", "json"]  # fmt: skip
+        argv = [
+            sys.executable,
+            "-m",
+            "oomwatch.cli",
+            "run",
+            "--standalone",
+            "--state-dir",
+            str(work / "state"),
+            "--probe-dir",
+            str(work / "probe"),
+            "--metrics-address",
+            f"127.0.0.1:{self.port}",
+            "--log-format",
+            "json",
+        ]
         if cgroup_root:
             argv += ["--cgroup-root", cgroup_root]
         self.log = open(work / f"agent-{self.port}.log", "wb")  # noqa: SIM115
-        self.proc = subprocess.Popen(argv, stdout=self.log, stderr=subprocess.STDOUT, env=env,
-                                     cwd=REPO)  # fmt: skip
+        self.proc = subprocess.Popen(
+            argv, stdout=self.log, stderr=subprocess.STDOUT, env=env, cwd=REPO
+        )
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise SystemExit(f"gpu_check: the agent exited {self.proc.returncode}; see"
-                                 f" {self.log.name}")  # fmt: skip
+                raise SystemExit(
+                    f"gpu_check: the agent exited {self.proc.returncode}; see {self.log.name}"
+                )
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/healthz", timeout=1):
                     return
@@ -247,14 +261,24 @@ def container_of(incident: Any) -> str:
     return str(((incident.allocator or {}).get("claimed") or {}).get("container") or "")
 
 
-def run_program(name: str, base_env: dict[str, str], work: Path, step: int,
-                extra: dict[str, str] | None = None) -> int:  # fmt: skip
+def run_program(
+    name: str, base_env: dict[str, str], work: Path, step: int, extra: dict[str, str] | None = None
+) -> int:
     env = {**base_env, "OOMWATCH_CONTAINER_NAME": name, "STEP": str(step), **(extra or {})}
     script = work / f"{name}.py"
     script.write_text(PRELUDE + PROGRAMS[name])
     if name == "two-ranks":
-        argv = [sys.executable, "-m", "torch.distributed.run", "--standalone",
-                "--nproc-per-node", "2", "--max-restarts", "0", str(script)]  # fmt: skip
+        argv = [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc-per-node",
+            "2",
+            "--max-restarts",
+            "0",
+            str(script),
+        ]
     else:
         argv = [sys.executable, str(script)]
     run = subprocess.run(argv, env=env, cwd=work, capture_output=True, text=True, timeout=300)
@@ -274,17 +298,21 @@ def preflight(args: argparse.Namespace, paths: list[str]) -> bool | None:
 
     missing = [m for m in ("structlog", "prometheus_client", "psutil", "yaml") if not find_spec(m)]
     if missing:
-        print(f"gpu_check: the agent needs {', '.join(missing)}: install their wheels into a"
-              " directory and pass --extra-path DIR (see this file's docstring).",
-              file=sys.stderr)  # fmt: skip
+        print(
+            f"gpu_check: the agent needs {', '.join(missing)}: install their wheels into a"
+            " directory and pass --extra-path DIR (see this file's docstring).",
+            file=sys.stderr,
+        )
         return None
     cuda = bool(torch.cuda.is_available())
     if not cuda and not args.cpu:
-        print(f"gpu_check: no CUDA device here (torch {torch.__version__}). Run it on a GPU"
-              " machine, or with --cpu to exercise the agent with the recorded messages; the"
-              " CPU tests cover the logic (tests/probe/test_restarts.py,"
-              " tests/probe/test_distributed.py, tests/diagnosis/test_device.py).",
-              file=sys.stderr)  # fmt: skip
+        print(
+            f"gpu_check: no CUDA device here (torch {torch.__version__}). Run it on a GPU"
+            " machine, or with --cpu to exercise the agent with the recorded messages; the"
+            " CPU tests cover the logic (tests/probe/test_restarts.py,"
+            " tests/probe/test_distributed.py, tests/diagnosis/test_device.py).",
+            file=sys.stderr,
+        )
         return None
     name = torch.cuda.get_device_name(0) if cuda else "no GPU (--cpu: recorded messages)"
     print(f"gpu_check: {name}, torch {torch.__version__}", flush=True)
@@ -310,8 +338,9 @@ class Outcome:
     seconds: float
 
 
-def run_scenarios(scenarios: list[Scenario], env: dict[str, str], work: Path, cuda: bool,
-                  cgroup_root: str | None) -> Outcome:  # fmt: skip
+def run_scenarios(
+    scenarios: list[Scenario], env: dict[str, str], work: Path, cuda: bool, cgroup_root: str | None
+) -> Outcome:
     """Each scenario's programs against one agent (restarted once); what it stored."""
     started = time.monotonic()
     agent = Agent(work, env, cgroup_root)
@@ -327,8 +356,9 @@ def run_scenarios(scenarios: list[Scenario], env: dict[str, str], work: Path, cu
             if sc.name == "expandable":
                 extra["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"
             if sc.name == "shared" and cuda:
-                holder = subprocess.Popen([sys.executable, "-c", HOLDER], env=env,
-                                          stdout=subprocess.PIPE, text=True)  # fmt: skip
+                holder = subprocess.Popen(
+                    [sys.executable, "-c", HOLDER], env=env, stdout=subprocess.PIPE, text=True
+                )
                 assert holder.stdout is not None
                 holder.stdout.readline()  # "holding"
                 sc.notes.append(f"holder pid {holder.pid}")
@@ -348,8 +378,9 @@ def run_scenarios(scenarios: list[Scenario], env: dict[str, str], work: Path, cu
         while len(stored(work / "state")) < want and time.monotonic() < deadline:
             time.sleep(0.5)
         time.sleep(3)  # and nothing more arrives
-        return Outcome(stored(work / "state"), agent.metrics(), restarted_at,
-                       time.monotonic() - started)  # fmt: skip
+        return Outcome(
+            stored(work / "state"), agent.metrics(), restarted_at, time.monotonic() - started
+        )
     finally:
         if holder is not None:
             holder.kill()
@@ -371,24 +402,45 @@ def scenario_rows(scenarios: list[Scenario], outcome: Outcome) -> tuple[list[Row
             sc.notes.append(f"named {[p.get('pid') for p in named]}")
         if sc.name == "two-ranks" and mine:
             alloc = mine[0].allocator or {}
-            sc.notes.append(f"rank {alloc.get('rank')} of {alloc.get('world_size')} on"
-                            f" {alloc.get('device')}, ranks {alloc.get('ranks')}")  # fmt: skip
+            sc.notes.append(
+                f"rank {alloc.get('rank')} of {alloc.get('world_size')} on"
+                f" {alloc.get('device')}, ranks {alloc.get('ranks')}"
+            )
         if mine:
             sc.notes.append(f"verdict: {mine[0].verdict}")
         skipped = sc.want_rc < 0
         ok = ok and (good or skipped)
-        rows.append((sc.name, ",".join(map(str, sc.got_rcs)) or "-", str(len(mine)),
-                     str(sc.want_incidents), ",".join(codes) or "-",
-                     "skip" if skipped else "yes" if good else "NO",
-                     "; ".join(sc.notes)))  # fmt: skip
-    counted = [line for line in outcome.metrics.splitlines()
-               if line.startswith("oomwatch_framework_oom_total{")]  # fmt: skip
+        rows.append(
+            (
+                sc.name,
+                ",".join(map(str, sc.got_rcs)) or "-",
+                str(len(mine)),
+                str(sc.want_incidents),
+                ",".join(codes) or "-",
+                "skip" if skipped else "yes" if good else "NO",
+                "; ".join(sc.notes),
+            )
+        )
+    counted = [
+        line
+        for line in outcome.metrics.splitlines()
+        if line.startswith("oomwatch_framework_oom_total{")
+    ]
     total = sum(float(line.rsplit(" ", 1)[1]) for line in counted)
     since = [i for i in outcome.found if (iso_epoch_s(i.detected_at) or 0) >= outcome.restarted_at]
     good = total == len(since)
     note = "what the restarted agent counted = what it stored"
-    rows.append(("metric", "-", f"{total:.0f}", str(len(since)), "oomwatch_framework_oom_total",
-                 "yes" if good else "NO", note))  # fmt: skip
+    rows.append(
+        (
+            "metric",
+            "-",
+            f"{total:.0f}",
+            str(len(since)),
+            "oomwatch_framework_oom_total",
+            "yes" if good else "NO",
+            note,
+        )
+    )
     return rows, ok and good
 
 
@@ -403,8 +455,9 @@ def overhead_rows(env: dict[str, str], seconds: float, cuda: bool) -> list[Row]:
     for rate in ("1", "100"):
         cost = (1 - rates[rate] / rates["off"]) * 100
         without = f"{cost:.2f} % slower than {rates['off']:.2f} steps/s without the probe"
-        rows.append((f"overhead {rate} Hz", "-", "-", "-", f"{rates[rate]:.2f} steps/s", "-",
-                     without))  # fmt: skip
+        rows.append(
+            (f"overhead {rate} Hz", "-", "-", "-", f"{rates[rate]:.2f} steps/s", "-", without)
+        )
     return rows
 
 
@@ -423,13 +476,20 @@ def main() -> int:
     work = Path(args.work or tempfile.mkdtemp(prefix="gpu-check-"))
     (work / "probe").mkdir(parents=True, exist_ok=True)
     env = {k: v for k, v in os.environ.items() if not k.startswith("OOMWATCH_")}
-    env.update(PYTHONPATH=os.pathsep.join(paths), PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1",
-               OOMWATCH_PROBE_DIR=str(work / "probe"), OOMWATCH_POD_UID=POD_UID,
-               OOMWATCH_POD_NAME="trainer-0", OOMWATCH_POD_NAMESPACE="ml")  # fmt: skip
+    env.update(
+        PYTHONPATH=os.pathsep.join(paths),
+        PYTHONUNBUFFERED="1",
+        OMP_NUM_THREADS="1",
+        OOMWATCH_PROBE_DIR=str(work / "probe"),
+        OOMWATCH_POD_UID=POD_UID,
+        OOMWATCH_POD_NAME="trainer-0",
+        OOMWATCH_POD_NAMESPACE="ml",
+    )
     if not cuda:
         env["GPU_CHECK_CPU"] = "1"
-    scenarios = [Scenario(sc.name, sc.runs, sc.want_incidents, sc.want_code, sc.want_rc)
-                 for sc in SCENARIOS]  # fmt: skip
+    scenarios = [
+        Scenario(sc.name, sc.runs, sc.want_incidents, sc.want_code, sc.want_rc) for sc in SCENARIOS
+    ]
     outcome = run_scenarios(scenarios, env, work, cuda, args.cgroup_root)
     rows, ok = scenario_rows(scenarios, outcome)
     rows = [("scenario", "exit", "incidents", "want", "verdict code", "ok", "notes"), *rows]

@@ -214,8 +214,12 @@ def main() -> int:
         "task's CPU may be busy writing the kill line to a serial console (interrupts off); "
         "this separates the agent's own latency from that",
     )
-    parser.add_argument("--probe-flood", metavar="DIRS,ENTRIES", default=None,
-                        help="pod directories of hard links in its probe directory")  # fmt: skip
+    parser.add_argument(
+        "--probe-flood",
+        metavar="DIRS,ENTRIES",
+        default=None,
+        help="pod directories of hard links in its probe directory",
+    )
     args = parser.parse_args()
     agent_cpus = None
     if args.pin:

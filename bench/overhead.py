@@ -66,10 +66,20 @@ def free_port() -> int:
 
 def start_daemon(state_dir: Path, port: int) -> subprocess.Popen[bytes]:
     cmd = [
-        sys.executable, "-m", "oomwatch.cli", "run", "--standalone",
-        "--state-dir", str(state_dir), "--metrics-address", f"127.0.0.1:{port}",
-        "--cgroup-root", "/sys/fs/cgroup", "--log-format", "json",
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "oomwatch.cli",
+        "run",
+        "--standalone",
+        "--state-dir",
+        str(state_dir),
+        "--metrics-address",
+        f"127.0.0.1:{port}",
+        "--cgroup-root",
+        "/sys/fs/cgroup",
+        "--log-format",
+        "json",
+    ]
     log = open(state_dir / "daemon.log", "wb")  # noqa: SIM115 - lives as long as the daemon
     return subprocess.Popen(
         cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=_env()

@@ -20,17 +20,38 @@ from oomwatch.probe.schema import ProbeMeta, ProbeSample, to_payload
 
 def _fill(directory: Path, files: int, round_no: int) -> None:
     for i in range(files):
-        meta = ProbeMeta(pid=1000 + i, comm="python3", started_wall_s=time.time(),
-                         started_mono_s=time.monotonic(), cgroup=f"/kubepods/pod{i}/c{i}",
-                         pod_uid=f"pod{i}", container="trainer")  # fmt: skip
+        meta = ProbeMeta(
+            pid=1000 + i,
+            comm="python3",
+            started_wall_s=time.time(),
+            started_mono_s=time.monotonic(),
+            cgroup=f"/kubepods/pod{i}/c{i}",
+            pod_uid=f"pod{i}",
+            container="trainer",
+        )
         writer = RingWriter(str(directory / f"pod{i}.trainer.ring"), to_payload(meta))
         for seq in range(SAMPLE_SLOTS):  # every slot written: the largest file there is
-            writer.write_sample(to_payload(ProbeSample(
-                wall_s=time.time(), mono_s=time.monotonic(), rss_bytes=(500 + seq) << 20,
-                uss_bytes=480 << 20, anon_bytes=400 << 20, shmem_bytes=round_no << 20,
-                phase="grand_scoring", epoch=round_no, step=seq, batch_size=256,
-                cuda={"device": "cuda:0", "allocated_bytes": 1 << 30, "reserved_bytes": 2 << 30},
-            )))  # fmt: skip
+            writer.write_sample(
+                to_payload(
+                    ProbeSample(
+                        wall_s=time.time(),
+                        mono_s=time.monotonic(),
+                        rss_bytes=(500 + seq) << 20,
+                        uss_bytes=480 << 20,
+                        anon_bytes=400 << 20,
+                        shmem_bytes=round_no << 20,
+                        phase="grand_scoring",
+                        epoch=round_no,
+                        step=seq,
+                        batch_size=256,
+                        cuda={
+                            "device": "cuda:0",
+                            "allocated_bytes": 1 << 30,
+                            "reserved_bytes": 2 << 30,
+                        },
+                    )
+                )
+            )
         writer.close()
 
 
@@ -53,8 +74,10 @@ def main() -> None:
         per_file_ms.sort()
         median = per_file_ms[len(per_file_ms) // 2]
         spread = f"{per_file_ms[0]:.2f}-{per_file_ms[-1]:.2f}"
-        print(f"{args.files} files x {SAMPLE_SLOTS} samples: {median:.2f} ms a file "
-              f"(median of {args.rounds} walks; range {spread})")  # fmt: skip
+        print(
+            f"{args.files} files x {SAMPLE_SLOTS} samples: {median:.2f} ms a file "
+            f"(median of {args.rounds} walks; range {spread})"
+        )
 
 
 if __name__ == "__main__":

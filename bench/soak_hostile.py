@@ -144,19 +144,36 @@ def group_kill(first_pid: int, members: int, cgroup: str = CONTAINER) -> list[by
 
 
 def probe_meta(pod_uid: str | None, pid: int) -> dict[str, Any]:
-    return to_payload(ProbeMeta(pid=pid, comm="python3", started_wall_s=time.time() - 60,
-                                started_mono_s=max(0.0, time.monotonic() - 60), boot_id="b",
-                                cgroup=None, pod_uid=pod_uid, pod_name="trainer-0",
-                                namespace="ml", container="trainer"))  # fmt: skip
+    return to_payload(
+        ProbeMeta(
+            pid=pid,
+            comm="python3",
+            started_wall_s=time.time() - 60,
+            started_mono_s=max(0.0, time.monotonic() - 60),
+            boot_id="b",
+            cgroup=None,
+            pod_uid=pod_uid,
+            pod_name="trainer-0",
+            namespace="ml",
+            container="trainer",
+        )
+    )
 
 
 def one_event(path: Path, owner: int, pod_uid: str | None, pid: int) -> None:
     """A ring file with one framework OOM, written as the trainer-side probe writes it, then
     made readable by anyone (as a pod that wants it read by path would)."""
     writer = RingWriter(str(path), probe_meta(pod_uid, pid))
-    writer.write_event(to_payload(FrameworkOomEvent(
-        wall_s=time.time(), mono_s=time.monotonic(), framework="torch-cuda",
-        message="CUDA out of memory. Tried to allocate 2.00 GiB")))  # fmt: skip
+    writer.write_event(
+        to_payload(
+            FrameworkOomEvent(
+                wall_s=time.time(),
+                mono_s=time.monotonic(),
+                framework="torch-cuda",
+                message="CUDA out of memory. Tried to allocate 2.00 GiB",
+            )
+        )
+    )
     writer.close()
     os.chown(path, owner, -1)  # the group stays the directory's (setgid), as a pod's file's
     os.chmod(path, 0o644)  # a hostile pod's own file need not be 0600: readable by path
@@ -227,8 +244,11 @@ class GroupContainer:
 
 def metric_sum(body: str, name: str) -> float:
     """The sum of a counter's series in a Prometheus text body."""
-    return sum(float(line.rsplit(" ", 1)[1]) for line in body.splitlines()
-               if line.startswith(name + "{") or line.startswith(name + " "))  # fmt: skip
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in body.splitlines()
+        if line.startswith(name + "{") or line.startswith(name + " ")
+    )
 
 
 def forecast_containers(container_dir: Path) -> list[Path]:
@@ -267,9 +287,12 @@ class HealthProbe(threading.Thread):
         """The probes since the last call: how many, not 200, over 1 s, slowest (s)."""
         with self.lock:
             window, self.window = self.window, []
-        return {"n": len(window), "bad": sum(s != 200 for s, _ in window),
-                "over_1s": sum(t > 1.0 for _, t in window),
-                "max_s": round(max((t for _, t in window), default=0.0), 2)}  # fmt: skip
+        return {
+            "n": len(window),
+            "bad": sum(s != 200 for s, _ in window),
+            "over_1s": sum(t > 1.0 for _, t in window),
+            "max_s": round(max((t for _, t in window), default=0.0), 2),
+        }
 
 
 def launcher(uid: int, src: Path) -> list[str]:
@@ -277,9 +300,19 @@ def launcher(uid: int, src: Path) -> list[str]:
     securityContext has it (runAsUser/runAsGroup, drop ALL, allowPrivilegeEscalation false)."""
     if uid == 0:
         return [sys.executable]
-    return ["setpriv", f"--reuid={uid}", f"--regid={AGENT_GID}", "--clear-groups",
-            "--inh-caps=-all", "--ambient-caps=-all", "--bounding-set=-all", "--no-new-privs",
-            "env", f"PYTHONPATH={src}:{SITE_PACKAGES}", "/usr/bin/python3"]  # fmt: skip
+    return [
+        "setpriv",
+        f"--reuid={uid}",
+        f"--regid={AGENT_GID}",
+        "--clear-groups",
+        "--inh-caps=-all",
+        "--ambient-caps=-all",
+        "--bounding-set=-all",
+        "--no-new-privs",
+        "env",
+        f"PYTHONPATH={src}:{SITE_PACKAGES}",
+        "/usr/bin/python3",
+    ]
 
 
 def prepare_dirs(work: Path, uid: int) -> None:
@@ -311,10 +344,21 @@ def start_relay(work: Path, env: dict[str, str]) -> tuple[subprocess.Popen[bytes
     source = work / "kmsg.source"
     os.mkfifo(source, 0o600)
     fd = os.open(source, os.O_RDWR | os.O_NONBLOCK)
-    relay = subprocess.Popen([sys.executable, "-m", "oomwatch.kmsg_relay", "--kmsg", str(source),
-                              "--fifo", str(work / "kmsg.fifo")], env=env, cwd=env["PYTHONPATH"],
-                             stdin=subprocess.DEVNULL,
-                             stderr=open(work / "relay.stderr", "wb"))  # noqa: SIM115  # fmt: skip
+    relay = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "oomwatch.kmsg_relay",
+            "--kmsg",
+            str(source),
+            "--fifo",
+            str(work / "kmsg.fifo"),
+        ],
+        env=env,
+        cwd=env["PYTHONPATH"],
+        stdin=subprocess.DEVNULL,
+        stderr=open(work / "relay.stderr", "wb"),  # noqa: SIM115
+    )
     deadline = time.monotonic() + 30
     while not (work / "kmsg.fifo").exists():  # the relay makes it (ensure_fifo), 0666
         if relay.poll() is not None or time.monotonic() > deadline:
@@ -338,22 +382,28 @@ def oom_kills(memcg: ScratchMemcg) -> int:
         return -1
 
 
-def in_memcg(memcg: ScratchMemcg, command: list[str], env: dict[str, str], cwd: Path,
-             timeout_s: float) -> dict[str, Any]:  # fmt: skip
+def in_memcg(
+    memcg: ScratchMemcg, command: list[str], env: dict[str, str], cwd: Path, timeout_s: float
+) -> dict[str, Any]:
     """Run `command` inside the agent's memcg (as `kubectl exec` into its container would);
     the shell joins the memcg as root, then execs `command` (which may drop privilege)."""
     procs = memcg.fs_path / "cgroup.procs"
     wrapped = ["sh", "-c", f'echo $$ > {procs} && exec "$@"', "sh", *command]
     started = time.monotonic()
     try:
-        run = subprocess.run(wrapped, env=env, cwd=cwd, stdin=subprocess.DEVNULL,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                             timeout=timeout_s)  # fmt: skip
+        run = subprocess.run(
+            wrapped,
+            env=env,
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            timeout=timeout_s,
+        )
         rc, err = run.returncode, run.stderr.decode(errors="replace")
     except subprocess.TimeoutExpired:
         rc, err = -999, "timeout"
-    return {"rc": rc, "s": round(time.monotonic() - started, 1),
-            "traceback": "Traceback" in err}  # fmt: skip
+    return {"rc": rc, "s": round(time.monotonic() - started, 1), "traceback": "Traceback" in err}
 
 
 def report_inputs(work: Path, uid: int) -> list[tuple[str, list[str]]]:
@@ -430,31 +480,56 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="oomwatch-soak22-"))
     src = work / "src"
     src.mkdir()
-    archive = subprocess.run(["git", "-C", str(ROOT), "archive", "HEAD"], check=True,
-                             capture_output=True).stdout  # fmt: skip
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", "HEAD"], check=True, capture_output=True
+    ).stdout
     subprocess.run(["tar", "-x", "-C", str(src)], input=archive, check=True)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OOMWATCH_", "KUBE"))}
     env["PYTHONPATH"] = str(src)
     prepare_dirs(work, args.agent_uid)
     relay, source_fd = start_relay(work, env)
     table = open(args.table, "w", buffering=1)  # noqa: SIM115
-    head = ("t_s", "alive", "healthz", "rss_mib", "hwm_mib", "memcg_mib", "memcg_peak_mib",
-            "failcnt", "memcg_oom_kills", "big_kills", "group_kills", "storm_kills",
-            "probe_files_rewritten", "report", "report_rc", "report_s", "report_tb",
-            "oom_kill_lines", "replayed_logged", "counter_only", "healthz_probes",
-            "healthz_bad", "healthz_over_1s", "healthz_max_s", "load1", "metric_oom_kills",
-            "metric_group_kills", "group_victims_counted")  # fmt: skip
+    head = (
+        "t_s",
+        "alive",
+        "healthz",
+        "rss_mib",
+        "hwm_mib",
+        "memcg_mib",
+        "memcg_peak_mib",
+        "failcnt",
+        "memcg_oom_kills",
+        "big_kills",
+        "group_kills",
+        "storm_kills",
+        "probe_files_rewritten",
+        "report",
+        "report_rc",
+        "report_s",
+        "report_tb",
+        "oom_kill_lines",
+        "replayed_logged",
+        "counter_only",
+        "healthz_probes",
+        "healthz_bad",
+        "healthz_over_1s",
+        "healthz_max_s",
+        "load1",
+        "metric_oom_kills",
+        "metric_group_kills",
+        "group_victims_counted",
+    )
     table.write("\t".join(head) + "\n")
-    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
-                            capture_output=True, text=True).stdout.strip()  # fmt: skip
+    commit = subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
     print(f"soak_hostile: work {work}, commit {commit}", flush=True)
     inputs = report_inputs(work, args.agent_uid)
     run_as = launcher(args.agent_uid, src)
     counts = {"big": 0, "group": 0, "storm": 0, "rewritten": 0, "reports": 0, "report_fail": 0}
     with ScratchMemcg(LIMIT_BYTES, exclusive=False) as memcg:
         own = Path("/proc/self/cgroup").read_text()
-        home = next(line.split(":", 2)[2] for line in own.splitlines()
-                    if ":memory:" in line)  # fmt: skip
+        home = next(line.split(":", 2)[2] for line in own.splitlines() if ":memory:" in line)
         (memcg.fs_path / "cgroup.procs").write_text(str(os.getpid()))  # the agent forks here
         try:
             ctx = running_agent(src, work, "--probe-pod-dirs", launcher=run_as)
@@ -490,8 +565,11 @@ def main() -> int:
                 pid += 40_000
                 counts["big"] += 1
                 time.sleep(2)
-                in_kernel_order(feeder, group_kill(pid, GROUP_MEMBERS, group.cgroup),
-                                lambda: group.count(GROUP_MEMBERS))  # fmt: skip
+                in_kernel_order(
+                    feeder,
+                    group_kill(pid, GROUP_MEMBERS, group.cgroup),
+                    lambda: group.count(GROUP_MEMBERS),
+                )
                 sent.add(pid)
                 pid += 40_000
                 counts["group"] += 1
@@ -507,8 +585,9 @@ def main() -> int:
                     one_event(probe / f"f{uid}.ring", 20_000 + uid, None, 5000 + uid)
                 counts["rewritten"] += 100
                 name, report_args = inputs[cycle % len(inputs)]
-                report = in_memcg(memcg, [*run_as, "-m", "oomwatch.cli", "report",
-                                          *report_args], env, src, 300)  # fmt: skip
+                report = in_memcg(
+                    memcg, [*run_as, "-m", "oomwatch.cli", "report", *report_args], env, src, 300
+                )
                 counts["reports"] += 1
                 counts["report_fail"] += report["rc"] not in (0, 1) or report["traceback"]
                 while time.monotonic() - cycle_start < args.cycle_s - 1:
@@ -522,22 +601,41 @@ def main() -> int:
                 counter_only = sum(bool(e.get("kmsg_missing")) for _, e in logged)
                 probes = health.take()
                 metrics = agent.get("/metrics")[1] if alive else ""
-                group_victims = sum(int(e.get("victims") or 0) for _, e in logged
-                                    if e.get("group_kill") and not e.get("kmsg_missing")
-                                    )  # fmt: skip
-                row = (round(time.monotonic() - started), alive, healthz,
-                       round(status.get("VmRSS", 0) / 1024, 1),
-                       round(status.get("VmHWM", 0) / 1024, 1),
-                       round(memcg_v1(memcg, "memory.usage_in_bytes") / MiB, 1),
-                       round(memcg_v1(memcg, "memory.max_usage_in_bytes") / MiB, 1),
-                       memcg_v1(memcg, "memory.failcnt"), oom_kills(memcg), counts["big"],
-                       counts["group"], counts["storm"], counts["rewritten"], name, report["rc"],
-                       report["s"], report["traceback"], oom_lines, replayed_logged,
-                       counter_only, probes["n"], probes["bad"], probes["over_1s"],
-                       probes["max_s"], round(os.getloadavg()[0], 2),
-                       metric_sum(metrics, "oomwatch_oom_kills_total"),
-                       metric_sum(metrics, "oomwatch_group_oom_kills_total"),
-                       group_victims)  # fmt: skip
+                group_victims = sum(
+                    int(e.get("victims") or 0)
+                    for _, e in logged
+                    if e.get("group_kill") and not e.get("kmsg_missing")
+                )
+                row = (
+                    round(time.monotonic() - started),
+                    alive,
+                    healthz,
+                    round(status.get("VmRSS", 0) / 1024, 1),
+                    round(status.get("VmHWM", 0) / 1024, 1),
+                    round(memcg_v1(memcg, "memory.usage_in_bytes") / MiB, 1),
+                    round(memcg_v1(memcg, "memory.max_usage_in_bytes") / MiB, 1),
+                    memcg_v1(memcg, "memory.failcnt"),
+                    oom_kills(memcg),
+                    counts["big"],
+                    counts["group"],
+                    counts["storm"],
+                    counts["rewritten"],
+                    name,
+                    report["rc"],
+                    report["s"],
+                    report["traceback"],
+                    oom_lines,
+                    replayed_logged,
+                    counter_only,
+                    probes["n"],
+                    probes["bad"],
+                    probes["over_1s"],
+                    probes["max_s"],
+                    round(os.getloadavg()[0], 2),
+                    metric_sum(metrics, "oomwatch_oom_kills_total"),
+                    metric_sum(metrics, "oomwatch_group_oom_kills_total"),
+                    group_victims,
+                )
                 table.write("\t".join(map(str, row)) + "\n")
                 cycle += 1
                 if not alive:
@@ -554,12 +652,23 @@ def main() -> int:
     # oomwatch_group_oom_kills_total, its kill lines in oomwatch_oom_kills_total.
     groups = counts["group"]
     group_kills_counted = row[-2] == groups and row[-1] == groups * GROUP_MEMBERS
-    verdict.update(group_kills_counted=group_kills_counted, metric_group_kills=row[-2],
-                   metric_oom_kills=row[-3], group_victims_logged=row[-1])  # fmt: skip
+    verdict.update(
+        group_kills_counted=group_kills_counted,
+        metric_group_kills=row[-2],
+        metric_oom_kills=row[-3],
+        group_victims_logged=row[-1],
+    )
     verdict["survived"] = verdict["survived"] and group_kills_counted and row[19] == 0
-    verdict.update(counts=counts, peak_memcg_mib=row[6], peak_rss_mib=row[4], counter_only=row[19],
-                   memcg_oom_kills=row[8], cycles=cycle, agent_uid=args.agent_uid,
-                   relay_exit=relay.returncode)  # fmt: skip
+    verdict.update(
+        counts=counts,
+        peak_memcg_mib=row[6],
+        peak_rss_mib=row[4],
+        counter_only=row[19],
+        memcg_oom_kills=row[8],
+        cycles=cycle,
+        agent_uid=args.agent_uid,
+        relay_exit=relay.returncode,
+    )
     table.write("# " + json.dumps(verdict) + "\n")
     table.close()
     print(json.dumps(verdict), flush=True)
@@ -588,13 +697,32 @@ def start_trainer(trainer_dir: Path, src: Path, hold_s: float) -> subprocess.Pop
     ring file, handed to the agent over its socket), as a pod's would."""
     trainer_dir.mkdir(exist_ok=True)  # the kubelet's per-pod directory: the parent's mode
     trainer_dir.chmod(0o3777)
-    env = {"PYTHONPATH": str(src), "PATH": "/usr/bin:/bin", "OOMWATCH_PROBE_DIR": str(trainer_dir),
-           "OOMWATCH_POD_UID": TRAINER_UID, "OOMWATCH_POD_NAME": "trainer-0",
-           "OOMWATCH_POD_NAMESPACE": "ml", "OOMWATCH_CONTAINER_NAME": "trainer"}  # fmt: skip
-    return subprocess.Popen(["setpriv", "--reuid=1000", "--regid=1000", "--clear-groups",
-                             "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs",
-                             "/usr/bin/python3", "-c", TRAINER, str(hold_s)], env=env,
-                            stdin=subprocess.DEVNULL)  # fmt: skip
+    env = {
+        "PYTHONPATH": str(src),
+        "PATH": "/usr/bin:/bin",
+        "OOMWATCH_PROBE_DIR": str(trainer_dir),
+        "OOMWATCH_POD_UID": TRAINER_UID,
+        "OOMWATCH_POD_NAME": "trainer-0",
+        "OOMWATCH_POD_NAMESPACE": "ml",
+        "OOMWATCH_CONTAINER_NAME": "trainer",
+    }
+    return subprocess.Popen(
+        [
+            "setpriv",
+            "--reuid=1000",
+            "--regid=1000",
+            "--clear-groups",
+            "--inh-caps=-all",
+            "--bounding-set=-all",
+            "--no-new-privs",
+            "/usr/bin/python3",
+            "-c",
+            TRAINER,
+            str(hold_s),
+        ],
+        env=env,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def final_checks(agent: Any, feeder: Feeder, work: Path) -> dict[str, Any]:
@@ -615,16 +743,21 @@ def final_checks(agent: Any, feeder: Feeder, work: Path) -> dict[str, Any]:
         time.sleep(5)
         store = IncidentStore.open_readonly(work / "state")
         try:
-            trainer_recorded = any(i.kind == "framework" and i.pod_uid == TRAINER_UID
-                                   for i in store.iter_query())  # fmt: skip
+            trainer_recorded = any(
+                i.kind == "framework" and i.pod_uid == TRAINER_UID for i in store.iter_query()
+            )
         finally:
             store.close()
     alive = agent.proc.poll() is None
     trainer.kill()
     trainer.wait()
-    return {"survived": alive and kernel_logged and trainer_recorded, "alive": alive,
-            "real_kernel_kill_pid": real_pid, "real_kernel_kill_logged": kernel_logged,
-            "trainer_oom_recorded": trainer_recorded}  # fmt: skip
+    return {
+        "survived": alive and kernel_logged and trainer_recorded,
+        "alive": alive,
+        "real_kernel_kill_pid": real_pid,
+        "real_kernel_kill_logged": kernel_logged,
+        "trainer_oom_recorded": trainer_recorded,
+    }
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
 """The operational log writes, without structlog on the agent's path, the lines structlog's
-pipeline wrote (issue 26: `import structlog` was 11-16 MiB of the agent's RSS): the same keys
+pipeline wrote (`import structlog` alone was 11-16 MiB of the agent's RSS): the same keys
 in the same order, levels, tracebacks, escaping, and stdlib records with their `extra`."""
 
 from __future__ import annotations

@@ -55,10 +55,17 @@ def measure(trainer_args: Sequence[str], seconds: float, probe_dir: Path) -> dic
     """Per phase: [total, trainer anon, trainer shmem, workers' private dirty] bytes at the
     sample where the total peaked."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "examples.pruning_trainer", *trainer_args,
-         "--probe-dir", str(probe_dir)],
-        cwd=REPO, stdout=subprocess.DEVNULL,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "examples.pruning_trainer",
+            *trainer_args,
+            "--probe-dir",
+            str(probe_dir),
+        ],
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+    )
     reader = ProbeDirReader(probe_dir)
     peaks: dict[str, list[int]] = {}
     deadline = time.monotonic() + seconds

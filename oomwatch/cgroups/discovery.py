@@ -141,10 +141,12 @@ def discover(
         fs_dir, rel, depth, kube_depth = stack.pop()
         if kube_depth >= 0 and rel in notified and rel in known:
             children = sorted(
-                ((cg.fs_path, cg.relpath, depth + 1, kube_depth + 1)
-                 for cg in known_children.get(rel, ())),
+                (
+                    (cg.fs_path, cg.relpath, depth + 1, kube_depth + 1)
+                    for cg in known_children.get(rel, ())
+                ),
                 reverse=True,
-            )  # fmt: skip
+            )
         else:
             children = _children(fs_dir, rel, depth, kube_depth)
         for child in children:

@@ -96,8 +96,12 @@ class ForecastBook:
             warning_id = self._in_force.pop(change.cgroup, None)
             if warning_id is not None:
                 self._end(change.cgroup, warning_id, change.at_s, "cleared")
-                self._log.info("memory_limit_forecast_cleared", cgroup=change.cgroup,
-                               pod_uid=change.pod_uid, reason=change.reason)  # fmt: skip
+                self._log.info(
+                    "memory_limit_forecast_cleared",
+                    cgroup=change.cgroup,
+                    pod_uid=change.pod_uid,
+                    reason=change.reason,
+                )
         elif isinstance(change, Countdown):
             labels = self._labels_for(change.pod_uid, change.container_id)
             if labels is not None:

@@ -189,8 +189,10 @@ class ForecastWatch:
         """Once: the kernel's notifications the agent may not have (a non-root agent on a
         read-only cgroup mount); the forecast then reads PSI figures, or the samples alone."""
         assert self._pressure is not None
-        for kind, failure in (("pressure_level eventfds", self._pressure.failure),
-                              ("PSI triggers", self._pressure.trigger_failure)):  # fmt: skip
+        for kind, failure in (
+            ("pressure_level eventfds", self._pressure.failure),
+            ("PSI triggers", self._pressure.trigger_failure),
+        ):
             if failure is not None and kind not in self._said:
                 self._said.add(kind)
                 self._log.warning("pressure_notifications_unavailable", kind=kind, reason=failure)

@@ -41,9 +41,15 @@ class _Conn:
 class LoopServer:
     """Serves GET `routes` (path -> reply; 404 for others) on `host:port` from one thread."""
 
-    def __init__(self, host: str, port: int, routes: Routes, name: str = "oomwatch-http",
-                 max_open: int = MAX_OPEN,
-                 connection_limit_s: float = CONNECTION_LIMIT_S) -> None:  # fmt: skip
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        routes: Routes,
+        name: str = "oomwatch-http",
+        max_open: int = MAX_OPEN,
+        connection_limit_s: float = CONNECTION_LIMIT_S,
+    ) -> None:
         self._routes = routes
         self._max_open = max_open
         self._limit_s = connection_limit_s
@@ -153,8 +159,9 @@ class LoopServer:
             reply = route() if route else _error(HTTPStatus.NOT_FOUND)
             self._reply(sock, conn, reply, head_only=parts[0] == b"HEAD")
 
-    def _reply(self, sock: socket.socket, conn: _Conn, reply: Reply,
-               head_only: bool = False) -> None:  # fmt: skip
+    def _reply(
+        self, sock: socket.socket, conn: _Conn, reply: Reply, head_only: bool = False
+    ) -> None:
         status, content_type, body = reply
         head = (
             f"HTTP/1.0 {status} {HTTPStatus(status).phrase}\r\n"

@@ -72,10 +72,16 @@ def device_cause(incident: Incident) -> Finding | None:
     free = _num(alloc, "free_bytes")
     evidence: dict[str, Any] = {"requested_bytes": requested, "total_bytes": total}
     if requested is not None and total is not None and requested > total:
-        return Finding("device-too-large", "critical", (
-            f"Request larger than the device: {fmt_bytes(requested)} asked of a device of"
-            f" {fmt_bytes(total)}; no setting fits it, only a smaller request (batch size,"
-            " model shards, activation checkpointing) does."), evidence)  # fmt: skip
+        return Finding(
+            "device-too-large",
+            "critical",
+            (
+                f"Request larger than the device: {fmt_bytes(requested)} asked of a device of"
+                f" {fmt_bytes(total)}; no setting fits it, only a smaller request (batch size,"
+                " model shards, activation checkpointing) does."
+            ),
+            evidence,
+        )
     if facts.evidence.get("fragmented"):
         idle = facts.evidence.get("reserved_unallocated_bytes")
         largest = facts.evidence.get("largest_free_block_bytes")
@@ -85,9 +91,15 @@ def device_cause(incident: Incident) -> Finding | None:
             words = f"{fmt_bytes(idle)} reserved by the caching allocator but unallocated"
         if isinstance(largest, int):
             words += f", largest free block {fmt_bytes(largest)}"
-        return Finding("device-fragmentation", "critical", (
-            f"Fragmentation of the caching allocator: {words}; {EXPANDABLE} lets it use"
-            " that memory, a smaller batch is not needed."), evidence)  # fmt: skip
+        return Finding(
+            "device-fragmentation",
+            "critical",
+            (
+                f"Fragmentation of the caching allocator: {words}; {EXPANDABLE} lets it use"
+                " that memory, a smaller batch is not needed."
+            ),
+            evidence,
+        )
     others = others_bytes(alloc)
     named = named_others(alloc)
     if (
@@ -96,22 +108,36 @@ def device_cause(incident: Incident) -> Finding | None:
         and others >= SHARED_MIN_SHARE * total
         and (requested is None or free is None or requested <= free + others)
     ):
-        evidence.update(others_bytes=others, other_processes=[
-            {"pid": pid, "bytes": size} for pid, size in named])  # fmt: skip
+        evidence.update(
+            others_bytes=others,
+            other_processes=[{"pid": pid, "bytes": size} for pid, size in named],
+        )
         if named:
             who = ", ".join(f"process {pid} {fmt_bytes(size)}" for pid, size in named[:3])
         else:
             who = "none of them visible from this container (another container's)"
-        return Finding("device-shared", "critical", (
-            f"Others hold {fmt_bytes(others)} of the {fmt_bytes(total)} device, {who}:"
-            " lowering this job's batch size is not the fix; give it a device of its"
-            " own (time-slicing and MPS share memory without limits) or end what holds it (a"
-            " zombie worker of an earlier run)."), evidence)  # fmt: skip
+        return Finding(
+            "device-shared",
+            "critical",
+            (
+                f"Others hold {fmt_bytes(others)} of the {fmt_bytes(total)} device, {who}:"
+                " lowering this job's batch size is not the fix; give it a device of its"
+                " own (time-slicing and MPS share memory without limits) or end what holds it (a"
+                " zombie worker of an earlier run)."
+            ),
+            evidence,
+        )
     mine = _num(alloc, "process_bytes") or _num(alloc, "allocated_bytes")
     if mine is not None and total and mine >= FOOTPRINT_MIN_SHARE * total:
         evidence["process_bytes"] = mine
-        return Finding("device-footprint", "warning", (
-            f"This job fills the device itself: {fmt_bytes(mine)} of {fmt_bytes(total)};"
-            " lower the batch size or the model's footprint (mixed precision, activation"
-            " checkpointing, sharding)."), evidence)  # fmt: skip
+        return Finding(
+            "device-footprint",
+            "warning",
+            (
+                f"This job fills the device itself: {fmt_bytes(mine)} of {fmt_bytes(total)};"
+                " lower the batch size or the model's footprint (mixed precision, activation"
+                " checkpointing, sharding)."
+            ),
+            evidence,
+        )
     return None

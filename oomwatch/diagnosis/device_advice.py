@@ -28,8 +28,7 @@ def device_advice(findings: Sequence[Finding]) -> dict[str, Any]:
             "A container memory limit does not govern device memory: lower the batch size or"
             " model footprint, or fix fragmentation (expandable_segments) if it shows."
         )
-        return {"action": "reduce-device-memory", "limit_will_not_help": True,
-                "message": message}  # fmt: skip
+        return {"action": "reduce-device-memory", "limit_will_not_help": True, "message": message}
     if cause.code == "device-fragmentation":
         message = (
             "Set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True in the container's"
@@ -49,5 +48,9 @@ def device_advice(findings: Sequence[Finding]) -> dict[str, Any]:
             "Lower the batch size or the model's footprint (mixed precision, activation"
             " checkpointing, sharding): this job's own memory fills the device."
         )
-    return {"action": _DEVICE_ACTIONS[cause.code], "limit_will_not_help": True,
-            "based_on": cause.evidence, "message": message}  # fmt: skip
+    return {
+        "action": _DEVICE_ACTIONS[cause.code],
+        "limit_will_not_help": True,
+        "based_on": cause.evidence,
+        "message": message,
+    }

@@ -90,8 +90,11 @@ def _snapshot_words(snapshot: Any, requested: int | None, evidence: dict[str, An
     if largest is None or reserved is None or active is None:
         return ""
     free = max(reserved - active, 0)
-    evidence.update(largest_free_block_bytes=largest, free_in_segments_bytes=free,
-                    fragmentation=snapshot.get("fragmentation"))  # fmt: skip
+    evidence.update(
+        largest_free_block_bytes=largest,
+        free_in_segments_bytes=free,
+        fragmentation=snapshot.get("fragmentation"),
+    )
     words = (
         f"; the allocator's snapshot: largest free block {fmt_bytes(largest)} of"
         f" {fmt_bytes(free)} free in {snapshot.get('segments')} segments"

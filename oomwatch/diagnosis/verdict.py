@@ -267,8 +267,10 @@ def unknowns(incident: Incident) -> list[str]:
         if incident.k8s:
             return []
         if claimed_where(incident):
-            return ["pod unverified: only the probe file claims it (no per-pod directory or"
-                    " file owner vouches for it)"]  # fmt: skip
+            return [
+                "pod unverified: only the probe file claims it (no per-pod directory or"
+                " file owner vouches for it)"
+            ]
         return ["pod name unknown (no Kubernetes lookup)"]
     out: list[str] = []
     panicked = victims.panic_clause(incident) is not None  # killed nothing: no victim to miss

@@ -20,8 +20,13 @@ class KubectlError(Exception):
 class Kubectl:
     """`kubectl [--kubeconfig F] [--context C] ...`, JSON in, JSON out."""
 
-    def __init__(self, kubeconfig: str | None = None, context: str | None = None,
-                 binary: str | None = None, chunk_size: int = DEFAULT_CHUNK) -> None:  # fmt: skip
+    def __init__(
+        self,
+        kubeconfig: str | None = None,
+        context: str | None = None,
+        binary: str | None = None,
+        chunk_size: int = DEFAULT_CHUNK,
+    ) -> None:
         self.prefix = [binary or os.environ.get("KUBECTL") or "kubectl"]
         if kubeconfig:
             self.prefix += ["--kubeconfig", kubeconfig]
@@ -50,8 +55,7 @@ class Kubectl:
 
     def namespace(self) -> str:
         """The context's namespace (`default` when it names none)."""
-        argv = [*self.prefix, "config", "view", "--minify", "-o",
-                "jsonpath={..context.namespace}"]  # fmt: skip
+        argv = [*self.prefix, "config", "view", "--minify", "-o", "jsonpath={..context.namespace}"]
         done = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
         if done.returncode != 0:
             return "default"

@@ -85,8 +85,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--kubeconfig", help="kubeconfig file (default: KUBECONFIG, ~/.kube/config)")
     p.add_argument("--context", help="kubeconfig context")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    report = sub.add_parser("report", help="the post-mortem of a pod, workload or node, from"
-                            " the OOMIncident objects of its namespace")  # fmt: skip
+    report = sub.add_parser(
+        "report",
+        help="the post-mortem of a pod, workload or node, from"
+        " the OOMIncident objects of its namespace",
+    )
     report.add_argument(
         "target",
         metavar="TYPE/NAME",
@@ -94,21 +97,31 @@ def parser() -> argparse.ArgumentParser:
     )
     report.add_argument("-n", "--namespace", help="the namespace (default: the context's)")
     report.add_argument("-A", "--all-namespaces", action="store_true")
-    report.add_argument("-o", "--output", choices=("text", "json", "yaml", "wide"),
-                        default="text")  # fmt: skip
+    report.add_argument("-o", "--output", choices=("text", "json", "yaml", "wide"), default="text")
     report.add_argument("--html", metavar="FILE", help="also write the HTML page here")
     report.add_argument("--details", action="store_true", help="every incident in full")
     top = sub.add_parser("top", help="what died of memory in the cluster, where and why")
-    top.add_argument("--since", type=parse_since, default=parse_since("7d"),
-                     help="window, e.g. 7d, 36h, 90m (default 7d)")  # fmt: skip
-    top.add_argument("--prometheus", default=os.environ.get("OOMWATCH_PROMETHEUS_URL"),
-                     help="Prometheus URL for counts over the whole window (default"
-                          " $OOMWATCH_PROMETHEUS_URL); without it, what Events remain")  # fmt: skip
+    top.add_argument(
+        "--since",
+        type=parse_since,
+        default=parse_since("7d"),
+        help="window, e.g. 7d, 36h, 90m (default 7d)",
+    )
+    top.add_argument(
+        "--prometheus",
+        default=os.environ.get("OOMWATCH_PROMETHEUS_URL"),
+        help="Prometheus URL for counts over the whole window (default"
+        " $OOMWATCH_PROMETHEUS_URL); without it, what Events remain",
+    )
     top.add_argument("--prometheus-token-file", type=Path, help="bearer token for Prometheus")
     top.add_argument("--prometheus-job", help="only series of this scrape job (the agents')")
     top.add_argument("-n", "--namespace", help="one namespace (default: all)")
-    top.add_argument("-A", "--all-namespaces", action="store_true",
-                     help="every namespace (the default without -n)")  # fmt: skip
+    top.add_argument(
+        "-A",
+        "--all-namespaces",
+        action="store_true",
+        help="every namespace (the default without -n)",
+    )
     top.add_argument("-o", "--output", choices=("text", "json"), default="text")
     top.add_argument("--wide", action="store_true", help="recommendations in full")
     for command in (report, top):  # kubectl's global flags, after the command too
@@ -150,8 +163,9 @@ def _report(args: argparse.Namespace, kubectl: Kubectl) -> int:
         print()
         return 0 if objects else 1
     if args.output == "yaml":
-        sys.stdout.write(fleet_report.to_yaml({"kind": "List", "apiVersion": "v1",
-                                               "items": objects}))  # fmt: skip
+        sys.stdout.write(
+            fleet_report.to_yaml({"kind": "List", "apiVersion": "v1", "items": objects})
+        )
         return 0 if objects else 1
     if args.output == "wide":
         sys.stdout.write(fleet_report.wide_table(objects))
@@ -210,18 +224,29 @@ def _top(args: argparse.Namespace, kubectl: Kubectl) -> int:
     rows = build(seen, series, ends, step)
     oldest = min((s.first_s for s in seen), default=None)
     if args.output == "json":
-        json.dump({"since": _iso(since_s), "until": _iso(until_s), "bucket_seconds": step,
-                   "prometheus": bool(args.prometheus), "events": len(seen) - len(objects or ()),
-                   "oomincidents": None if objects is None else len(objects),
-                   "oldest_event": _iso(oldest) if oldest else None,
-                   "rows": [r.to_dict() for r in rows]}, sys.stdout, indent=1)  # fmt: skip
+        json.dump(
+            {
+                "since": _iso(since_s),
+                "until": _iso(until_s),
+                "bucket_seconds": step,
+                "prometheus": bool(args.prometheus),
+                "events": len(seen) - len(objects or ()),
+                "oomincidents": None if objects is None else len(objects),
+                "oldest_event": _iso(oldest) if oldest else None,
+                "rows": [r.to_dict() for r in rows],
+            },
+            sys.stdout,
+            indent=1,
+        )
         print()
         return 0
     kills = sum(r.kills for r in rows)
     nodes = {n for r in rows for n in r.nodes}
     workloads = sum(1 for r in rows if r.kills)
-    header = (f"OOM kills since {_iso(since_s)[:16]}Z: {kills} in {workloads} workload(s) on"
-              f" {len(nodes)} node(s)")  # fmt: skip
+    header = (
+        f"OOM kills since {_iso(since_s)[:16]}Z: {kills} in {workloads} workload(s) on"
+        f" {len(nodes)} node(s)"
+    )
     oldest_text = _iso(oldest)[:16] + "Z" if oldest else "-"
     notes = (
         [f"counts: Prometheus ({args.prometheus}), per {_span(step)}"]

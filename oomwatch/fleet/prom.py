@@ -80,8 +80,12 @@ def kill_series(
     """Run the range query; (series, bucket end times, step seconds)."""
     step = step_s(until_s - since_s)
     ends = bucket_ends(since_s, until_s, step)
-    params = {"query": kills_expr(step, job), "start": f"{ends[0]:.3f}", "end": f"{ends[-1]:.3f}",
-              "step": f"{step}s"}  # fmt: skip
+    params = {
+        "query": kills_expr(step, job),
+        "start": f"{ends[0]:.3f}",
+        "end": f"{ends[-1]:.3f}",
+        "step": f"{step}s",
+    }
     request = urllib.request.Request(
         url.rstrip("/") + "/api/v1/query_range?" + urllib.parse.urlencode(params)
     )

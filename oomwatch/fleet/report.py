@@ -98,8 +98,17 @@ def incidents_of(objects: Sequence[dict[str, Any]]) -> tuple[list[Incident], lis
     return incidents, [esc(line) for line in lines]
 
 
-WIDE_COLUMNS = ("NAMESPACE", "NAME", "WORKLOAD", "CONTAINER", "KILLS", "LIMIT", "VERDICT",
-                "NODE", "LAST SEEN")  # fmt: skip
+WIDE_COLUMNS = (
+    "NAMESPACE",
+    "NAME",
+    "WORKLOAD",
+    "CONTAINER",
+    "KILLS",
+    "LIMIT",
+    "VERDICT",
+    "NODE",
+    "LAST SEEN",
+)
 
 
 def wide_table(objects: Sequence[dict[str, Any]]) -> str:
@@ -108,9 +117,17 @@ def wide_table(objects: Sequence[dict[str, Any]]) -> str:
     for obj in objects:
         meta = obj.get("metadata")
         meta = meta if isinstance(meta, dict) else {}
-        cells = (meta.get("namespace"), meta.get("name"), obj.get("workload"),
-                 obj.get("container") or "-", obj.get("kills"), obj.get("limit"),
-                 obj.get("verdictCode"), obj.get("node"), obj.get("lastSeen"))  # fmt: skip
+        cells = (
+            meta.get("namespace"),
+            meta.get("name"),
+            obj.get("workload"),
+            obj.get("container") or "-",
+            obj.get("kills"),
+            obj.get("limit"),
+            obj.get("verdictCode"),
+            obj.get("node"),
+            obj.get("lastSeen"),
+        )
         rows.append(tuple(esc(str(c)) for c in cells))
     widths = [max(len(r[i]) for r in rows) for i in range(len(WIDE_COLUMNS))]
     return "".join(

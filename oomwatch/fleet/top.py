@@ -164,8 +164,10 @@ def build(
             if at is not None:
                 entry.buckets[at] += seen.count
         entry.diagnosed(seen)
-    return sorted(rows.values(), key=lambda r: (action_rank(r.verdict), -r.kills, -r.warnings,
-                                                r.namespace, r.workload))  # fmt: skip
+    return sorted(
+        rows.values(),
+        key=lambda r: (action_rank(r.verdict), -r.kills, -r.warnings, r.namespace, r.workload),
+    )
 
 
 def sparkline(buckets: Sequence[int]) -> str:
@@ -198,26 +200,41 @@ def render(rows: Sequence[Row], header: str, notes: Sequence[str], wide: bool = 
     if not rows:
         lines.append("No OOM kills or warnings in that window.")
         return "\n".join(lines) + "\n"
-    table = [("NAMESPACE", "WORKLOAD", "CONTAINER", "SCOPE", "KILLS", "NODES", "TREND", "",
-              "WARNED", "FINDINGS", "TOP RECOMMENDATION")]  # fmt: skip
+    table = [
+        (
+            "NAMESPACE",
+            "WORKLOAD",
+            "CONTAINER",
+            "SCOPE",
+            "KILLS",
+            "NODES",
+            "TREND",
+            "",
+            "WARNED",
+            "FINDINGS",
+            "TOP RECOMMENDATION",
+        )
+    ]
     for r in rows:
         lead = f" ~{statistics.median(r.lead_times_s) / 60:.0f}m ahead" if r.lead_times_s else ""
         rec = r.recommendation or "-"
         if not wide and len(rec) > RECOMMENDATION_COLUMN_CHARS:
             rec = rec[: RECOMMENDATION_COLUMN_CHARS - 3] + "..."
-        table.append((
-            r.namespace or "-",
-            ("~" if r.inferred else "") + r.workload,
-            r.container or "-",
-            r.scope,
-            str(r.kills),
-            str(len(r.nodes)),
-            sparkline(r.buckets),
-            r.trend(),
-            f"{r.warnings}{lead}" if r.warnings or lead else "-",
-            " ".join(f"{c}x{n}" for c, n in r.ranked_findings()[:4]) or "-",
-            rec,
-        ))  # fmt: skip
+        table.append(
+            (
+                r.namespace or "-",
+                ("~" if r.inferred else "") + r.workload,
+                r.container or "-",
+                r.scope,
+                str(r.kills),
+                str(len(r.nodes)),
+                sparkline(r.buckets),
+                r.trend(),
+                f"{r.warnings}{lead}" if r.warnings or lead else "-",
+                " ".join(f"{c}x{n}" for c, n in r.ranked_findings()[:4]) or "-",
+                rec,
+            )
+        )
     # Every cell came from the API or Prometheus: no escape sequence or newline gets through.
     safe = [tuple(escape_control(cell) for cell in cells) for cells in table]
     widths = [max(len(cells[i]) for cells in safe) for i in range(len(safe[0]) - 1)]

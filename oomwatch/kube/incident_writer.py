@@ -197,8 +197,9 @@ class IncidentWriter:
             except _ApiError as exc:
                 if exc.status != 409:
                     raise
-                current = self._call("get_namespaced_custom_object", fp.namespace,
-                                     name=obj["metadata"]["name"])  # fmt: skip
+                current = self._call(
+                    "get_namespaced_custom_object", fp.namespace, name=obj["metadata"]["name"]
+                )
                 known = self._remember(fp, current)
             else:
                 self._remember(fp, obj)
@@ -208,8 +209,13 @@ class IncidentWriter:
         patch.update(kills=kills, firstSeen=known.first_seen)
         patch["metadata"] = {"labels": obj["metadata"]["labels"]}
         try:
-            self._call("patch_namespaced_custom_object", fp.namespace, name=known.name,
-                       body=patch, _content_type=MERGE_PATCH)  # fmt: skip
+            self._call(
+                "patch_namespaced_custom_object",
+                fp.namespace,
+                name=known.name,
+                body=patch,
+                _content_type=MERGE_PATCH,
+            )
         except _ApiError as exc:
             if exc.status != 404:
                 raise

@@ -116,8 +116,9 @@ class KubeSink:
             updates.append(AnnotationUpdate(pod.namespace, pod.name, value))
         return updates
 
-    def _offer_incident(self, incident: Incident, pod: PodInfo, container: str | None,
-                        observed_at: datetime) -> None:  # fmt: skip
+    def _offer_incident(
+        self, incident: Incident, pod: PodInfo, container: str | None, observed_at: datetime
+    ) -> None:
         """The kill's `OOMIncident` to the writer (it coalesces and rate-limits)."""
         assert self._incidents is not None
         fingerprint = Fingerprint(
@@ -129,8 +130,9 @@ class KubeSink:
         )
         when = parse_iso(incident.wall_time) if incident.wall_time else None
         seen = micro_time(when or observed_at)
-        obj = build_object(incident, fingerprint, pod=pod.name, kills=1, first_seen=seen,
-                           last_seen=seen)  # fmt: skip
+        obj = build_object(
+            incident, fingerprint, pod=pod.name, kills=1, first_seen=seen, last_seen=seen
+        )
         self._incidents.offer(fingerprint, obj, seen)
 
     def close(self) -> None:

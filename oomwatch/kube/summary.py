@@ -59,23 +59,26 @@ def kill_summary(incident: Incident, workload: str, container: str | None, reaso
     return _encode(summary)
 
 
-def warning_summary(details: dict[str, Any], workload: str, container: str | None,
-                    node: str) -> str:  # fmt: skip
+def warning_summary(
+    details: dict[str, Any], workload: str, container: str | None, node: str
+) -> str:
     """The summary of a `MemoryLimitApproaching` Event (details: the forecast's fields)."""
-    return _encode({
-        "v": SUMMARY_VERSION,
-        "workload": workload,
-        "container": container,
-        "reason": "MemoryLimitApproaching",
-        "kind": "forecast",
-        "scope": "container",
-        "seconds_to_oom": _round(details.get("seconds_to_oom")),
-        "confidence": _round(details.get("confidence")),
-        "limit_bytes": details.get("limit_bytes"),
-        "unreclaimable_bytes": details.get("unreclaimable_bytes"),
-        "slope_bytes_per_second": _round(details.get("slope_bytes_per_second")),
-        "node": node,
-    })  # fmt: skip
+    return _encode(
+        {
+            "v": SUMMARY_VERSION,
+            "workload": workload,
+            "container": container,
+            "reason": "MemoryLimitApproaching",
+            "kind": "forecast",
+            "scope": "container",
+            "seconds_to_oom": _round(details.get("seconds_to_oom")),
+            "confidence": _round(details.get("confidence")),
+            "limit_bytes": details.get("limit_bytes"),
+            "unreclaimable_bytes": details.get("unreclaimable_bytes"),
+            "slope_bytes_per_second": _round(details.get("slope_bytes_per_second")),
+            "node": node,
+        }
+    )
 
 
 def parse_summary(text: object) -> dict[str, Any] | None:

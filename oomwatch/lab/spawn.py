@@ -169,8 +169,16 @@ def spawn_hog(
     if start_gate is not None:  # the caller waits for "ready", then creates the file
         argv += ["--start-gate", str(start_gate), "--prefill-mb", str(prefill_mb)]
     if mode in ("sawtooth", "cache"):
-        argv += ["--cycle-mb", str(cycle_mb), "--rise-s", str(rise_s), "--hold-s", str(hold_s),
-                 "--rest-s", str(rest_s)]  # fmt: skip
+        argv += [
+            "--cycle-mb",
+            str(cycle_mb),
+            "--rise-s",
+            str(rise_s),
+            "--hold-s",
+            str(hold_s),
+            "--rest-s",
+            str(rest_s),
+        ]
     if mode == "tmpfs":
         tmpfs_dir = TMPFS_ROOT / f"{scratch.relpath.strip('/')}-{next(_tmpfs_serial)}"
         scratch.track_tmp_path(tmpfs_dir)

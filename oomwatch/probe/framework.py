@@ -103,8 +103,7 @@ def event_key(record: FlightRecord, event: FrameworkOomEvent) -> EventKey:
     start time, and the event's sequence number in its file (a restarted process is a new
     pid or start time; a renamed file keeps all of these)."""
     meta = record.meta
-    return (record.owner_uid, meta.boot_id, meta.pid_ns, meta.pid, meta.started_mono_s,
-            event.seq)  # fmt: skip
+    return (record.owner_uid, meta.boot_id, meta.pid_ns, meta.pid, meta.started_mono_s, event.seq)
 
 
 # Ranks of one launch that run out within this long of the first are one incident: torchrun
@@ -206,11 +205,15 @@ class FrameworkOomSource:
         self._waiting = refused
         if suppressed and (fresh or now - self._logged_at_s >= SUMMARY_EVERY_S):
             self._logged_at_s = now
-            log.warning("framework_ooms_rate_limited", extra={
-                "waiting": sum(suppressed.values()), "sources": len(suppressed),
-                "by_source": dict(suppressed.most_common(5)),
-                "consequence": "recorded when their source's budget allows",
-            })  # fmt: skip
+            log.warning(
+                "framework_ooms_rate_limited",
+                extra={
+                    "waiting": sum(suppressed.values()),
+                    "sources": len(suppressed),
+                    "by_source": dict(suppressed.most_common(5)),
+                    "consequence": "recorded when their source's budget allows",
+                },
+            )
         return out
 
     def _admit(self, record: FlightRecord, suppressed: Counter[str]) -> bool:
@@ -237,9 +240,12 @@ def launch_incident(
     incident = framework_incident(record, first, now_wall_s, pod_dirs)
     if incident.allocator is not None:
         incident.allocator["ranks"] = [
-            {"rank": r.meta.rank, "local_rank": r.meta.local_rank,
-             "device": None if e.device is None else escape_control(e.device),
-             "after_s": round(e.mono_s - first.mono_s, 3)}
+            {
+                "rank": r.meta.rank,
+                "local_rank": r.meta.local_rank,
+                "device": None if e.device is None else escape_control(e.device),
+                "after_s": round(e.mono_s - first.mono_s, 3),
+            }
             for r, e in ordered
-        ]  # fmt: skip
+        ]
     return incident

@@ -93,8 +93,7 @@ class RingServer:
             raise
         finally:
             os.close(dir_fd)
-        self._thread = threading.Thread(target=self._serve, name="oomwatch-probe-fds",
-                                        daemon=True)  # fmt: skip
+        self._thread = threading.Thread(target=self._serve, name="oomwatch-probe-fds", daemon=True)
         self._thread.start()
 
     def _serve(self) -> None:
@@ -143,8 +142,11 @@ def receive_rings(dir_fd: int, name: str, timeout_s: float) -> list[tuple[str, i
             raise ProbeFileError(f"{len(fds)} descriptors for {len(names)} distinct names")
         stem = socket_stem(name)
         for file_name, fd in zip(names, fds, strict=True):
-            if not (_NAME.fullmatch(file_name) and file_name.endswith(FILE_SUFFIX)
-                    and covered(file_name, {stem})):  # fmt: skip
+            if not (
+                _NAME.fullmatch(file_name)
+                and file_name.endswith(FILE_SUFFIX)
+                and covered(file_name, {stem})
+            ):
                 raise ProbeFileError("a descriptor under an unexpected name")
             st = os.fstat(fd)
             if not stat.S_ISREG(st.st_mode):

@@ -203,8 +203,10 @@ def _snapshot(snapshot: dict[str, Any] | None) -> dict[str, Any] | None:
     """The validated snapshot summary, its one string escaped (the file is the pod's)."""
     if snapshot is None:
         return None
-    segments = [{**s, "segment_type": _text(s.get("segment_type"))}
-                for s in snapshot.get("largest_segments") or []]  # fmt: skip
+    segments = [
+        {**s, "segment_type": _text(s.get("segment_type"))}
+        for s in snapshot.get("largest_segments") or []
+    ]
     return {**snapshot, "largest_segments": segments}
 
 

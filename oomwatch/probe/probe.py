@@ -298,8 +298,9 @@ class Probe:
                 try:
                     self._writer.write_event(to_payload(short))
                 except ValueError:  # ...and then the snapshot's totals only
-                    totals = {k: v for k, v in (event.snapshot or {}).items()
-                              if k != "largest_segments"} or None  # fmt: skip
+                    totals = {
+                        k: v for k, v in (event.snapshot or {}).items() if k != "largest_segments"
+                    } or None
                     self._writer.write_event(to_payload(replace(short, snapshot=totals)))
 
     @contextlib.contextmanager

@@ -225,8 +225,10 @@ class ProbeDirReader:
                         or late
                     ):
                         self._offset = max(position, start) if late else position
-                        reason = (f"more than {limits.max_entries} entries or {limits.max_files}"
-                                  f" records, or {limits.max_walk_s} s: read in turns")  # fmt: skip
+                        reason = (
+                            f"more than {limits.max_entries} entries or {limits.max_files}"
+                            f" records, or {limits.max_walk_s} s: read in turns"
+                        )
                         self._refusals.refuse("*", reason, (0, 0))
                         return sorted(names), False
                     if entry.name.endswith(FILE_SUFFIX):
@@ -246,8 +248,9 @@ class ProbeDirReader:
         names: list[str] = []
         stems: set[str] = set()
         try:
-            fd = os.open(pod_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
-                         dir_fd=dir_fd)  # fmt: skip
+            fd = os.open(
+                pod_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd
+            )
         except OSError:
             return names
         try:
@@ -339,8 +342,9 @@ class ProbeDirReader:
             name, st, now, keep, lambda: read_regular(base, dir_fd, st, cap, version)
         )
 
-    def _from_stat(self, name: str, st: os.stat_result, now: float, keep: bool,
-                   read: Callable[[], bytes]) -> FlightRecord:  # fmt: skip
+    def _from_stat(
+        self, name: str, st: os.stat_result, now: float, keep: bool, read: Callable[[], bytes]
+    ) -> FlightRecord:
         """Check `st`, then `read()` and parse the file unless the kept record is current."""
         version = (st.st_ino, st.st_mtime_ns)
         if st.st_nlink == 0:
@@ -359,14 +363,25 @@ class ProbeDirReader:
         limits, pod_dir = self.limits, name.rpartition("/")[0] or None
         try:
             record = parse_flight_record(
-                name, data, st.st_mtime, st.st_uid, keep_samples=limits.keep_samples,
-                keep_events=limits.keep_events, pod_dir=pod_dir)  # fmt: skip
+                name,
+                data,
+                st.st_mtime,
+                st.st_uid,
+                keep_samples=limits.keep_samples,
+                keep_events=limits.keep_events,
+                pod_dir=pod_dir,
+            )
         except ValueError as exc:  # RingFormatError, SchemaError
             raise ProbeFileError(str(exc), version) from None
         return self._admit(name, key, record, version) if keep else record
 
-    def _admit(self, name: str, key: tuple[int, int, int, int], record: FlightRecord,
-               version: tuple[int, int]) -> FlightRecord:  # fmt: skip
+    def _admit(
+        self,
+        name: str,
+        key: tuple[int, int, int, int],
+        record: FlightRecord,
+        version: tuple[int, int],
+    ) -> FlightRecord:
         """Keep the record within the byte budget and the file count; returns what was kept."""
         limits = self.limits
         old = self._kept.get(name)
@@ -378,8 +393,9 @@ class ProbeDirReader:
             record = replace(record, samples=record.samples[-1:], events=record.events[-1:])
             cost = record_cost(record)
             reason = f"byte budget of {limits.budget_bytes} for all files spent"
-            self._refusals.refuse(name, f"{reason}: only its newest sample and OOM kept", version,
-                         what="trimmed")  # fmt: skip
+            self._refusals.refuse(
+                name, f"{reason}: only its newest sample and OOM kept", version, what="trimmed"
+            )
         self.kept_bytes += cost - freed
         self._kept[name] = _Kept(key, record, cost)
         return record

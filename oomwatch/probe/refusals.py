@@ -28,8 +28,9 @@ class RefusalLog:
         self._lines_left, self._lines_at_s = REFUSAL_LINES, clock()
         self._summary_at_s = clock() - REFUSAL_SUMMARY_S  # the first summary comes at once
 
-    def refuse(self, name: str, reason: str, version: tuple[int, int],
-               what: str = "refused") -> None:  # fmt: skip
+    def refuse(
+        self, name: str, reason: str, version: tuple[int, int], what: str = "refused"
+    ) -> None:
         key = (name, reason)
         if self._logged.get(key) == version:
             return
@@ -56,9 +57,12 @@ class RefusalLog:
         if not self._refused or now - self._summary_at_s < REFUSAL_SUMMARY_S:
             return
         reasons = sorted(self._refused.items(), key=lambda kv: -kv[1])[:5]
-        self._log.warning("probe_files_refused", extra={
-            "files": sum(self._refused.values()),
-            "reasons": {escape_control(r): n for r, n in reasons},
-            "since_s": round(now - self._summary_at_s, 1),
-        })  # fmt: skip
+        self._log.warning(
+            "probe_files_refused",
+            extra={
+                "files": sum(self._refused.values()),
+                "reasons": {escape_control(r): n for r, n in reasons},
+                "since_s": round(now - self._summary_at_s, 1),
+            },
+        )
         self._refused, self._summary_at_s = {}, now

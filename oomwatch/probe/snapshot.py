@@ -47,9 +47,10 @@ def summarize_segments(segments: Iterable[Any], device: int | None) -> dict[str,
     when there are none: totals, the largest free block, the free bytes stuck in segments that
     still hold live blocks, fragmentation, and the largest segments."""
     mine = [
-        s for s in segments
+        s
+        for s in segments
         if isinstance(s, dict) and (device is None or s.get("device") in (device, None))
-    ]  # fmt: skip
+    ]
     if not mine:
         return None
     free = [size for s in mine for size in _free_blocks(s)]

@@ -268,21 +268,29 @@ def allocator_text(alloc: dict[str, Any] | None) -> str | None:
     training, the allocator at its last sample, and the CUDA snapshot's free blocks."""
     if not alloc:
         return None
-    parts = [" ".join(str(alloc[k]) for k in ("framework", "device") if alloc.get(k))
-             or "trainer probe"]  # fmt: skip
-    where = [f"{k} {alloc[k]}" for k in ("phase", "epoch", "step", "batch_size")
-             if alloc.get(k) is not None]  # fmt: skip
+    parts = [
+        " ".join(str(alloc[k]) for k in ("framework", "device") if alloc.get(k)) or "trainer probe"
+    ]
+    where = [
+        f"{k} {alloc[k]}"
+        for k in ("phase", "epoch", "step", "batch_size")
+        if alloc.get(k) is not None
+    ]
     if where:
         parts.append(" ".join(where))
     last = _dict(alloc.get("last_sample"))
     cuda = _dict(last.get("cuda"))
-    figures = [f"{label} {value}" for label, value in (
-        ("process rss", _size(last, "rss_bytes")),
-        ("allocated", _size(cuda, "allocated_bytes") or _size(alloc, "allocated_bytes")),
-        ("reserved", _size(cuda, "reserved_bytes")),
-        ("asked for", _size(alloc, "requested_bytes")),
-        ("device free", _size(alloc, "free_bytes")),
-    ) if value]  # fmt: skip
+    figures = [
+        f"{label} {value}"
+        for label, value in (
+            ("process rss", _size(last, "rss_bytes")),
+            ("allocated", _size(cuda, "allocated_bytes") or _size(alloc, "allocated_bytes")),
+            ("reserved", _size(cuda, "reserved_bytes")),
+            ("asked for", _size(alloc, "requested_bytes")),
+            ("device free", _size(alloc, "free_bytes")),
+        )
+        if value
+    ]
     if figures:
         parts.append(", ".join(figures))
     snap = _dict(alloc.get("snapshot"))

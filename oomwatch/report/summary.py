@@ -141,8 +141,10 @@ def rows(incidents: Sequence[Incident]) -> list[Row]:
     with_date = dated(incidents)
     out = []
     for numbers in groups.values():
-        shown = min(numbers, key=lambda n: (
-            actionability(incidents[n - 1]), -len(incidents[n - 1].findings), n))  # fmt: skip
+        shown = min(
+            numbers,
+            key=lambda n: (actionability(incidents[n - 1]), -len(incidents[n - 1].findings), n),
+        )
         first, last = incidents[shown - 1], incidents[numbers[-1] - 1]
         many = len(numbers) > 1
         pods = {owner(incidents[n - 1]) for n in numbers}
@@ -158,8 +160,9 @@ def rows(incidents: Sequence[Incident]) -> list[Row]:
             first.verdict_code or "",
         )
         rank = (*actionability(first), -len(numbers), numbers[0])
-        out.append(Row(tuple(numbers), cells, time_cell(last, with_date) if many else "",
-                       shown, rank))  # fmt: skip
+        out.append(
+            Row(tuple(numbers), cells, time_cell(last, with_date) if many else "", shown, rank)
+        )
     return sorted(out, key=lambda r: r.rank)
 
 

@@ -137,8 +137,10 @@ def _device_axis(
 
     x_axis = scale.right if side == "right" else LEFT
     anchor, dx = ("start", 6) if side == "right" else ("end", -6)
-    out = [f'<line class="device-axis" x1="{x_axis}" y1="{TOP}" x2="{x_axis}"'
-           f' y2="{HEIGHT - BOTTOM}" stroke="#2ca02c"/>']  # fmt: skip
+    out = [
+        f'<line class="device-axis" x1="{x_axis}" y1="{TOP}" x2="{x_axis}"'
+        f' y2="{HEIGHT - BOTTOM}" stroke="#2ca02c"/>'
+    ]
     for value, label in ticks:
         out.append(
             f'<text class="tick tick-device" x="{x_axis + dx}" y="{y(value) + 4:.1f}"'

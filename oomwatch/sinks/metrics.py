@@ -328,10 +328,15 @@ class Metrics:
 
         The server is bounded in threads and connection time (oomwatch.daemon.http_server)."""
         registry = self.registry
-        server = http.serve(host, port, {
-            "/metrics": lambda: (200, CONTENT_TYPE_LATEST, generate_latest(registry)),
-            "/healthz": http.health_route(health),
-        }, name="oomwatch-metrics")  # fmt: skip
+        server = http.serve(
+            host,
+            port,
+            {
+                "/metrics": lambda: (200, CONTENT_TYPE_LATEST, generate_latest(registry)),
+                "/healthz": http.health_route(health),
+            },
+            name="oomwatch-metrics",
+        )
         self._server = server
         bound_host, bound_port = server.server_address[:2]
         return str(bound_host), int(bound_port)

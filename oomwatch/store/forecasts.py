@@ -30,8 +30,14 @@ def _stored_warning(row: tuple[Any, ...]) -> StoredWarning:
         data = json.loads(row[4])
     except ValueError:
         data = {}
-    return StoredWarning(int(row[0]), float(row[1]), row[2], row[3],
-                         data if isinstance(data, dict) else {}, str(row[5]))  # fmt: skip
+    return StoredWarning(
+        int(row[0]),
+        float(row[1]),
+        row[2],
+        row[3],
+        data if isinstance(data, dict) else {},
+        str(row[5]),
+    )
 
 
 def add(

@@ -28,14 +28,21 @@ def store_key(incident: Incident) -> str:
     if incident.kind == "framework":  # its time alone could be forged
         alloc = incident.allocator or {}
         writer = (alloc.get(k) for k in ("pid_ns", "pid", "process_started_mono_s", "event_seq"))
-        return _digest(incident.identity_key(), *map(str, writer), str(alloc.get("owner_uid")),
-                       incident.pod_uid or "")  # fmt: skip
+        return _digest(
+            incident.identity_key(),
+            *map(str, writer),
+            str(alloc.get("owner_uid")),
+            incident.pod_uid or "",
+        )
     if incident.header_suppressed:
         return replace(incident, task_memcg=None, oom_memcg=None).identity_key()
     if incident.kernel_time_s is None and not incident.victims:
-        return _digest(incident.identity_key(), incident.pod_uid or "",
-                       incident.container_id or "",
-                       incident.wall_time or incident.detected_at or "")  # fmt: skip
+        return _digest(
+            incident.identity_key(),
+            incident.pod_uid or "",
+            incident.container_id or "",
+            incident.wall_time or incident.detected_at or "",
+        )
     return incident.identity_key()
 
 

@@ -89,9 +89,15 @@ def open_writable(path: Path, max_db_bytes: int) -> sqlite3.Connection:
         if reason is not None and path.exists():
             try:
                 aside = move_aside(path, reason)
-                log.error("store_unusable", extra={
-                    "path": str(path), "error": str(exc), "moved_to": aside.name,
-                    "consequence": "a fresh store"})  # fmt: skip
+                log.error(
+                    "store_unusable",
+                    extra={
+                        "path": str(path),
+                        "error": str(exc),
+                        "moved_to": aside.name,
+                        "consequence": "a fresh store",
+                    },
+                )
                 return _connect(path, max_db_bytes)
             except (sqlite3.Error, Unusable, OSError) as again:
                 exc = again

@@ -55,8 +55,11 @@ def usable(version: int, oldest: int, mine: int) -> bool:
 
 def set_aside(db_path: Path, reason: str) -> list[Path]:
     """The databases moved aside for `reason` (move_aside's names), oldest name first."""
-    return sorted(p for p in db_path.parent.glob(f"{db_path.name}.{reason}-*")
-                  if not p.name.endswith(("-wal", "-shm")))  # fmt: skip
+    return sorted(
+        p
+        for p in db_path.parent.glob(f"{db_path.name}.{reason}-*")
+        if not p.name.endswith(("-wal", "-shm"))
+    )
 
 
 def take_back_set_aside(db: sqlite3.Connection, db_path: Path, mine: int) -> int:

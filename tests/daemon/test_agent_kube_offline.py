@@ -16,7 +16,7 @@ from kubernetes.config import kube_config
 from support import wait_for
 from support.agent import agent_thread
 from support.cgroupfs import memory_events
-from support.fakeapi import NODE, FakeApiServer, make_pod
+from support.fakeapi import NODE, FakeApiServer, make_pod, running_status
 from support.host import CONTAINER, POD_UID, REPORT, config_for, fake_host
 from support.store import stored
 
@@ -39,14 +39,7 @@ def test_kill_gets_pod_names_and_an_event(tmp_path: Path, monkeypatch: pytest.Mo
                 "trainer-0",
                 "ml",
                 uid=POD_UID,
-                statuses=[
-                    {
-                        "name": "app",
-                        "containerID": f"containerd://{CONTAINER_ID}",
-                        "restartCount": 0,
-                        "state": {"running": {"startedAt": "2026-11-22T08:00:00Z"}},
-                    }
-                ],
+                statuses=[running_status(CONTAINER_ID)],
             )
         )
         kubeconfig = tmp_path / "kubeconfig"

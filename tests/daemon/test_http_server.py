@@ -21,8 +21,13 @@ def raw(port: int, data: bytes, timeout_s: float = 5.0) -> bytes:
 
 
 def test_idle_clients_neither_hold_threads_nor_delay_scrapes() -> None:
-    server = LoopServer("127.0.0.1", 0, {"/metrics": lambda: (200, "text/plain", b"m 1\n")},
-                        max_open=64, connection_limit_s=1.0)  # fmt: skip
+    server = LoopServer(
+        "127.0.0.1",
+        0,
+        {"/metrics": lambda: (200, "text/plain", b"m 1\n")},
+        max_open=64,
+        connection_limit_s=1.0,
+    )
     port = server.server_address[1]
     before = threading.active_count()
     try:

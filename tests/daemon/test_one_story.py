@@ -33,7 +33,7 @@ from support import wait_for
 from support.agent import REPO, DaemonProcess, agent_thread, seed_cursor_at_log_end, victim_is
 from support.cgroupfs import memory_events
 from support.contract import validate_report
-from support.fakeapi import NODE, FakeApiServer, make_pod
+from support.fakeapi import NODE, FakeApiServer, make_pod, running_status
 from support.host import CONTAINER, POD_UID, REPORT, config_for, fake_host
 from support.store import stored
 
@@ -62,20 +62,30 @@ class Story:
 
 
 def from_incident(incident: Incident) -> Story:
-    return Story(incident.verdict or "", incident.verdict_code,
-                 tuple(f.code for f in incident.findings),
-                 (incident.recommendation or {}).get("message"))  # fmt: skip
+    return Story(
+        incident.verdict or "",
+        incident.verdict_code,
+        tuple(f.code for f in incident.findings),
+        (incident.recommendation or {}).get("message"),
+    )
 
 
 def from_json(incident: dict[str, Any]) -> Story:
-    return Story(incident["verdict"], incident["verdict_code"],
-                 tuple(f["code"] for f in incident["findings"]),
-                 (incident["recommendation"] or {}).get("message"))  # fmt: skip
+    return Story(
+        incident["verdict"],
+        incident["verdict_code"],
+        tuple(f["code"] for f in incident["findings"]),
+        (incident["recommendation"] or {}).get("message"),
+    )
 
 
 def from_log_line(line: dict[str, Any]) -> Story:
-    return Story(line["message"], line.get("verdict_code"), tuple(line.get("findings", ())),
-                 line.get("recommendation", {}).get("message"))  # fmt: skip
+    return Story(
+        line["message"],
+        line.get("verdict_code"),
+        tuple(line.get("findings", ())),
+        line.get("recommendation", {}).get("message"),
+    )
 
 
 def from_note(note: str, verdict_code: str | None) -> Story:
@@ -94,8 +104,14 @@ def from_text(text: str, verdict_code: str | None) -> Story:
 
 def report(*args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    return subprocess.run([sys.executable, "-m", "oomwatch.cli", "report", *args], env=env,
-                          capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "oomwatch.cli", "report", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
 
 
 def report_json(*args: str) -> list[dict[str, Any]]:
@@ -107,18 +123,30 @@ def report_json(*args: str) -> list[dict[str, Any]]:
     return incidents
 
 
-def assert_one_story(incident: Incident, note: str, line: dict[str, Any], state: Path,
-                     pod: str, history: list[Incident]) -> Story:  # fmt: skip
+def assert_one_story(
+    incident: Incident,
+    note: str,
+    line: dict[str, Any],
+    state: Path,
+    pod: str,
+    history: list[Incident],
+) -> Story:
     """The stored incident, the Event note, the log line, `report --store` (JSON, text) and
     a second diagnosis of the stored incident all tell one story; returns it."""
     story = from_incident(incident)
     assert story.verdict and story.findings, incident
     assert from_note(note, incident.verdict_code) == story
     assert from_log_line(line) == story
-    assert line["recommendation"] == {k: v for k, v in (incident.recommendation or {}).items()
-                                      if v is not None and k != "based_on"}  # fmt: skip
-    [stored_json] = [i for i in report_json("--store", str(state), "--pod", pod)
-                     if i["kernel_time_s"] == incident.kernel_time_s]  # fmt: skip
+    assert line["recommendation"] == {
+        k: v
+        for k, v in (incident.recommendation or {}).items()
+        if v is not None and k != "based_on"
+    }
+    [stored_json] = [
+        i
+        for i in report_json("--store", str(state), "--pod", pod)
+        if i["kernel_time_s"] == incident.kernel_time_s
+    ]
     assert from_json(stored_json) == story
     assert stored_json["findings"] == json.loads(json.dumps(incident.to_dict()["findings"]))
     text = report("--store", str(state), "--pod", pod)
@@ -131,8 +159,14 @@ def assert_one_story(incident: Incident, note: str, line: dict[str, Any], state:
 
 # Findings only the agent has the evidence for: the container's survival, its sampled memory,
 # its earlier kills, its pod spec.
-AGENT_EVIDENCE = {"child-process-kill", "leak-trend", "spike", "crash-loop", "no-memory-limit",
-                  "besteffort-qos"}  # fmt: skip
+AGENT_EVIDENCE = {
+    "child-process-kill",
+    "leak-trend",
+    "spike",
+    "crash-loop",
+    "no-memory-limit",
+    "besteffort-qos",
+}
 
 
 def without_where(verdict: str) -> tuple[str, str]:
@@ -159,10 +193,17 @@ def assert_same_kill(agent: Story, from_log: dict[str, Any]) -> None:
 def put_trainer(api: FakeApiServer, name: str, uid: str, container_id: str, limit: str) -> None:
     """A Job's pod `ml/<name>` with one container `app` (request = limit = `limit`)."""
     resources = {"requests": {"memory": limit}, "limits": {"memory": limit}}
-    status = {"name": "app", "containerID": f"containerd://{container_id}", "restartCount": 0,
-              "state": {"running": {"startedAt": "2026-11-22T08:00:00Z"}}}  # fmt: skip
-    api.put_pod(make_pod(name, "ml", uid=uid, owner=("Job", "trainer"), statuses=[status],
-                         containers=[{"name": "app", "resources": resources}]))  # fmt: skip
+    status = running_status(container_id)
+    api.put_pod(
+        make_pod(
+            name,
+            "ml",
+            uid=uid,
+            owner=("Job", "trainer"),
+            statuses=[status],
+            containers=[{"name": "app", "resources": resources}],
+        )
+    )
 
 
 def write_kubeconfig(api: FakeApiServer, path: Path) -> Path:
@@ -218,11 +259,15 @@ def test_a_real_kernel_report_tells_one_story_everywhere(
         [event] = api.events.values()
         [obj] = api.oomincidents.values()
     [incident] = stored(config.state_dir)
-    [line] = [json.loads(x) for x in log.getvalue().splitlines()
-              if json.loads(x).get("event") == "oom_kill"]  # fmt: skip
+    [line] = [
+        json.loads(x)
+        for x in log.getvalue().splitlines()
+        if json.loads(x).get("event") == "oom_kill"
+    ]
     assert incident.k8s is not None and incident.k8s.pod == "trainer-0"
-    story = assert_one_story(incident, event["note"], line, config.state_dir, "ml/trainer-0",
-                             [incident])  # fmt: skip
+    story = assert_one_story(
+        incident, event["note"], line, config.state_dir, "ml/trainer-0", [incident]
+    )
     assert event["note"].endswith("Full report: kubectl oomwatch report pod/trainer-0 -n ml")
     # ... and the OOMIncident a namespace viewer reads: the stored diagnosis, as stored.
     assert obj["verdict"] == incident.verdict and obj["kills"] == 1
@@ -282,9 +327,12 @@ def test_a_real_tmpfs_kill_tells_one_story_everywhere(
                     break
             assert not line["header_suppressed"], "the kernel rate-limited both reports"
             event = api.wait_for(
-                lambda a: next((e for e in a.events.values()
-                                if f"(pid {line['process.pid']})" in e["note"]), None),
-                timeout_s=30)  # fmt: skip
+                lambda a: next(
+                    (e for e in a.events.values() if f"(pid {line['process.pid']})" in e["note"]),
+                    None,
+                ),
+                timeout_s=30,
+            )
         finally:
             daemon.stop()
     finally:
@@ -300,8 +348,11 @@ def test_a_real_tmpfs_kill_tells_one_story_everywhere(
     assert event["reason"] in ("ContainerOOMKill", "ChildProcessOOMKilled")
     assert incident.kmsg_seq is not None
     kernel_log = _kernel_log_around(incident.kmsg_seq, tmp_path / "kernel.log")
-    [from_log] = [i for i in report_json(str(kernel_log))
-                  if any(v["pid"] == line["process.pid"] for v in i["victims"])]  # fmt: skip
+    [from_log] = [
+        i
+        for i in report_json(str(kernel_log))
+        if any(v["pid"] == line["process.pid"] for v in i["victims"])
+    ]
     assert_same_kill(story, from_log)
     shmem = [f for f in from_log["findings"] if f["code"] == "tmpfs-shmem"]
     assert shmem and shmem[0]["evidence"] == next(

@@ -57,15 +57,25 @@ NAME = st.text(alphabet=st.sampled_from(list("ab() ,:.\n-kBUID_vmanorsty01234567
 NUMBER = st.integers(0, 10**21).map(str)
 
 
-@settings(max_examples=int(os.environ.get("OOMWATCH_HYPOTHESIS_EXAMPLES", "300")), deadline=None,
-          suppress_health_check=[HealthCheck.too_slow])  # fmt: skip
+@settings(
+    max_examples=int(os.environ.get("OOMWATCH_HYPOTHESIS_EXAMPLES", "300")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 @given(
-    prefix=st.sampled_from(["", "Memory cgroup out of memory: ", "Out of memory: ",
-                            "out of memory: ", "Out of memory (oom_kill_allocating_task): "]),
+    prefix=st.sampled_from(
+        [
+            "",
+            "Memory cgroup out of memory: ",
+            "Out of memory: ",
+            "out of memory: ",
+            "Out of memory (oom_kill_allocating_task): ",
+        ]
+    ),
     name=NAME,
     numbers=st.lists(NUMBER, min_size=9, max_size=9),
     tail=st.sampled_from(["", " ", ".", "\n", ") total-vm:1kB"]),
-)  # fmt: skip
+)
 def test_a_generated_kill_line_reads_the_same_either_way(
     prefix: str, name: str, numbers: list[str], tail: str
 ) -> None:

@@ -14,13 +14,19 @@ from oomwatch.fleet.top import build, guess_workload, sparkline, trend_word
 
 OLD_AGENT_EVENT = {
     "metadata": {"name": "web-1.abc", "namespace": "shop"},
-    "involvedObject": {"kind": "Pod", "namespace": "shop", "name": "web-7d4b9c8f6d-x2x9z",
-                       "fieldPath": "spec.containers{app}"},
-    "reason": "PodLimitOOMKill", "message": "OOM killer killed python ...",
+    "involvedObject": {
+        "kind": "Pod",
+        "namespace": "shop",
+        "name": "web-7d4b9c8f6d-x2x9z",
+        "fieldPath": "spec.containers{app}",
+    },
+    "reason": "PodLimitOOMKill",
+    "message": "OOM killer killed python ...",
     "eventTime": "2026-11-23T10:00:00.000000Z",
     "series": {"count": 4, "lastObservedTime": "2026-11-23T10:20:00.000000Z"},
-    "reportingComponent": "oomwatch.io/agent", "reportingInstance": "oomwatch-node-c",
-}  # fmt: skip
+    "reportingComponent": "oomwatch.io/agent",
+    "reportingInstance": "oomwatch-node-c",
+}
 
 
 def test_an_event_without_summary_still_says_who_where_and_how_often() -> None:
@@ -76,10 +82,18 @@ def test_prometheus_reply_and_expression() -> None:
     expr = kills_expr(3600)
     assert "unless oomwatch_oom_incidents_total offset 3600s" in expr
     assert "increase(oomwatch_oom_incidents_total[3600s])" in expr
-    reply = {"status": "success", "data": {"result": [
-        {"metric": {"namespace": "shop", "pod": "a"}, "values": [[100, "1.9999"], [200, "3"]]},
-        {"metric": {"namespace": "shop", "pod": "b"}, "values": [[100, "0"]]},
-    ]}}  # fmt: skip
+    reply = {
+        "status": "success",
+        "data": {
+            "result": [
+                {
+                    "metric": {"namespace": "shop", "pod": "a"},
+                    "values": [[100, "1.9999"], [200, "3"]],
+                },
+                {"metric": {"namespace": "shop", "pod": "b"}, "values": [[100, "0"]]},
+            ]
+        },
+    }
     [series] = parse_matrix(reply, [100.0, 200.0, 300.0])
     assert series.buckets == (2, 3, 0) and series.labels["pod"] == "a"
     assert series.labels["scope"] == ""

@@ -114,8 +114,10 @@ def test_only_objects_an_agent_wrote_count() -> None:
     assert parse_oomincident({**_object(), "metadata": {"namespace": "shop"}}) is None
 
 
-@pytest.mark.parametrize("text", ["node/Bad_Node", "node/a..b", "node/" + "a" * 254,
-                                  "pod/" + EVIL, "secret/x", "node/-a"])  # fmt: skip
+@pytest.mark.parametrize(
+    "text",
+    ["node/Bad_Node", "node/a..b", "node/" + "a" * 254, "pod/" + EVIL, "secret/x", "node/-a"],
+)
 def test_targets_are_checked_before_use(text: str) -> None:
     with pytest.raises(BadTarget) as caught:
         parse_target(text)

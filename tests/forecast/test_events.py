@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from support.fakeapi import make_pod, validate_new_event
+from support.fakeapi import make_pod, running_status, validate_new_event
 
 from oomwatch.kube.cache import PodCache
 from oomwatch.kube.forecast_event import WarningEvents, build_warning_event
@@ -17,20 +17,18 @@ from oomwatch.kube.summary import SUMMARY_ANNOTATION, parse_summary
 
 CID = "d" * 64
 NOW = datetime(2026, 11, 23, 22, 0, tzinfo=UTC)
-DETAILS = {"seconds_to_oom": 212.4, "confidence": 0.66, "limit_bytes": 256 << 20,
-           "unreclaimable_bytes": 150 << 20, "slope_bytes_per_second": 500_000.0,
-           "at_s": 1795470145.4}  # fmt: skip
+DETAILS = {
+    "seconds_to_oom": 212.4,
+    "confidence": 0.66,
+    "limit_bytes": 256 << 20,
+    "unreclaimable_bytes": 150 << 20,
+    "slope_bytes_per_second": 500_000.0,
+    "at_s": 1795470145.4,
+}
 
 
 def _pod() -> Any:
-    statuses = [
-        {
-            "name": "app",
-            "containerID": f"containerd://{CID}",
-            "restartCount": 0,
-            "state": {"running": {"startedAt": "2026-11-22T08:00:00Z"}},
-        }
-    ]
+    statuses = [running_status(CID)]
     return decode_pod(make_pod(statuses=statuses))
 
 

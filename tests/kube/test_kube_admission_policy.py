@@ -36,12 +36,17 @@ def admitted(request: dict[str, Any], old: dict[str, Any] | None, new: dict[str,
 
 
 POD = {
-    "apiVersion": "v1", "kind": "Pod",
-    "metadata": {"name": "web-0", "namespace": "shop", "labels": {"app": "web"},
-                 "annotations": {"team": "shop"},
-                 "ownerReferences": [{"kind": "ReplicaSet", "name": "web", "uid": "1"}]},
+    "apiVersion": "v1",
+    "kind": "Pod",
+    "metadata": {
+        "name": "web-0",
+        "namespace": "shop",
+        "labels": {"app": "web"},
+        "annotations": {"team": "shop"},
+        "ownerReferences": [{"kind": "ReplicaSet", "name": "web", "uid": "1"}],
+    },
     "spec": {"nodeName": "node-a", "containers": [{"name": "app", "image": "web:1"}]},
-}  # fmt: skip
+}
 
 
 def request(

@@ -20,7 +20,7 @@ import pytest
 from support import settled, wait_for
 from support.agent import E2E_NODE as NODE
 from support.agent import AgentProcess, connected_agent
-from support.fakeapi import FakeApiServer, make_pod
+from support.fakeapi import FakeApiServer, make_pod, running_status
 
 from oomwatch.lab import ScratchMemcg, kubelet_layout, spawn_hog, wait_rate_limit_window
 
@@ -63,14 +63,7 @@ def test_real_kill_produces_an_event_on_the_pod(
             node=NODE,
             owner=("Job", "trainer"),
             labels={},
-            statuses=[
-                {
-                    "name": "app",
-                    "containerID": f"containerd://{container_id}",
-                    "restartCount": 0,
-                    "state": {"running": {"startedAt": "2026-11-22T08:00:00Z"}},
-                }
-            ],
+            statuses=[running_status(container_id)],
         )
     )
     container = kubelet_layout(

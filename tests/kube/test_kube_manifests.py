@@ -101,8 +101,12 @@ def test_kustomize_builds_valid_objects(tmp_path: Path, annotate: bool) -> None:
         "quay.io/brancz/kube-rbac-proxy:v0.19.1",
     }
     roles = {d["metadata"]["name"] for d in docs if d["kind"] == "ClusterRole"}
-    base = {"oomwatch", "oomwatch-kube-rbac-proxy", "oomwatch-metrics-reader",
-            "oomwatch-incidents-view"}  # fmt: skip
+    base = {
+        "oomwatch",
+        "oomwatch-kube-rbac-proxy",
+        "oomwatch-metrics-reader",
+        "oomwatch-incidents-view",
+    }
     assert roles == (base | {"oomwatch-annotate"} if annotate else base)
     kinds = {d["kind"] for d in docs}
     assert {

@@ -62,8 +62,12 @@ def sent(kube: KubeIntegration, fake_api: FakeApiServer) -> tuple[int, bool]:
     return len(events), "oomwatch.io/last-oom-kill" in annotations
 
 
-CLAIM = {"pod_uid": UID, "namespace": "shop", "pod_name": "web-7d4b9c8f6d-x2x9z",
-         "container": "app"}  # fmt: skip
+CLAIM = {
+    "pod_uid": UID,
+    "namespace": "shop",
+    "pod_name": "web-7d4b9c8f6d-x2x9z",
+    "container": "app",
+}
 
 
 @pytest.mark.parametrize(

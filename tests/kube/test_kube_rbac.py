@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from kubernetes import client
-from support.fakeapi import NODE, FakeApiServer, make_pod
+from support.fakeapi import NODE, FakeApiServer, make_pod, running_status
 from support.manifests import granted_verbs
 
 from oomwatch.incident import Incident, Victim
@@ -29,19 +29,7 @@ def test_cluster_role_grants_exactly_what_is_used(
     fake_api: FakeApiServer, api_client: client.ApiClient, annotate: bool
 ) -> None:
     pod = fake_api.put_pod(
-        make_pod(
-            statuses=[
-                {
-                    "name": "app",
-                    "containerID": f"containerd://{CID}",
-                    "restartCount": 0,
-                    "image": "app:1",
-                    "imageID": "app@sha256:" + "0" * 64,
-                    "ready": True,
-                    "state": {"running": {"startedAt": "2026-11-22T08:00:00Z"}},
-                }
-            ]
-        )
+        make_pod(statuses=[running_status(CID, image="app:1", imageID="app@sha256:" + "0" * 64)])
     )
     uid = pod["metadata"]["uid"]
     _seed_oomincidents(fake_api, pod)
@@ -122,14 +110,26 @@ def _seed_oomincidents(fake_api: FakeApiServer, pod: dict[str, Any]) -> None:
         "undiagnosed",
         NODE,
     )
-    base = {"apiVersion": "oomwatch.io/v1alpha1", "kind": "OOMIncident", "workload": "Pod/x",
-            "container": "app", "node": NODE, "verdictCode": "undiagnosed", "verdict": "v",
-            "kills": 1, "firstSeen": "2026-01-01T00:00:00Z", "lastSeen": "2026-01-01T00:00:00Z",
-            "incident": {"kind": "memcg"}}  # fmt: skip
+    base = {
+        "apiVersion": "oomwatch.io/v1alpha1",
+        "kind": "OOMIncident",
+        "workload": "Pod/x",
+        "container": "app",
+        "node": NODE,
+        "verdictCode": "undiagnosed",
+        "verdict": "v",
+        "kills": 1,
+        "firstSeen": "2026-01-01T00:00:00Z",
+        "lastSeen": "2026-01-01T00:00:00Z",
+        "incident": {"kind": "memcg"},
+    }
     with fake_api.lock:
         fake_api.oomincidents[("shop", "expired")] = {
-            **base, "metadata": {"name": "expired", "namespace": "shop",
-                                 "labels": {NODE_LABEL: NODE}}}  # fmt: skip
+            **base,
+            "metadata": {"name": "expired", "namespace": "shop", "labels": {NODE_LABEL: NODE}},
+        }
         name = fingerprint.object_name()
         fake_api.oomincidents[("shop", name)] = {
-            **base, "metadata": {"name": name, "namespace": "shop"}}  # fmt: skip
+            **base,
+            "metadata": {"name": name, "namespace": "shop"},
+        }

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from kubernetes import client
-from support.fakeapi import NODE, FakeApiServer, make_pod
+from support.fakeapi import NODE, FakeApiServer, make_pod, running_status
 
 from oomwatch.diagnosis.history import History
 from oomwatch.incident import Incident, MemcgUsage, PodContext, Victim
@@ -25,19 +25,7 @@ FAST = {"rate_per_s": 2.0, "burst": 2, "gc_interval_s": 3600.0}
 
 def _pod(fake_api: FakeApiServer) -> str:
     pod = fake_api.put_pod(
-        make_pod(
-            statuses=[
-                {
-                    "name": "app",
-                    "containerID": f"containerd://{CID}",
-                    "restartCount": 0,
-                    "image": "app:1",
-                    "imageID": "app@sha256:" + "0" * 64,
-                    "ready": True,
-                    "state": {"running": {"startedAt": "2026-11-22T08:00:00Z"}},
-                }
-            ]
-        )
+        make_pod(statuses=[running_status(CID, image="app:1", imageID="app@sha256:" + "0" * 64)])
     )
     return str(pod["metadata"]["uid"])
 
@@ -106,11 +94,17 @@ def test_a_restarted_agent_goes_on_counting_and_collects_expired_objects(
     fake_api.wait_for(lambda api: any(o["kills"] == 3 for o in api.oomincidents.values()))
     first.stop(timeout_s=2)
     old = dict(next(iter(fake_api.oomincidents.values())))
-    expired = {**old, "metadata": {**old["metadata"], "name": "old-one"},
-               "workload": "Deployment/old", "lastSeen": "2026-01-01T00:00:00Z"}  # fmt: skip
-    elsewhere = {**expired, "metadata": {**expired["metadata"], "name": "other-node",
-                                         "labels": {NODE_LABEL: "node-b"}},
-                 "node": "node-b"}  # fmt: skip
+    expired = {
+        **old,
+        "metadata": {**old["metadata"], "name": "old-one"},
+        "workload": "Deployment/old",
+        "lastSeen": "2026-01-01T00:00:00Z",
+    }
+    elsewhere = {
+        **expired,
+        "metadata": {**expired["metadata"], "name": "other-node", "labels": {NODE_LABEL: "node-b"}},
+        "node": "node-b",
+    }
     with fake_api.lock:
         fake_api.oomincidents[("shop", "old-one")] = expired
         fake_api.oomincidents[("shop", "other-node")] = elsewhere

@@ -17,8 +17,16 @@ TRAINING = REPO / "examples" / "training"
 JOBS = ["pytorch-job.yaml", "tensorflow-job.yaml"]
 # Pod Security "restricted": the volume types it allows (which excludes hostPath, as
 # "baseline" does), and what every container must set.
-RESTRICTED_VOLUMES = {"configMap", "csi", "downwardAPI", "emptyDir", "ephemeral",
-                      "persistentVolumeClaim", "projected", "secret"}  # fmt: skip
+RESTRICTED_VOLUMES = {
+    "configMap",
+    "csi",
+    "downwardAPI",
+    "emptyDir",
+    "ephemeral",
+    "persistentVolumeClaim",
+    "projected",
+    "secret",
+}
 
 
 def _docs(name: str) -> list[dict[str, Any]]:

@@ -21,10 +21,27 @@ pytestmark = pytest.mark.skipif(
 
 def test_cuda_oom_in_grand_scoring_is_recorded(tmp_path: Path) -> None:
     # 20,000 examples x 3.26M parameters x 4 bytes = 260 GB of per-example gradients at once.
-    args = ["--dataset", "synthetic", "--synthetic-examples", "20000", "--features", "784",
-            "--hidden", "4096", "--score-runs", "1", "--score-epochs", "1",
-            "--grand-chunk", "20000", "--score-only", "--device", "cuda",
-            "--probe-dir", str(tmp_path)]  # fmt: skip
+    args = [
+        "--dataset",
+        "synthetic",
+        "--synthetic-examples",
+        "20000",
+        "--features",
+        "784",
+        "--hidden",
+        "4096",
+        "--score-runs",
+        "1",
+        "--score-epochs",
+        "1",
+        "--grand-chunk",
+        "20000",
+        "--score-only",
+        "--device",
+        "cuda",
+        "--probe-dir",
+        str(tmp_path),
+    ]
     run = subprocess.run(
         [sys.executable, "-m", "examples.pruning_trainer", *args],
         cwd=REPO,

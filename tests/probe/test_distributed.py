@@ -25,10 +25,21 @@ POD_UID = "5f0c2a9e-1d7b-4c1e-9a53-6b1f0e2d7c44"
 
 
 def test_the_launch_comes_from_torchruns_environment() -> None:
-    env = {"RANK": "1", "LOCAL_RANK": "1", "WORLD_SIZE": "2", "TORCHELASTIC_RUN_ID": "abc",
-           "TORCHELASTIC_RESTART_COUNT": "2", "CUDA_VISIBLE_DEVICES": "0,1"}  # fmt: skip
-    want = {"rank": 1, "local_rank": 1, "world_size": 2, "job_id": "abc/2",
-            "visible_devices": "0,1"}  # fmt: skip
+    env = {
+        "RANK": "1",
+        "LOCAL_RANK": "1",
+        "WORLD_SIZE": "2",
+        "TORCHELASTIC_RUN_ID": "abc",
+        "TORCHELASTIC_RESTART_COUNT": "2",
+        "CUDA_VISIBLE_DEVICES": "0,1",
+    }
+    want = {
+        "rank": 1,
+        "local_rank": 1,
+        "world_size": 2,
+        "job_id": "abc/2",
+        "visible_devices": "0,1",
+    }
     assert distributed_identity(env.get) == want
     kubeflow = {
         "RANK": "0",
@@ -120,10 +131,16 @@ def test_torchrun_two_ranks_one_runs_out(tmp_path: Path) -> None:
     probe_dir = tmp_path / "probe"
     script = tmp_path / "train.py"
     script.write_text(TRAINER)
-    env = {"OOMWATCH_PROBE_DIR": str(probe_dir), "OOMWATCH_POD_UID": POD_UID,
-           "OOMWATCH_POD_NAMESPACE": "ml", "OOMWATCH_POD_NAME": "trainer-0",
-           "OOMWATCH_CONTAINER_NAME": "trainer", "PYTHONPATH": str(REPO),
-           "PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1"}  # fmt: skip
+    env = {
+        "OOMWATCH_PROBE_DIR": str(probe_dir),
+        "OOMWATCH_POD_UID": POD_UID,
+        "OOMWATCH_POD_NAMESPACE": "ml",
+        "OOMWATCH_POD_NAME": "trainer-0",
+        "OOMWATCH_CONTAINER_NAME": "trainer",
+        "PYTHONPATH": str(REPO),
+        "PATH": "/usr/bin:/bin",
+        "OMP_NUM_THREADS": "1",
+    }
     run = subprocess.run(
         [
             sys.executable,

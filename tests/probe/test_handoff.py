@@ -215,8 +215,9 @@ def test_what_a_pod_can_plant_in_its_own_directory_speaks_only_for_that_director
     foreign = write_record(hostile, "other.ring")
     os.chown(foreign, 4321, 4321)
     theirs = Peer(hostile / "other.sock", sending([os.open(foreign, os.O_RDONLY)], ["other.ring"]))
-    renamed = Peer(hostile / "name.sock",
-                   sending([os.open(claims, os.O_RDONLY)], [f"{POD}.trainer.ring"]))  # fmt: skip
+    renamed = Peer(
+        hostile / "name.sock", sending([os.open(claims, os.O_RDONLY)], [f"{POD}.trainer.ring"])
+    )
     (hostile / "link.sock").symlink_to(probe._server.path if probe._server else "/")
     reader = ProbeDirReader(hostile.parent)
     with caplog.at_level(logging.WARNING):

@@ -104,10 +104,14 @@ def test_a_kill_no_file_of_the_last_walk_may_belong_to_is_not_deferred(tmp_path:
         deadline = time.monotonic() + 10
         while worker.walks < 1 and time.monotonic() < deadline:
             time.sleep(0.01)
-        kill = Incident(kind="memcg", kernel_time_s=1007.4, boot_id="b0",
-                        task_memcg="/kubepods/burstable/podother/ctr",
-                        victims=[Victim(pid=999, comm="hog")],
-                        detected_at=iso_time(time.time()))  # fmt: skip
+        kill = Incident(
+            kind="memcg",
+            kernel_time_s=1007.4,
+            boot_id="b0",
+            task_memcg="/kubepods/burstable/podother/ctr",
+            victims=[Victim(pid=999, comm="hog")],
+            detected_at=iso_time(time.time()),
+        )
         assert ProbeEnricher(tmp_path, reader=worker).enrich(kill) and kill.allocator is None
         assert worker.walks == 1  # no walk was asked for
     finally:

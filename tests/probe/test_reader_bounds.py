@@ -29,16 +29,14 @@ from oomwatch.probe.reader import (
     parse_flight_record,
 )
 from oomwatch.probe.ring import HEADER_BYTES, RingGeometry, encode_header, encode_slot
-from oomwatch.probe.schema import to_payload
+from oomwatch.probe.schema import CUDA_KEYS, to_payload
 
 FULL = RingGeometry(slot_bytes=2048, sample_slots=495, event_slots=16)  # 1,047,552 bytes
 
 
 def largest_sample(i: int) -> dict[str, Any]:
     """A sample with every field the schema allows, strings at their longest."""
-    counts = ("allocated_bytes", "allocated_peak_bytes", "reserved_bytes", "reserved_peak_bytes",
-              "active_bytes", "active_peak_bytes", "inactive_split_bytes", "num_alloc_retries",
-              "num_ooms")  # fmt: skip
+    counts = [k for k in CUDA_KEYS if k != "device"]
     return {
         "wall_s": time.time() - 1,
         "mono_s": 1000.0 + i,

@@ -434,8 +434,9 @@ def test_a_starved_reader_widens_how_late_a_kill_time_may_be() -> None:
     def run(late_s: float) -> dict[int, str | None]:
         first, second = bare(110.0, 1), bare(110.06, 2)
         # the true offset is 100.0; the estimate 99.9 (its promptest read was 100 ms late)
-        rises = news(counted(CTR_A, 1, 9.98, since=9.97), counted(CTR_B, 1, 10.08, since=10.05),
-                     at=10.3)  # fmt: skip
+        rises = news(
+            counted(CTR_A, 1, 9.98, since=9.97), counted(CTR_B, 1, 10.08, since=10.05), at=10.3
+        )
         r = reconcile(
             ReconcileState(), [first, second], [], now_s=10.29, kernel_time=KernelTime(99.9)
         )
@@ -486,8 +487,13 @@ def test_a_kill_line_read_late_behind_a_backlog_is_matched_not_doubled() -> None
     just after, but the log is read through only 9.5 while the agent decodes a backlog
     ahead of it (a 20,000-member group kill); the counter is read promptly.  The line comes
     4 s later: its rise waited for it -- one kill, not a report and a counter-only one."""
-    r = reconcile(ReconcileState(), [], news(counted(CTR_A, 1, 10.0, since=9.99)), 10.0,
-                  kernel_time=KernelTime(read_through_s=9.5))  # fmt: skip
+    r = reconcile(
+        ReconcileState(),
+        [],
+        news(counted(CTR_A, 1, 10.0, since=9.99)),
+        10.0,
+        kernel_time=KernelTime(read_through_s=9.5),
+    )
     for step in range(1, 40):  # the loop turns while the backlog decodes
         r = reconcile(
             r.state, [], [], now_s=10.0 + step * 0.1, kernel_time=KernelTime(read_through_s=9.5)
@@ -509,8 +515,13 @@ def test_a_kill_line_read_late_behind_a_backlog_is_matched_not_doubled() -> None
 def test_a_counted_kill_whose_line_never_comes_is_counter_only_once_the_log_is_read() -> None:
     """Held while the log lags, a rise is still a counter-only kill once the log has been
     read past it and `GRACE_S` more has passed without its line."""
-    r = reconcile(ReconcileState(), [], news(counted(CTR_B, 1, 10.0, since=9.99)), 10.0,
-                  kernel_time=KernelTime(read_through_s=9.5))  # fmt: skip
+    r = reconcile(
+        ReconcileState(),
+        [],
+        news(counted(CTR_B, 1, 10.0, since=9.99)),
+        10.0,
+        kernel_time=KernelTime(read_through_s=9.5),
+    )
     r = reconcile(r.state, [], [], now_s=20.0, kernel_time=KernelTime(read_through_s=9.5))
     assert r.ready == []
     r = reconcile(
@@ -526,8 +537,13 @@ def test_a_counted_kill_whose_line_never_comes_is_counter_only_once_the_log_is_r
 def test_a_held_rise_is_never_taken_by_a_kill_of_another_cgroup() -> None:
     """While a rise of A waits for its line, B's report arrives: B's kill does not take A's
     rise, and A's late line still does."""
-    r = reconcile(ReconcileState(), [], news(counted(CTR_A, 1, 10.0, since=9.99)), 10.0,
-                  kernel_time=KernelTime(read_through_s=9.5))  # fmt: skip
+    r = reconcile(
+        ReconcileState(),
+        [],
+        news(counted(CTR_A, 1, 10.0, since=9.99)),
+        10.0,
+        kernel_time=KernelTime(read_through_s=9.5),
+    )
     r = reconcile(
         r.state,
         [full(CTR_B, 9.997, 200)],

@@ -44,9 +44,20 @@ def test_every_field_is_in_the_schema_and_nothing_else(cls: type[Any]) -> None:
 def test_sizes_are_bytes_and_quantities_say_their_unit() -> None:
     """Names carry units: every integer field of the contract is a size in `_bytes`, pages,
     seconds, or one of the counts and identifiers listed here."""
-    counts = {"pid", "uid", "tgid", "order", "oom_score_adj", "failcnt", "kmsg_seq",
-              "selected_pid", "restart_count", "last_termination_exit_code",
-              "kills_counted", "victims_omitted"}  # fmt: skip
+    counts = {
+        "pid",
+        "uid",
+        "tgid",
+        "order",
+        "oom_score_adj",
+        "failcnt",
+        "kmsg_seq",
+        "selected_pid",
+        "restart_count",
+        "last_termination_exit_code",
+        "kills_counted",
+        "victims_omitted",
+    }
     for cls in _dataclasses():
         if cls is contract.Breakdown:
             continue  # its fields are the parts of `breakdown_bytes`: the unit is in that name

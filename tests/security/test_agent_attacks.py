@@ -135,8 +135,12 @@ def test_claimed_identities_mint_no_series_and_no_etcd_labels(tmp_path: Path) ->
         )
         for round_no in range(2):
             for i in range(300):
-                claims = {"pod_uid": f"c{round_no}-{i}", "namespace": f"ns{round_no}-{i}",
-                          "pod_name": f"p{i}", "container": "c"}  # fmt: skip
+                claims = {
+                    "pod_uid": f"c{round_no}-{i}",
+                    "namespace": f"ns{round_no}-{i}",
+                    "pod_name": f"p{i}",
+                    "container": "c",
+                }
                 put(agent, f"c{i}.ring", tiny, meta(pid=round_no * 10_000 + i, **claims), 1, 1)
             time.sleep(5)
         metrics = agent.get("/metrics", 30)[1]

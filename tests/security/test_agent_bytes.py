@@ -67,10 +67,20 @@ def test_a_crowded_probe_directory_is_never_walked_on_the_kernel_logs_thread(
     with running_agent(REPO, tmp_path) as agent:
         pid = agent.proc.pid
         strace = subprocess.Popen(
-            ["strace", "-f", "-ff", "-y", "-o", str(trace), "-p", str(pid),
-             "-e", "trace=getdents64,openat,newfstatat,statx,connect"],
+            [
+                "strace",
+                "-f",
+                "-ff",
+                "-y",
+                "-o",
+                str(trace),
+                "-p",
+                str(pid),
+                "-e",
+                "trace=getdents64,openat,newfstatat,statx,connect",
+            ],
             stderr=subprocess.DEVNULL,
-        )  # fmt: skip
+        )
         try:
             time.sleep(3)  # attached, walks under way
             for k in range(1, 4):

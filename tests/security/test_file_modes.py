@@ -112,11 +112,19 @@ def as_process(uid: int, gid: int, script: str, arg: str) -> subprocess.Popen[st
         "--bounding-set=-all",
         "--no-new-privs",
     ]
-    env = {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "OOMWATCH_POD_UID": POD_UID,
-           "OOMWATCH_CONTAINER_NAME": "trainer"}  # fmt: skip
-    return subprocess.Popen([*setpriv, "sh", "-c", 'umask 077; exec "$@"', "sh",
-                             "/usr/bin/python3", "-c", script, arg], env=env, text=True,
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE)  # fmt: skip
+    env = {
+        "PYTHONPATH": str(REPO),
+        "PATH": "/usr/bin:/bin",
+        "OOMWATCH_POD_UID": POD_UID,
+        "OOMWATCH_CONTAINER_NAME": "trainer",
+    }
+    return subprocess.Popen(
+        [*setpriv, "sh", "-c", 'umask 077; exec "$@"', "sh", "/usr/bin/python3", "-c", script, arg],
+        env=env,
+        text=True,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+    )
 
 
 def ask(proc: subprocess.Popen[str], line: str) -> str:
@@ -156,8 +164,10 @@ def test_a_0600_ring_file_reaches_the_agent_by_descriptor_only() -> None:
 
         agent = as_process(65532, AGENT_GID, AGENT, str(probe))
         seen = json.loads(ask(agent, str(ring)))
-        assert seen == {"records": [[f"{POD_UID}/{ring.name}", POD_UID, "warmup"]],
-                        "opened": "EACCES"}  # fmt: skip
+        assert seen == {
+            "records": [[f"{POD_UID}/{ring.name}", POD_UID, "warmup"]],
+            "opened": "EACCES",
+        }
 
         def connect() -> None:  # by descriptor: the path passes a socket path's 107 bytes
             with socket.socket(socket.AF_UNIX) as s:

@@ -34,7 +34,7 @@ from oomwatch.incident import (
 from oomwatch.kube import KubeIntegration
 from oomwatch.store import IncidentStore
 from support import wait_for
-from support.fakeapi import FakeApiServer, make_pod
+from support.fakeapi import FakeApiServer, make_pod, running_status
 
 MIB = 1 << 20
 NODES = ("node-a", "node-b")
@@ -51,15 +51,7 @@ class Pod:
     cid: str = field(default_factory=lambda: uuid.uuid4().hex * 2)
 
     def api_object(self) -> dict[str, Any]:
-        running = {"running": {"startedAt": "2026-11-22T08:00:00Z"}}
-        statuses = [
-            {
-                "name": self.container,
-                "containerID": f"containerd://{self.cid}",
-                "restartCount": 1,
-                "state": running,
-            }
-        ]
+        statuses = [running_status(self.cid, self.container, restarts=1)]
         labels = {"pod-template-hash": self.owner[1].rsplit("-", 1)[-1]} if self.owner else {}
         pod: dict[str, Any] = make_pod(
             self.name,

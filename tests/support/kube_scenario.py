@@ -17,7 +17,7 @@ from oomwatch.incident import (
 from oomwatch.kube import KubeIntegration
 from oomwatch.kube.summary import SUMMARY_ANNOTATION, parse_summary
 from support import until
-from support.fakeapi import NODE, FakeApiServer, make_pod
+from support.fakeapi import NODE, FakeApiServer, make_pod, running_status
 
 CID = "c" * 64
 UID = "0f3c5e8a-2b1d-4c7e-9a6f-1d2e3f4a5b6c"
@@ -25,14 +25,7 @@ MICRO = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}(Z|\+00:00)$")
 
 
 def app_pod(**kwargs: Any) -> dict[str, Any]:
-    statuses = [
-        {
-            "name": "app",
-            "containerID": f"containerd://{CID}",
-            "restartCount": 0,
-            "state": {"running": {"startedAt": "2026-11-22T08:00:00Z"}},
-        }
-    ]
+    statuses = [running_status(CID)]
     return make_pod(uid=UID, statuses=kwargs.pop("statuses", statuses), **kwargs)
 
 

@@ -101,10 +101,33 @@ def test_the_trainer_reports_its_phases_to_the_probe(tmp_path: Path) -> None:
 
 def test_shared_rows_show_in_the_probe_and_workers_in_the_measurement(tmp_path: Path) -> None:
     rows_bytes = 40000 * 64 * 4  # 10 MiB of training rows in shared memory
-    args = ["--seconds", "120", "--probe-dir", str(tmp_path), "--",
-            "--dataset", "synthetic", "--synthetic-examples", "40000", "--features", "64",
-            "--hidden", "16", "--workers", "2", "--shm", "--batch-size", "512", "--threads",
-            "1", "--score-runs", "1", "--score-epochs", "2", "--score-only"]  # fmt: skip
+    args = [
+        "--seconds",
+        "120",
+        "--probe-dir",
+        str(tmp_path),
+        "--",
+        "--dataset",
+        "synthetic",
+        "--synthetic-examples",
+        "40000",
+        "--features",
+        "64",
+        "--hidden",
+        "16",
+        "--workers",
+        "2",
+        "--shm",
+        "--batch-size",
+        "512",
+        "--threads",
+        "1",
+        "--score-runs",
+        "1",
+        "--score-epochs",
+        "2",
+        "--score-only",
+    ]
     run = subprocess.run(
         [sys.executable, "-m", "examples.pruning_trainer.memory", *args],
         cwd=REPO,

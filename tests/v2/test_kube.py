@@ -14,7 +14,7 @@ import pytest
 from support import settled
 from support.agent import E2E_NODE as NODE
 from support.agent import AgentProcess, connected_agent
-from support.fakeapi import FakeApiServer, make_pod
+from support.fakeapi import FakeApiServer, make_pod, running_status
 from support.store import STORE_QUIET_S
 
 from oomwatch.lab import ScratchMemcg, kubelet_layout, spawn_hog, wait_rate_limit_window
@@ -40,8 +40,17 @@ def cluster(tmp_path: Path, memcg_v2: None) -> Iterator[tuple[FakeApiServer, Age
 
 def kills_told(agent: AgentProcess, events: list[dict[str, Any]]) -> str:
     """The Events and every kill the agent logged: which incident made the extra Event."""
-    keys = ("kernel_time_s", "process.pid", "task_memcg", "group_kill", "victim_pids",
-            "header_suppressed", "kmsg_missing", "attribution", "attribution_method")  # fmt: skip
+    keys = (
+        "kernel_time_s",
+        "process.pid",
+        "task_memcg",
+        "group_kill",
+        "victim_pids",
+        "header_suppressed",
+        "kmsg_missing",
+        "attribution",
+        "attribution_method",
+    )
     rows = [repr({k: e.get(k) for k in ("reason", "note", "eventTime")}) for e in events]
     for _, line in agent.events(lambda e: e.get("event") == "oom_kill"):
         rows.append(repr({k: line.get(k) for k in keys}))
@@ -61,14 +70,7 @@ def test_group_kill_is_one_group_event_on_the_pod(
             node=NODE,
             owner=("StatefulSet", "web"),
             labels={},
-            statuses=[
-                {
-                    "name": "app",
-                    "containerID": f"containerd://{container_id}",
-                    "restartCount": 0,
-                    "state": {"running": {"startedAt": "2026-11-22T08:00:00Z"}},
-                }
-            ],
+            statuses=[running_status(container_id)],
         )
     )
     container = kubelet_layout(

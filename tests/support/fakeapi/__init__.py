@@ -20,6 +20,7 @@ from support.fakeapi.objects import (
     make_pod,
     merge_patch,
     oomincident_problem,
+    running_status,
     validate_new_event,
 )
 from support.fakeapi.server import ALL_REQUESTS, FakeApiServer, Verb
@@ -33,5 +34,6 @@ __all__ = [
     "make_pod",
     "merge_patch",
     "oomincident_problem",
+    "running_status",
     "validate_new_event",
 ]

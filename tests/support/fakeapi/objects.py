@@ -54,6 +54,19 @@ def validate_new_event(event: dict[str, Any], namespace: str, creating: bool) ->
     return None
 
 
+def running_status(
+    container_id: str, name: str = "app", restarts: int = 0, **extra: Any
+) -> dict[str, Any]:
+    """A container status, running since one fixed time, as the API server serves it."""
+    return {
+        "name": name,
+        "containerID": f"containerd://{container_id}",
+        "restartCount": restarts,
+        "state": {"running": {"startedAt": "2026-11-22T08:00:00Z"}},
+        **extra,
+    }
+
+
 def make_pod(
     name: str = "web-7d4b9c8f6d-x2x9z",
     namespace: str = "shop",
@@ -82,15 +95,7 @@ def make_pod(
     statuses = (
         statuses
         if statuses is not None
-        else [
-            {
-                "name": c["name"],
-                "containerID": f"containerd://{'a' * 63}{i}",
-                "restartCount": 0,
-                "state": {"running": {"startedAt": "2026-11-22T08:00:00Z"}},
-            }
-            for i, c in enumerate(containers)
-        ]
+        else [running_status(f"{'a' * 63}{i}", c["name"]) for i, c in enumerate(containers)]
     )
     for c in containers:
         c.setdefault("image", "registry.example/app:1.0")
