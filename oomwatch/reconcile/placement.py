@@ -124,8 +124,11 @@ def _pair_in_bulk(
         t_s = mono_time(claim.kernel_time_s, kernel_offset_s)
         last_s = mono_time(claim.last_kernel_time_s, kernel_offset_s)
         kill = WaitingKill(_CLAIMED, t_s, claim.cgroups, claim.arrived_s, last_s)
-        fitting = [j for j, rise in enumerate(work.rises)
-                   if j not in taken and fits(kill, rise, witnesses, slack_s)]  # fmt: skip
+        fitting = [
+            j
+            for j, rise in enumerate(work.rises)
+            if j not in taken and fits(kill, rise, witnesses, slack_s)
+        ]
         pairs = min(surplus, len(fitting) - BULK_RESIDUE - others)
         if pairs > 0:
             taken.update(fitting[:pairs])
