@@ -268,18 +268,3 @@ class HeldRings:
 
     def close(self) -> None:
         self.release_except(set())
-
-
-def pread_capped(fd: int, cap: int) -> bytes:
-    """At most `cap` bytes from the start of `fd` (pread: the offset is the sender's too)."""
-    chunks: list[bytes] = []
-    total = 0
-    while total <= cap:
-        chunk = os.pread(fd, min(65536, cap + 1 - total), total)
-        if not chunk:
-            break
-        chunks.append(chunk)
-        total += len(chunk)
-    if total > cap:
-        raise ProbeFileError(f"grew past the cap of {cap} bytes while being read")
-    return b"".join(chunks)

@@ -62,11 +62,14 @@ def read_regular(
         os.close(fd)
 
 
-def read_capped(fd: int, cap: int) -> bytes:
+def read_capped(fd: int, cap: int, *, from_start: bool = False) -> bytes:
+    """At most `cap` bytes of `fd`, refused when it holds more.  `from_start`: read with
+    `pread` from offset 0, for a descriptor received from its opener (whose offset it shares)."""
     chunks: list[bytes] = []
     total = 0
     while total <= cap:
-        chunk = os.read(fd, min(65536, cap + 1 - total))
+        want = min(65536, cap + 1 - total)
+        chunk = os.pread(fd, want, total) if from_start else os.read(fd, want)
         if not chunk:
             break
         chunks.append(chunk)

@@ -50,11 +50,14 @@ from oomwatch.probe.handoff import (
     SOCKET_TIMEOUT_S,
     HeldRings,
     covered,
-    pread_capped,
     socket_stem,
 )
 from oomwatch.probe.no_follow import ProbeFileError as ProbeFileError
-from oomwatch.probe.no_follow import Skip, open_pod_dir, read_regular
+from oomwatch.probe.no_follow import Skip, open_pod_dir, read_capped, read_regular
+from oomwatch.probe.reader_limits import CLOCK_EVERY_ENTRIES as CLOCK_EVERY_ENTRIES
+from oomwatch.probe.reader_limits import FILES_PER_POD_DIR as FILES_PER_POD_DIR
+from oomwatch.probe.reader_limits import POD_DIR_ENTRIES as POD_DIR_ENTRIES
+from oomwatch.probe.reader_limits import ReaderLimits as ReaderLimits
 from oomwatch.probe.refusals import REFUSAL_LINES as REFUSAL_LINES
 from oomwatch.probe.refusals import RefusalLog
 from oomwatch.probe.ring import FILE_SUFFIX, HEADER_BYTES
@@ -64,29 +67,6 @@ log = logging.getLogger("oomwatch.probe.reader")
 IDLE_S = 2.0
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,250}" + re.escape(FILE_SUFFIX))
 POD_DIR = re.compile(r"[0-9a-f][0-9a-f-]{7,63}")  # a pod UID (or a static pod's config hash)
-# Flight records read from one pod's directory: each rank writes its own file and keeps its
-# previous run's (`.prev`), so one 8-GPU pod of two containers holds 32.
-FILES_PER_POD_DIR = 32
-POD_DIR_ENTRIES = 256  # entries looked at in one per-pod directory per walk
-CLOCK_EVERY_ENTRIES = 128  # a listing looks at the clock this often
-
-
-@dataclass(frozen=True, slots=True)
-class ReaderLimits:
-    """What the daemon accepts; `allowed_uids` are uid ranges, None accepts any owner."""
-
-    max_file_bytes: int = 1 << 20
-    max_files: int = 1024  # flight records read per walk, and kept at once
-    max_entries: int = 4096  # directory entries looked at per walk
-    max_age_s: float = 3600.0
-    # ~3.6 ms to read and check one changed 128-sample file (bench/RESULTS.md): a walk reads
-    # ~70 of them at most, and never holds the agent's loop for long.
-    max_walk_s: float = 0.25
-    keep_samples: int = 128  # the newest samples of a file (two minutes at 1 Hz)
-    keep_events: int = 16  # the newest framework OOMs of a file
-    budget_bytes: int = 16 << 20  # what all kept records may cost together
-    max_held_fds: int = 256  # ring descriptors received from probes' sockets, held at once
-    allowed_uids: tuple[range, ...] | None = None
 
 
 class RecordSource(Protocol):
@@ -299,7 +279,9 @@ class ProbeDirReader:
         try:
             if fd is not None:
                 cap = self.limits.max_file_bytes
-                return self._from_stat(name, os.fstat(fd), now, True, lambda: pread_capped(fd, cap))
+                return self._from_stat(
+                    name, os.fstat(fd), now, True, lambda: read_capped(fd, cap, from_start=True)
+                )
             return self._load(name, now, keep=True)
         except Skip:
             self._forget(name)
