@@ -52,7 +52,11 @@ def test_every_read_after_sigkill_is_the_last_complete_sample_or_the_one_before(
                 _write_forever(str(probe_dir / name), done_fd)
             finally:
                 os._exit(1)
-        started = wait_for(lambda fd=done_fd: _published(fd) > 0, 30.0, interval_s=0.0002)
+
+        def published_one(fd: int = done_fd) -> bool:
+            return _published(fd) > 0
+
+        started = wait_for(published_one, 30.0, interval_s=0.0002)
         if started:
             time.sleep(rng.uniform(0, 0.004))  # the kill lands at a random point of a write
         os.kill(pid, signal.SIGKILL)
