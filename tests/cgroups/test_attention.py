@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
+from support import settled
 from support.cgroupfs import CONTAINER, CONTAINER2, CgroupV2Tree
 
 from oomwatch.cgroup_identity import identify
@@ -217,11 +218,12 @@ def _woken_by_memory_events(tree: CgroupV2Tree, moved: tuple[str, ...]) -> set[s
     worker.start()
     try:
         assert seen.wait(5.0)
-        time.sleep(0.5)  # the first pass sampled both; the next cold sample is 10 s away
-        before, moved_at = len(sampled), time.monotonic()
+        # the first pass sampled both; the next cold sample is 10 s away
+        before = settled("the first sampling pass", lambda: len(sampled), 0.5, 5.0)
+        moved_at = time.monotonic()
         for rel in moved:
             (tree.path(rel) / "memory.events").write_text(_MAX_EVENT)
-        time.sleep(2.0)
+        time.sleep(2.0)  # the window itself: two counter passes, for a split write's second half
         return {rel for t, rel in sampled[before:] if t - moved_at < 2.0}
     finally:
         worker.stop()

@@ -8,7 +8,6 @@ comes through a FIFO and a cgroup v2 file tree, as in `test_agent_offline`.
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 
 import pytest
@@ -53,7 +52,7 @@ def test_kill_gets_pod_names_and_an_event(tmp_path: Path, monkeypatch: pytest.Mo
         try:
             with agent_thread(config) as agent:
                 assert agent.kube is not None, f"standalone: {log.getvalue()}"
-                time.sleep(0.3)
+                api.wait_for(lambda a: len(a.watch_versions) >= 1)  # listed, now watching pods
                 os.write(writer, REPORT)
                 (container_dir / "memory.events").write_text(memory_events(1, 1))
                 assert wait_for(lambda: len(stored(config.state_dir)) == 1, 8.0)

@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from support import wait_for
+from support import settled, until, wait_for
 from support.agent import agent_thread
 from support.cgroupfs import kubelet_container, memory_events
 from support.host import CONTAINER, POD_UID, REPORT, VICTIM, config_for, fake_host
@@ -46,7 +46,12 @@ def test_fifo_report_and_counters_become_incidents(
 ) -> None:
     agent, container_dir, writer, out = agent_env
     state_dir = agent.config.state_dir
-    time.sleep(0.5)  # a few memory samples
+    until(
+        "a memory sample of the container",
+        lambda: agent.cgroups.view.timeline(CONTAINER, time.time()),
+        5.0,
+        interval_s=0.05,
+    )
     # chatter a user wrote (facility 1) is skipped, the report decoded
     os.write(writer, b"12,1,5,-;oom-kill:constraint=CONSTRAINT_MEMCG,task_memcg=/forged\n")
     for line in REPORT.splitlines(keepends=True):
@@ -65,8 +70,8 @@ def test_fifo_report_and_counters_become_incidents(
     # freshly booted machine: pick the counter-only incident by what it is, not by position
     [missing] = [x for x in stored(state_dir) if x.victim is None]
     assert missing.kmsg_missing and missing.pod_uid == POD_UID
-    time.sleep(0.5)  # nothing more may come
-    assert len(stored(state_dir)) == 2  # the first kill's counter did not make a second
+    # the first kill's counter did not make a second
+    assert settled("the stored incidents", lambda: len(stored(state_dir)), 0.5, 10.0) == 2
     lines = [json.loads(x) for x in out.getvalue().splitlines() if x.startswith("{")]
     kills = [x for x in lines if x.get("event") == "oom_kill"]
     assert [x["kmsg_missing"] for x in kills] == [False, True]
@@ -85,7 +90,8 @@ def test_restart_resumes_after_the_cursor(tmp_path: Path) -> None:
         with agent_thread(config) as agent:
             os.write(writer, REPORT)
             assert wait_for(lambda: len(stored(config.state_dir)) == 1, 5.0)
-            time.sleep(0.5)  # what more it would store if it stored the resent records twice
+            # what more it would store if it stored the resent records twice
+            assert settled("the store", lambda: len(stored(config.state_dir)), 0.5, 10.0) == 1
         os.close(writer)
         assert agent.pipeline.stats.duplicates == 0  # skipped by the cursor, not deduped
     assert len(stored(config.state_dir)) == 1
@@ -124,7 +130,8 @@ def test_kills_counted_while_the_agent_was_down_are_recorded_after_a_restart(
         os.write(writer, killed_line(39177, 9400, "bench-hog"))
         with agent_thread(config) as agent:
             assert wait_for(lambda: len(stored(config.state_dir)) == 3, 6.0)
-            time.sleep(0.5)  # nothing more may come: a duplicate would be counted by then
+            # nothing more may come: a duplicate would be counted by then
+            assert settled("the store", lambda: len(stored(config.state_dir)), 0.5, 10.0) == 3
             assert agent.pipeline.stats.duplicates == 0
     finally:
         os.close(writer)

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
+from support import until
 from support.cgroup_view import FakeCgroupView
 from support.cgroupfs import CONTAINER, CONTAINER2, MIB, POD, CgroupV2Tree
 
@@ -83,9 +84,7 @@ def test_the_worker_publishes_limits_and_the_watched_set_with_its_news(
     assert first.limits_bytes == {} and first.cgroup_v2  # nothing sampled yet
     worker.start()
     try:
-        deadline = time.monotonic() + 10.0
-        while not worker.take_news()[1].limits_bytes and time.monotonic() < deadline:
-            time.sleep(0.01)
+        until("the first sampled limits", lambda: worker.take_news()[1].limits_bytes or None, 10.0)
         _, view = worker.take_news()
         assert view.limits_bytes[CONTAINER] == 256 * MIB
         assert view.limits_bytes[CONTAINER2] == 128 * MIB
@@ -111,11 +110,12 @@ def test_counter_levels_come_as_the_last_batch_of_a_take_and_at_stop(tree: Cgrou
     worker.start()
     try:
         worker.request_levels()
-        deadline = time.monotonic() + 10.0
-        view = worker.take_news()[1]
-        while view.levels is None and time.monotonic() < deadline:
-            time.sleep(0.01)
-            view = worker.take_news()[1]
+        view = until(
+            "the counter levels asked for",
+            lambda: v if (v := worker.take_news()[1]).levels is not None else None,
+            10.0,
+            interval_s=0.01,
+        )
         assert view.levels is not None and view.levels.batches == worker.batches_taken
         assert view.levels.counters.keys() >= {CONTAINER, CONTAINER2}
         first = view.levels

@@ -13,6 +13,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from support import until
 from support.agent import DaemonProcess, seed_cursor_at_log_end
 from support.store import stored, wait_stored
 
@@ -104,10 +105,12 @@ def test_a_psi_trigger_on_a_cgroup2_memory_pressure_file_fires_under_thrash(
         assert watch.trigger_failure is None
         thrash = scratch.create_child("thrash", 24 * MIB)
         spawn_hog(thrash, mode="cache", mb=8, cycle_mb=64, rest_s=0.0, comm="thrash")
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and watch.pressure("/").psi_events == 0:
-            time.sleep(0.5)
+
+        def fired() -> bool | None:
             watch.poll(time.monotonic())
+            return watch.pressure("/").psi_events > 0 or None
+
+        until("a PSI trigger event on the unified root", fired, 30.0, interval_s=0.5)
         pressure = watch.pressure("/")
     finally:
         watch.close()

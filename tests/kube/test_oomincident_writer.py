@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from kubernetes import client
+from support import settled
 from support.fakeapi import NODE, FakeApiServer, make_pod, running_status
 
 from oomwatch.diagnosis.history import History
@@ -146,7 +147,7 @@ def test_without_the_crd_the_agent_says_so_once_and_keeps_its_events(
             with caplog.at_level(logging.WARNING, logger="oomwatch.kube.incident_writer"):
                 _emit_all(no_crd_api, kube, _kills(uid, 5))
                 no_crd_api.wait_for(lambda api: len(api.event_writes) >= 2)
-                time.sleep(0.5)
+                settled("the writer's warnings", lambda: len(caplog.records), 0.5, 10.0)
         finally:
             kube.stop(timeout_s=2)
     said = [r for r in caplog.records if r.getMessage() == "oomincidents_unavailable"]

@@ -10,7 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from support import wait_for
+from support import settled, wait_for
 from support.agent import agent_thread
 from support.probe_records import META, sample
 
@@ -107,8 +107,10 @@ def test_the_running_agent_reads_only_files_of_allowed_owners(tmp_path: Path) ->
     try:
         with agent_thread(config):
             assert wait_for(lambda: bool(_framework_pods(config.state_dir)), 10.0)
-            time.sleep(0.5)  # several more polls: the refused file stays refused
-            found = _framework_pods(config.state_dir)
+            # several more polls: the refused file stays refused
+            found = settled(
+                "the framework pods stored", lambda: _framework_pods(config.state_dir), 0.5, 10.0
+            )
     finally:
         os.close(writer)
     assert found == ["aaaa-1"]

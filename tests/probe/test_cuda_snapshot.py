@@ -132,7 +132,7 @@ def _recorded(tmp_path: Path) -> Incident:
         for step in range(3):
             probe.set_phase("train", epoch=1, step=step, batch_size=512)
             probe.sample_now()
-            time.sleep(0.01)
+            time.sleep(0.01)  # samples apart in time, as a trainer's are
         assert probe.record_oom(torch.OutOfMemoryError(OOM))
     finally:
         probe.stop()

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from support import wait_for
 from support.probe_records import refusals, write_record
 
 from oomwatch.probe.handoff import MAGIC, MAX_FDS, SOCKET_TIMEOUT_S
@@ -34,12 +35,12 @@ def leaked(reader: ProbeDirReader, before: int) -> int:
     """Descriptors open beyond `before` (taken before the reader's first walk), less the
     reader's directory and the ring descriptors it holds from the real probe; waits a
     little for the peers' threads of this process to close their ends."""
-    deadline = time.monotonic() + 2.0
-    while True:
-        extra = open_fds() - before - 1 - reader._held.held_fds
-        if extra == 0 or time.monotonic() > deadline:
-            return extra
-        time.sleep(0.01)
+
+    def extra() -> int:
+        return open_fds() - before - 1 - reader._held.held_fds
+
+    wait_for(lambda: extra() == 0, 2.0)
+    return extra()
 
 
 class Peer:

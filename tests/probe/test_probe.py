@@ -165,7 +165,7 @@ def test_probe_never_imports_a_framework(probe_dir: Path) -> None:
     code = (
         "import sys, oomwatch.probe\n"
         f"p = oomwatch.probe.start({str(probe_dir)!r}, interval_s=0.01)\n"
-        "import time; time.sleep(0.1); p.stop()\n"
+        "import time; time.sleep(0.1); p.stop()\n"  # the body: ten intervals of sampling
         "print(sorted(m for m in ('torch', 'tensorflow') if m in sys.modules))\n"
     )
     out = subprocess.run(

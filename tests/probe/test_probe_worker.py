@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support import until
 from support.probe_records import META, sample, write_record
 
 from oomwatch.daemon.probe_worker import ProbeWorker
@@ -26,10 +27,8 @@ def test_the_loops_thread_never_touches_the_probe_directory(
     write_record(tmp_path, samples=[sample(i) for i in range(5)])
     worker = ProbeWorker(ProbeDirReader(tmp_path), interval_s=0.05)
     try:
-        deadline = time.monotonic() + 10
-        while worker.walks < 2 and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert worker.walks >= 2 and worker.is_alive()
+        until("walk 2", lambda: worker.walks >= 2 or None, 10.0, 0.01)
+        assert worker.is_alive()
         loop = threading.get_ident()
         touched: list[str] = []
 
@@ -68,9 +67,7 @@ def test_a_kill_waits_for_a_walk_begun_after_it(tmp_path: Path) -> None:
     write_record(tmp_path, samples=[sample(i) for i in range(3)])  # the trainer's file
     worker = ProbeWorker(ProbeDirReader(tmp_path), interval_s=3600.0)  # no walk on its own
     try:
-        deadline = time.monotonic() + 10
-        while worker.walks < 1 and time.monotonic() < deadline:
-            time.sleep(0.01)
+        until("walk 1", lambda: worker.walks >= 1 or None, 10.0, 0.01)
         last = [sample(i) for i in range(4)] + [sample(4, phase="died here")]
         write_record(tmp_path, samples=last)  # its last samples, after the first walk
         killed_at_s = time.time()
@@ -85,8 +82,7 @@ def test_a_kill_waits_for_a_walk_begun_after_it(tmp_path: Path) -> None:
             detected_at=iso_time(killed_at_s),
         )
         assert enricher.enrich(kill) is False and kill.allocator is None  # a walk is asked for
-        while worker.walks < 2 and time.monotonic() < deadline:
-            time.sleep(0.01)
+        until("walk 2", lambda: worker.walks >= 2 or None, 10.0, 0.01)
         assert worker.walks == 2  # the ask woke the worker long before its interval
         assert enricher.enrich(kill) and kill.allocator is not None
         assert kill.allocator["phase"] == "died here"
@@ -101,9 +97,7 @@ def test_a_kill_no_file_of_the_last_walk_may_belong_to_is_not_deferred(tmp_path:
     write_record(tmp_path, samples=[sample(i) for i in range(3)])  # a trainer elsewhere
     worker = ProbeWorker(ProbeDirReader(tmp_path), interval_s=3600.0)
     try:
-        deadline = time.monotonic() + 10
-        while worker.walks < 1 and time.monotonic() < deadline:
-            time.sleep(0.01)
+        until("walk 1", lambda: worker.walks >= 1 or None, 10.0, 0.01)
         kill = Incident(
             kind="memcg",
             kernel_time_s=1007.4,

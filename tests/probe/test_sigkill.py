@@ -9,6 +9,7 @@ import struct
 import time
 from pathlib import Path
 
+from support import wait_for
 from support.probe_records import META, sample
 
 from oomwatch.probe.reader import ProbeDirReader
@@ -51,12 +52,13 @@ def test_every_read_after_sigkill_is_the_last_complete_sample_or_the_one_before(
                 _write_forever(str(probe_dir / name), done_fd)
             finally:
                 os._exit(1)
-        deadline = time.monotonic() + 30
-        while _published(done_fd) == 0 and time.monotonic() < deadline:
-            time.sleep(0.0002)
-        started = _published(done_fd) > 0
+
+        def published_one(fd: int = done_fd) -> bool:
+            return _published(fd) > 0
+
+        started = wait_for(published_one, 30.0, interval_s=0.0002)
         if started:
-            time.sleep(rng.uniform(0, 0.004))
+            time.sleep(rng.uniform(0, 0.004))  # the kill lands at a random point of a write
         os.kill(pid, signal.SIGKILL)
         _, status = os.waitpid(pid, 0)
         assert started, f"kill {n}: the writer published nothing in 30 s"

@@ -18,10 +18,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support import settled, until
 from support.fifo_agent import REPO, AgentProc, kernel_kill_logged, running_agent
+from support.store import settled_incidents, stored
 
 from oomwatch.probe.ring import HEADER_BYTES, RingGeometry, encode_header, encode_slot
-from oomwatch.store import IncidentStore
 
 pytestmark = pytest.mark.slow
 
@@ -56,6 +57,16 @@ def oom(i: int) -> dict[str, Any]:
     }
 
 
+def memcg_row_bytes(tmp: Path) -> int | None:
+    """The stored size of the memcg kill, once it is stored."""
+    con = sqlite3.connect(tmp / "state" / "oomwatch.db")
+    try:
+        row = con.execute("SELECT length(data) FROM incidents WHERE kind = 'memcg'").fetchone()
+    finally:
+        con.close()
+    return None if row is None else int(row[0])
+
+
 def put(
     agent: AgentProc,
     name: str,
@@ -83,11 +94,13 @@ def test_110_full_probe_files_keep_the_agent_far_under_its_limit(tmp_path: Path)
     with running_agent(REPO, tmp_path) as agent:
         for i in range(110):
             put(agent, f"t{i}.ring", full, meta(pod_uid=f"p{i}"), 495, 16)
-        time.sleep(8)  # framework polls walk every file
+        # the framework polls walk every file before the kill: real time on the poll interval
+        # (a walk logs nothing that says it reached the last file)
+        time.sleep(8)
         agent.kill()  # and the enricher looks at every file for the kill
         assert kernel_kill_logged(agent, 20_001, 20) is not None
-        time.sleep(4)
-        peak_mib = agent.status()["VmHWM"] / 1024
+        peak_kib = settled("the agent's peak RSS", lambda: agent.status()["VmHWM"], 1.0, 30.0)
+        peak_mib = peak_kib / 1024
         assert agent.get("/healthz")[0] == 200
     assert peak_mib < 110, peak_mib  # measured 54 MiB
 
@@ -100,18 +113,13 @@ def test_a_framework_flood_neither_evicts_nor_delays_kernel_kills(tmp_path: Path
         assert kernel_kill_logged(agent, 20_001, 10) is not None
         for i in range(45):
             put(agent, f"f{i}.ring", many, meta(pid=1000 + i), 1, 256)
-        time.sleep(0.5)
+        time.sleep(0.5)  # the kill lands while the flood is being read: that is the test
         written = agent.kill()
         logged = kernel_kill_logged(agent, 20_002, 30)
-        time.sleep(3)
+        found = settled_incidents(lambda: stored(tmp_path / "state"))
     assert logged is not None and logged - written < 2.0, logged  # measured 0.35 s
-    store = IncidentStore.open_readonly(tmp_path / "state")
-    try:
-        stored = store.query()
-    finally:
-        store.close()
-    framework = [i for i in stored if i.kind == "framework"]
-    kills = {v.pid for i in stored if i.kind != "framework" for v in i.victims}
+    framework = [i for i in found if i.kind == "framework"]
+    kills = {v.pid for i in found if i.kind != "framework" for v in i.victims}
     assert {20_001, 20_002} <= kills
     assert len(framework) <= 10  # one owner's burst; the rest counted and logged
 
@@ -142,6 +150,7 @@ def test_claimed_identities_mint_no_series_and_no_etcd_labels(tmp_path: Path) ->
                     "container": "c",
                 }
                 put(agent, f"c{i}.ring", tiny, meta(pid=round_no * 10_000 + i, **claims), 1, 1)
+            # each round's claims are read on the framework poll before the next rewrites them
             time.sleep(5)
         metrics = agent.get("/metrics", 30)[1]
     series = [s for s in metrics.splitlines() if s.startswith("oomwatch_framework_oom_total{")]
@@ -154,8 +163,8 @@ def test_600_idle_connections_hold_no_threads_and_scrapes_go_on(tmp_path: Path) 
     DaemonSet now serves it on 127.0.0.1 behind kube-rbac-proxy, tests/kube)."""
     with running_agent(REPO, tmp_path) as agent:
         idle = [socket.create_connection(("127.0.0.1", agent.port), timeout=5) for _ in range(600)]
-        time.sleep(2)
-        threads = agent.status()["Threads"]
+        # every connection accepted (or not): the thread count has gone quiet
+        threads = settled("the agent's threads", lambda: agent.status()["Threads"], 1.0, 30.0)
         started = time.monotonic()
         status, _ = agent.get("/metrics", 10)
         scrape_s = time.monotonic() - started
@@ -200,8 +209,5 @@ def test_a_20000_row_task_table_is_stored_capped(tmp_path: Path) -> None:
     with running_agent(REPO, tmp_path) as agent:
         agent.kill(extra_tasks=20_000)
         assert kernel_kill_logged(agent, 20_001, 30) is not None
-        time.sleep(2)
-    con = sqlite3.connect(tmp_path / "state" / "oomwatch.db")
-    (size,) = con.execute("SELECT length(data) FROM incidents WHERE kind = 'memcg'").fetchone()
-    con.close()
+        size = until("the stored memcg kill", lambda: memcg_row_bytes(tmp_path), 30.0)
     assert size < 64 * 1024, size  # measured 58,006 bytes

@@ -10,27 +10,40 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
+from support import settled, until
 from support.fifo_agent import REPO, kernel_kill_logged, running_agent
 
 pytestmark = pytest.mark.slow
+
+
+def traced(tmp: Path) -> dict[int, str]:
+    """What strace -ff wrote so far, by thread id."""
+    return {int(f.name.rpartition(".")[2]): f.read_text() for f in tmp.glob("trace.*")}
+
+
+def traced_in(tmp: Path, probe: Path) -> set[int]:
+    """The threads whose trace touched the probe directory."""
+    return {t for t, text in traced(tmp).items() if f"{probe}/" in text or f"<{probe}>" in text}
 
 
 def rss_growth_mib(tmp: Path, kills: int, rows: int) -> tuple[float, int]:
     """The agent's RSS growth from its first kill of a `rows`-process container to its
     `kills`-th, and its peak RSS (KiB).  bench/hostile.py runs it with 10 kills."""
     with running_agent(REPO, tmp) as agent:
+
+        def rss() -> int:
+            return agent.status()["VmRSS"]
+
         agent.kill(extra_tasks=rows)
         assert kernel_kill_logged(agent, 20_001, 60) is not None
-        time.sleep(1)
-        first = agent.status()["VmRSS"]
+        first = settled("the agent's RSS after the first kill", rss, 1.0, 30.0)
         for k in range(2, kills + 1):
             agent.kill(extra_tasks=rows)
             assert kernel_kill_logged(agent, 20_000 + k, 60) is not None
-        time.sleep(1)
+        settled("the agent's RSS after the last kill", rss, 1.0, 30.0)
         last = agent.status()
     return (last["VmRSS"] - first) / 1024, last["VmHWM"]
 
@@ -82,7 +95,11 @@ def test_a_crowded_probe_directory_is_never_walked_on_the_kernel_logs_thread(
             stderr=subprocess.DEVNULL,
         )
         try:
-            time.sleep(3)  # attached, walks under way
+            until(
+                "strace attached and a walk of the probe directory traced",
+                lambda: traced_in(tmp_path, probe) or None,
+                30.0,
+            )
             for k in range(1, 4):
                 agent.kill()
                 assert kernel_kill_logged(agent, 20_000 + k, 60) is not None
@@ -91,8 +108,8 @@ def test_a_crowded_probe_directory_is_never_walked_on_the_kernel_logs_thread(
             strace.wait(10)
         refusal_lines = len(agent.events(lambda line: line.get("event") == "probe_file_refused"))
         summaries = agent.events(lambda line: line.get("event") == "probe_files_refused")
-    traces = {int(f.name.rpartition(".")[2]): f.read_text() for f in tmp_path.glob("trace.*")}
-    in_probe = {tid for tid, text in traces.items() if f"{probe}/" in text or f"<{probe}>" in text}
+    traces = traced(tmp_path)
+    in_probe = traced_in(tmp_path, probe)
     assert pid in traces, "the main thread was traced"
     assert in_probe and pid not in in_probe, in_probe
     assert refusal_lines <= 16, refusal_lines  # was one per junk file

@@ -12,11 +12,11 @@ import socket
 import stat
 import subprocess
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from support import until
 
 from oomwatch.probe.ring import RingWriter
 from oomwatch.store import IncidentStore
@@ -181,9 +181,14 @@ def test_a_0600_ring_file_reaches_the_agent_by_descriptor_only() -> None:
         assert ask(trainer, "last words").strip() == "ok"
         trainer.kill()  # as the kernel's OOM killer would
         trainer.wait()
-        time.sleep(2.2)  # mtime ticks coarsely: the reader trusts it past IDLE_S
-        seen = json.loads(ask(agent, str(ring)))
-        assert seen["records"] == [[f"{POD_UID}/{ring.name}", POD_UID, "last words"]]
+        # mtime ticks coarsely: the reader trusts the file once it is IDLE_S old
+        last_words = [[f"{POD_UID}/{ring.name}", POD_UID, "last words"]]
+        until(
+            "the reader returning the killed trainer's last words",
+            lambda: True if json.loads(ask(agent, str(ring)))["records"] == last_words else None,
+            10.0,
+            interval_s=0.2,
+        )
     finally:
         for proc in (trainer, agent):
             if proc is not None:

@@ -9,6 +9,7 @@ import sqlite3
 import time
 from pathlib import Path
 
+from support import until
 from support.fifo_agent import REPO, running_agent
 from support.store_versions import FIXTURE, NEWER_SCHEMA, newer_agent, open_store
 
@@ -35,9 +36,7 @@ def test_the_agent_records_into_an_additive_newer_store(tmp_path: Path) -> None:
     db.close()
     with running_agent(REPO, tmp_path) as agent:
         agent.kill()
-        deadline = time.monotonic() + 20
-        while count(db_path) == before and time.monotonic() < deadline:
-            time.sleep(0.2)
+        until("the kill stored", lambda: count(db_path) if count(db_path) != before else None, 20.0)
         assert agent.proc.poll() is None  # still running
     assert count(db_path) == before + 1
     assert not list(state.glob("oomwatch.db.*-*"))  # nothing moved aside
