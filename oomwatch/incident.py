@@ -17,6 +17,7 @@ from typing import Any, Literal, get_args
 from oomwatch.dataclass_dict import known_fields as _known
 from oomwatch.dataclass_dict import optional_from_dict as _opt
 from oomwatch.dataclass_dict import plain_dataclass
+from oomwatch.diagnosis_codes import FindingCode, Recommendation, VerdictCode
 
 # `name as name`: re-exported from its home; importers of incidents find it here too.
 from oomwatch.incident_kinds import CONSTRAINED_KILL_KINDS as CONSTRAINED_KILL_KINDS
@@ -174,7 +175,7 @@ class Timeline:
 class Finding:
     """A diagnosis: stable code, severity, one sentence with the numbers, and its evidence."""
 
-    code: str
+    code: FindingCode
     severity: Literal["critical", "warning", "info"]
     message: str
     evidence: dict[str, Any] = field(default_factory=dict)
@@ -313,11 +314,11 @@ class Incident:
     allocator: dict[str, Any] | None = None
     # --- added by diagnosis ---
     findings: list[Finding] = field(default_factory=list)
-    recommendation: dict[str, Any] | None = None
+    recommendation: Recommendation | None = None
     # The sentence every output leads with, and its code for tables
     # (oomwatch.diagnosis.verdict); None until diagnosed.
     verdict: str | None = None
-    verdict_code: str | None = None
+    verdict_code: VerdictCode | None = None
     # Lines of the report the decoder could not place; kept for the post-mortem.
     notes: list[str] = field(default_factory=list)
 

@@ -22,7 +22,7 @@ def test_every_decoded_incident_gives_what_asdict_gives(path: Path) -> None:
 def test_nested_and_copied_values_are_not_shared() -> None:
     incident = Incident(
         kind="memcg",
-        findings=[Finding("x", "info", "m", {"charged_bytes": 1, "rows": [1, 2]})],
+        findings=[Finding("kernel-memory", "info", "m", {"charged_bytes": 1, "rows": [1, 2]})],
         attribution=Attribution("counter", "ambiguous", [AttributionCandidate("/a")]),
     )
     data = incident.to_dict()

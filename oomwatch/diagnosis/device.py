@@ -22,11 +22,17 @@ from __future__ import annotations
 from typing import Any
 
 from oomwatch.diagnosis.elsewhere import framework_oom
+from oomwatch.diagnosis_codes import DeviceCauseCode
 from oomwatch.incident import Finding, Incident
 from oomwatch.units import fmt_bytes
 
 # Codes from the most to the least actionable (a summary ranks its rows by this order).
-CAUSE_CODES = ("device-fragmentation", "device-shared", "device-too-large", "device-footprint")
+CAUSE_CODES: tuple[DeviceCauseCode, ...] = (
+    "device-fragmentation",
+    "device-shared",
+    "device-too-large",
+    "device-footprint",
+)
 SHARED_MIN_SHARE = 0.10  # others hold at least this share of the device's capacity
 FOOTPRINT_MIN_SHARE = 0.5  # this process holds at least this share
 EXPANDABLE = "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"

@@ -6,13 +6,13 @@ larger than the device, the job's own footprint).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
+from oomwatch.diagnosis_codes import FindingCode, Recommendation, RecommendationAction
 from oomwatch.incident import Finding
 
 __all__ = ["device_advice"]
 
-_DEVICE_ACTIONS = {  # cause finding -> action
+_DEVICE_ACTIONS: dict[FindingCode, RecommendationAction] = {  # cause finding -> action
     "device-fragmentation": "fix-fragmentation",
     "device-shared": "free-shared-device",
     "device-too-large": "reduce-device-memory",
@@ -20,7 +20,7 @@ _DEVICE_ACTIONS = {  # cause finding -> action
 }
 
 
-def device_advice(findings: Sequence[Finding]) -> dict[str, Any]:
+def device_advice(findings: Sequence[Finding]) -> Recommendation:
     """A framework OOM's advice: the cause finding's, else the general one."""
     cause = next((f for f in findings if f.code in _DEVICE_ACTIONS), None)
     if cause is None:

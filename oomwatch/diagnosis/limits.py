@@ -10,16 +10,21 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from oomwatch.diagnosis.evidence import limit_bytes, usage_bytes, where, who
+from oomwatch.diagnosis_codes import FindingCode
 from oomwatch.incident import Finding, Incident, is_constrained_kill
 from oomwatch.sanitize import escape_control
 from oomwatch.units import fmt_bytes
 
-_SCOPE_CODES = {
+_SCOPE_CODES: dict[str, FindingCode] = {
     "container": "limit-container",
     "pod": "limit-pod",
     "qos": "limit-qos",
     "node": "limit-node-allocatable",
     "cgroup": "limit-cgroup",
+}
+_CONSTRAINED_CODES: dict[str, FindingCode] = {
+    "cpuset": "limit-cpuset",
+    "mempolicy": "limit-mempolicy",
 }
 _SCOPE_WORDS = {
     "container": "the container's memory limit",
@@ -86,7 +91,7 @@ def _constrained(incident: Incident) -> Finding | None:
         f"{who(incident)} was killed because {why} ({incident.constraint}), although other"
         " NUMA nodes may have had free memory."
     )
-    return Finding(f"limit-{incident.kind}", "critical", message, evidence)
+    return Finding(_CONSTRAINED_CODES[incident.kind], "critical", message, evidence)
 
 
 _LIMIT_CHECKS: tuple[Callable[[Incident], Finding | None], ...] = (

@@ -5,10 +5,15 @@ as what ran out.
 
 from __future__ import annotations
 
-from typing import Any
-
 from oomwatch.diagnosis.evidence import limit_bytes, page_bytes, victim_rss_bytes, who
-from oomwatch.diagnosis.sizing import manifest_values, on_kubernetes, round_up_mi, workload_sizes
+from oomwatch.diagnosis.sizing import (
+    add_basis,
+    manifest_values,
+    on_kubernetes,
+    round_up_mi,
+    workload_sizes,
+)
+from oomwatch.diagnosis_codes import Recommendation
 from oomwatch.incident import Incident
 from oomwatch.units import fmt_bytes, quantity
 
@@ -22,7 +27,7 @@ _RAN_OUT = {
 }
 
 
-def node_ran_out(incident: Incident, buffer_percent: int) -> dict[str, Any]:
+def node_ran_out(incident: Incident, buffer_percent: int) -> Recommendation:
     """Node allocatable, a QoS cgroup or the whole node ran out: no limit of the victim's.
 
     A pod's own use is sized for its request (what the scheduler reserves); a limit is
@@ -39,7 +44,7 @@ def node_ran_out(incident: Incident, buffer_percent: int) -> dict[str, Any]:
     else:
         head += ", not a limit of the process killed"
     parts = [head]
-    rec: dict[str, Any] = {
+    rec: Recommendation = {
         "action": "relieve-node",
         "limit_will_not_help": True,
         "scope_limit_bytes": ran_out,
@@ -57,7 +62,8 @@ def node_ran_out(incident: Incident, buffer_percent: int) -> dict[str, Any]:
         base, request, basis = sizes
         need = round_up_mi(base * (1 + buffer_percent / 100))
         fits = None if ran_out is None else need < ran_out
-        rec.update(basis, needed_bytes=need, fits_node=fits)
+        add_basis(rec, basis)
+        rec["needed_bytes"], rec["fits_node"] = need, fits
         if fits is False:
             parts.append(
                 f"this workload needs about {fmt_bytes(need)} ({buffer_percent} % above"
@@ -68,13 +74,13 @@ def node_ran_out(incident: Incident, buffer_percent: int) -> dict[str, Any]:
         else:
             request_source = "median of sampled usage" if request else basis["peak_source"]
             request = request or round_up_mi(base)
-            rec.update(memory_request_bytes=request, memory_request=quantity(request))
+            rec["memory_request_bytes"], rec["memory_request"] = request, quantity(request)
             text = (
                 f"set its memory request to about {fmt_bytes(request)} ({request_source}) so the"
                 " scheduler reserves what it uses"
             )
             if fits:
-                rec.update(memory_limit_bytes=need, memory_limit=quantity(need))
+                rec["memory_limit_bytes"], rec["memory_limit"] = need, quantity(need)
                 text += (
                     f", and a memory limit of {fmt_bytes(need)} ({buffer_percent} % above"
                     f" {basis['peak_source']}; below the {fmt_bytes(ran_out)} that ran out) so"

@@ -21,12 +21,14 @@ from oomwatch.diagnosis.evidence import pct, who
 from oomwatch.diagnosis.node_advice import node_ran_out
 from oomwatch.diagnosis.sizing import (
     NODE_SCOPES,
+    add_basis,
     manifest_values,
     no_plateau,
     on_kubernetes,
     round_up_mi,
     workload_sizes,
 )
+from oomwatch.diagnosis_codes import FindingCode, Recommendation
 from oomwatch.incident import (
     KERNEL_KILL_KINDS,
     Finding,
@@ -40,12 +42,12 @@ DEFAULT_BUFFER_PERCENT = 20
 # Kernel memory at least this share of what the cgroup was charged: the processes did not
 # fill it, so a limit sized from the usage would only feed what holds the kernel memory.
 KERNEL_MAJORITY = 0.5
-GROWTH_CODES = ("leak-trend",)
+GROWTH_CODES: tuple[FindingCode, ...] = ("leak-trend",)
 
 
 def recommend(
     incident: Incident, findings: Sequence[Finding], buffer_percent: int = DEFAULT_BUFFER_PERCENT
-) -> dict[str, Any] | None:
+) -> Recommendation | None:
     """The recommendation dict for `incident.recommendation`, or None when nothing supports one."""
     codes = {f.code for f in findings}
     if incident.kind == "framework":
@@ -77,23 +79,26 @@ def recommend(
     return _resize(incident, codes, buffer_percent)
 
 
-def _resize(incident: Incident, codes: set[str], buffer_percent: int) -> dict[str, Any] | None:
+def _resize(
+    incident: Incident, codes: set[FindingCode], buffer_percent: int
+) -> Recommendation | None:
     """A limit (and request) sized from what the workload used; None without sizes."""
     sized = workload_sizes(incident)
     if sized is None:
         return None
     base, request, basis = sized
     if (growth := no_plateau(incident)) is not None:
-        return {
+        watch: Recommendation = {
             "action": "watch-longer",
             "limit_will_not_help": False,
             "memory_limit_bytes": None,
             "memory_limit": None,
             "memory_request_bytes": request,
             "memory_request": quantity(request) if request is not None else None,
-            **basis,
-            "message": growth,
         }
+        add_basis(watch, basis)
+        watch["message"] = growth
+        return watch
     limit = round_up_mi(base * (1 + buffer_percent / 100))
     scope = incident.limit_scope
     one_container = False  # a limit of one container's spec: the sizes have a manifest form
@@ -118,7 +123,7 @@ def _resize(incident: Incident, codes: set[str], buffer_percent: int) -> dict[st
         )
     if "many-processes" in codes:
         message += "; or run fewer/smaller worker processes"
-    return {
+    rec: Recommendation = {
         "action": "resize",
         "limit_will_not_help": False,
         "memory_limit_bytes": limit,
@@ -126,9 +131,10 @@ def _resize(incident: Incident, codes: set[str], buffer_percent: int) -> dict[st
         "memory_request_bytes": request,
         "memory_request": quantity(request) if request is not None else None,
         "buffer_percent": buffer_percent,
-        **basis,
-        "message": message + "." + (manifest_values(limit, request) if one_container else ""),
     }
+    add_basis(rec, basis)
+    rec["message"] = message + "." + (manifest_values(limit, request) if one_container else "")
+    return rec
 
 
 def _nothing_killed(incident: Incident) -> bool:
@@ -142,7 +148,7 @@ def _nothing_killed(incident: Incident) -> bool:
     )
 
 
-def _numa_bound(incident: Incident) -> dict[str, Any]:
+def _numa_bound(incident: Incident) -> Recommendation:
     """A cpuset or memory-policy kill: the allowed NUMA nodes were full, not a limit."""
     if incident.kind == "cpuset":
         bound = "its cpuset's memory nodes (cpuset.mems)"
@@ -163,7 +169,7 @@ def _numa_bound(incident: Incident) -> dict[str, Any]:
     }
 
 
-def _kernel_bound(incident: Incident, evidence: dict[str, Any]) -> dict[str, Any]:
+def _kernel_bound(incident: Incident, evidence: dict[str, Any]) -> Recommendation:
     """Kernel memory, not the processes, filled the cgroup: find what holds it first."""
     kernel, whole = evidence["kernel_bytes"], evidence["charged_bytes"]
     return {

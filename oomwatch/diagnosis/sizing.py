@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import math
 import statistics
-from typing import Any
 
 from oomwatch.diagnosis.evidence import (
     charged_bytes,
@@ -16,6 +15,7 @@ from oomwatch.diagnosis.evidence import (
     usage_bytes,
     victim_rss_bytes,
 )
+from oomwatch.diagnosis_codes import Recommendation, SizingBasis
 from oomwatch.incident import Incident
 from oomwatch.units import MIB, fmt_bytes, quantity
 
@@ -65,7 +65,7 @@ def _charged_source(incident: Incident, charged: int) -> str:
     return text + (f", with {fmt_bytes(swap)} more in swap" if swap else "")
 
 
-def workload_sizes(incident: Incident) -> tuple[int, int | None, dict[str, Any]] | None:
+def workload_sizes(incident: Incident) -> tuple[int, int | None, SizingBasis] | None:
     """(base bytes for the limit, request bytes or None, what they are based on)."""
     timeline = incident.timeline
     samples = timeline.samples if timeline else []
@@ -97,7 +97,7 @@ def workload_sizes(incident: Incident) -> tuple[int, int | None, dict[str, Any]]
         source = "the sampled peak"
     request = round_up_mi(statistics.median(s.usage_bytes for s in samples)) if samples else None
     window = samples[-1].t_seconds - samples[0].t_seconds if len(samples) > 1 else None
-    basis: dict[str, Any] = {
+    basis: SizingBasis = {
         "usage_at_kill_bytes": at_kill,
         "peak_bytes": peak,
         "peak_source": source,
@@ -110,6 +110,17 @@ def workload_sizes(incident: Incident) -> tuple[int, int | None, dict[str, Any]]
         ),
     }
     return base, request, basis
+
+
+def add_basis(rec: Recommendation, basis: SizingBasis) -> None:
+    """Put the basis's keys into `rec`, in their order (a key at a time: mypy does not let
+    one TypedDict update another whose keys are required)."""
+    rec["usage_at_kill_bytes"] = basis["usage_at_kill_bytes"]
+    rec["peak_bytes"] = basis["peak_bytes"]
+    rec["peak_source"] = basis["peak_source"]
+    rec["window_seconds"] = basis["window_seconds"]
+    rec["samples"] = basis["samples"]
+    rec["based_on"] = basis["based_on"]
 
 
 def no_plateau(incident: Incident) -> str | None:

@@ -15,12 +15,14 @@ from collections.abc import Iterator
 from oomwatch.diagnosis import victims
 from oomwatch.diagnosis.device import CAUSE_CODES
 from oomwatch.diagnosis.evidence import charged_bytes, claimed_where, limit_bytes, pct, where, who
+from oomwatch.diagnosis_codes import ElsewhereCode, FindingCode, LimitCode, VerdictCode
 from oomwatch.incident import Finding, Incident, is_kernel_kill
 from oomwatch.sanitize import escape_control
 from oomwatch.units import fmt_bytes
 
 VERDICT_MAX_CHARS = 200
-_LIMIT_WORDS = {  # `{of}`: " of <size>", `{size}`: "<size>, " where the size is known
+# `{of}`: " of <size>", `{size}`: "<size>, " where the size is known
+_LIMIT_WORDS: dict[LimitCode, str] = {
     "limit-container": "at its container memory limit{of}",
     "limit-pod": "at the pod-level memory limit{of}",
     "limit-qos": "at the QoS cgroup's memory limit{of}",
@@ -31,8 +33,8 @@ _LIMIT_WORDS = {  # `{of}`: " of <size>", `{size}`: "<size>, " where the size is
     "limit-mempolicy": "when its NUMA memory policy's nodes ran out",
 }
 # Verdicts that are no kernel kill; their finding speaks for the incident.
-_ELSEWHERE = ("framework-oom", "eviction", "false-oomkilled")
-_CAUSE_ORDER = (
+_ELSEWHERE: tuple[ElsewhereCode, ...] = ("framework-oom", "eviction", "false-oomkilled")
+_CAUSE_ORDER: tuple[FindingCode, ...] = (
     "leak-trend",
     "spike",
     "thp-hidden",
@@ -42,7 +44,9 @@ _CAUSE_ORDER = (
     "many-processes",
     "score-adj-victim",
 )
-_PARTS = {  # finding code -> (evidence key, short name)
+# The findings a verdict code names, the first one present wins.
+_VERDICT_ORDER: tuple[VerdictCode, ...] = ("node-panic", *CAUSE_CODES, *_ELSEWHERE, *_LIMIT_WORDS)
+_PARTS: dict[FindingCode, tuple[str, str]] = {  # finding code -> (evidence key, short name)
     "thp-hidden": ("thp_bytes", "thp"),
     "tmpfs-shmem": ("shmem_bytes", "shmem"),
     "page-cache": ("file_bytes", "cache"),
@@ -124,7 +128,7 @@ def dominant_part(incident: Incident) -> tuple[str, int, int] | None:
     return (name, sizes[name], whole) if sizes[name] else None
 
 
-def _cause(incident: Incident, by_code: dict[str, Finding]) -> str:
+def _cause(incident: Incident, by_code: dict[FindingCode, Finding]) -> str:
     for code in _CAUSE_ORDER:
         finding = by_code.get(code)
         if finding is None:
@@ -190,7 +194,7 @@ def action(incident: Incident) -> str | None:
     return _first_clause(str(rec["message"]))
 
 
-def _drafts(incident: Incident, by_code: dict[str, Finding]) -> Iterator[str]:
+def _drafts(incident: Incident, by_code: dict[FindingCode, Finding]) -> Iterator[str]:
     """Verdicts from the fullest to the shortest; the first that fits is used."""
     todo = action(incident)
     then = f"; {todo}." if todo else "; too little evidence to advise."
@@ -248,12 +252,12 @@ def verdict(incident: Incident) -> str:
     return text[: VERDICT_MAX_CHARS - 1].rstrip() + "…"
 
 
-def verdict_code(incident: Incident) -> str:
+def verdict_code(incident: Incident) -> VerdictCode:
     """The verdict as a code for tables: the finding it leads with (`limit-pod`,
     `framework-oom`, ...; `node-panic` first), `no-kill` when nothing was killed,
     `limit-unknown` else."""
     codes = [f.code for f in incident.findings]
-    for code in ("node-panic", *CAUSE_CODES, *_ELSEWHERE, *_LIMIT_WORDS):
+    for code in _VERDICT_ORDER:
         if code in codes:
             return code
     if incident.victim is None and not incident.header_suppressed:

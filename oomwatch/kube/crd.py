@@ -15,8 +15,9 @@ from __future__ import annotations
 import dataclasses
 import sys
 import types
-from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
+from typing import Any, Literal, Union, get_args, get_origin, get_type_hints, is_typeddict
 
+from oomwatch.diagnosis_codes import FindingCode, VerdictCode
 from oomwatch.incident import Incident
 from oomwatch.kube.oomincident import (
     GROUP,
@@ -33,6 +34,9 @@ from oomwatch.kube.oomincident import (
 _SCALARS = {int: "integer", float: "number", str: "string", bool: "boolean"}
 _FREE = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
 _CAPS = {"victims": MAX_VICTIMS, "findings": MAX_FINDINGS}
+# Code sets that grow between versions: a plain string, so the API server takes another
+# version's codes (their `Literal` is for the type checker only).
+_OPEN_CODES = (FindingCode, VerdictCode)
 
 
 def type_schema(hint: Any) -> dict[str, Any]:
@@ -42,6 +46,8 @@ def type_schema(hint: Any) -> dict[str, Any]:
         args = [a for a in get_args(hint) if a is not type(None)]
         inner = type_schema(args[0]) if len(args) == 1 else {"type": "string"}
         return {**inner, "nullable": True}
+    if any(hint == codes for codes in _OPEN_CODES):
+        return {"type": "string"}
     if origin is Literal:
         values = get_args(hint)
         return {"type": _SCALARS[type(values[0])], "enum": list(values)}
@@ -54,6 +60,8 @@ def type_schema(hint: Any) -> dict[str, Any]:
         return {"type": "object", "additionalProperties": type_schema(value)}
     if hint is Any:
         return {"x-kubernetes-preserve-unknown-fields": True}
+    if is_typeddict(hint):  # keys vary by kind (`recommendation`): kept as written
+        return dict(_FREE)
     if dataclasses.is_dataclass(hint):
         return dataclass_schema(hint)
     if hint in _SCALARS:

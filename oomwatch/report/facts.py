@@ -222,8 +222,8 @@ def advice(incident: Incident) -> list[tuple[str, str]]:
     rows = []
     if rec.get("message"):
         rows.append(("advice", str(rec["message"])))
-    if isinstance(rec.get("based_on"), str):
-        rows.append(("based on", rec["based_on"]))
+    if isinstance(based_on := rec.get("based_on"), str):
+        rows.append(("based on", based_on))
     return rows
 
 

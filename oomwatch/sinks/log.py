@@ -14,6 +14,7 @@ notes) has its control characters escaped: a name with a newline must not forge 
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import Any, TextIO
 
 from oomwatch.incident import AttributionCandidate, Incident
@@ -128,7 +129,9 @@ def _candidate(candidate: AttributionCandidate) -> dict[str, Any]:
     )
 
 
-def _present_dict(data: dict[str, Any] | None, skip: tuple[str, ...] = ()) -> dict[str, Any] | None:
+def _present_dict(
+    data: Mapping[str, Any] | None, skip: tuple[str, ...] = ()
+) -> dict[str, Any] | None:
     """`data` without its None values (nested dicts too) and `skip` keys; None if empty."""
     if data is None:
         return None

@@ -176,7 +176,7 @@ def test_a_long_multibyte_note_is_accepted_by_the_api(
     evicted = enriched(
         kube, Incident(kind="eviction", kernel_time_s=3.0, pod_uid=UID, container_id=CID)
     )
-    evicted.recommendation = {"action": "x", "message": advice}
+    evicted.recommendation = {"action": "relieve-node", "message": advice}
     kube.sink.emit(evicted)
     (body,) = event_for(fake_api)  # the fake API rejects a note over 1024 bytes, as the real one
     assert body["reason"] == "MemoryPressureEviction"

@@ -61,7 +61,7 @@ def test_note_is_cut_at_1024_bytes_in_the_advice_never_the_command() -> None:
             findings=[Finding("memory_pressure_eviction", "warning", "x" * 3000)],
         )
     )
-    incident.recommendation = {"action": "x", "message": "y" * 3000}
+    incident.recommendation = {"action": "resize", "message": "y" * 3000}
     draft = build_event(incident, "node-a", NOW, pod)
     assert draft is not None
     note = draft.body["note"]

@@ -116,7 +116,7 @@ def _huge() -> Incident:
             "note": big,
         },
         findings=[Finding("limit-container", "critical", big, {"blob": big}) for _ in range(40)],
-        recommendation={"action": "resize", "message": big, "evidence": {"blob": big}},
+        recommendation={"action": "resize", "message": big, "based_on": {"blob": big}},
         verdict="app was killed at its limit. " + big,
         verdict_code="limit-container",
         notes=[big] * 100,
