@@ -56,7 +56,7 @@ def test_every_log_line_starts_with_a_snake_case_key() -> None:
         constants = _string_constants(tree)
         for call in _log_calls(tree):
             first = call.args[0] if call.args else None
-            if isinstance(first, ast.JoinedStr) and rel == "probe/reader.py":
+            if isinstance(first, ast.JoinedStr) and rel == "probe/refusals.py":
                 continue  # f"probe_file_{what}": refused or trimmed, both keys
             key = (
                 first.value

@@ -165,6 +165,7 @@ def test_group_kill_is_one_incident_and_its_counters_are_reconciled(
 
 def test_backlog_is_decoded_on_first_start(scratch: ScratchMemcg, start_daemon: Start) -> None:
     memcg, uid, _ = container(scratch)
+    wait_rate_limit_window()  # a bare kill line in the backlog names no cgroup, so no pod
     hog = spawn_hog(memcg, mode="anon", mb=128, comm="e2e-before")
     assert hog.wait(20) == -signal.SIGKILL
     daemon = start_daemon()  # no cursor yet: the whole ring is read once
