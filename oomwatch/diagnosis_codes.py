@@ -12,8 +12,10 @@ from typing import Any, Literal, TypedDict
 
 __all__ = [
     "DeviceCauseCode",
+    "DiagnosisCode",
     "ElsewhereCode",
     "FindingCode",
+    "KubeSignalCode",
     "LimitCode",
     "Recommendation",
     "RecommendationAction",
@@ -42,7 +44,8 @@ DeviceCauseCode = Literal[
 # No kernel kill: the finding speaks for the incident (diagnosis/elsewhere.py).
 ElsewhereCode = Literal["framework-oom", "eviction", "false-oomkilled"]
 
-FindingCode = Literal[
+# Every code `diagnose()` produces (diagnosis.CODES is this set, at run time).
+DiagnosisCode = Literal[
     LimitCode,
     DeviceCauseCode,
     ElsewhereCode,
@@ -64,10 +67,10 @@ FindingCode = Literal[
     "group-kill",
     "rate-limited-report",
     "node-panic",
-    # a pod's status, read back from the cluster (kube/signals.py)
-    "false_oomkilled",
-    "memory_pressure_eviction",
 ]
+# A pod's status, read back from the cluster (kube/signals.py).
+KubeSignalCode = Literal["false_oomkilled", "memory_pressure_eviction"]
+FindingCode = Literal[DiagnosisCode, KubeSignalCode]
 
 # The finding a verdict leads with (diagnosis/verdict.py `verdict_code`), or neither.
 VerdictCode = Literal[

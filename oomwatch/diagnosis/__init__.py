@@ -10,10 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from typing import get_args
 
 from oomwatch.diagnosis import consumers, device, elsewhere, limits, trends, victims
 from oomwatch.diagnosis.recommend import recommend
 from oomwatch.diagnosis.verdict import unknowns, verdict, verdict_code
+from oomwatch.diagnosis_codes import DiagnosisCode
 from oomwatch.incident import Finding, Incident
 
 __all__ = ["CODES", "diagnose", "unknowns", "verdict"]
@@ -40,38 +42,7 @@ _CHECKS: tuple[Callable[[Incident], Finding | None], ...] = (
     limits.no_memory_limit,
     limits.besteffort_qos,
 )
-CODES = frozenset(
-    {
-        "limit-container",
-        "limit-pod",
-        "limit-qos",
-        "limit-node-allocatable",
-        "limit-cgroup",
-        "limit-node",
-        "limit-cpuset",
-        "limit-mempolicy",
-        "thp-hidden",
-        "tmpfs-shmem",
-        "page-cache",
-        "kernel-memory",
-        "many-processes",
-        "overcommit-vm",
-        "score-adj-victim",
-        "child-process-kill",
-        "group-kill",
-        "rate-limited-report",
-        "node-panic",
-        "leak-trend",
-        "spike",
-        "crash-loop",
-        "framework-oom",
-        *device.CAUSE_CODES,
-        "eviction",
-        "false-oomkilled",
-        "no-memory-limit",
-        "besteffort-qos",
-    }
-)
+CODES: frozenset[str] = frozenset(get_args(DiagnosisCode))  # nested Literals are flattened
 _SEVERITY_ORDER = {"critical": 0, "warning": 1, "info": 2}
 
 
