@@ -319,8 +319,8 @@ def main() -> int:
         "--without",
         metavar="MEASURES",
         default="",
-        help="with --breakdown: turn the loop's latency measures off for an A/B "
-        "(comma-separated: rereads, switch, gchold; see bench/latency_trace.py)",
+        help="with --breakdown: turn the agent's latency settings off for an A/B "
+        "(comma-separated: switch, freeze; see bench/latency_trace.py)",
     )
     parser.add_argument(
         "--trace-file",

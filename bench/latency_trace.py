@@ -10,10 +10,9 @@ pid's kill line), `closed <pid>` (the report came out of the kernel log), `commi
 `worker`/`worker_end` (a counter or sample pass of the cgroup worker: it holds the GIL while
 it runs Python), `gc <gen>`/`gc_end <gen>`.  The hooks cost a few microseconds per event.
 
-`OOMWATCH_LATENCY_WITHOUT` (comma-separated) turns the loop's latency measures off for an
-A/B: `rereads` (the 1 ms kernel-log re-reads after OOM news), `switch` (the 1 ms GIL switch
-interval: back to Python's 5 ms), `gchold` (automatic collections held while a kill is on
-its way).
+`OOMWATCH_LATENCY_WITHOUT` (comma-separated) turns the agent's latency settings off for an
+A/B: `switch` (the 1 ms GIL switch interval: back to Python's 5 ms), `freeze` (the start-up
+heap left in the cyclic GC's reach).
 
     python bench/latency_trace.py run ...   (as `python -m oomwatch.cli run ...`)
 """
@@ -131,12 +130,10 @@ def install() -> None:
 
     gc.callbacks.append(collection)
     without = set(filter(None, os.environ.get("OOMWATCH_LATENCY_WITHOUT", "").split(",")))
-    if "rereads" in without:
-        kernel_log.RECHECK_WINDOW_S = 0.0  # the window closes as it opens
     if "switch" in without:
         interpreter.SWITCH_INTERVAL_S = 0.005
-    if "gchold" in without:
-        interpreter.CollectionPause.hold = lambda *_: None  # type: ignore[method-assign]
+    if "freeze" in without:
+        gc.freeze = lambda: None  # the start-up heap stays in reach
 
 
 if __name__ == "__main__":
