@@ -3,12 +3,14 @@
 Wraps the stages between a kill's record and its log line and appends one line per event to
 the file named by `OOMWATCH_LATENCY_TRACE`: `<CLOCK_MONOTONIC s> <thread> <event> [<pid>]`.
 Events: `oom_signal` (the cgroup worker queued an OOM notification), `turn` (the loop woke),
-`take woken|due` (the loop turns to the kernel log, woken by it or by cgroup news, or for a
-re-read that came due), `read`/`read_end` (a /dev/kmsg read; `kill_read <pid>`: it held that
+`take read|idle` (the loop's turn on the kernel log, told to read it: it is readable or
+cgroup news came), `read`/`read_end` (a /dev/kmsg read; `kill_read <pid>`: it held that
 pid's kill line), `closed <pid>` (the report came out of the kernel log), `commit <pid>`
 (diagnosis starts), `stored <pid>`, `metric <pid>`, `logged <pid>` (the line is written),
-`worker`/`worker_end` (a counter or sample pass of the cgroup worker: it holds the GIL while
-it runs Python), `gc <gen>`/`gc_end <gen>`.  The hooks cost a few microseconds per event.
+the parts `reconcile`, `annotate`, `observe`, `enrich`, `diagnose`, `store`, `log_fields`
+(each with its `_end`), `worker`/`worker_end` (a counter or sample pass of the cgroup worker:
+it holds the GIL while it runs Python), `gc <gen>`/`gc_end <gen>`.  The hooks cost a few
+microseconds per event.
 
 `OOMWATCH_LATENCY_WITHOUT` (comma-separated) turns the agent's latency settings off for an
 A/B: `switch` (the 1 ms GIL switch interval: back to Python's 5 ms), `freeze` (the start-up
@@ -34,6 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from oomwatch import cli
 from oomwatch.daemon import agent, cgroup_worker, interpreter, pipeline
+from oomwatch.diagnosis.history import History
 from oomwatch.sinks import log as log_sink
 from oomwatch.sinks import metrics
 from oomwatch.sources import kernel_log, kmsg
@@ -101,7 +104,7 @@ def install() -> None:
     take = kernel_log.KernelLog.take
 
     def traced_take(self: Any, **kwargs: Any) -> Any:
-        stamp("take", "woken" if kwargs.get("read") else "due")  # due: a re-read's turn
+        stamp("take", "read" if kwargs.get("read") else "idle")
         out = take(self, **kwargs)
         for incident in out.incidents:
             stamp("closed", _victim_pid(incident))
@@ -120,6 +123,14 @@ def install() -> None:
     around(cgroup_worker.CgroupWorker, "_counters", "worker")
     around(cgroup_worker.CgroupWorker, "_sample", "worker")
     around(agent.Agent, "_turn", "turn")
+    # the parts of the stages above, for a finer look at the raw trace (`--trace-file`)
+    around(pipeline, "reconcile", "reconcile")
+    around(pipeline, "annotate", "annotate")
+    around(pipeline.Pipeline, "_observe_cgroup", "observe")
+    around(pipeline.Pipeline, "_enrich", "enrich")
+    around(History, "diagnose", "diagnose")
+    around(IncidentStore, "add", "store")
+    around(log_sink, "incident_fields", "log_fields")
     around(pipeline.Pipeline, "_commit", "commit", lambda _self, i: _victim_pid(i))
     after(IncidentStore, "add", "stored", lambda _self, i: _victim_pid(i))
     after(metrics.Metrics, "emit", "metric", lambda _self, i: _victim_pid(i))
