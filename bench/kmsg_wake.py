@@ -5,8 +5,9 @@ timer tick, which a serial console taking the record's level (`console=ttyS0`, c
 loglevel above 3: a kill line is KERN_ERR) delays further: it writes the line with
 interrupts off on that CPU.  This writes level-3 records of a kill line's length from one
 CPU and reads them on another, (a) blocked in poll() on the kmsg fd (the kernel's
-wake-up), (b) re-reading every millisecond as the agent does after OOM news
-(`sources/kernel_log.py`, `RECHECK_INTERVAL_S`), and prints, per mode, the time from the
+wake-up), (b) re-reading every millisecond (what the agent did after OOM news until the
+per-stage breakdown of `bench/latency.py --breakdown` showed those re-reads never found a
+kill line first: bench/RESULTS.md, issue 26), and prints, per mode, the time from the
 write to the read and how long the write itself took.  Needs root (writing /dev/kmsg) and
 two CPUs.
 

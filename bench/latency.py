@@ -12,7 +12,13 @@ it asks for at once).  For those, the script first spends the kernel's report bu
 5 s) with small kills in another memcg.  Needs root and cgroup v1 memory.
 
     sudo .venv/bin/python bench/latency.py [--kills 50] [--header-less 50]
-        [--probe-flood DIRS,ENTRIES]
+        [--probe-flood DIRS,ENTRIES] [--breakdown]
+
+`--breakdown`: the agent runs under `bench/latency_trace.py`'s timing hooks, and each full-report
+kill's time is split into stages (kernel stamp -> the read that finds its kill line starts,
+the read, decoding until the report closes, reconciliation, diagnosis + store, metric, log
+line, the pipe), with the cyclic GC's and the cgroup worker's time inside the kill's window;
+the slowest three kills are shown whole.  The hooks add a little to every figure.
 
 `--probe-flood 10,100000`: the agent's probe directory holds that many pod directories of
 that many entries (hard links), as a hostile pod may make them (issue 22): the kills' latency
@@ -59,6 +65,19 @@ from oomwatch.sources.kmsg import (  # noqa: E402
 from oomwatch.store import IncidentStore  # noqa: E402
 
 MIB = 1 << 20
+TRACE_WRAPPER = Path(__file__).resolve().parent / "latency_trace.py"
+# (stage, from event, to event) of `latency_trace.py`'s stamps; "stamp" is the kernel's record
+# time and "arrived" the line's arrival here
+STAGES = (
+    ("wake", "stamp", "read"),
+    ("read", "read", "kill_read"),
+    ("decode", "kill_read", "closed"),
+    ("reconcile", "closed", "commit"),
+    ("diagnose+store", "commit", "stored"),
+    ("metric", "stored", "metric"),
+    ("log", "metric", "logged"),
+    ("pipe", "logged", "arrived"),
+)
 
 
 def kmsg_clock_offset_s() -> float:
@@ -88,6 +107,81 @@ def probe_flood(directory: Path, dirs: int, entries: int) -> None:
             os.link(source, pod / f"j{i}")
 
 
+def read_trace(path: Path) -> list[tuple[float, str, str, str]]:
+    """`latency_trace.py`'s lines: (time, thread, event, detail)."""
+    out = []
+    for line in path.read_text().splitlines():
+        at, thread, event, *detail = line.split(" ")
+        out.append((float(at), thread, event, detail[0] if detail else ""))
+    return out
+
+
+def overlap_s(
+    trace: list[tuple[float, str, str, str]], start: str, end: str, window: tuple[float, float]
+) -> float:
+    """Time spent between `start` and `end` events inside `window`."""
+    total, began = 0.0, None
+    for at, _, event, _ in trace:
+        if event == start:
+            began = at
+        elif event == end and began is not None:
+            total += max(0.0, min(at, window[1]) - max(began, window[0]))
+            began = None
+    return total
+
+
+def kill_stages(
+    trace: list[tuple[float, str, str, str]], pid: int, kernel_s: float, arrived_s: float
+) -> dict[str, float] | None:
+    """One kill's stage times (s), with `gc`, `worker`, `news` (OOM notification queued,
+    relative to the stamp) and `reads` (reads since the stamp that did not find it)."""
+    times = {"stamp": kernel_s, "arrived": arrived_s}
+    mine = str(pid)
+    last_read = None
+    for at, _, event, detail in trace:
+        if event == "read":
+            last_read = at
+        elif event == "kill_read" and detail == mine and "kill_read" not in times:
+            times["kill_read"] = at
+            if last_read is not None:
+                times["read"] = last_read
+        elif event in ("closed", "commit", "stored", "metric", "logged") and detail == mine:
+            times.setdefault(event, at)
+    if any(event not in times for _, event, _ in STAGES[1:]):
+        return None
+    out = {name: times[b] - times[a] for name, a, b in STAGES}
+    window = (kernel_s, arrived_s)
+    out["gc"] = overlap_s(trace, "gc", "gc_end", window)
+    out["worker"] = overlap_s(trace, "worker", "worker_end", window)
+    signals = [at for at, _, e, _ in trace if e == "oom_signal" and abs(at - kernel_s) < 0.05]
+    out["news"] = signals[0] - kernel_s if signals else float("nan")
+    out["reads"] = sum(1 for at, _, e, _ in trace if e == "read" and kernel_s <= at < times["read"])
+    return out
+
+
+def print_breakdown(kills: list[tuple[int, float, dict[str, float]]], every: bool) -> None:
+    """Per stage p50 / max over the kills, then the slowest three kills (`every`: all) whole
+    (ms)."""
+    if not kills:
+        print("breakdown: no traced kill")
+        return
+    names = [name for name, _, _ in STAGES] + ["gc", "worker"]
+    print("breakdown (ms), p50 / max over", len(kills), "kills:")
+    for name in names:
+        values = [stages[name] * 1e3 for _, _, stages in kills]
+        print(f"  {name:15s} {pct(values, 50):6.2f} / {max(values):6.2f}")
+    news = [stages["news"] * 1e3 for _, _, stages in kills if stages["news"] == stages["news"]]
+    before = sum(1 for n in news if n < 0)
+    print(f"  OOM news before the stamp in {before} of {len(news)} kills with news")
+    print("every kill, slowest first (ms):" if every else "slowest three (ms):")
+    for pid, total_s, stages in sorted(kills, key=lambda k: -k[1])[: None if every else 3]:
+        parts = " ".join(f"{name}={stages[name] * 1e3:.2f}" for name in names)
+        print(
+            f"  pid {pid}: {total_s * 1e3:.2f} = {parts} news={stages['news'] * 1e3:+.2f} "
+            f"missed_reads={int(stages['reads'])}"
+        )
+
+
 class Agent:
     def __init__(
         self,
@@ -95,6 +189,7 @@ class Agent:
         wrapper: str | None = None,
         cpus: set[int] | None = None,
         extra: tuple[str, ...] = (),
+        env: dict[str, str] | None = None,
     ) -> None:
         last = None
         for raw in read_backlog():
@@ -123,7 +218,7 @@ class Agent:
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             cwd=REPO,
-            env={**os.environ, "PYTHONPATH": str(REPO)},
+            env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})},
             preexec_fn=None if cpus is None else lambda: os.sched_setaffinity(0, cpus),
         )
         self.lines: dict[int, tuple[float, dict[str, Any]]] = {}
@@ -215,6 +310,24 @@ def main() -> int:
         "this separates the agent's own latency from that",
     )
     parser.add_argument(
+        "--breakdown",
+        action="store_true",
+        help="the agent under bench/latency_trace.py's hooks: each full-report kill split "
+        "into stages, the slowest three shown",
+    )
+    parser.add_argument(
+        "--without",
+        metavar="MEASURES",
+        default="",
+        help="with --breakdown: turn the agent's latency settings off for an A/B "
+        "(comma-separated: switch, freeze; see bench/latency_trace.py)",
+    )
+    parser.add_argument(
+        "--trace-file",
+        metavar="PATH",
+        help="with --breakdown: keep the hooks' raw trace there",
+    )
+    parser.add_argument(
         "--probe-flood",
         metavar="DIRS,ENTRIES",
         default=None,
@@ -247,7 +360,16 @@ def main() -> int:
             probe_flood(state_dir / "probe", dirs, entries)
             print(f"probe flood: {dirs} x {entries} entries in {time.monotonic() - started:.0f} s")
             extra = ["--probe-dir", str(state_dir / "probe")]
-        agent = Agent(state_dir, args.wrapper, agent_cpus, tuple(extra))
+        trace_path = state_dir / "latency-trace"
+        wrapper, env = args.wrapper, None
+        if args.breakdown:
+            wrapper = str(TRACE_WRAPPER)
+            env = {
+                "OOMWATCH_LATENCY_TRACE": str(trace_path),
+                "OOMWATCH_LATENCY_WITHOUT": args.without,
+            }
+        agent = Agent(state_dir, wrapper, agent_cpus, tuple(extra), env)
+        traced: list[tuple[int, float, float]] = []  # pid, kernel stamp, arrival
         reader = IncidentStore.open_readonly(state_dir)
         uid, cid = str(uuid.uuid4()), uuid.uuid4().hex * 2
         memcg = kubelet_layout(scratch, uid, cid, container_limit_bytes=32 * MIB)
@@ -278,9 +400,21 @@ def main() -> int:
                 (suppressed_s if line["header_suppressed"] else latency_s).append(
                     arrived - kernel_s
                 )
+                if not line["header_suppressed"]:
+                    traced.append((hog.pid, kernel_s, arrived))
         finally:
             reader.close()
             agent.stop()
+        if args.breakdown:
+            trace = read_trace(trace_path)
+            if args.trace_file:
+                Path(args.trace_file).write_text(trace_path.read_text())
+            kills = []
+            for pid, kernel_s, arrived in traced:
+                stages = kill_stages(trace, pid, kernel_s, arrived)
+                if stages is not None:
+                    kills.append((pid, arrived - kernel_s, stages))
+            print_breakdown(kills, args.per_kill)
     total = args.kills + args.header_less
     print(f"kills: {total}; not stored or not on /metrics when the line came: {not_visible}")
     print(summary("kernel record -> stored + on /metrics + log line", latency_s))

@@ -33,7 +33,6 @@ from oomwatch.daemon.checkpoint import Checkpointer
 from oomwatch.daemon.config import DaemonConfig
 from oomwatch.daemon.forecast_stage import ForecastBook, ForecastJoin
 from oomwatch.daemon.heartbeat import Heartbeat
-from oomwatch.daemon.interpreter import CollectionPause
 from oomwatch.daemon.pipeline import Pipeline
 from oomwatch.incident import Incident, TimelineSample
 from oomwatch.reconcile import CgroupNews, is_logged_kernel_kill
@@ -223,15 +222,14 @@ class Agent:
         if kmsg_fd is not None:
             poller.register(kmsg_fd, select.POLLIN)
         next_tick = time.monotonic()
-        collection = CollectionPause()
         while not self._stop.is_set():
             now = time.monotonic()
             timeout_s = min(IDLE_WAIT_MAX_S, max(0.0, next_tick - now))
             if self.pipeline.waiting or self._rescan_pending:
                 timeout_s = min(timeout_s, MAX_WAIT_S)
-            for due in (self.kmsg.flush_at(), self.kmsg.read_at(now)):
-                if due is not None:
-                    timeout_s = min(timeout_s, max(0.0, due - now))
+            flush_at = self.kmsg.flush_at()
+            if flush_at is not None:
+                timeout_s = min(timeout_s, max(0.0, flush_at - now))
             polled_s = time.monotonic()
             ready = {fd for fd, _ in poller.poll(timeout_s * 1000.0)}
             if kmsg_fd is not None and kmsg_fd not in ready:
@@ -239,16 +237,12 @@ class Agent:
             if self._wake_r in ready:
                 with contextlib.suppress(BlockingIOError):
                     os.read(self._wake_r, 4096)
-            # no collection while the turn runs (a kill may be in it) or while a kill is coming
-            collection.hold(bool(ready) or self.kmsg.busy, time.monotonic())
             self._turn(ready)
-            collection.hold(self.kmsg.busy, time.monotonic())
             now = time.monotonic()
             if now >= next_tick and not self.kmsg.open:
                 self._tick()
                 next_tick = now + self.config.sample_interval_s
             self._heartbeat.beat()
-        collection.release()
 
     def _turn(self, ready: set[int]) -> None:
         """One loop turn: the kernel log first (latency), then counter news.  With news the
@@ -258,8 +252,7 @@ class Agent:
         incidents: list[Incident] = []
         try:
             readable = self.kmsg.fileno() in ready or news is not None
-            oom = news is not None and bool(news.signals)  # an OOM began: its kill may follow
-            read = self.kmsg.take(read=readable, groups=self._view, oom_news=oom)
+            read = self.kmsg.take(read=readable, groups=self._view)
             incidents += read.incidents
             kernel = read.time
         except Exception:

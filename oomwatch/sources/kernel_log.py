@@ -35,15 +35,6 @@ KILL_LINE_IDLE_S = 0.0
 # victim's second kill line (mm/oom_kill.c kills it again as a member) made a second kill of
 # the pod: a second Event (6.12 in CI).
 GROUP_KILL_IDLE_S = 0.1
-# printk stores a record at once but wakes /dev/kmsg readers from lazy irq_work at the
-# printing CPU's next tick (HZ=250: up to 4 ms), later still where a serial console takes the
-# kill line (KERN_ERR) with that CPU's interrupts off (2-14 ms a line in the lab).  The memcg
-# OOM notification often reaches the loop (as cgroup news) before the kill line is stamped,
-# so after OOM news, or a read that left a report waiting for its kill line, the loop reads
-# the log again every interval for a window instead of waiting for the wake-up.  poll()
-# counts in whole milliseconds.
-RECHECK_INTERVAL_S = 0.001
-RECHECK_WINDOW_S = 0.01  # longer than a tick at HZ=100, when the wake-up comes anyway
 RECORD_EXCERPT_BYTES = 512
 CLOCK_WINDOW_S = 600.0
 MIN_LIVE_READS = 3
@@ -120,15 +111,6 @@ class GroupKills(Protocol):
     def may_kill_group(self, incident: Incident, /) -> bool: ...
 
 
-def recheck_at(until_s: float | None, last_read_s: float, now_s: float) -> float | None:
-    """When the loop should read the log next although poll() did not say it is readable:
-    every `RECHECK_INTERVAL_S` after the last read while `now_s` is before `until_s` (the
-    end of the window news opened), else None (wait for the kernel's wake-up)."""
-    if until_s is None or now_s >= until_s:
-        return None
-    return min(until_s, max(now_s, last_read_s + RECHECK_INTERVAL_S))
-
-
 @dataclass(frozen=True, slots=True)
 class KernelRead:
     """One loop turn's kernel log: the incidents complete now, and its clock as of then."""
@@ -160,8 +142,6 @@ class KernelLog:
         self._on_lost = on_lost
         self._last_record_mono = 0.0
         self._flush_idle_s = FLUSH_IDLE_S
-        self._recheck_until_s: float | None = None  # read again until then (`recheck_at`)
-        self._last_read_s = 0.0
         self.follower: KmsgFollower | None = None
         try:
             self.follower = KmsgFollower(path, cursor, boot_id or "")
@@ -197,17 +177,6 @@ class KernelLog:
         """When the open report is complete if nothing more comes (CLOCK_MONOTONIC)."""
         return self._last_record_mono + self._flush_idle_s if self.assembler.open else None
 
-    def read_at(self, now_s: float) -> float | None:
-        """When the loop should read the log even if poll() does not wake it (`recheck_at`)."""
-        if self.follower is None:
-            return None
-        return recheck_at(self._recheck_until_s, self._last_read_s, now_s)
-
-    @property
-    def busy(self) -> bool:
-        """A kill is on its way through the log: a report is open, or news announced one."""
-        return self.assembler.open or self._recheck_until_s is not None
-
     def time(self, now_s: float) -> KernelTime:
         """The log's clock as of `now_s` (CLOCK_MONOTONIC), a value for the reconciliation.
 
@@ -217,32 +186,19 @@ class KernelLog:
         through = self._through_before_open_s if self.assembler.open else self.read_through_s
         return KernelTime(self.clock.offset_s(), self.clock.late_s(now_s), through)
 
-    def take(
-        self, *, read: bool, groups: GroupKills | None = None, oom_news: bool = False
-    ) -> KernelRead:
+    def take(self, *, read: bool, groups: GroupKills | None = None) -> KernelRead:
         """One loop turn: what the log has now (`read`: it is readable, or counters moved, so
-        a kill they show has printed its line; or a re-read is due), the reports complete by
-        now, and the clock.  `oom_news`: the cgroups just reported an OOM, whose kill line
-        may not be printed yet: re-read for `RECHECK_WINDOW_S` (`read_at`)."""
+        a kill they show has printed its line), the reports complete by now, and the clock."""
+        incidents = self.read(groups) if read else []
         now_s = time.monotonic()
-        if oom_news:
-            self._recheck_until_s = now_s + RECHECK_WINDOW_S
-        due = self.read_at(now_s)
-        incidents = self.read(groups) if read or (due is not None and now_s >= due) else []
-        now_s = time.monotonic()
-        if self.assembler.open and self._flush_idle_s == FLUSH_IDLE_S:
-            self._recheck_until_s = self._last_record_mono + RECHECK_WINDOW_S  # no kill line yet
-        closed = self.flush_if_idle(now_s)
-        if closed or (self._recheck_until_s is not None and now_s >= self._recheck_until_s):
-            self._recheck_until_s = None  # the report is out (or never came): sleep again
-        return KernelRead((*incidents, *closed), self.time(now_s))
+        return KernelRead((*incidents, *self.flush_if_idle(now_s)), self.time(now_s))
 
     def read(self, groups: GroupKills | None = None) -> list[Incident]:
         """Decode what the log has now; count records the kernel overwrote before we read."""
         if self.follower is None:
             return []
         live = self._caught_up
-        started_s = self._last_read_s = time.monotonic()
+        started_s = time.monotonic()
         if not self.assembler.open:
             self._through_before_open_s = self.read_through_s
         records = self.follower.read_available()

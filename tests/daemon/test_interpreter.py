@@ -1,68 +1,26 @@
-"""The collection pause: automatic GC off while a kill is on its way through the loop, back on
-when it is out, never off longer than `COLLECTION_PAUSE_MAX_S`, and never switched on where
-someone else switched it off."""
+"""`oomwatch run`'s interpreter settings: the GIL handed over within 1 ms and the start-up heap
+frozen out of the cyclic GC's reach (run in a child: both are process-wide)."""
 
 from __future__ import annotations
 
-from oomwatch.daemon.interpreter import COLLECTION_PAUSE_MAX_S, CollectionPause
+import subprocess
+import sys
+
+from oomwatch.daemon.interpreter import SWITCH_INTERVAL_S
+
+CHILD = """
+import gc, sys
+from oomwatch.daemon.interpreter import tune_interpreter
+before = gc.get_freeze_count()
+tune_interpreter()
+print(sys.getswitchinterval(), before, gc.get_freeze_count())
+"""
 
 
-class Collector:
-    """The `gc` switch, recorded."""
-
-    def __init__(self, enabled: bool = True) -> None:
-        self.enabled = enabled
-        self.switches: list[bool] = []
-
-    def isenabled(self) -> bool:
-        return self.enabled
-
-    def enable(self) -> None:
-        self.enabled = True
-        self.switches.append(True)
-
-    def disable(self) -> None:
-        self.enabled = False
-        self.switches.append(False)
-
-
-def test_collection_waits_while_a_kill_is_on_its_way_and_resumes_when_it_is_out() -> None:
-    gc = Collector()
-    pause = CollectionPause(gc)
-    pause.hold(False, 0.0)
-    assert gc.switches == []  # idle: untouched
-    pause.hold(True, 1.0)  # OOM news
-    pause.hold(True, 1.005)  # the report is open
-    assert not gc.enabled and pause.paused
-    pause.hold(False, 1.010)  # stored, counted, logged
-    assert gc.enabled and gc.switches == [False, True] and not pause.paused
-
-
-def test_a_loop_busy_for_longer_than_the_limit_gets_its_collections() -> None:
-    gc = Collector()
-    pause = CollectionPause(gc)
-    pause.hold(True, 0.0)
-    pause.hold(True, COLLECTION_PAUSE_MAX_S)
-    assert gc.enabled
-    pause.hold(True, COLLECTION_PAUSE_MAX_S + 0.1)  # still busy: no second pause ...
-    assert gc.enabled and gc.switches == [False, True]
-    pause.hold(False, COLLECTION_PAUSE_MAX_S + 0.2)
-    pause.hold(True, COLLECTION_PAUSE_MAX_S + 0.3)  # ... until the loop was idle once
-    assert not gc.enabled
-
-
-def test_a_collector_switched_off_elsewhere_stays_off() -> None:
-    gc = Collector(enabled=False)
-    pause = CollectionPause(gc)
-    pause.hold(True, 0.0)
-    pause.hold(False, 0.1)
-    pause.release()
-    assert gc.switches == [] and not gc.enabled
-
-
-def test_release_ends_a_pause() -> None:
-    gc = Collector()
-    pause = CollectionPause(gc)
-    pause.hold(True, 0.0)
-    pause.release()
-    assert gc.enabled and not pause.paused
+def test_tuning_sets_the_switch_interval_and_freezes_the_start_up_heap() -> None:
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD], capture_output=True, text=True, check=True, timeout=60
+    ).stdout.split()
+    interval, before, frozen = float(out[0]), int(out[1]), int(out[2])
+    assert interval == SWITCH_INTERVAL_S
+    assert before == 0 and frozen > 1000  # the imports' objects, at least
