@@ -72,11 +72,14 @@ MAX_TABLE_FILL_CHARS = 4 << 20
 # undoes (`$` marks, a tmux marker, blanks), no glued login prompt, not long.  Runs of such
 # lines inside a window are skipped while the assembler ignores them (`_feed_window`).
 # Digits are ASCII ones (a Unicode `\d` costs a table look-up per digit): a stamp of other
-# digits only makes its line no chatter, and a line that is not chatter is fed.
-_CHATTER_BODY = r"\[ {0,12}[0-9]{1,12}\.[0-9]{1,9}\] [^\s\[][^\n]{0,4000}(?<![\s\]$])"
+# digits only makes its line no chatter, and a line that is not chatter is fed.  The
+# repeats are possessive (`+`): `[^\n]` cannot pass a line's end, so the only place a line
+# can end is where the possessive run stops, and giving characters back could find no other
+# match; without the bookkeeping for giving back, a run is matched about twice as fast.
+_CHATTER_BODY = r"\[ {0,12}[0-9]{1,12}\.[0-9]{1,9}\] [^\s\[][^\n]{0,4000}+(?<![\s\]$])"
 _CHATTER_SHAPE = re.compile(_CHATTER_BODY)
 # Whole chatter-shaped lines from a line start on (one C match per run).
-_CHATTER_RUN = re.compile(rf"(?:{_CHATTER_BODY}\n)*")
+_CHATTER_RUN = re.compile(rf"(?:{_CHATTER_BODY}\n)*+")
 _CHATTER_KEY_SEARCH = Needles((*LINE_KEYS, "kernel:", "login: ", "OOMKilling"))
 # Lines taken before a window's first anchor: task rows of a grep-filtered fragment (and
 # the prose a paste may have between them and their report).
