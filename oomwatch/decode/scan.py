@@ -299,11 +299,11 @@ class TextScanner:
             eol = find("\n", pos)
             eol = size if eol < 0 else eol
             line = window[pos:eol]
-            self._feed_line(line, line_no)
             while next_keyed < len(keyed) and keyed[next_keyed] <= pos:
                 next_keyed += 1
             has_key = next_keyed > 0 and keyed[next_keyed - 1] == pos
             if has_key or _CHATTER_SHAPE.fullmatch(line) is None:
+                self._feed_line(line, line_no)
                 pos, line_no = eol + 1, line_no + 1
                 continue
             # A chatter line: the run goes on to the next line that is not chatter.
@@ -311,8 +311,10 @@ class TextScanner:
             stop = keyed[next_keyed] if next_keyed < len(keyed) else size
             run = chatter_run(window, eol + 1, stop) if eol < size else None
             run_end = eol + 1 if run is None else run.end()
+            last = window.rfind("\n", eol + 1, run_end - 1) + 1  # the run's last line
+            if last <= eol + 1 or line_no == 1 or not self._run_skippable():
+                self._feed_line(line, line_no)
             pos, line_no = eol + 1, line_no + 1
-            last = window.rfind("\n", pos, run_end - 1) + 1  # the run's last line
             if last <= pos:
                 continue  # one or two lines: fed one by one
             while pos < last and not self._assembler.ignores_keyless():
@@ -325,6 +327,15 @@ class TextScanner:
         # A last line without its newline was numbered above, but the next line is its own.
         return line_no - 1 if window and window[-1] != "\n" else line_no
 
+    def _run_skippable(self) -> bool:
+        """Whether a run of three or more chatter lines may be skipped from its first line
+        on (its last is fed).  Feeding the first would release the held record and hold its
+        own, which the run's last line releases to an assembler that ignores it: so once the
+        held record is released here, if the assembler ignores keyless records and has no
+        orphan rows that the first line could clear, the first line changes nothing."""
+        self._end_window_record()
+        return self._assembler.ignores_keyless_run()
+
     def _feed_line(self, line: str, line_no: int) -> None:
         if self._observer is not None:
             self._observer(line_no, line)
@@ -333,9 +344,13 @@ class TextScanner:
 
     def _end_window(self) -> None:
         if self._window_open:
-            for record in self._parser.finish():
-                self._incidents.extend(self._assembler.feed(record))
+            self._end_window_record()
             self._window_open = False
+
+    def _end_window_record(self) -> None:
+        """Hand the record the parser holds (waiting for a wrap or continuation) on."""
+        for record in self._parser.finish():
+            self._incidents.extend(self._assembler.feed(record))
 
 
 def decode_text(data: str | bytes, reference: Reference | None = None) -> DecodeResult:
