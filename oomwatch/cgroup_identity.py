@@ -10,9 +10,10 @@ names: a component that does not fit the scheme is never guessed into a pod or a
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Literal
 
+from oomwatch.dataclass_dict import replaced
 from oomwatch.incident import CgroupDriver, Incident, LimitScope, QosClass, Runtime
 
 Level = Literal["container", "pod", "qos", "node", "cgroup"]
@@ -163,7 +164,7 @@ def annotate(incident: Incident) -> Incident:
             found = identify(candidate.cgroup)
             candidate.pod_uid = candidate.pod_uid or found.pod_uid
             candidate.container_id = candidate.container_id or found.container_id
-    return replace(
+    return replaced(
         incident,
         pod_uid=ident.pod_uid or incident.pod_uid,
         container_id=ident.container_id or incident.container_id,

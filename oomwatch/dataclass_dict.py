@@ -13,12 +13,22 @@ import operator
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-__all__ = ["field_values", "known_fields", "optional_from_dict", "plain", "plain_dataclass"]
+__all__ = [
+    "field_values",
+    "known_fields",
+    "optional_from_dict",
+    "plain",
+    "plain_dataclass",
+    "replaced",
+]
 
 _T = TypeVar("_T")
 _FIELD_NAMES: dict[type, tuple[str, ...]] = {}
 _FIELD_GETTERS: dict[type, tuple[tuple[str, ...], Callable[[Any], tuple[Any, ...]]]] = {}
 _LEAVES = (str, int, float, bool, type(None))
+# Per class: each field's position in `__init__` and a getter of all field values, or None
+# where `replaced` must leave the work to `dataclasses.replace` (init=False, InitVar, kw_only).
+_POSITIONAL: dict[type, tuple[dict[str, int], Callable[[Any], tuple[Any, ...]]] | None] = {}
 
 
 def plain_dataclass(value: Any) -> dict[str, Any]:
@@ -38,6 +48,33 @@ def field_values(value: Any) -> tuple[tuple[str, ...], tuple[Any, ...]]:
         known = _FIELD_GETTERS[type(value)] = (names, getter)
     names, getter = known
     return names, getter(value)
+
+
+def replaced(value: _T, **changes: Any) -> _T:
+    """`dataclasses.replace(value, **changes)`, the unchanged fields read by one getter and
+    passed by position: `replace` walks every field in Python, and an incident has ~70 (it
+    is copied twice per incident on the report path)."""
+    cls = type(value)
+    known = _POSITIONAL.get(cls, ...)
+    if known is ...:
+        known = _POSITIONAL[cls] = _positional(cls)
+    if known is None or not changes.keys() <= known[0].keys():
+        return dataclasses.replace(value, **changes)  # type: ignore[type-var]
+    index, getter = known
+    args = list(getter(value))
+    for name, item in changes.items():
+        args[index[name]] = item
+    return cls(*args)
+
+
+def _positional(cls: type) -> tuple[dict[str, int], Callable[[Any], tuple[Any, ...]]] | None:
+    fields = dataclasses.fields(cls)
+    if len(fields) < 2 or len(fields) != len(cls.__dataclass_fields__):  # type: ignore[attr-defined]
+        return None  # a ClassVar or InitVar pseudo-field, or too few for `attrgetter`'s tuple
+    if any(not f.init or f.kw_only for f in fields):
+        return None
+    names = tuple(f.name for f in fields)
+    return {name: i for i, name in enumerate(names)}, operator.attrgetter(*names)
 
 
 def _one_or_none(names: tuple[str, ...]) -> Callable[[Any], tuple[Any, ...]]:

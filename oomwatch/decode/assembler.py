@@ -56,6 +56,11 @@ class ReportAssembler(ReportBody):
         runs of such lines (only the first may clear orphan rows, and it is fed)."""
         return self._keys() is not None
 
+    def ignores_keyless_run(self) -> bool:
+        """`ignores_keyless()`, and no orphan rows wait that a keyless record would clear:
+        then a whole run of such records changes nothing, its first included."""
+        return self._keys() is not None and not self._orphans.rows
+
     def feed(self, record: LogRecord) -> list[Incident]:
         """Add one record; return the incidents it completed."""
         done: list[Incident] = []

@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 
 from oomwatch.decode import lines as L
+from oomwatch.decode.lazy_re import lazy_compile
 from oomwatch.incident import Victim
 
 # A wrap is worth trying only after a held line of one of these kinds.
@@ -33,21 +34,21 @@ _STARTS_LINE = ("Killed process", "invoked oom-killer", "oom-kill:", "ill proces
 # The most a wrapped report line may grow to (the kernel's 1 KiB record, with room).
 _MAX_JOINED_CHARS = 4096
 # An author's elision or a pager's cut inside or at the end of a line.
-_ELIDED = re.compile(r"\.{3,}|\u2026|\[\s*\.\.\.\s*\]|<\s*snip\s*>|\[\s*snip\s*\]", re.I)
+_ELIDED = lazy_compile(r"\.{3,}|\u2026|\[\s*\.\.\.\s*\]|<\s*snip\s*>|\[\s*snip\s*\]", re.I)
 # A list marker before a copied log line (markdown, reStructuredText).
-_LIST_MARKER = re.compile(r"[*\u2022-][ \t]+")
+_LIST_MARKER = lazy_compile(r"[*\u2022-][ \t]+")
 _LIST_KEYS = ("oom-kill", "Killed process", "invoked oom-killer", "oom_reaper", "ill process ")
 # The kill line's fields after the name, each read on its own in an abridged line.
 _KILL_FIELDS = {
-    "total_vm_bytes": re.compile(r"(?:total-vm|vsz):(\d{1,20})kB"),
-    "anon_rss_bytes": re.compile(r"anon-rss:(\d{1,20})kB"),
-    "file_rss_bytes": re.compile(r"file-rss:(\d{1,20})kB"),
-    "shmem_rss_bytes": re.compile(r"shmem-rss:(\d{1,20})kB"),
-    "pgtables_bytes": re.compile(r"pgtables:(\d{1,20})kB"),
+    "total_vm_bytes": lazy_compile(r"(?:total-vm|vsz):(\d{1,20})kB"),
+    "anon_rss_bytes": lazy_compile(r"anon-rss:(\d{1,20})kB"),
+    "file_rss_bytes": lazy_compile(r"file-rss:(\d{1,20})kB"),
+    "shmem_rss_bytes": lazy_compile(r"shmem-rss:(\d{1,20})kB"),
+    "pgtables_bytes": lazy_compile(r"pgtables:(\d{1,20})kB"),
 }
-_KILL_UID = re.compile(r"UID[: ](\d{1,20})")
-_KILL_ADJ = re.compile(r"oom_score_adj:(-?\d{1,20})")
-_KILL_HEAD = re.compile(
+_KILL_UID = lazy_compile(r"UID[: ](\d{1,20})")
+_KILL_ADJ = lazy_compile(r"oom_score_adj:(-?\d{1,20})")
+_KILL_HEAD = lazy_compile(
     r"(?:(?P<msg>(?i:out of memory)|Memory cgroup out of memory): )?"
     r"Killed process (?P<pid>\d{1,20})(?:, UID \d{1,20},)? \((?P<comm>.{0,64}?)\)"
     # what follows the name is the kernel's own (a field) or an author's elision: prose that
@@ -56,10 +57,10 @@ _KILL_HEAD = re.compile(
     r"|\s*(?:\.{3}|\u2026|\[\s*\.\.\.\s*\]|<\s*snip\s*>|\[\s*snip\s*\]))"
 )
 # A console's login prompt the first record was glued to (`node-1 login: [  12.3] ...`).
-_GLUED_PROMPT = re.compile(r"\S{1,64} login: (?=<?\d?>?\[\s*\d{1,12}\.\d)")
-_NAME_START = re.compile(r"Killed process \d{1,20}(?:, UID \d{1,20},)? \(")
+_GLUED_PROMPT = lazy_compile(r"\S{1,64} login: (?=<?\d?>?\[\s*\d{1,12}\.\d)")
+_NAME_START = lazy_compile(r"Killed process \d{1,20}(?:, UID \d{1,20},)? \(")
 # The last token before a cut is whole only when it ends with its unit.
-_LAST_TOKEN = re.compile(r"[^\s,]*[,\s]*$")
+_LAST_TOKEN = lazy_compile(r"[^\s,]*[,\s]*$")
 
 
 def strip_list_marker(line: str) -> str:

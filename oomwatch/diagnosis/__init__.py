@@ -9,9 +9,9 @@ own findings) and keeps findings other stages added.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from typing import get_args
 
+from oomwatch.dataclass_dict import replaced
 from oomwatch.diagnosis import consumers, device, elsewhere, limits, trends, victims
 from oomwatch.diagnosis.recommend import recommend
 from oomwatch.diagnosis.verdict import unknowns, verdict, verdict_code
@@ -63,6 +63,6 @@ def diagnose(incident: Incident, history: Sequence[Incident] = ()) -> Incident:
         for f in incident.findings
         if f.code not in CODES and f.code not in elsewhere.SUPERSEDED_CODES
     ]
-    out = replace(incident, findings=found + kept, recommendation=recommend(incident, found))
+    out = replaced(incident, findings=found + kept, recommendation=recommend(incident, found))
     out.verdict, out.verdict_code = verdict(out), verdict_code(out)
     return out

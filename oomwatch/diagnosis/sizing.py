@@ -7,7 +7,6 @@ off at all.  Rounded up to Mi; `manifest_values` is the sentence to paste into a
 from __future__ import annotations
 
 import math
-import statistics
 
 from oomwatch.diagnosis.evidence import (
     charged_bytes,
@@ -95,7 +94,11 @@ def workload_sizes(incident: Incident) -> tuple[int, int | None, SizingBasis] | 
     base = max(candidates)
     if peak and base == peak and peak != at_kill:
         source = "the sampled peak"
-    request = round_up_mi(statistics.median(s.usage_bytes for s in samples)) if samples else None
+    request = None
+    if samples:  # only a timeline has samples: `statistics` (and `random`) load when one does
+        import statistics
+
+        request = round_up_mi(statistics.median(s.usage_bytes for s in samples))
     window = samples[-1].t_seconds - samples[0].t_seconds if len(samples) > 1 else None
     basis: SizingBasis = {
         "usage_at_kill_bytes": at_kill,

@@ -13,6 +13,7 @@ import io
 import json
 from collections.abc import Callable, Iterable, Sequence
 from json.encoder import encode_basestring_ascii as _ascii_string  # the C function
+from operator import itemgetter
 from typing import Any, TextIO
 
 from oomwatch.dataclass_dict import field_values, plain
@@ -64,13 +65,19 @@ def _encode(value: Any, newline: str, out: list[str]) -> None:
     if isinstance(value, dict):
         if not value:
             out.append("{}")
-            return
-        _encode_members(value.items(), newline, out)
+        elif _STR.issuperset(map(type, value)):
+            out.append(_object_text(tuple(value), tuple(value.values()), newline))
+        else:
+            _encode_members(value.items(), newline, out)
     elif isinstance(value, list | tuple):
         if not value:
             out.append("[]")
             return
         inner = newline + "  "
+        if _STR.issuperset(map(type, value)):  # `unknown`, the advice's lines
+            out.append("[" + inner + ("," + inner).join(map(_ascii_string, value)))
+            out.append(newline + "]")
+            return
         separator = "[" + inner
         for item in value:
             kind = type(item)
@@ -86,16 +93,72 @@ def _encode(value: Any, newline: str, out: list[str]) -> None:
     elif isinstance(value, _WithUnknown):
         incident = value.incident
         names, values = field_values(incident)
-        members = zip((*names, "unknown"), (*values, unknowns(incident)), strict=True)
-        _encode_members(members, newline, out)
+        out.append(_object_text((*names, "unknown"), (*values, unknowns(incident)), newline))
     elif not isinstance(value, type) and hasattr(type(value), "__dataclass_fields__"):
         names, values = field_values(value)
-        if not names:
-            out.append("{}")
-            return
-        _encode_members(zip(names, values, strict=True), newline, out)
+        out.append(_object_text(names, values, newline) if names else "{}")
     else:
         out.append(_scalar_text(value))
+
+
+_STR = frozenset((str,))
+# An object's text with its keys, its nulls and the places of its other values written
+# once per (keys, indentation, exact types of the values): a report writes thousands of
+# objects of a few shapes.  Bounded, as dict keys come from the log.
+_Plan = tuple[str, Callable[[Sequence[Any]], Any] | None, tuple[tuple[int, str], ...]]
+_STRING, _SCALAR, _NESTED = "string", "scalar", "nested"  # how a value is converted
+_SCALARS = frozenset((bool, float))
+_PLANS: dict[tuple[tuple[str, ...], str, tuple[type, ...]], _Plan] = {}
+MAX_PLANS = 512
+
+
+def _object_text(names: tuple[str, ...], values: Sequence[Any], newline: str) -> str:
+    """A non-empty object (str keys) as `_encode_members` writes it: its plan's template
+    `%`-formatted with the values that are not null (ints by `%d`, which is `int.__repr__`
+    for an exact int; strings escaped; anything else by `_encode`)."""
+    types = tuple(map(type, values))
+    key = (names, newline, types)
+    plan = _PLANS.get(key)
+    if plan is None:
+        plan = _plan(names, types, newline)
+        if len(_PLANS) < MAX_PLANS:
+            _PLANS[key] = plan
+    template, select, converts = plan
+    if select is None:
+        return template  # nothing but nulls
+    args = list(select(values))
+    for index, how in converts:
+        if how is _STRING:
+            args[index] = _ascii_string(args[index])
+        elif how is _SCALAR:
+            args[index] = _scalar_text(args[index])
+        else:
+            parts: list[str] = []
+            _encode(args[index], newline + "  ", parts)
+            args[index] = "".join(parts)
+    return template % tuple(args)
+
+
+def _plan(names: tuple[str, ...], types: tuple[type, ...], newline: str) -> _Plan:
+    inner = newline + "  "
+    pieces: list[str] = []
+    kept: list[int] = []  # positions of the values formatted in
+    converts: list[tuple[int, str]] = []  # (index among `kept`, how) for all but ints
+    for position, (name, kind) in enumerate(zip(names, types, strict=True)):
+        head = ("{" if position == 0 else ",") + inner + _ascii_string(name).replace("%", "%%")
+        if kind is type(None):
+            pieces.append(head + ": null")
+            continue
+        if kind is not int:
+            how = _STRING if kind is str else _SCALAR if kind in _SCALARS else _NESTED
+            converts.append((len(kept), how))
+        kept.append(position)
+        pieces.append(head + (": %d" if kind is int else ": %s"))
+    template = "".join(pieces) + newline + "}"
+    if not kept:
+        return template.replace("%%", "%"), None, ()
+    select = itemgetter(*kept) if len(kept) > 1 else (lambda v, at=kept[0]: (v[at],))
+    return template, select, tuple(converts)
 
 
 def _encode_members(members: Iterable[tuple[Any, Any]], newline: str, out: list[str]) -> None:

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import os
 import random
+import re
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from oomwatch.decode import DecodeResult, TextScanner, decode_lines, decode_text, parse_lines
+from oomwatch.decode import DecodeResult, TextScanner, decode_lines, decode_text, parse_lines, scan
 
 CORPUS = sorted((Path(__file__).resolve().parent.parent / "data" / "corpus").glob("*.log"))
 CHATTER = (
@@ -121,6 +122,35 @@ def test_chatter_inside_reports_decodes_as_line_by_line(seed: int) -> None:
     assert len(whole.incidents) >= 35
     _same(whole, decode_lines(text.split("\n")))
     _same(_pieces(text, list(range(4096, len(text), 4096))), whole)
+
+
+# The chatter patterns as written before their repeats were made possessive (`scan`).
+_BACKTRACKING_BODY = scan._CHATTER_BODY.replace("{0,4000}+", "{0,4000}")
+_BACKTRACKING_RUN = re.compile(rf"(?:{_BACKTRACKING_BODY}\n)*")
+_CHATTER_LINES = st.builds(
+    lambda stamp, first, middle, end: f"[{stamp}] {first}{middle}{end}",
+    st.sampled_from(["    5.000001", "5.1", "12345678901234.1", " 5.x", "\u0665.1"]),
+    st.sampled_from(["a", " ", "[", "]", "$", "\x85"]),
+    st.one_of(st.text(max_size=8), st.sampled_from(["x" * 3998, "x" * 3999, "x" * 4000])),
+    st.sampled_from(["", " ", "]", "$", "\t", "\u2028", "z"]),
+)
+
+
+@given(st.lists(_CHATTER_LINES, max_size=6), st.text(max_size=4))
+def test_possessive_chatter_patterns_take_what_backtracking_took(
+    lines: list[str], tail: str
+) -> None:
+    """A chatter line ends only where `[^\\n]` stops, so the possessive repeats find the same
+    lines and runs as the backtracking ones (they only fail sooner)."""
+    for line in [*lines, tail]:
+        took = re.fullmatch(_BACKTRACKING_BODY, line) is not None
+        assert (scan._CHATTER_SHAPE.fullmatch(line) is not None) == took
+    text = "\n".join(lines) + "\n" + tail
+    for start in (0, len(lines[0]) + 1 if lines else 0):
+        run = scan._CHATTER_RUN.match(text, start)
+        backtracking = _BACKTRACKING_RUN.match(text, start)
+        assert run is not None and backtracking is not None
+        assert run.end() == backtracking.end()
 
 
 @settings(
