@@ -59,6 +59,9 @@ class SampleColumns:
     def last_usage(self) -> int:
         return self._values[((self._next - 1) % self.capacity) * _WIDTH] if self.size else -1
 
+    def last_time_s(self) -> float | None:
+        return self._times[(self._next - 1) % self.capacity] if self.size else None
+
     def samples(self) -> list[TimelineSample]:
         """Oldest first."""
         start = (self._next - self.size) % self.capacity
@@ -134,6 +137,10 @@ class DecimatedRing:
     def last_usage(self) -> int:
         """The usage of the latest sample (-1: none yet)."""
         return self._fine.last_usage()
+
+    def last_time_s(self) -> float | None:
+        """When the latest sample was taken (None: none yet): a new one changes it."""
+        return self._fine.last_time_s()
 
     def samples(self) -> list[TimelineSample]:
         """Oldest first."""

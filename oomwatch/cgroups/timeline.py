@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import heapq
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 
@@ -314,6 +314,11 @@ class TimelineSampler:
             ):
                 return
         self.attend(relpath, now_s, hold_s)
+
+    def attended(self, now_s: float) -> Iterator[tuple[str, DecimatedRing]]:
+        """The containers sampled every interval now (a kill in them is likely) and their
+        rings, for the owner to snapshot (`timeline_snapshot`)."""
+        return ((rel, s.ring) for rel, s in self._sources.items() if now_s < s.hot_until_s)
 
     def hot(self, now_s: float) -> int:
         """How many containers are sampled every interval now."""

@@ -4,28 +4,26 @@ The `CgroupWorker` thread owns the watcher and the sampler; the loop thread owns
 pipeline.  The loop never reads the worker's objects: it gets a `CgroupView` (built by the
 worker, replaced whole, never changed) and asks it about the cgroup at a kill.  Its looks at
 the host are read-only and need nothing the worker holds: `memory.oom.group` and
-`cgroup.procs` are read from the hierarchy's directory, and the memory window is frozen
-under the worker's sampling lock.
+`cgroup.procs` are read from the hierarchy's directory, and the memory window before a kill
+from the `TimelineSnapshot` the worker took of the containers in trouble.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from oomwatch.cgroups.counters import OomCounters
 from oomwatch.cgroups.discovery import Hierarchy, locate
 from oomwatch.cgroups.files import read_oom_group
+from oomwatch.cgroups.timeline_snapshot import TimelineSnapshot
 from oomwatch.daemon.forecast_news import ForecastNews
 from oomwatch.daemon.host import dying, live_pids, may_kill_group
 from oomwatch.incident import Incident, Timeline
 from oomwatch.reconcile import CgroupFacts
 
 log = logging.getLogger("oomwatch.cgroups")
-
-Freeze = Callable[[str, float], Timeline | None]
-"""(cgroup relpath, wall time in epoch seconds) -> the memory window before it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,7 +45,7 @@ class CgroupView:
     limits_bytes: Mapping[str, int] = field(default_factory=dict)
     watched: frozenset[str] = frozenset()
     hierarchies: tuple[Hierarchy, ...] = ()
-    freeze: Freeze | None = field(default=None, compare=False)
+    timelines: TimelineSnapshot = field(default_factory=TimelineSnapshot, compare=False)
     oom_notify_failure: str | None = None
     forecast: ForecastNews = field(default_factory=ForecastNews, compare=False)
     levels: CounterLevels | None = field(default=None, compare=False)
@@ -62,8 +60,14 @@ class CgroupView:
         return CgroupFacts(self.limits_bytes)
 
     def timeline(self, relpath: str, at_s: float) -> Timeline | None:
-        """The sampled memory window of a container before `at_s` (wall clock)."""
-        return None if self.freeze is None else self.freeze(relpath, at_s)
+        """The sampled memory window of a container before `at_s` (wall clock), if this
+        view's snapshot holds the container (`timeline_due`)."""
+        return self.timelines.freeze(relpath, at_s)
+
+    def timeline_due(self, relpath: str) -> bool:
+        """The container is watched but not in this view's snapshot: the worker takes it
+        when its kill news comes (the counter rise of a kill in it), so a later view has it."""
+        return relpath in self.watched and relpath not in self.timelines
 
     def oom_group(self, relpath: str) -> bool | None:
         """`memory.oom.group` of a cgroup (None: gone, or unreadable)."""

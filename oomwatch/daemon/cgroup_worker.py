@@ -5,8 +5,8 @@ that reads /dev/kmsg, a kill arriving meanwhile would wait for it.  This worker 
 owns the `CgroupWatcher` (from the factory it is given: no one else holds it), the
 `TimelineSampler` and the forecast (`ForecastWatch`), and closes them when it stops.  The
 loop receives counter increases through a queue (and a wake-up) with the `CgroupView`
-published last (limits, watched set, a timeline frozen under the lock that also guards
-sampling), the forecast's changes since its last take, and, when asked for them
+published last (limits, watched set, the timelines of the containers in trouble as a
+snapshot), the forecast's changes since its last take, and, when asked for them
 (`request_levels()`), the counter levels; it asks for an early rescan with
 `request_rescan()`.
 """
@@ -33,6 +33,7 @@ from oomwatch.cgroups.attention import (
 )
 from oomwatch.cgroups.oom_events import HOT_POLL_INTERVAL_S, OomSignal, Sighting, pids_in
 from oomwatch.cgroups.pressure import PressureWatch
+from oomwatch.cgroups.timeline_snapshot import SnapshotMaker
 from oomwatch.daemon.cgroup_view import CgroupView, CounterLevels
 from oomwatch.daemon.forecast_news import Countdown, ForecastChange, ForecastNews
 from oomwatch.daemon.forecasting import ForecastWatch
@@ -103,14 +104,13 @@ class CgroupWorker:
         self._view = CgroupView(
             watched=frozenset(cg.relpath for cg in self._watcher.cgroups()),
             hierarchies=tuple(self._watcher.hierarchies),
-            freeze=self.freeze,
             oom_notify_failure=self._watcher.witness.failure,
         )
         self._forecast = (
             None
             if forecast_horizon_s is None
             else ForecastWatch(
-                timeline_for=self.freeze,
+                timeline_for=self._freeze,
                 logger=log,
                 horizon_s=forecast_horizon_s,
                 pressure=PressureWatch(),
@@ -125,6 +125,7 @@ class CgroupWorker:
         self._wake = wake
         self._log = log
         self._lock = threading.Lock()  # sampling vs. freezing a timeline
+        self._snapshots = SnapshotMaker(sampler.window_s, sampler.interval_s)
         self.batches = 0  # (worker thread) batches queued so far
         self.batches_taken = 0  # (loop thread) ... and taken by the loop
         self._levels_asked = threading.Event()
@@ -201,7 +202,8 @@ class CgroupWorker:
         self._force.set()
         self._poke()
 
-    def freeze(self, relpath: str, at_s: float) -> Timeline | None:
+    def _freeze(self, relpath: str, at_s: float) -> Timeline | None:
+        """(This thread: the forecast) a window from the sampler itself."""
         with self._lock:
             return self.sampler.freeze(relpath, at_s)
 
@@ -311,6 +313,7 @@ class CgroupWorker:
         killed = [d.cgroup.relpath for d in deltas if d.oom_kill > 0 or d.oom > 0]
         if killed or signals:
             self.attend([*killed, *(signal.cgroup for signal in signals)], KILLED_HOLD_S)
+            self._publish_timelines()  # before the batch: the kill's view holds its window
         moved, self._watcher.events_moved = self._watcher.events_moved, set()
         if moved:  # v2: a memory event (high, max, ...) in these: sample them now
             now_wall = time.time()
@@ -322,6 +325,12 @@ class CgroupWorker:
             return False
         self._queue(CgroupBatch(deltas, signals, sightings, started_at_s if forced else None))
         return True
+
+    def _publish_timelines(self) -> None:
+        """A view whose snapshot holds the containers sampled every interval now."""
+        with self._lock:
+            timelines = self._snapshots.refresh(self.sampler.attended(time.time()))
+        self._view = replace(self._view, timelines=timelines)
 
     def attend(self, relpaths: list[str], hold_s: float) -> None:
         """Sample these cgroups' containers every interval for `hold_s` (any thread)."""
@@ -351,16 +360,16 @@ class CgroupWorker:
             with self._lock:
                 samples = self.sampler.sample(cgroups, now_wall)
                 limits = self.sampler.limits_bytes()
+                timelines = self._snapshots.refresh(self.sampler.attended(now_wall))
             self._arm_thresholds()
             failure = self._watcher.witness.failure
             if cgroups is not None:
                 watched = frozenset(cg.relpath for cg in cgroups)
-                self._view = replace(
-                    self._view, watched=watched, limits_bytes=limits, oom_notify_failure=failure
-                )
+                self._view = replace(self._view, watched=watched)
                 self._generation = generation
-            else:
-                self._view = replace(self._view, limits_bytes=limits, oom_notify_failure=failure)
+            self._view = replace(
+                self._view, limits_bytes=limits, oom_notify_failure=failure, timelines=timelines
+            )
             view = self._view
             self._note_limits(samples)
             self._on_samples(samples, now_wall, view)
