@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import heapq
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from itertools import pairwise
 
 from oomwatch.cgroups.attention import HOT_HOLD_S, UsageThresholds, needs_attention
 from oomwatch.cgroups.discovery import WatchedCgroup
 from oomwatch.cgroups.files import CgroupFile, CgroupGone, keyed_value, parse_int, parse_limit_bytes
 from oomwatch.cgroups.ring import DecimatedRing
+from oomwatch.cgroups.timeline_snapshot import summarize
 from oomwatch.incident import Timeline, TimelineSample
 
 SAMPLED_LEVELS = frozenset({"container", "cgroup"})
@@ -364,42 +364,3 @@ class TimelineSampler:
         self._sources.clear()
         if self.thresholds is not None:
             self.thresholds.close()
-
-
-def summarize(
-    samples: Iterable[TimelineSample], at_s: float, window_s: float, interval_s: float | None
-) -> Timeline | None:
-    """Peak, usage at the kill and the growth rate over the samples of `[at_s - window_s, at_s]`.
-
-    Usage at the kill is the last sample before it: a sample after the kill shows the memory
-    already freed.
-    """
-    window = [s for s in samples if at_s - window_s <= s.t_seconds <= at_s]
-    if not window:
-        return None
-    # Attention samples a calm container less often than one near its limit: the window's
-    # interval is the longest gap in it, not the configured period.
-    gaps = [b.t_seconds - a.t_seconds for a, b in pairwise(window)]
-    return Timeline(
-        samples=window,
-        interval_seconds=round(max(gaps), 3) if gaps else interval_s,
-        peak_bytes=max(s.usage_bytes for s in window),
-        usage_at_kill_bytes=window[-1].usage_bytes,
-        growth_bytes_per_second=growth_rate(
-            [s.t_seconds for s in window], [s.usage_bytes for s in window]
-        ),
-    )
-
-
-def growth_rate(times_s: Sequence[float], values: Sequence[int]) -> float | None:
-    """Least-squares slope (units per second); None with fewer than two distinct times."""
-    n = len(times_s)
-    if n < 2:
-        return None
-    mean_t = sum(times_s) / n
-    mean_v = sum(values) / n
-    var = sum((t - mean_t) ** 2 for t in times_s)
-    if var == 0:
-        return None
-    cov = sum((t - mean_t) * (v - mean_v) for t, v in zip(times_s, values, strict=True))
-    return cov / var

@@ -5,20 +5,21 @@ them.  After each pass (and at kill news) the owner refreshes a `TimelineSnapsho
 containers sampled every interval now (`TimelineSampler.attended`: near their limit, growing,
 killed or notified lately), so the loop freezes a kill's window from a value.  Only those are
 copied, and only when a new sample came: a calm container's ring is never copied, so memory
-and work grow with the containers in trouble, not with the node.
+and work grow with the containers in trouble, not with the node.  `summarize` makes the
+window a kill keeps, from the sampler's rings or from a snapshot alike.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from copy import copy
 from dataclasses import dataclass, field
+from itertools import pairwise
 
 from oomwatch.cgroups.ring import DecimatedRing
-from oomwatch.cgroups.timeline import summarize
 from oomwatch.incident import Timeline, TimelineSample
 
-__all__ = ["SnapshotMaker", "TimelineSnapshot"]
+__all__ = ["SnapshotMaker", "TimelineSnapshot", "growth_rate", "summarize"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,3 +68,42 @@ class SnapshotMaker:
         if windows.keys() != old.keys() or any(windows[r] is not old[r] for r in windows):
             self.snapshot = TimelineSnapshot(windows, self._window_s, self._interval_s)
         return self.snapshot
+
+
+def summarize(
+    samples: Iterable[TimelineSample], at_s: float, window_s: float, interval_s: float | None
+) -> Timeline | None:
+    """Peak, usage at the kill and the growth rate over the samples of `[at_s - window_s, at_s]`.
+
+    Usage at the kill is the last sample before it: a sample after the kill shows the memory
+    already freed.
+    """
+    window = [s for s in samples if at_s - window_s <= s.t_seconds <= at_s]
+    if not window:
+        return None
+    # Attention samples a calm container less often than one near its limit: the window's
+    # interval is the longest gap in it, not the configured period.
+    gaps = [b.t_seconds - a.t_seconds for a, b in pairwise(window)]
+    return Timeline(
+        samples=window,
+        interval_seconds=round(max(gaps), 3) if gaps else interval_s,
+        peak_bytes=max(s.usage_bytes for s in window),
+        usage_at_kill_bytes=window[-1].usage_bytes,
+        growth_bytes_per_second=growth_rate(
+            [s.t_seconds for s in window], [s.usage_bytes for s in window]
+        ),
+    )
+
+
+def growth_rate(times_s: Sequence[float], values: Sequence[int]) -> float | None:
+    """Least-squares slope (units per second); None with fewer than two distinct times."""
+    n = len(times_s)
+    if n < 2:
+        return None
+    mean_t = sum(times_s) / n
+    mean_v = sum(values) / n
+    var = sum((t - mean_t) ** 2 for t in times_s)
+    if var == 0:
+        return None
+    cov = sum((t - mean_t) * (v - mean_v) for t, v in zip(times_s, values, strict=True))
+    return cov / var
