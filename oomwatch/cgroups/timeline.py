@@ -278,8 +278,8 @@ class TimelineSampler:
 
     def arm_thresholds(self, at_most: int) -> int:
         """Register the thresholds of containers whose limit is new (the kernel waits for an
-        RCU grace period on each, milliseconds): call it outside the lock `freeze` takes,
-        `at_most` at a time; returns how many of those were due (0: none was)."""
+        RCU grace period on each, milliseconds): call it between passes, `at_most` at a
+        time; returns how many of those were due (0: none was)."""
         if self.thresholds is None:
             self._to_arm.clear()
             return 0

@@ -11,6 +11,7 @@ window a kill keeps, from the sampler's rings or from a snapshot alike.
 
 from __future__ import annotations
 
+import queue
 from collections.abc import Iterable, Mapping, Sequence
 from copy import copy
 from dataclasses import dataclass, field
@@ -42,21 +43,47 @@ class TimelineSnapshot:
         return summarize(map(copy, samples), at_s, self.window_s, self.interval_s)
 
 
+ASKED_KEEP_S = 60.0  # an asked-for container the sampler has no ring of: said so this long
+
+
 class SnapshotMaker:
     """(The sampler owner's thread) the last snapshot and when each of its windows was
     taken, so an unchanged ring is not copied again."""
 
     def __init__(self, window_s: float, interval_s: float) -> None:
+        self._requests: queue.SimpleQueue[str] = queue.SimpleQueue()  # any thread puts
         self._window_s = window_s
         self._interval_s = interval_s
         self._taken_at: dict[str, float | None] = {}  # relpath -> its ring's last sample then
+        self._asked: dict[str, float] = {}  # relpath -> when it was asked for (monotonic)
         self.snapshot = TimelineSnapshot(window_s=window_s, interval_s=interval_s)
 
-    def refresh(self, attended: Iterable[tuple[str, DecimatedRing]]) -> TimelineSnapshot:
-        """The snapshot of these containers (call under the sampler's lock)."""
+    def request(self, relpath: str) -> None:
+        """(Any thread) a container's window is wanted: see `take_requests`."""
+        self._requests.put(relpath)
+
+    def take_requests(self) -> list[str]:
+        """The containers asked for since the last take."""
+        asked: list[str] = []
+        while not self._requests.empty():
+            asked.append(self._requests.get_nowait())
+        return asked
+
+    def refresh(
+        self,
+        attended: Iterable[tuple[str, DecimatedRing]],
+        now_s: float,
+        asked: Iterable[str] = (),
+    ) -> TimelineSnapshot:
+        """The snapshot of these containers (call under the sampler's lock), and of those
+        `asked` for lately: empty where the sampler has no ring, so the asker stops waiting.
+        `now_s` (monotonic) ages the asked-for ones out."""
         old = self.snapshot.windows
         windows: dict[str, tuple[TimelineSample, ...]] = {}
         taken_at: dict[str, float | None] = {}
+        self._asked.update(dict.fromkeys(asked, now_s))
+        self._asked = {r: t for r, t in self._asked.items() if now_s - t < ASKED_KEEP_S}
+        windows.update(dict.fromkeys(self._asked, ()))
         for relpath, ring in attended:
             last_s = ring.last_time_s()
             if relpath in old and self._taken_at.get(relpath) == last_s:

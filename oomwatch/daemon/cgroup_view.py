@@ -11,12 +11,13 @@ from the `TimelineSnapshot` the worker took of the containers in trouble.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from oomwatch.cgroups.counters import OomCounters
+from oomwatch.cgroups.counters import CounterDelta, OomCounters
 from oomwatch.cgroups.discovery import Hierarchy, locate
 from oomwatch.cgroups.files import read_oom_group
+from oomwatch.cgroups.oom_events import OomSignal, Sighting
 from oomwatch.cgroups.timeline_snapshot import TimelineSnapshot
 from oomwatch.daemon.forecast_news import ForecastNews
 from oomwatch.daemon.host import dying, live_pids, may_kill_group
@@ -35,6 +36,18 @@ class CounterLevels:
 
 
 @dataclass(frozen=True, slots=True)
+class CgroupBatch:
+    """What one counter pass (or sample) found, for the loop; `started_at_s` (monotonic)
+    is when the pass began reading: every kill printed before it shows in `deltas`."""
+
+    deltas: list[CounterDelta]
+    signals: list[OomSignal]
+    sightings: list[Sighting]
+    started_at_s: float | None
+    levels: CounterLevels | None = None  # asked for: the levels as of this batch (no news)
+
+
+@dataclass(frozen=True, slots=True)
 class CgroupView:
     """The watched cgroups as of one batch: their limits, which are watched, the mounted
     hierarchies, why OOM notifications are not watched (None: they are); read-only looks at
@@ -46,6 +59,8 @@ class CgroupView:
     watched: frozenset[str] = frozenset()
     hierarchies: tuple[Hierarchy, ...] = ()
     timelines: TimelineSnapshot = field(default_factory=TimelineSnapshot, compare=False)
+    # a message to the worker (it snapshots on its own thread, then wakes the loop)
+    ask_timeline: Callable[[str], None] | None = field(default=None, compare=False)
     oom_notify_failure: str | None = None
     forecast: ForecastNews = field(default_factory=ForecastNews, compare=False)
     levels: CounterLevels | None = field(default=None, compare=False)
@@ -65,9 +80,14 @@ class CgroupView:
         return self.timelines.freeze(relpath, at_s)
 
     def timeline_due(self, relpath: str) -> bool:
-        """The container is watched but not in this view's snapshot: the worker takes it
-        when its kill news comes (the counter rise of a kill in it), so a later view has it."""
+        """The container is watched but not in this view's snapshot (`request_timeline`)."""
         return relpath in self.watched and relpath not in self.timelines
+
+    def request_timeline(self, relpath: str) -> None:
+        """Ask the worker for a container's window: a later view holds it, or says it has
+        none (the worker answers at once, after the sampling pass it may be in)."""
+        if self.ask_timeline is not None:
+            self.ask_timeline(relpath)
 
     def oom_group(self, relpath: str) -> bool | None:
         """`memory.oom.group` of a cgroup (None: gone, or unreadable)."""

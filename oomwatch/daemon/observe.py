@@ -72,7 +72,7 @@ class SurvivalRecheck:
 
 class TimelineWait:
     """An `Enricher` for the pipeline's deferral: a kill whose container was calm (not in the
-    view's snapshot) gets its window from the view the kill's own counter news brings."""
+    view's snapshot) gets its window from the view the worker publishes when asked."""
 
     def __init__(self, view: Callable[[], CgroupView], container: str, at_s: float) -> None:
         self._view = view

@@ -226,6 +226,7 @@ class Pipeline:
         if incident.timeline is None:
             at_s = iso_epoch_s(incident.wall_time) or self._wall()
             if view.timeline_due(container):
+                view.request_timeline(container)
                 looks.append(TimelineWait(lambda: self._view, container, at_s))
             else:
                 incident.timeline = view.timeline(container, at_s)

@@ -22,8 +22,8 @@ from oomwatch.cgroups.discovery import Hierarchy, WatchedCgroup
 from oomwatch.cgroups.oom_events import Sighting
 from oomwatch.cgroups.ring import DecimatedRing
 from oomwatch.cgroups.timeline import TimelineSampler
-from oomwatch.daemon.cgroup_view import CgroupView, CounterLevels
-from oomwatch.daemon.cgroup_worker import CgroupBatch, CgroupWorker, attentive_sampler
+from oomwatch.daemon.cgroup_view import CgroupBatch, CgroupView, CounterLevels
+from oomwatch.daemon.cgroup_worker import CgroupWorker, attentive_sampler
 from oomwatch.incident import Incident, Timeline, TimelineSample
 from oomwatch.reconcile import CgroupFacts
 from oomwatch.sinks.log import get_logger
@@ -158,6 +158,38 @@ def test_a_kills_window_comes_in_the_view_its_news_brings_and_the_loop_never_rea
     assert sampler.callers == {"oomwatch-cgroups"}
     assert timeline == sampler.freeze(CONTAINER, at_s)  # the same points (the worker stopped)
     sampler.really_close()
+
+
+def test_a_window_asked_for_comes_in_a_later_view_and_an_unsampled_one_says_so(
+    tree: CgroupV2Tree,
+) -> None:
+    """No kill news needed: the loop asks (a message), the worker snapshots on its thread
+    and wakes the loop; a container it has no ring of comes as known-empty, not awaited."""
+    woken: list[None] = []
+    worker = CgroupWorker(
+        lambda: CgroupWatcher([str(tree.root)], poll_interval_s=1.0),
+        attentive_sampler(1.0, 60.0),
+        on_samples=lambda samples, now, view: None,
+        wake=lambda: woken.append(None),
+        log=get_logger(),
+    )
+    worker.start()
+    try:
+        until("the first sample", lambda: worker.take_news()[1].limits_bytes or None, 10.0)
+        view = worker.take_news()[1]
+        assert view.timeline_due(CONTAINER2)
+        view.request_timeline(CONTAINER2)
+        view.request_timeline(POD)  # watched, but not a container the sampler keeps
+        answered = until(
+            "the answer",
+            lambda: v if not (v := worker.take_news()[1]).timeline_due(POD) else None,
+            10.0,
+        )
+        assert woken and not answered.timeline_due(CONTAINER2)
+        assert answered.timeline(CONTAINER2, time.time()) is not None
+        assert answered.timeline(POD, time.time()) is None
+    finally:
+        worker.stop()
 
 
 def test_counter_levels_come_as_the_last_batch_of_a_take_and_at_stop(tree: CgroupV2Tree) -> None:

@@ -381,17 +381,18 @@ def test_a_calm_containers_kill_waits_for_the_view_that_holds_its_window(
     tmp_path: Path, clock: FakeClock
 ) -> None:
     """The worker's view holds the windows of containers in trouble only: a kill in a calm
-    one waits (without a sampler) for the view its kill news brings, and freezes the same
-    points; a kill in a container that is not watched does not wait."""
+    one asks the worker for its window and waits (without a sampler) for the view that holds
+    it; a kill in a container that is not watched neither asks nor waits."""
     samples = (
         TimelineSample(clock.wall_s - 3.0, 20 * MiB, 32 * MiB),
         TimelineSample(clock.wall_s - 1.5, 31 * MiB, 32 * MiB),
         TimelineSample(clock.wall_s + 0.5, 1 * MiB, 32 * MiB),  # after the kill: freed
     )
-    calm = CgroupView(watched=frozenset({CTR}))
+    asked: list[str] = []
+    calm = CgroupView(watched=frozenset({CTR}), ask_timeline=asked.append)
     pipe, sink = make(tmp_path, clock)
     pipe.process([memcg_kill(7, 99.0)], view=calm)
-    assert sink.got == []  # its window is due
+    assert sink.got == [] and asked == [CTR]  # its window is due, and asked for
     clock.advance(0.1)
     snapshot = TimelineSnapshot({CTR: samples}, window_s=600.0, interval_s=1.0)
     pipe.process([], view=replace(calm, timelines=snapshot))
@@ -400,4 +401,4 @@ def test_a_calm_containers_kill_waits_for_the_view_that_holds_its_window(
     assert got.timeline is not None and got.timeline.samples == list(samples[:2])
     elsewhere = memcg_kill(8, 100.0, f"/kubepods/burstable/pod{UID}/{'b' * 64}")
     pipe.process([elsewhere], view=calm)
-    assert len(sink.got) == 2 and sink.got[1].timeline is None
+    assert len(sink.got) == 2 and sink.got[1].timeline is None and asked == [CTR]
