@@ -4,8 +4,9 @@ The sampler's rings change under its owner's lock every pass; another thread mus
 them.  After each pass (and at kill news) the owner refreshes a `TimelineSnapshot` of the
 containers sampled every interval now (`TimelineSampler.attended`: near their limit, growing,
 killed or notified lately), so the loop freezes a kill's window from a value.  Only those are
-copied, and only when a new sample came: a calm container's ring is never copied, so memory
-and work grow with the containers in trouble, not with the node.  `summarize` makes the
+copied, as bytes (`FrozenRing`, 72 a sample, decoded only for a kill), and only when a new
+sample came: a calm container's ring is never copied, so memory and work grow with the
+containers in trouble, not with the node.  `summarize` makes the
 window a kill keeps, from the sampler's rings or from a snapshot alike.
 """
 
@@ -13,11 +14,10 @@ from __future__ import annotations
 
 import queue
 from collections.abc import Iterable, Mapping, Sequence
-from copy import copy
 from dataclasses import dataclass, field
 from itertools import pairwise
 
-from oomwatch.cgroups.ring import DecimatedRing
+from oomwatch.cgroups.ring import DecimatedRing, FrozenRing
 from oomwatch.incident import Timeline, TimelineSample
 
 __all__ = ["SnapshotMaker", "TimelineSnapshot", "growth_rate", "summarize"]
@@ -27,7 +27,7 @@ __all__ = ["SnapshotMaker", "TimelineSnapshot", "growth_rate", "summarize"]
 class TimelineSnapshot:
     """The samples (oldest first) of some containers as of one pass, never changed."""
 
-    windows: Mapping[str, tuple[TimelineSample, ...]] = field(default_factory=dict)
+    windows: Mapping[str, FrozenRing] = field(default_factory=dict)
     window_s: float = 600.0
     interval_s: float | None = None
 
@@ -36,14 +36,15 @@ class TimelineSnapshot:
 
     def freeze(self, relpath: str, at_s: float) -> Timeline | None:
         """The window before `at_s` (wall clock), as `TimelineSampler.freeze` gives it; None
-        if this container is not in the snapshot.  Its samples are the reader's own copies."""
-        samples = self.windows.get(relpath)
-        if samples is None:
+        if this container is not in the snapshot (or has no sample before `at_s`)."""
+        ring = self.windows.get(relpath)
+        if ring is None:
             return None
-        return summarize(map(copy, samples), at_s, self.window_s, self.interval_s)
+        return summarize(ring.samples(), at_s, self.window_s, self.interval_s)
 
 
 ASKED_KEEP_S = 60.0  # an asked-for container the sampler has no ring of: said so this long
+NO_SAMPLES = FrozenRing()
 
 
 class SnapshotMaker:
@@ -79,17 +80,17 @@ class SnapshotMaker:
         `asked` for lately: empty where the sampler has no ring, so the asker stops waiting.
         `now_s` (monotonic) ages the asked-for ones out."""
         old = self.snapshot.windows
-        windows: dict[str, tuple[TimelineSample, ...]] = {}
+        windows: dict[str, FrozenRing] = {}
         taken_at: dict[str, float | None] = {}
         self._asked.update(dict.fromkeys(asked, now_s))
         self._asked = {r: t for r, t in self._asked.items() if now_s - t < ASKED_KEEP_S}
-        windows.update(dict.fromkeys(self._asked, ()))
+        windows.update(dict.fromkeys(self._asked, NO_SAMPLES))
         for relpath, ring in attended:
             last_s = ring.last_time_s()
             if relpath in old and self._taken_at.get(relpath) == last_s:
                 windows[relpath] = old[relpath]
             else:
-                windows[relpath] = tuple(ring.samples())
+                windows[relpath] = ring.frozen()
             taken_at[relpath] = last_s
         self._taken_at = taken_at
         if windows.keys() != old.keys() or any(windows[r] is not old[r] for r in windows):

@@ -12,6 +12,7 @@ from support.cgroup_view import FakeCgroupView
 from support.clock import FakeClock
 
 from oomwatch.cgroup_identity import container_cgroup
+from oomwatch.cgroups.ring import FrozenRing
 from oomwatch.cgroups.timeline_snapshot import TimelineSnapshot
 from oomwatch.daemon.cgroup_view import CgroupView
 from oomwatch.daemon.checkpoint import pending_reconcile
@@ -394,7 +395,7 @@ def test_a_calm_containers_kill_waits_for_the_view_that_holds_its_window(
     pipe.process([memcg_kill(7, 99.0)], view=calm)
     assert sink.got == [] and asked == [CTR]  # its window is due, and asked for
     clock.advance(0.1)
-    snapshot = TimelineSnapshot({CTR: samples}, window_s=600.0, interval_s=1.0)
+    snapshot = TimelineSnapshot({CTR: FrozenRing.of(samples)}, window_s=600.0, interval_s=1.0)
     pipe.process([], view=replace(calm, timelines=snapshot))
     [got] = sink.got
     assert got.timeline == snapshot.freeze(CTR, clock.wall_s - 1.1)
