@@ -7,7 +7,7 @@ import dataclasses
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +34,21 @@ def tree(tmp_path: Path) -> CgroupV2Tree:
     tree = CgroupV2Tree(tmp_path / "cgroup")
     tree.kubelet_tree()
     return tree
+
+
+def _worker(
+    tree: CgroupV2Tree,
+    sampler: TimelineSampler | None = None,
+    wake: Callable[[], None] = lambda: None,
+) -> CgroupWorker:
+    """A worker over the fake tree (not started), samples every second."""
+    return CgroupWorker(
+        lambda: CgroupWatcher([str(tree.root)], poll_interval_s=1.0),
+        attentive_sampler(1.0, 60.0) if sampler is None else sampler,
+        on_samples=lambda samples, now, view: None,
+        wake=wake,
+        log=get_logger(),
+    )
 
 
 def test_the_view_reads_oom_group_and_survivors_from_the_hierarchy(tree: CgroupV2Tree) -> None:
@@ -77,13 +92,7 @@ def test_a_fake_view_answers_from_the_tests_callables() -> None:
 def test_the_worker_publishes_limits_and_the_watched_set_with_its_news(
     tree: CgroupV2Tree,
 ) -> None:
-    worker = CgroupWorker(
-        lambda: CgroupWatcher([str(tree.root)], poll_interval_s=1.0),
-        attentive_sampler(1.0, 60.0),
-        on_samples=lambda samples, now, view: None,
-        wake=lambda: None,
-        log=get_logger(),
-    )
+    worker = _worker(tree)
     news, first = worker.take_news()
     assert news is None and {CONTAINER, CONTAINER2} <= first.watched
     assert first.limits_bytes == {} and first.cgroup_v2  # nothing sampled yet
@@ -134,13 +143,7 @@ def test_a_kills_window_comes_in_the_view_its_news_brings_and_the_loop_never_rea
     queues the batch; the view taken with the news freezes the same points the sampler
     itself gives, and only the worker's thread ever called the sampler."""
     sampler = _OwnedSampler()
-    worker = CgroupWorker(
-        lambda: CgroupWatcher([str(tree.root)], poll_interval_s=1.0),
-        sampler,
-        on_samples=lambda samples, now, view: None,
-        wake=lambda: None,
-        log=get_logger(),
-    )
+    worker = _worker(tree, sampler=sampler)
     worker.start()
     try:
         until("the first sample", lambda: worker.take_news()[1].limits_bytes or None, 10.0)
@@ -166,13 +169,7 @@ def test_a_window_asked_for_comes_in_a_later_view_and_an_unsampled_one_says_so(
     """No kill news needed: the loop asks (a message), the worker snapshots on its thread
     and wakes the loop; a container it has no ring of comes as known-empty, not awaited."""
     woken: list[None] = []
-    worker = CgroupWorker(
-        lambda: CgroupWatcher([str(tree.root)], poll_interval_s=1.0),
-        attentive_sampler(1.0, 60.0),
-        on_samples=lambda samples, now, view: None,
-        wake=lambda: woken.append(None),
-        log=get_logger(),
-    )
+    worker = _worker(tree, wake=lambda: woken.append(None))
     worker.start()
     try:
         until("the first sample", lambda: worker.take_news()[1].limits_bytes or None, 10.0)
@@ -197,13 +194,7 @@ def test_counter_levels_come_as_the_last_batch_of_a_take_and_at_stop(tree: Cgrou
     counter pass, and the take that reaches them stops there; the views carry them while
     they explain exactly the batches taken; stopping queues the final ones."""
     woken: list[None] = []
-    worker = CgroupWorker(
-        lambda: CgroupWatcher([str(tree.root)], poll_interval_s=1.0),
-        attentive_sampler(1.0, 60.0),
-        on_samples=lambda samples, now, view: None,
-        wake=lambda: woken.append(None),
-        log=get_logger(),
-    )
+    worker = _worker(tree, wake=lambda: woken.append(None))
     worker.start()
     try:
         worker.request_levels()
@@ -229,12 +220,8 @@ def test_a_take_stops_at_the_levels_and_a_later_batch_makes_them_stale(
     tree: CgroupV2Tree,
 ) -> None:
     woken: list[None] = []
-    worker = CgroupWorker(
-        lambda: CgroupWatcher([str(tree.root)], poll_interval_s=1.0),
-        attentive_sampler(1.0, 60.0),
-        on_samples=lambda samples, now, view: None,
-        wake=lambda: woken.append(None),
-        log=get_logger(),
+    worker = _worker(
+        tree, wake=lambda: woken.append(None)
     )  # not started: the test queues as its thread would
     try:
         levels = CounterLevels({CONTAINER: OomCounters(1, 1, 0)}, 1)
