@@ -306,8 +306,7 @@ class CgroupWorker:
         return True
 
     def _publish_timelines(self, asked: Sequence[str] = ()) -> None:
-        """A view whose snapshot holds the containers sampled every interval now, and
-        those `asked` for (the loop's `CgroupView.request_timeline`)."""
+        """A view holding the containers sampled every interval now, and those `asked` for."""
         now_s = time.monotonic()
         attended = self._sampler.attended(time.time())
         timelines = self._snapshots.refresh(attended, now_s, asked)
@@ -322,8 +321,11 @@ class CgroupWorker:
         """Snapshot the containers asked for (sampled every interval from now on, as after
         a kill) and wake the loop, whose next view holds them."""
         if asked := self._snapshots.take_requests():
-            self.attend(asked, KILLED_HOLD_S)
-            self._publish_timelines(asked)
+            try:
+                self.attend(asked, KILLED_HOLD_S)
+                self._publish_timelines(asked)
+            except Exception:  # the kill waits out the pipeline's deferral instead
+                self._log.exception("timeline_snapshot_failed")
             self._wake()
 
     def attend(self, relpaths: list[str], hold_s: float) -> None:
