@@ -4,6 +4,7 @@ journal reader of `oomwatch report`.
     .venv/bin/python bench/fuzz.py probe --cases 100000
     .venv/bin/python bench/fuzz.py decode --cases 100000
     .venv/bin/python bench/fuzz.py journal --cases 100000
+    .venv/bin/python bench/fuzz.py hostile --cases 10
 
 `probe`: mutated flight-record images (bit flips, byte runs, truncation, splices, slot
 payloads replaced by hostile JSON: nesting, huge numbers, wrong types, NaN) through
@@ -16,6 +17,9 @@ the decode cases are, plus JSON-level damage (nesting, truncation, wrong types, 
 invalid UTF-8, gzip wrapping) through the report's whole input path (`load_file`: sniffing,
 decompression, the journal readers, the decoder); `InputError` (a clear message naming the
 input) is an expected outcome, any other exception counts.
+`hostile`: the megabyte anchor-text lines and 5000-digit numbers of tests/support/hostile_lines.py
+(what tests/decode/test_properties.py holds to the decoder's record cap) through `decode_text`,
+`--cases` times each; prints the slowest decode of each input, in seconds.
 Prints cases, exceptions, time and peak RSS (VmHWM); exits 1 on any exception.
 """
 
@@ -45,6 +49,13 @@ from oomwatch.probe.ring import (
 from oomwatch.probe.schema import SchemaError
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT / "tests")]  # `support`, for the hostile inputs
+from support.hostile_lines import (  # noqa: E402
+    HUGE_NUMBER_HEADER,
+    MEGABYTE_LINES,
+    huge_number_lines,
+)
+
 HOSTILE_JSON = [
     b"[" * 5000,
     b'{"a":' * 400,
@@ -283,15 +294,42 @@ def fuzz_journal(cases: int, seed: int) -> tuple[int, list[str]]:
     return cases, errors
 
 
+def time_hostile(cases: int, seed: int) -> tuple[int, list[str]]:
+    """The slowest of `cases` decodes of each hostile input (no randomness: `seed` unused)."""
+    texts = {
+        "megabyte lines": "\n".join(MEGABYTE_LINES),
+        **{f"megabyte line {i}": line for i, line in enumerate(MEGABYTE_LINES)},
+        "huge numbers": "\n".join([HUGE_NUMBER_HEADER, *huge_number_lines()]),
+    }
+    errors: list[str] = []
+    slowest: dict[str, float] = {}
+    for name, text in texts.items():
+        for _ in range(cases):
+            started = time.process_time()
+            try:
+                decode_text(text)
+            except Exception as exc:
+                errors.append(f"{name}: {type(exc).__name__}: {exc}"[:200])
+            spent = time.process_time() - started
+            slowest[name] = max(slowest.get(name, 0.0), spent)
+    print(json.dumps({"slowest_cpu_s": {k: round(v, 4) for k, v in slowest.items()}}))
+    return cases * len(texts), errors
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("target", choices=["probe", "decode", "journal"])
+    parser.add_argument("target", choices=["probe", "decode", "journal", "hostile"])
     parser.add_argument("--cases", type=int, default=100_000)
     parser.add_argument("--seed", type=int, default=14)
     args = parser.parse_args()
     logging.disable(logging.WARNING)  # the reader logs each refusal; only exceptions count
     started = time.perf_counter()
-    run = {"probe": fuzz_probe, "decode": fuzz_decode, "journal": fuzz_journal}[args.target]
+    run = {
+        "probe": fuzz_probe,
+        "decode": fuzz_decode,
+        "journal": fuzz_journal,
+        "hostile": time_hostile,
+    }[args.target]
     cases, errors = run(args.cases, args.seed)
     result = {
         "target": args.target,

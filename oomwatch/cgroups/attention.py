@@ -16,7 +16,11 @@ once and every second after (`deepest`).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from oomwatch.cgroups.discovery import WatchedCgroup
 from oomwatch.cgroups.oom_events import MemcgEventfds
+from oomwatch.incident import TimelineSample
 
 COLD_INTERVAL_S = 10.0  # a container far from its limit and not growing: one sample per 10 s
 # ... one per 30 s where the kernel holds its usage threshold (v1): it says when usage
@@ -103,3 +107,18 @@ def deepest(relpaths: set[str]) -> list[str]:
         parts = rel.rstrip("/").split("/")
         ancestors.update("/".join(parts[:n]) for n in range(1, len(parts)))
     return sorted(rel for rel in relpaths if rel.rstrip("/") not in ancestors)
+
+
+# Containers this close to their limit have their pids looked at every sample: a kill whose
+# report the kernel rate-limits can then be placed by its pid.
+NEAR_LIMIT_FRACTION = 0.9
+MAX_NEAR_LIMIT_CGROUPS = 64
+
+
+def near_limit(samples: Sequence[tuple[WatchedCgroup, TimelineSample]]) -> list[WatchedCgroup]:
+    """The containers of a sample pass whose usage is near their limit (at most 64)."""
+    return [
+        cg
+        for cg, s in samples
+        if s.limit_bytes and s.usage_bytes >= NEAR_LIMIT_FRACTION * s.limit_bytes
+    ][:MAX_NEAR_LIMIT_CGROUPS]

@@ -20,7 +20,7 @@ Rules (why they are what they are):
 - At a restart from a checkpoint, a v2 cgroup the checkpoint does not know (made, or found,
   after it was saved) starts from zero when its ancestor's gain since the checkpoint covers
   its counters: the kills happened while we were down, and belong to it, not the ancestor
-  (a real 6.1 kill -9 in a burst put them at the QoS slice, pod UID lost: tests/v2).
+  (a real 6.1 kill -9 in a burst put them at the QoS slice, pod UID lost: the v2 storms).
 """
 
 from __future__ import annotations

@@ -7,7 +7,8 @@ past the last minute only each 10 s step's lowest and highest are kept.
 from __future__ import annotations
 
 from array import array
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 from oomwatch.incident import TimelineSample
 
@@ -15,6 +16,44 @@ _Timed = tuple[float, tuple[int, ...]]  # (time, row)
 
 
 _WIDTH = 8  # byte counts per sample (usage, limit, anon, file, shmem, thp, kernel, inactive)
+
+
+@dataclass(frozen=True, slots=True)
+class FrozenRing:
+    """A ring's samples at one moment, oldest first, as the two arrays' bytes: a value
+    another thread may hold (nothing in it changes), 72 bytes a sample, decoded when read."""
+
+    times: bytes = b""  # float64 each
+    values: bytes = b""  # _WIDTH int64 each, -1 for None
+
+    @classmethod
+    def of(cls, samples: Iterable[TimelineSample]) -> FrozenRing:
+        times, values = array("d"), array("q")
+        for s in samples:
+            times.append(s.t_seconds)
+            values.extend(
+                -1 if v is None else v
+                for v in (
+                    s.usage_bytes,
+                    s.limit_bytes,
+                    s.anon_bytes,
+                    s.file_bytes,
+                    s.shmem_bytes,
+                    s.thp_bytes,
+                    s.kernel_bytes,
+                    s.inactive_file_bytes,
+                )
+            )
+        return cls(times.tobytes(), values.tobytes())
+
+    def samples(self) -> list[TimelineSample]:
+        times, values = array("d"), array("q")
+        times.frombytes(self.times)
+        values.frombytes(self.values)
+        return [
+            SampleColumns.sample_of(t, values[i * _WIDTH : (i + 1) * _WIDTH])
+            for i, t in enumerate(times)
+        ]
 
 
 class SampleColumns:
@@ -58,6 +97,21 @@ class SampleColumns:
 
     def last_usage(self) -> int:
         return self._values[((self._next - 1) % self.capacity) * _WIDTH] if self.size else -1
+
+    def last_time_s(self) -> float | None:
+        return self._times[(self._next - 1) % self.capacity] if self.size else None
+
+    def arrays(self) -> tuple[array[float], array[int]]:
+        """Copies of the times and the rows, oldest first."""
+        if not self.size:
+            return array("d"), array("q")
+        start = (self._next - self.size) % self.capacity
+        end = start + self.size
+        if end <= len(self._times):
+            return self._times[start:end], self._values[start * _WIDTH : end * _WIDTH]
+        end -= self.capacity
+        times = self._times[start:] + self._times[:end]
+        return times, self._values[start * _WIDTH :] + self._values[: end * _WIDTH]
 
     def samples(self) -> list[TimelineSample]:
         """Oldest first."""
@@ -134,6 +188,22 @@ class DecimatedRing:
     def last_usage(self) -> int:
         """The usage of the latest sample (-1: none yet)."""
         return self._fine.last_usage()
+
+    def last_time_s(self) -> float | None:
+        """When the latest sample was taken (None: none yet): a new one changes it."""
+        return self._fine.last_time_s()
+
+    def frozen(self) -> FrozenRing:
+        """The samples as `samples()` gives them, copied as bytes (no object per sample)."""
+        times, values = self._fine.arrays()
+        if self._coarse is not None:
+            older_times, older_values = self._coarse.arrays()
+            if self._bucket is not None:
+                for t_s, row in self._kept(self._bucket):
+                    older_times.append(t_s)
+                    older_values.extend(row)
+            times, values = older_times + times, older_values + values
+        return FrozenRing(times.tobytes(), values.tobytes())
 
     def samples(self) -> list[TimelineSample]:
         """Oldest first."""

@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import heapq
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from itertools import pairwise
 
 from oomwatch.cgroups.attention import HOT_HOLD_S, UsageThresholds, needs_attention
 from oomwatch.cgroups.discovery import WatchedCgroup
 from oomwatch.cgroups.files import CgroupFile, CgroupGone, keyed_value, parse_int, parse_limit_bytes
 from oomwatch.cgroups.ring import DecimatedRing
+from oomwatch.cgroups.timeline_snapshot import summarize
 from oomwatch.incident import Timeline, TimelineSample
 
 SAMPLED_LEVELS = frozenset({"container", "cgroup"})
@@ -278,8 +278,8 @@ class TimelineSampler:
 
     def arm_thresholds(self, at_most: int) -> int:
         """Register the thresholds of containers whose limit is new (the kernel waits for an
-        RCU grace period on each, milliseconds): call it outside the lock `freeze` takes,
-        `at_most` at a time; returns how many of those were due (0: none was)."""
+        RCU grace period on each, milliseconds): call it between passes, `at_most` at a
+        time; returns how many of those were due (0: none was)."""
         if self.thresholds is None:
             self._to_arm.clear()
             return 0
@@ -314,6 +314,11 @@ class TimelineSampler:
             ):
                 return
         self.attend(relpath, now_s, hold_s)
+
+    def attended(self, now_s: float) -> Iterator[tuple[str, DecimatedRing]]:
+        """The containers sampled every interval now (a kill in them is likely) and their
+        rings, for the owner to snapshot (`timeline_snapshot`)."""
+        return ((rel, s.ring) for rel, s in self._sources.items() if now_s < s.hot_until_s)
 
     def hot(self, now_s: float) -> int:
         """How many containers are sampled every interval now."""
@@ -359,42 +364,3 @@ class TimelineSampler:
         self._sources.clear()
         if self.thresholds is not None:
             self.thresholds.close()
-
-
-def summarize(
-    samples: Iterable[TimelineSample], at_s: float, window_s: float, interval_s: float | None
-) -> Timeline | None:
-    """Peak, usage at the kill and the growth rate over the samples of `[at_s - window_s, at_s]`.
-
-    Usage at the kill is the last sample before it: a sample after the kill shows the memory
-    already freed.
-    """
-    window = [s for s in samples if at_s - window_s <= s.t_seconds <= at_s]
-    if not window:
-        return None
-    # Attention samples a calm container less often than one near its limit: the window's
-    # interval is the longest gap in it, not the configured period.
-    gaps = [b.t_seconds - a.t_seconds for a, b in pairwise(window)]
-    return Timeline(
-        samples=window,
-        interval_seconds=round(max(gaps), 3) if gaps else interval_s,
-        peak_bytes=max(s.usage_bytes for s in window),
-        usage_at_kill_bytes=window[-1].usage_bytes,
-        growth_bytes_per_second=growth_rate(
-            [s.t_seconds for s in window], [s.usage_bytes for s in window]
-        ),
-    )
-
-
-def growth_rate(times_s: Sequence[float], values: Sequence[int]) -> float | None:
-    """Least-squares slope (units per second); None with fewer than two distinct times."""
-    n = len(times_s)
-    if n < 2:
-        return None
-    mean_t = sum(times_s) / n
-    mean_v = sum(values) / n
-    var = sum((t - mean_t) ** 2 for t in times_s)
-    if var == 0:
-        return None
-    cov = sum((t - mean_t) * (v - mean_v) for t, v in zip(times_s, values, strict=True))
-    return cov / var

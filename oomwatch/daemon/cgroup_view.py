@@ -4,8 +4,8 @@ The `CgroupWorker` thread owns the watcher and the sampler; the loop thread owns
 pipeline.  The loop never reads the worker's objects: it gets a `CgroupView` (built by the
 worker, replaced whole, never changed) and asks it about the cgroup at a kill.  Its looks at
 the host are read-only and need nothing the worker holds: `memory.oom.group` and
-`cgroup.procs` are read from the hierarchy's directory, and the memory window is frozen
-under the worker's sampling lock.
+`cgroup.procs` are read from the hierarchy's directory, and the memory window before a kill
+from the `TimelineSnapshot` the worker took of the containers in trouble.
 """
 
 from __future__ import annotations
@@ -14,18 +14,17 @@ import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from oomwatch.cgroups.counters import OomCounters
+from oomwatch.cgroups.counters import CounterDelta, OomCounters
 from oomwatch.cgroups.discovery import Hierarchy, locate
 from oomwatch.cgroups.files import read_oom_group
+from oomwatch.cgroups.oom_events import OomSignal, Sighting
+from oomwatch.cgroups.timeline_snapshot import TimelineSnapshot
 from oomwatch.daemon.forecast_news import ForecastNews
 from oomwatch.daemon.host import dying, live_pids, may_kill_group
 from oomwatch.incident import Incident, Timeline
 from oomwatch.reconcile import CgroupFacts
 
 log = logging.getLogger("oomwatch.cgroups")
-
-Freeze = Callable[[str, float], Timeline | None]
-"""(cgroup relpath, wall time in epoch seconds) -> the memory window before it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +33,18 @@ class CounterLevels:
 
     counters: Mapping[str, OomCounters]
     batches: int
+
+
+@dataclass(frozen=True, slots=True)
+class CgroupBatch:
+    """What one counter pass (or sample) found, for the loop; `started_at_s` (monotonic)
+    is when the pass began reading: every kill printed before it shows in `deltas`."""
+
+    deltas: list[CounterDelta]
+    signals: list[OomSignal]
+    sightings: list[Sighting]
+    started_at_s: float | None
+    levels: CounterLevels | None = None  # asked for: the levels as of this batch (no news)
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,7 +58,9 @@ class CgroupView:
     limits_bytes: Mapping[str, int] = field(default_factory=dict)
     watched: frozenset[str] = frozenset()
     hierarchies: tuple[Hierarchy, ...] = ()
-    freeze: Freeze | None = field(default=None, compare=False)
+    timelines: TimelineSnapshot = field(default_factory=TimelineSnapshot, compare=False)
+    # a message to the worker (it snapshots on its own thread, then wakes the loop)
+    ask_timeline: Callable[[str], None] | None = field(default=None, compare=False)
     oom_notify_failure: str | None = None
     forecast: ForecastNews = field(default_factory=ForecastNews, compare=False)
     levels: CounterLevels | None = field(default=None, compare=False)
@@ -62,8 +75,19 @@ class CgroupView:
         return CgroupFacts(self.limits_bytes)
 
     def timeline(self, relpath: str, at_s: float) -> Timeline | None:
-        """The sampled memory window of a container before `at_s` (wall clock)."""
-        return None if self.freeze is None else self.freeze(relpath, at_s)
+        """The sampled memory window of a container before `at_s` (wall clock), if this
+        view's snapshot holds the container (`timeline_due`)."""
+        return self.timelines.freeze(relpath, at_s)
+
+    def timeline_due(self, relpath: str) -> bool:
+        """The container is watched but not in this view's snapshot (`request_timeline`)."""
+        return relpath in self.watched and relpath not in self.timelines
+
+    def request_timeline(self, relpath: str) -> None:
+        """Ask the worker for a container's window: a later view holds it, or says it has
+        none (the worker answers at once, after the sampling pass it may be in)."""
+        if self.ask_timeline is not None:
+            self.ask_timeline(relpath)
 
     def oom_group(self, relpath: str) -> bool | None:
         """`memory.oom.group` of a cgroup (None: gone, or unreadable)."""

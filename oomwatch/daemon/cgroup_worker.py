@@ -5,8 +5,8 @@ that reads /dev/kmsg, a kill arriving meanwhile would wait for it.  This worker 
 owns the `CgroupWatcher` (from the factory it is given: no one else holds it), the
 `TimelineSampler` and the forecast (`ForecastWatch`), and closes them when it stops.  The
 loop receives counter increases through a queue (and a wake-up) with the `CgroupView`
-published last (limits, watched set, a timeline frozen under the lock that also guards
-sampling), the forecast's changes since its last take, and, when asked for them
+published last (limits, watched set, the timelines of the containers in trouble as a
+snapshot), the forecast's changes since its last take, and, when asked for them
 (`request_levels()`), the counter levels; it asks for an early rescan with
 `request_rescan()`.
 """
@@ -20,23 +20,25 @@ import queue
 import select
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 
-from oomwatch.cgroups import CgroupWatcher, CounterDelta, TimelineSampler, WatchedCgroup
+from oomwatch.cgroups import CgroupWatcher, TimelineSampler, WatchedCgroup
 from oomwatch.cgroups.attention import (
     COLD_INTERVAL_S,
     HOT_HOLD_S,
     KILLED_HOLD_S,
     UsageThresholds,
     deepest,
+    near_limit,
 )
 from oomwatch.cgroups.oom_events import HOT_POLL_INTERVAL_S, OomSignal, Sighting, pids_in
 from oomwatch.cgroups.pressure import PressureWatch
-from oomwatch.daemon.cgroup_view import CgroupView, CounterLevels
+from oomwatch.cgroups.timeline_snapshot import SnapshotMaker
+from oomwatch.daemon.cgroup_view import CgroupBatch, CgroupView, CounterLevels
 from oomwatch.daemon.forecast_news import Countdown, ForecastChange, ForecastNews
 from oomwatch.daemon.forecasting import ForecastWatch
-from oomwatch.incident import Timeline, TimelineSample
+from oomwatch.incident import TimelineSample
 from oomwatch.reconcile import CgroupNews, CounterKills
 from oomwatch.stages import EventLogger
 
@@ -46,11 +48,6 @@ SAMPLE_EARLY_S = 0.05
 # Timed passes come at most this often, so a pass that fails and leaves its work due cannot
 # spin the thread (inotify and pokes still wake it at once).
 MIN_PASS_GAP_S = 0.1
-
-# Containers this close to their limit have their pids looked at every sample: a kill whose
-# report the kernel rate-limits can then be placed by its pid.
-NEAR_LIMIT_FRACTION = 0.9
-MAX_NEAR_LIMIT_CGROUPS = 64
 
 # v1 usage thresholds registered per sample pass, at most (each waits for an RCU grace period,
 # ~10 ms: a node's first pass would otherwise hold the worker for seconds).
@@ -69,18 +66,6 @@ def attentive_sampler(interval_s: float, window_s: float) -> TimelineSampler:
     )
 
 
-@dataclass(frozen=True, slots=True)
-class CgroupBatch:
-    """What one counter pass (or sample) found, for the loop; `started_at_s` (monotonic)
-    is when the pass began reading: every kill printed before it shows in `deltas`."""
-
-    deltas: list[CounterDelta]
-    signals: list[OomSignal]
-    sightings: list[Sighting]
-    started_at_s: float | None
-    levels: CounterLevels | None = None  # asked for: the levels as of this batch (no news)
-
-
 class CgroupWorker:
     """Runs the watcher and the sampler on a daemon thread; everything else reads results."""
 
@@ -97,20 +82,20 @@ class CgroupWorker:
         """`watcher` makes the watcher this worker owns; `forecast_horizon_s`: how far ahead
         the forecast warns (None: no forecast)."""
         self._watcher = watcher()
-        self.sampler = sampler
+        self._sampler = sampler
         self.deltas: queue.SimpleQueue[CgroupBatch] = queue.SimpleQueue()
         # The one thing the loop reads: replaced whole, never changed in place.
         self._view = CgroupView(
             watched=frozenset(cg.relpath for cg in self._watcher.cgroups()),
             hierarchies=tuple(self._watcher.hierarchies),
-            freeze=self.freeze,
+            ask_timeline=self._ask_timeline,
             oom_notify_failure=self._watcher.witness.failure,
         )
         self._forecast = (
             None
             if forecast_horizon_s is None
             else ForecastWatch(
-                timeline_for=self.freeze,
+                timeline_for=sampler.freeze,  # the forecast runs on this thread
                 logger=log,
                 horizon_s=forecast_horizon_s,
                 pressure=PressureWatch(),
@@ -124,7 +109,7 @@ class CgroupWorker:
         self._on_samples = on_samples
         self._wake = wake
         self._log = log
-        self._lock = threading.Lock()  # sampling vs. freezing a timeline
+        self._snapshots = SnapshotMaker(sampler.window_s, sampler.interval_s)
         self.batches = 0  # (worker thread) batches queued so far
         self.batches_taken = 0  # (loop thread) ... and taken by the loop
         self._levels_asked = threading.Event()
@@ -201,10 +186,6 @@ class CgroupWorker:
         self._force.set()
         self._poke()
 
-    def freeze(self, relpath: str, at_s: float) -> Timeline | None:
-        with self._lock:
-            return self.sampler.freeze(relpath, at_s)
-
     def request_levels(self) -> None:
         """Queue the counter levels after a counter pass now (for a checkpoint).  Now, at
         the loop's tick, not at the worker's next pass: that pass is often a kill's, and a
@@ -225,7 +206,7 @@ class CgroupWorker:
         if self._thread.is_alive():
             return
         self._queue_levels()
-        closers = [self._watcher.close, self.sampler.close]
+        closers = [self._watcher.close, self._sampler.close]
         if self._forecast is not None:
             closers.append(self._forecast.close)
         for closer in closers:
@@ -248,7 +229,7 @@ class CgroupWorker:
         """
         poller = select.poll()
         poller.register(self._pipe_r, select.POLLIN)
-        thresholds = self.sampler.thresholds
+        thresholds = self._sampler.thresholds
         threshold_fd = thresholds.fileno() if thresholds is not None else None
         watcher = self._watcher
         for fd in (watcher.fileno(), watcher.witness.fileno(), threshold_fd):
@@ -265,13 +246,14 @@ class CgroupWorker:
                     os.read(self._pipe_r, 4096)
             if self._stop.is_set():
                 break
+            self._answer()
             self._counters()
             last_pass = time.monotonic()
             crossed = threshold_fd in ready and self._attend_crossed()
             moved, self._events_moved = self._events_moved, False
             if crossed or moved or last_pass >= next_sample - SAMPLE_EARLY_S:
                 self._sample()
-                next_sample = time.monotonic() + self.sampler.interval_s
+                next_sample = time.monotonic() + self._sampler.interval_s
 
     def _counters(self) -> None:
         queued = self._poll_counters()
@@ -311,29 +293,52 @@ class CgroupWorker:
         killed = [d.cgroup.relpath for d in deltas if d.oom_kill > 0 or d.oom > 0]
         if killed or signals:
             self.attend([*killed, *(signal.cgroup for signal in signals)], KILLED_HOLD_S)
+            self._publish_timelines()  # before the batch: the kill's view holds its window
         moved, self._watcher.events_moved = self._watcher.events_moved, set()
         if moved:  # v2: a memory event (high, max, ...) in these: sample them now
             now_wall = time.time()
-            with self._lock:
-                for relpath in deepest(moved):
-                    self.sampler.attend_moved(relpath, now_wall, HOT_HOLD_S)
+            for relpath in deepest(moved):
+                self._sampler.attend_moved(relpath, now_wall, HOT_HOLD_S)
             self._events_moved = True
         if not (deltas or signals or sightings or forced):
             return False
         self._queue(CgroupBatch(deltas, signals, sightings, started_at_s if forced else None))
         return True
 
+    def _publish_timelines(self, asked: Sequence[str] = ()) -> None:
+        """A view holding the containers sampled every interval now, and those `asked` for."""
+        now_s = time.monotonic()
+        attended = self._sampler.attended(time.time())
+        timelines = self._snapshots.refresh(attended, now_s, asked)
+        self._view = replace(self._view, timelines=timelines)
+
+    def _ask_timeline(self, relpath: str) -> None:
+        """(Any thread) a kill in this container wants its window: see `_answer`."""
+        self._snapshots.request(relpath)
+        self._poke()
+
+    def _answer(self) -> None:
+        """Snapshot the containers asked for (sampled every interval from now on, as after
+        a kill) and wake the loop, whose next view holds them."""
+        if asked := self._snapshots.take_requests():
+            try:
+                self.attend(asked, KILLED_HOLD_S)
+                self._publish_timelines(asked)
+            except Exception:  # the kill waits out the pipeline's deferral instead
+                self._log.exception("timeline_snapshot_failed")
+            self._wake()
+
     def attend(self, relpaths: list[str], hold_s: float) -> None:
-        """Sample these cgroups' containers every interval for `hold_s` (any thread)."""
+        """Sample these cgroups' containers every interval for `hold_s` (this thread only,
+        as every use of the sampler: kill news, asked-for windows, the forecast)."""
         now_wall = time.time()
-        with self._lock:
-            for relpath in relpaths:
-                self.sampler.attend(relpath, now_wall, hold_s)
+        for relpath in relpaths:
+            self._sampler.attend(relpath, now_wall, hold_s)
 
     def _attend_crossed(self) -> bool:
         """A v1 container's usage crossed half its limit: sample it now, and every second."""
-        assert self.sampler.thresholds is not None
-        crossed = self.sampler.thresholds.crossed()
+        assert self._sampler.thresholds is not None
+        crossed = self._sampler.thresholds.crossed()
         if crossed:
             self.attend(crossed, HOT_HOLD_S)
         return bool(crossed)
@@ -348,19 +353,19 @@ class CgroupWorker:
             # the watched set only when it changed: a pass then costs the containers due
             generation = self._watcher.generation
             cgroups = self._watcher.cgroups() if generation != self._generation else None
-            with self._lock:
-                samples = self.sampler.sample(cgroups, now_wall)
-                limits = self.sampler.limits_bytes()
+            samples = self._sampler.sample(cgroups, now_wall)
+            limits = self._sampler.limits_bytes()
+            attended = self._sampler.attended(now_wall)
+            timelines = self._snapshots.refresh(attended, time.monotonic())
             self._arm_thresholds()
             failure = self._watcher.witness.failure
             if cgroups is not None:
                 watched = frozenset(cg.relpath for cg in cgroups)
-                self._view = replace(
-                    self._view, watched=watched, limits_bytes=limits, oom_notify_failure=failure
-                )
+                self._view = replace(self._view, watched=watched)
                 self._generation = generation
-            else:
-                self._view = replace(self._view, limits_bytes=limits, oom_notify_failure=failure)
+            self._view = replace(
+                self._view, limits_bytes=limits, oom_notify_failure=failure, timelines=timelines
+            )
             view = self._view
             self._note_limits(samples)
             self._on_samples(samples, now_wall, view)
@@ -377,19 +382,15 @@ class CgroupWorker:
                 self._wake()
 
     def _arm_thresholds(self) -> None:
-        """(Outside the lock, on this thread) register new containers' usage thresholds, one
+        """(After the pass, on this thread) register new containers' usage thresholds, one
         at a time, and stop when a counter pass is asked for: a bare kill waits on it."""
         for _ in range(THRESHOLDS_PER_PASS):
-            if self._force.is_set() or self._stop.is_set() or not self.sampler.arm_thresholds(1):
+            if self._force.is_set() or self._stop.is_set() or not self._sampler.arm_thresholds(1):
                 return
 
     def _note_limits(self, samples: list[tuple[WatchedCgroup, TimelineSample]]) -> None:
         """Look at the pids of containers near their limits."""
-        near = [
-            cg
-            for cg, s in samples
-            if s.limit_bytes and s.usage_bytes >= NEAR_LIMIT_FRACTION * s.limit_bytes
-        ][:MAX_NEAR_LIMIT_CGROUPS]
+        near = near_limit(samples)
         if not near:
             return
         now_s = time.monotonic()

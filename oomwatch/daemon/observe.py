@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from oomwatch.daemon.cgroup_view import CgroupView
 from oomwatch.incident import Breakdown, Incident, MemcgUsage, iso_time
 
 SURVIVAL_RECHECK_S = 0.25
@@ -66,4 +67,22 @@ class SurvivalRecheck:
             return False
         # The cgroup gone now (None) means everything in it has left: it did not survive.
         incident.container_survived = bool(self._survived(self._container, self._victims))
+        return True
+
+
+class TimelineWait:
+    """An `Enricher` for the pipeline's deferral: a kill whose container was calm (not in the
+    view's snapshot) gets its window from the view the worker publishes when asked."""
+
+    def __init__(self, view: Callable[[], CgroupView], container: str, at_s: float) -> None:
+        self._view = view
+        self._container = container
+        self._at_s = at_s
+
+    def enrich(self, incident: Incident) -> bool:
+        view = self._view()
+        if view.timeline_due(self._container):
+            return False
+        incident.timeline = view.timeline(self._container, self._at_s)
+        fill_sampled_usage(incident)
         return True

@@ -23,7 +23,7 @@ from oomwatch.cgroup_identity import annotate, container_cgroup
 from oomwatch.daemon.cgroup_view import CgroupView
 from oomwatch.daemon.checkpoint import restore_reconcile
 from oomwatch.daemon.forecast_stage import ForecastBook
-from oomwatch.daemon.observe import SurvivalRecheck, fill_sampled_usage
+from oomwatch.daemon.observe import SurvivalRecheck, TimelineWait, fill_sampled_usage
 from oomwatch.diagnosis.history import History
 from oomwatch.incident import Incident, iso_epoch_s, iso_time
 from oomwatch.reconcile import (
@@ -198,34 +198,38 @@ class Pipeline:
             incident.wall_time = iso_time(now_wall - (now_mono - incident.kernel_time_s))
 
     def _prepare(self, incident: Incident, now_mono: float, defer: bool = True) -> None:
-        recheck: SurvivalRecheck | None = None
+        looks: list[Enricher] = []
         try:
             incident = annotate(incident)
             if is_logged_kernel_kill(incident) or incident.kmsg_missing:
-                recheck = self._observe_cgroup(incident, now_mono)
+                looks = self._observe_cgroup(incident, now_mono)
         except Exception:
             log.exception("annotate_failed", extra={"consequence": "stored as decoded"})
             self.stats.errors += 1
-        waiting = self._enrich(incident, self.enrichers)
-        if recheck is not None:
-            waiting.append(recheck)
+        waiting = self._enrich(incident, self.enrichers) + looks
         if waiting and defer:
             self.stats.deferred += 1
             self._deferred.append(_Deferred(incident, now_mono + self._enrich_wait_s, waiting))
         else:
             self._commit(incident)
 
-    def _observe_cgroup(self, incident: Incident, now_mono: float) -> SurvivalRecheck | None:
+    def _observe_cgroup(self, incident: Incident, now_mono: float) -> list[Enricher]:
         """Freeze the memory timeline (at the kill), read oom.group and check whether the
-        container outlived the kill; returns the second look a survivor needs, if any."""
+        container outlived the kill; returns the later looks it needs: the timeline of a
+        container the view has not snapshotted yet, the second look at a survivor."""
         cgroup = incident.task_memcg or incident.group_cgroup
         if cgroup is None:
-            return None
+            return []
         container = container_cgroup(cgroup)
         view = self._view
+        looks: list[Enricher] = []
         if incident.timeline is None:
             at_s = iso_epoch_s(incident.wall_time) or self._wall()
-            incident.timeline = view.timeline(container, at_s)
+            if view.timeline_due(container):
+                view.request_timeline(container)
+                looks.append(TimelineWait(lambda: self._view, container, at_s))
+            else:
+                incident.timeline = view.timeline(container, at_s)
         fill_sampled_usage(incident)
         if incident.oom_group_enabled is None:
             incident.oom_group_enabled = view.oom_group(container)
@@ -233,8 +237,10 @@ class Pipeline:
             victims = frozenset(v.pid for v in incident.victims)
             incident.container_survived = view.survived(container, victims)
             if incident.container_survived:
-                return SurvivalRecheck(view.survived, container, victims, now_mono, self._mono)
-        return None
+                looks.append(
+                    SurvivalRecheck(view.survived, container, victims, now_mono, self._mono)
+                )
+        return looks
 
     def _enrich(self, incident: Incident, enrichers: Sequence[Enricher]) -> list[Enricher]:
         """Run enrichers; return those that asked to be asked again later."""

@@ -19,9 +19,11 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Literal
 
+from oomwatch.diagnosis_codes import Recommendation
 from oomwatch.incident import Incident
 from oomwatch.sanitize import escape_control
 from oomwatch.units import quantity
@@ -211,27 +213,67 @@ def object_bytes(obj: dict[str, Any]) -> int:
     return len(json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode())
 
 
+IncidentKey = Literal[
+    "attribution",
+    "allocator",
+    "victims",
+    "findings",
+    "invoker",
+    "group_cgroup",
+    "oom_memcg",
+    "task_memcg",
+]
+"""Fields of `Incident` a shrink step drops or cuts (tests check they are its fields)."""
+Shrink = Callable[[dict[str, Any]], None]
+
+
+def _without(key: IncidentKey) -> Shrink:
+    return lambda incident: incident.pop(key, None)
+
+
+def _first(key: IncidentKey, count: int) -> Shrink:
+    def cut(incident: dict[str, Any]) -> None:
+        if key in incident:
+            incident[key] = incident[key][:count]
+
+    return cut
+
+
+def _findings_without_evidence(incident: dict[str, Any]) -> None:
+    for finding in incident.get("findings", ()):
+        finding.pop("evidence", None)  # `Finding.evidence`
+
+
+def _recommendation_without_basis(incident: dict[str, Any]) -> None:
+    recommendation: Recommendation | None = incident.get("recommendation")
+    if recommendation is not None:
+        recommendation.pop("based_on", None)  # a key `Recommendation` has: mypy checks it
+
+
+# The least needed parts of the incident first.
+SHRINK_STEPS: tuple[Shrink, ...] = (
+    _without("attribution"),
+    _without("allocator"),
+    _first("victims", 1),
+    _findings_without_evidence,
+    _first("findings", 3),
+    _recommendation_without_basis,
+    _without("invoker"),
+    _without("group_cgroup"),
+    _without("oom_memcg"),
+    _without("task_memcg"),
+)
+
+
 def fit(obj: dict[str, Any]) -> dict[str, Any]:
     """The object within MAX_OBJECT_BYTES: long strings clipped, then the least needed parts
-    of the incident dropped, in order, until it fits."""
+    of the incident dropped, in order (`SHRINK_STEPS`), until it fits."""
     incident = obj["incident"]
     _clip_strings(incident)
-    drops = (
-        ("attribution",),
-        ("allocator",),
-        ("victims", 1),
-        ("findings", "evidence"),
-        ("findings", 3),
-        ("recommendation", "evidence"),
-        ("invoker",),
-        ("group_cgroup",),
-        ("oom_memcg",),
-        ("task_memcg",),
-    )
-    for drop in drops:
+    for shrink in SHRINK_STEPS:
         if object_bytes(obj) <= MAX_OBJECT_BYTES:
             return obj
-        _drop(incident, drop)
+        shrink(incident)
     while object_bytes(obj) > MAX_OBJECT_BYTES:  # only a pathological recommendation is left
         for key in ("recommendation", "k8s", "forecast", "attribution"):
             if key in incident:
@@ -241,21 +283,6 @@ def fit(obj: dict[str, Any]) -> dict[str, Any]:
             obj["incident"] = {"kind": incident.get("kind", "unknown")}
             break
     return obj
-
-
-def _drop(incident: dict[str, Any], what: tuple[Any, ...]) -> None:
-    key = what[0]
-    if key not in incident:
-        return
-    if len(what) == 1:
-        del incident[key]
-    elif isinstance(what[1], int):
-        incident[key] = incident[key][: what[1]]
-    elif key == "findings":
-        for finding in incident[key]:
-            finding.pop(what[1], None)
-    elif isinstance(incident[key], dict):
-        incident[key].pop(what[1], None)
 
 
 def _clip_strings(value: Any) -> Any:

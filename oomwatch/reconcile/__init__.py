@@ -1,8 +1,9 @@
 """Reconciliation: the kernel log's kills joined with the cgroup counters' rises and OOM
 signals, each counted kill recorded once in the cgroup the evidence names, or said to be
-ambiguous (`join.reconcile`).  `state` is what it carries between calls, `attribution` which
-cgroups a header-less kill's evidence allows, `placement` the joint decision over the kills
-still waiting.  Pure: no clock, file or thread; time comes in as arguments.
+ambiguous (`join.reconcile`).  `state` is what it carries between calls, `kernel_time` the
+kernel log's clock it is fed, `attribution` which cgroups a header-less kill's evidence
+allows, `placement` the joint decision over the kills still waiting.  Pure: no clock, file
+or thread; time comes in as arguments.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 from oomwatch.cgroups.oom_events import OomSignal, Sighting
 from oomwatch.reconcile.attribution import Rise, covers
 from oomwatch.reconcile.join import is_logged_kernel_kill, missing_incident, reconcile
+from oomwatch.reconcile.kernel_time import KernelTime
 from oomwatch.reconcile.state import (
     AMBIGUOUS_WAIT_S,
     GRACE_S,
@@ -21,7 +23,6 @@ from oomwatch.reconcile.state import (
     CgroupNews,
     Claim,
     CounterKills,
-    KernelTime,
     Reconciled,
     ReconcileState,
 )

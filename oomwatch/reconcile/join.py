@@ -46,6 +46,7 @@ from oomwatch.incident import (
     iso_time,
 )
 from oomwatch.reconcile.attribution import Rise
+from oomwatch.reconcile.kernel_time import KernelTime
 from oomwatch.reconcile.placement import attribute, mono, place
 from oomwatch.reconcile.state import (
     GRACE_S,
@@ -60,7 +61,6 @@ from oomwatch.reconcile.state import (
     CgroupNews,
     Claim,
     CounterKills,
-    KernelTime,
     Reconciled,
     ReconcileState,
     Work,

@@ -57,22 +57,6 @@ class CgroupNews:
 
 
 @dataclass(frozen=True, slots=True)
-class KernelTime:
-    """The kernel log's clock as its reader knows it at one loop turn (`KernelLog.time`).
-
-    `offset_s`: the log's stamps minus CLOCK_MONOTONIC (None: not known yet, so no kill is
-    placed by its time; 0.0, the default, where stamps are already monotonic, as in tests);
-    `late_s`: how much later than the promptest one its records were read lately
-    (`KernelClock.late_s`), which widens the attribution's tolerance; `read_through_s`: the
-    log held nothing unread at this monotonic time (None: read through now).
-    """
-
-    offset_s: float | None = 0.0
-    late_s: float = 0.0
-    read_through_s: float | None = None
-
-
-@dataclass(frozen=True, slots=True)
 class CgroupFacts:
     """Slowly changing facts of the watched cgroups."""
 

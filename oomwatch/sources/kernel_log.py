@@ -10,7 +10,6 @@ cursor has already moved past all of them.
 from __future__ import annotations
 
 import time
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
@@ -18,7 +17,7 @@ from typing import Protocol
 from oomwatch.decode import ReportAssembler, parse_kmsg_record
 from oomwatch.decode.lines import parse_killed
 from oomwatch.incident import Incident
-from oomwatch.reconcile.state import KernelTime
+from oomwatch.reconcile.kernel_time import KernelClock, KernelTime
 from oomwatch.sources.kmsg import MAX_RECORDS_PER_READ, KmsgCursor, KmsgFollower
 from oomwatch.stages import EventLogger
 
@@ -36,72 +35,6 @@ KILL_LINE_IDLE_S = 0.0
 # the pod: a second Event (6.12 in CI).
 GROUP_KILL_IDLE_S = 0.1
 RECORD_EXCERPT_BYTES = 512
-CLOCK_WINDOW_S = 600.0
-MIN_LIVE_READS = 3
-RECENT_S = 60.0  # `KernelClock.late_s` looks this far back ...
-RECENT_READS = 4096  # ... keeping at most this many of them
-
-
-class KernelClock:
-    """The kernel log's clock minus CLOCK_MONOTONIC, from the records as they arrive.
-
-    kmsg stamps come from `local_clock()` (sched_clock), which NTP does not slew; the
-    monotonic clock is slewed, so the two drift apart slowly (tens of ppm: seconds after
-    weeks of uptime).  A record is read after it was stamped, so `stamp - arrival` is at most
-    the offset, and the promptest record comes closest: the estimate is the largest such
-    difference over the last `CLOCK_WINDOW_S` (a sliding maximum) of records read live
-    (backlog replayed at startup is old and says nothing).  Unknown (None) until records of
-    `MIN_LIVE_READS` reads came in (one late read alone could be off by its delay), unless
-    an earlier run of this boot left its estimate (`seed`).
-    """
-
-    def __init__(self, window_s: float = CLOCK_WINDOW_S) -> None:
-        self._window_s = window_s
-        self._best: deque[tuple[float, float]] = deque()  # (arrival, difference), decreasing
-        # (arrival, difference), increasing differences: the front is the latest read of
-        # the last RECENT_S (a sliding minimum, as `_best` is a sliding maximum)
-        self._latest: deque[tuple[float, float]] = deque()
-        self._seed: float | None = None
-        self._reads: set[float] = set()  # arrival times of the first live reads
-
-    def seed(self, offset_s: float) -> None:
-        self._seed = offset_s
-
-    def note(self, kernel_time_s: float, arrival_mono_s: float) -> None:
-        if len(self._reads) < MIN_LIVE_READS:
-            self._reads.add(arrival_mono_s)
-        difference = kernel_time_s - arrival_mono_s
-        while self._best and self._best[-1][1] <= difference:
-            self._best.pop()
-        self._best.append((arrival_mono_s, difference))
-        while self._best[0][0] < arrival_mono_s - self._window_s:
-            self._best.popleft()
-        latest = self._latest
-        while latest and latest[-1][1] >= difference:
-            latest.pop()
-        latest.append((arrival_mono_s, difference))
-        while len(latest) > RECENT_READS or latest[0][0] < arrival_mono_s - RECENT_S:
-            latest.popleft()
-
-    def late_s(self, now_s: float) -> float:
-        """How much later than the promptest one the records of the last `RECENT_S` were
-        read: a measure of how starved the agent is.  The offset is only as good as its
-        promptest read, whose own delay is unknown; on a starved CPU (lab VM, 6.12, a busy
-        host) it was late by more than the attribution's 50 ms, a kill's time came out
-        after its own counter rise, and the rise was ruled out: the kill went to the wrong
-        pod.  The attribution widens its tolerance by this much."""
-        best = self.offset_s()
-        if best is None:
-            return 0.0
-        for arrival, difference in self._latest:  # the first in the window is its latest
-            if arrival >= now_s - RECENT_S:
-                return max(0.0, best - difference)
-        return 0.0
-
-    def offset_s(self) -> float | None:
-        if len(self._reads) < MIN_LIVE_READS or not self._best:
-            return self._seed
-        return self._best[0][1]
 
 
 class GroupKills(Protocol):
@@ -184,7 +117,7 @@ class KernelLog:
         member group kill read over seconds under load must not let its counter rises expire
         as counter-only kills before its claims come."""
         through = self._through_before_open_s if self.assembler.open else self.read_through_s
-        return KernelTime(self.clock.offset_s(), self.clock.late_s(now_s), through)
+        return self.clock.time(now_s, through)
 
     def take(self, *, read: bool, groups: GroupKills | None = None) -> KernelRead:
         """One loop turn: what the log has now (`read`: it is readable, or counters moved, so

@@ -188,7 +188,7 @@ def _restart(late_reading: OomCounters, gained: OomCounters) -> list[tuple[str, 
 
 
 def test_a_container_made_and_killed_while_the_daemon_was_down_reports_its_own_kills() -> None:
-    """Real 6.1 (tests/v2, kill -9 mid-burst): such kills went to the QoS slice, pod lost."""
+    """Real 6.1 (the v2 storms, kill -9 mid-burst): such kills went to the QoS slice, pod lost."""
     two = OomCounters(2, 2, 0)
     assert _restart(two, gained=two) == [(LATE[0], 2)]
 

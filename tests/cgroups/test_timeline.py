@@ -10,7 +10,7 @@ from support.cgroupfs import CONTAINER, CgroupV2Tree
 
 from oomwatch.cgroup_identity import identify
 from oomwatch.cgroups import TimelineSampler, WatchedCgroup
-from oomwatch.cgroups.timeline import growth_rate, summarize
+from oomwatch.cgroups.timeline_snapshot import growth_rate, summarize
 from oomwatch.incident import TimelineSample
 
 MiB = 1 << 20

@@ -48,7 +48,7 @@ def test_fifo_report_and_counters_become_incidents(
     state_dir = agent.config.state_dir
     until(
         "a memory sample of the container",
-        lambda: agent.cgroups.view.timeline(CONTAINER, time.time()),
+        lambda: agent.cgroups.view.limits_bytes.get(CONTAINER),
         5.0,
         interval_s=0.05,
     )

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import threading
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from support import until
@@ -15,11 +18,13 @@ from support.cgroupfs import CONTAINER, CONTAINER2, MIB, POD, CgroupV2Tree
 
 from oomwatch.cgroups import CgroupWatcher
 from oomwatch.cgroups.counters import OomCounters
-from oomwatch.cgroups.discovery import Hierarchy
+from oomwatch.cgroups.discovery import Hierarchy, WatchedCgroup
 from oomwatch.cgroups.oom_events import Sighting
-from oomwatch.daemon.cgroup_view import CgroupView, CounterLevels
-from oomwatch.daemon.cgroup_worker import CgroupBatch, CgroupWorker, attentive_sampler
-from oomwatch.incident import Incident, Timeline
+from oomwatch.cgroups.ring import DecimatedRing
+from oomwatch.cgroups.timeline import TimelineSampler
+from oomwatch.daemon.cgroup_view import CgroupBatch, CgroupView, CounterLevels
+from oomwatch.daemon.cgroup_worker import CgroupWorker, attentive_sampler
+from oomwatch.incident import Incident, Timeline, TimelineSample
 from oomwatch.reconcile import CgroupFacts
 from oomwatch.sinks.log import get_logger
 
@@ -29,6 +34,21 @@ def tree(tmp_path: Path) -> CgroupV2Tree:
     tree = CgroupV2Tree(tmp_path / "cgroup")
     tree.kubelet_tree()
     return tree
+
+
+def _worker(
+    tree: CgroupV2Tree,
+    sampler: TimelineSampler | None = None,
+    wake: Callable[[], None] = lambda: None,
+) -> CgroupWorker:
+    """A worker over the fake tree (not started), samples every second."""
+    return CgroupWorker(
+        lambda: CgroupWatcher([str(tree.root)], poll_interval_s=1.0),
+        attentive_sampler(1.0, 60.0) if sampler is None else sampler,
+        on_samples=lambda samples, now, view: None,
+        wake=wake,
+        log=get_logger(),
+    )
 
 
 def test_the_view_reads_oom_group_and_survivors_from_the_hierarchy(tree: CgroupV2Tree) -> None:
@@ -72,13 +92,7 @@ def test_a_fake_view_answers_from_the_tests_callables() -> None:
 def test_the_worker_publishes_limits_and_the_watched_set_with_its_news(
     tree: CgroupV2Tree,
 ) -> None:
-    worker = CgroupWorker(
-        lambda: CgroupWatcher([str(tree.root)], poll_interval_s=1.0),
-        attentive_sampler(1.0, 60.0),
-        on_samples=lambda samples, now, view: None,
-        wake=lambda: None,
-        log=get_logger(),
-    )
+    worker = _worker(tree)
     news, first = worker.take_news()
     assert news is None and {CONTAINER, CONTAINER2} <= first.watched
     assert first.limits_bytes == {} and first.cgroup_v2  # nothing sampled yet
@@ -90,9 +104,89 @@ def test_the_worker_publishes_limits_and_the_watched_set_with_its_news(
         assert view.limits_bytes[CONTAINER2] == 128 * MIB
         assert CONTAINER in view.watched and view.facts.limits_bytes == view.limits_bytes
         assert first.limits_bytes == {}  # the earlier value did not change under its reader
-        assert view.timeline(CONTAINER, time.time()) is not None  # frozen under the lock
+        # calm containers' rings are not copied into the view: it says their window is due
+        assert view.timeline(CONTAINER, time.time()) is None and view.timeline_due(CONTAINER)
     finally:
         worker.stop()  # closes what it made
+
+
+class _OwnedSampler(TimelineSampler):
+    """A sampler that notes the thread of every call into it."""
+
+    def __init__(self) -> None:
+        super().__init__(1.0, 60.0)
+        self.callers: set[str] = set()
+
+    def sample(self, *args: Any, **kwargs: Any) -> list[tuple[WatchedCgroup, TimelineSample]]:
+        self.callers.add(threading.current_thread().name)
+        return super().sample(*args, **kwargs)
+
+    def attended(self, now_s: float) -> Iterator[tuple[str, DecimatedRing]]:
+        self.callers.add(threading.current_thread().name)
+        return super().attended(now_s)
+
+    def freeze(self, relpath: str, at_s: float) -> Timeline | None:
+        self.callers.add(threading.current_thread().name)
+        return super().freeze(relpath, at_s)
+
+    def close(self) -> None:
+        """Kept open past the worker's stop, for the test's own look (`really_close`)."""
+
+    def really_close(self) -> None:
+        super().close()
+
+
+def test_a_kills_window_comes_in_the_view_its_news_brings_and_the_loop_never_reads_the_sampler(
+    tree: CgroupV2Tree,
+) -> None:
+    """The kill news of a calm container makes the worker snapshot its window before it
+    queues the batch; the view taken with the news freezes the same points the sampler
+    itself gives, and only the worker's thread ever called the sampler."""
+    sampler = _OwnedSampler()
+    worker = _worker(tree, sampler=sampler)
+    worker.start()
+    try:
+        until("the first sample", lambda: worker.take_news()[1].limits_bytes or None, 10.0)
+        assert worker.view.timeline_due(CONTAINER)
+        tree.events(CONTAINER, oom=1, oom_kill=1)
+        news, view = until(
+            "the kill news", lambda: n if (n := worker.take_news())[0] else None, 10.0
+        )
+        assert news is not None and [k.cgroup for k in news.kills] == [CONTAINER]
+        at_s = time.time()
+        timeline = view.timeline(CONTAINER, at_s)
+        assert timeline is not None and not view.timeline_due(CONTAINER)
+    finally:
+        worker.stop()
+    assert sampler.callers == {"oomwatch-cgroups"}
+    assert timeline == sampler.freeze(CONTAINER, at_s)  # the same points (the worker stopped)
+    sampler.really_close()
+
+
+def test_a_window_asked_for_comes_in_a_later_view_and_an_unsampled_one_says_so(
+    tree: CgroupV2Tree,
+) -> None:
+    """No kill news needed: the loop asks (a message), the worker snapshots on its thread
+    and wakes the loop; a container it has no ring of comes as known-empty, not awaited."""
+    woken: list[None] = []
+    worker = _worker(tree, wake=lambda: woken.append(None))
+    worker.start()
+    try:
+        until("the first sample", lambda: worker.take_news()[1].limits_bytes or None, 10.0)
+        view = worker.take_news()[1]
+        assert view.timeline_due(CONTAINER2)
+        view.request_timeline(CONTAINER2)
+        view.request_timeline(POD)  # watched, but not a container the sampler keeps
+        answered = until(
+            "the answer",
+            lambda: v if not (v := worker.take_news()[1]).timeline_due(POD) else None,
+            10.0,
+        )
+        assert woken and not answered.timeline_due(CONTAINER2)
+        assert answered.timeline(CONTAINER2, time.time()) is not None
+        assert answered.timeline(POD, time.time()) is None
+    finally:
+        worker.stop()
 
 
 def test_counter_levels_come_as_the_last_batch_of_a_take_and_at_stop(tree: CgroupV2Tree) -> None:
@@ -100,13 +194,7 @@ def test_counter_levels_come_as_the_last_batch_of_a_take_and_at_stop(tree: Cgrou
     counter pass, and the take that reaches them stops there; the views carry them while
     they explain exactly the batches taken; stopping queues the final ones."""
     woken: list[None] = []
-    worker = CgroupWorker(
-        lambda: CgroupWatcher([str(tree.root)], poll_interval_s=1.0),
-        attentive_sampler(1.0, 60.0),
-        on_samples=lambda samples, now, view: None,
-        wake=lambda: woken.append(None),
-        log=get_logger(),
-    )
+    worker = _worker(tree, wake=lambda: woken.append(None))
     worker.start()
     try:
         worker.request_levels()
@@ -132,12 +220,8 @@ def test_a_take_stops_at_the_levels_and_a_later_batch_makes_them_stale(
     tree: CgroupV2Tree,
 ) -> None:
     woken: list[None] = []
-    worker = CgroupWorker(
-        lambda: CgroupWatcher([str(tree.root)], poll_interval_s=1.0),
-        attentive_sampler(1.0, 60.0),
-        on_samples=lambda samples, now, view: None,
-        wake=lambda: woken.append(None),
-        log=get_logger(),
+    worker = _worker(
+        tree, wake=lambda: woken.append(None)
     )  # not started: the test queues as its thread would
     try:
         levels = CounterLevels({CONTAINER: OomCounters(1, 1, 0)}, 1)

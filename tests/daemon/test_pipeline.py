@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,9 @@ from support.cgroup_view import FakeCgroupView
 from support.clock import FakeClock
 
 from oomwatch.cgroup_identity import container_cgroup
+from oomwatch.cgroups.ring import FrozenRing
+from oomwatch.cgroups.timeline_snapshot import TimelineSnapshot
+from oomwatch.daemon.cgroup_view import CgroupView
 from oomwatch.daemon.checkpoint import pending_reconcile
 from oomwatch.daemon.observe import SURVIVAL_RECHECK_S
 from oomwatch.daemon.pipeline import Pipeline
@@ -372,3 +376,30 @@ def test_waiting_says_when_deadlines_need_the_loop(tmp_path: Path, clock: FakeCl
     clock.advance(3.0)
     pipe.process()
     assert len(sink.got) == 2 and sink.got[1].kmsg_missing and not pipe.waiting
+
+
+def test_a_calm_containers_kill_waits_for_the_view_that_holds_its_window(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    """The worker's view holds the windows of containers in trouble only: a kill in a calm
+    one asks the worker for its window and waits (without a sampler) for the view that holds
+    it; a kill in a container that is not watched neither asks nor waits."""
+    samples = (
+        TimelineSample(clock.wall_s - 3.0, 20 * MiB, 32 * MiB),
+        TimelineSample(clock.wall_s - 1.5, 31 * MiB, 32 * MiB),
+        TimelineSample(clock.wall_s + 0.5, 1 * MiB, 32 * MiB),  # after the kill: freed
+    )
+    asked: list[str] = []
+    calm = CgroupView(watched=frozenset({CTR}), ask_timeline=asked.append)
+    pipe, sink = make(tmp_path, clock)
+    pipe.process([memcg_kill(7, 99.0)], view=calm)
+    assert sink.got == [] and asked == [CTR]  # its window is due, and asked for
+    clock.advance(0.1)
+    snapshot = TimelineSnapshot({CTR: FrozenRing.of(samples)}, window_s=600.0, interval_s=1.0)
+    pipe.process([], view=replace(calm, timelines=snapshot))
+    [got] = sink.got
+    assert got.timeline == snapshot.freeze(CTR, clock.wall_s - 1.1)
+    assert got.timeline is not None and got.timeline.samples == list(samples[:2])
+    elsewhere = memcg_kill(8, 100.0, f"/kubepods/burstable/pod{UID}/{'b' * 64}")
+    pipe.process([elsewhere], view=calm)
+    assert len(sink.got) == 2 and sink.got[1].timeline is None and asked == [CTR]

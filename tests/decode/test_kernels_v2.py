@@ -1,6 +1,6 @@
-"""Real cgroup v2 OOM reports of Debian's 6.1 and 6.12 kernels (recorded by tests/v2 in the
-lab VM, tests/data/kernel-v2) decode as the kernel meant them: the same assertions the live
-suite makes, on every recorded kernel, in milliseconds."""
+"""Real cgroup v2 OOM reports of Debian's 6.1 and 6.12 kernels (recorded by tests/kernel's v2
+cases in the lab VM, tests/data/kernel-v2) decode as the kernel meant them: the same
+assertions the live suite makes, on every recorded kernel, in milliseconds."""
 
 from __future__ import annotations
 

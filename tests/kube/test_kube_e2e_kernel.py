@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from support import settled, wait_for
 from support.agent import E2E_NODE as NODE
-from support.agent import AgentProcess, connected_agent
+from support.agent import AgentProcess, connected_agent, started_and_watching
 from support.fakeapi import FakeApiServer, make_pod, running_status
 
 from oomwatch.lab import ScratchMemcg, kubelet_layout, spawn_hog, wait_rate_limit_window
@@ -69,9 +69,8 @@ def test_real_kill_produces_an_event_on_the_pod(
     container = kubelet_layout(
         scratch, pod_uid, container_id, qos="burstable", container_limit_bytes=64 * MiB
     )
-    _, started = daemon.wait_line(lambda line: line.get("event") == "started", timeout_s=60)
+    started = started_and_watching(daemon, fake_api)
     assert started["standalone"] is False
-    fake_api.wait_for(lambda api: ("watch", "", "pods") in api.seen(), timeout_s=30)
 
     wait_rate_limit_window()
     hog = spawn_hog(container, mode="anon", mb=200, comm="e2e-hog")

@@ -6,8 +6,10 @@ findings on a crash loop (no second diagnosis)."""
 from __future__ import annotations
 
 import json
+from dataclasses import fields
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import get_args
 
 import pytest
 import yaml
@@ -19,6 +21,7 @@ from oomwatch.diagnosis.history import History
 from oomwatch.incident import (
     Finding,
     Incident,
+    Invoker,
     MemcgUsage,
     PodContext,
     TaskRow,
@@ -33,6 +36,7 @@ from oomwatch.kube.oomincident import (
     MAX_ANALYSIS_BYTES,
     MAX_OBJECT_BYTES,
     Fingerprint,
+    IncidentKey,
     build_object,
     object_bytes,
     read_incident,
@@ -223,3 +227,32 @@ def test_a_crash_loop_reads_the_same_in_the_note_the_summary_and_the_object() ->
         json.loads(kill_summary(last, "Deployment/web", "app", "ContainerOOMKill"))["findings"]
         == codes
     )
+
+
+def test_the_shrink_steps_name_real_fields() -> None:
+    """Each step drops something an incident has (the recommendation's key mypy checks)."""
+    assert set(get_args(IncidentKey)) <= {f.name for f in fields(Incident)}
+    assert "evidence" in {f.name for f in fields(Finding)}
+
+
+def test_the_recommendations_basis_goes_and_its_advice_stays() -> None:
+    """Just over the budget with the advice's repeated evidence: that step shrinks it into
+    the object, and the steps after it (the cgroup paths) are not taken."""
+    basis = {f"key{i}": "e" * 1000 for i in range(20)}  # 20 KB, no string clipped
+    incident = Incident(
+        kind="memcg",
+        wall_time="2026-11-26T10:00:00+00:00",
+        oom_memcg="/kubepods/pod1/app",
+        task_memcg="/kubepods/pod1/app",
+        invoker=Invoker(comm="java", pid=42),
+        k8s=PodContext(namespace="shop", pod="web-1", container="app"),
+        recommendation={"action": "resize", "message": "raise the limit", "based_on": basis},
+        verdict_code="limit-container",
+    )
+    obj = _object(incident)
+    assert object_bytes(obj) <= MAX_OBJECT_BYTES
+    kept = obj["incident"]
+    assert isinstance(kept, dict)
+    assert kept["recommendation"] == {"action": "resize", "message": "raise the limit"}
+    assert kept["invoker"] == {"comm": "java", "pid": 42}
+    assert kept["task_memcg"] == "/kubepods/pod1/app"

@@ -22,6 +22,7 @@ from oomwatch.daemon.agent import Agent
 from oomwatch.daemon.config import DaemonConfig
 from oomwatch.demo import start_at_log_end
 from support import free_port, until
+from support.fakeapi import FakeApiServer
 
 REPO = Path(__file__).resolve().parents[2]
 LogLine = dict[str, Any]
@@ -267,3 +268,13 @@ def connected_agent(tmp: Path, server: str, extra_args: list[str]) -> AgentProce
         kubeconfig=kubeconfig(tmp / "kubeconfig", server),
         ready=None,  # each test waits for `started` as long as its kernel needs
     )
+
+
+def started_and_watching(
+    agent: AgentProcess, api: FakeApiServer, timeout_s: float = 60.0
+) -> LogLine:
+    """The agent's `started` line, once it also watches the fake API server's pods (a kill
+    before that would find no pod to name)."""
+    _, started = agent.wait_line(lambda line: line.get("event") == "started", timeout_s)
+    api.wait_for(lambda a: ("watch", "", "pods") in a.seen(), timeout_s=timeout_s)
+    return started

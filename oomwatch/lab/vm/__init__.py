@@ -29,9 +29,10 @@ from oomwatch.lab.vm.session import GUEST_SHARE, VmResult, python_argv, run_in_v
 from oomwatch.lab.vm.session import vm_unavailable_reason as vm_unavailable_reason
 
 # The guest suite: the real-kernel tests that need cgroup v2 (marked `cgroup_v2` by the fixture
-# they take, tests/conftest.py): the v2 cases of the tests both versions run (tests/kernel,
-# tests/lab) and the v2-only tests.  Add a path here and every VM session runs its v2 tests.
-GUEST_SUITE: tuple[str, ...] = ("tests/kernel", "tests/lab", "tests/v2", "-m", "cgroup_v2")
+# they take, tests/conftest.py): the v2 cases of the tests both versions run and the v2-only
+# tests beside them (tests/kernel, tests/lab).  Add a path here and every VM session runs its
+# v2 tests.
+GUEST_SUITE: tuple[str, ...] = ("tests/kernel", "tests/lab", "-m", "cgroup_v2")
 REPO = Path(__file__).resolve().parents[3]
 # Where the guest tests write the kernel's raw reports and counter files (`support.kernel_record`).
 FIXTURES_ENV = "OOMWATCH_V2_FIXTURES"

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from support import settled
 from support.agent import E2E_NODE as NODE
-from support.agent import AgentProcess, connected_agent
+from support.agent import AgentProcess, connected_agent, started_and_watching
 from support.fakeapi import FakeApiServer, make_pod, running_status
 from support.store import STORE_QUIET_S
 
@@ -79,9 +79,8 @@ def test_group_kill_is_one_group_event_on_the_pod(
     container.set_oom_group()
     peer = spawn_hog(container, "idle", mb=4, comm="v2-sidekick")
     assert peer.wait_for("holding", timeout_s=60) == "holding"
-    _, started = agent.wait_line(lambda line: line.get("event") == "started", timeout_s=120)
+    started = started_and_watching(agent, api, timeout_s=120)
     assert started["standalone"] is False and started["cgroup_versions"] == [2]
-    api.wait_for(lambda a: ("watch", "", "pods") in a.seen(), timeout_s=60)
 
     wait_rate_limit_window()
     hog = spawn_hog(container, mode="anon", mb=200, comm="v2-web")
