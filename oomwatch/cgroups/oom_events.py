@@ -202,14 +202,15 @@ class OomWitness:
             return
         grouped: dict[str, bool] = {}  # oom_group read once per cgroup and call
         for rel in sorted(killed_in, key=_depth, reverse=True):  # the victim's before its parents'
-            path = self_and_ancestors(rel)
+            path = _self_and_ancestors(rel)
             top = next((a for a in path if a in hot), None)
             if top is None:
                 continue
-            for a in path[path.index(top) :]:
+            up_to_top = path[path.index(top) :]
+            for a in up_to_top:
                 if a not in grouped:
                     grouped[a] = bool(oom_group(a))
-            if any(grouped[a] for a in path[path.index(top) :]):
+            if any(grouped[a] for a in up_to_top):
                 continue
             noted_at_s = hot[top][0]
             below = top.rstrip("/") + "/"
@@ -241,7 +242,7 @@ def _depth(relpath: str) -> int:
     return relpath.count("/")
 
 
-def self_and_ancestors(relpath: str) -> list[str]:
+def _self_and_ancestors(relpath: str) -> list[str]:
     """`/a/b/c` -> [`/a`, `/a/b`, `/a/b/c`]: the topmost first."""
     parts = relpath.split("/")
     return ["/".join(parts[:n]) for n in range(2, len(parts) + 1)]
