@@ -20,16 +20,6 @@ from oomwatch.cgroups.oom_events import (
 _ANCESTORS = (POD, "/kubepods/burstable", "/kubepods")
 
 
-def _watcher(tree: CgroupV2Tree, clock: FakeClock) -> CgroupWatcher:
-    return CgroupWatcher(
-        [str(tree.root)],
-        poll_interval_s=1.0,
-        use_inotify=False,
-        rescan_interval_s=3600.0,
-        clock=clock,
-    )
-
-
 def _counts(tree: CgroupV2Tree, rel: str, oom: int, oom_kill: int, group: int = 0) -> None:
     """The kernel's hierarchical `memory.events` after an OOM at `rel`'s own limit."""
     for at in (rel, *_ANCESTORS):
@@ -47,9 +37,9 @@ def _passes_while_hot(watcher: CgroupWatcher, clock: FakeClock, limit: int = 100
 
 
 def test_the_watch_ends_at_the_pass_that_reads_the_kills_rise(
-    fake_v2: CgroupV2Tree, clock: FakeClock
+    fake_v2: CgroupV2Tree, clock: FakeClock, polling_watcher: CgroupWatcher
 ) -> None:
-    watcher = _watcher(fake_v2, clock)
+    watcher = polling_watcher
     _counts(fake_v2, CONTAINER, oom=1, oom_kill=0)  # the OOM began, its kill not yet
     clock.advance(1.0)
     assert [(d.cgroup.relpath, d.oom) for d in watcher.poll_changes()] == [(CONTAINER, 1)]
@@ -68,13 +58,12 @@ def test_the_watch_ends_at_the_pass_that_reads_the_kills_rise(
     assert (kill.since_s, kill.observed_at_s) == (before_s, clock.now)
     assert not watcher.witness.hot
     assert watcher.next_due_s() >= clock.now + 0.9  # back to the poll timer
-    watcher.close()
 
 
 def test_an_oom_without_a_kill_is_watched_for_the_window_and_no_longer(
-    fake_v2: CgroupV2Tree, clock: FakeClock
+    fake_v2: CgroupV2Tree, clock: FakeClock, polling_watcher: CgroupWatcher
 ) -> None:
-    watcher = _watcher(fake_v2, clock)
+    watcher = polling_watcher
     _counts(fake_v2, CONTAINER, oom=1, oom_kill=0)  # reclaim won, or nothing to kill
     clock.advance(1.0)
     watcher.poll_changes()
@@ -82,25 +71,23 @@ def test_an_oom_without_a_kill_is_watched_for_the_window_and_no_longer(
     passes = _passes_while_hot(watcher, clock)
     assert HOT_WINDOW_S <= clock.now - noted_s <= HOT_WINDOW_S + 2 * HOT_POLL_INTERVAL_S
     assert abs(passes - HOT_WINDOW_S / HOT_POLL_INTERVAL_S) <= 1
-    watcher.close()
 
 
 def test_an_oom_and_its_kill_read_together_need_no_close_watch(
-    fake_v2: CgroupV2Tree, clock: FakeClock
+    fake_v2: CgroupV2Tree, clock: FakeClock, polling_watcher: CgroupWatcher
 ) -> None:
-    watcher = _watcher(fake_v2, clock)
+    watcher = polling_watcher
     _counts(fake_v2, CONTAINER, oom=1, oom_kill=1)
     clock.advance(1.0)
     assert [(d.oom, d.oom_kill) for d in watcher.poll_changes()] == [(1, 1)]
     assert watcher.witness.signals  # the notification and its pids are still taken
     assert not watcher.witness.hot
-    watcher.close()
 
 
 def test_a_pod_limit_oom_ends_at_the_kill_in_its_container(
-    fake_v2: CgroupV2Tree, clock: FakeClock
+    fake_v2: CgroupV2Tree, clock: FakeClock, polling_watcher: CgroupWatcher
 ) -> None:
-    watcher = _watcher(fake_v2, clock)
+    watcher = polling_watcher
     for at in _ANCESTORS:
         fake_v2.events(at, oom=1, oom_kill=0)
     clock.advance(1.0)
@@ -109,14 +96,13 @@ def test_a_pod_limit_oom_ends_at_the_kill_in_its_container(
     for at in _ANCESTORS:
         fake_v2.events(at, oom=1, oom_kill=1)
     assert _passes_while_hot(watcher, clock) == 1
-    watcher.close()
 
 
 def test_a_group_kill_keeps_the_watch_for_its_members(
-    fake_v2: CgroupV2Tree, clock: FakeClock
+    fake_v2: CgroupV2Tree, clock: FakeClock, polling_watcher: CgroupWatcher
 ) -> None:
     fake_v2.path(CONTAINER).joinpath("memory.oom.group").write_text("1\n")
-    watcher = _watcher(fake_v2, clock)
+    watcher = polling_watcher
     _counts(fake_v2, CONTAINER, oom=1, oom_kill=0)
     clock.advance(1.0)
     watcher.poll_changes()
@@ -132,7 +118,6 @@ def test_a_group_kill_keeps_the_watch_for_its_members(
     assert members.observed_at_s - members.since_s == pytest.approx(HOT_POLL_INTERVAL_S)
     passes = _passes_while_hot(watcher, clock)
     assert passes <= HOT_WINDOW_S / HOT_POLL_INTERVAL_S  # the window still bounds it
-    watcher.close()
 
 
 def _witness(tmp_path: Path) -> OomWitness:
