@@ -23,8 +23,8 @@ import select
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-HOT_WINDOW_S = 0.5  # after an OOM notification, its cgroup's counter is read this long ...
-HOT_POLL_INTERVAL_S = 0.002  # ... this often
+HOT_WINDOW_S = 0.5  # after an OOM notification, its cgroup's counter is read at most this long
+HOT_POLL_INTERVAL_S = 0.002  # ... this often, until its kill's counter rises
 MAX_SIGHTINGS_PER_PASS = 4096
 
 
@@ -151,7 +151,8 @@ class OomWitness:
     def __init__(self, path_of: Callable[[str], str | None], *, eventfds: bool = True) -> None:
         self._path_of = path_of
         self._events = MemcgEventfds() if eventfds else None
-        self._hot: dict[str, float] = {}  # relpath -> read its counter often until then
+        # relpath -> (noted at, read its counter often until then)
+        self._hot: dict[str, tuple[float, float]] = {}
         self.signals: list[OomSignal] = []
         self.sightings: list[Sighting] = []
 
@@ -185,8 +186,37 @@ class OomWitness:
         if self._events is not None:
             for signal in self._events.drain(now_s):
                 self.note(signal, now_s)
-        self._hot = {rel: until for rel, until in self._hot.items() if until > now_s}
+        self._hot = {rel: hot for rel, hot in self._hot.items() if hot[1] > now_s}
         return set(self._hot)
+
+    def settle(self, killed_in: Iterable[str], oom_group: Callable[[str], bool | None]) -> None:
+        """A kill's counter rose in these cgroups: the close watch it followed has what it
+        was for (the rise, dated by the read that saw it), so it ends.  It ends at the
+        topmost cgroup under close watch at or above the kill, and below it for the cgroups
+        noted with it (v1 notifies the OOMing memcg's whole subtree, v2 counts the `oom` in
+        every ancestor); one noted later is another OOM's.  Where a cgroup from the kill up
+        to there kills as a group (`oom_group`: v2 `memory.oom.group`), the members' kills
+        follow the first and want the same dating: that watch runs its window."""
+        hot = self._hot
+        if not hot:
+            return
+        grouped: dict[str, bool] = {}  # oom_group read once per cgroup and call
+        for rel in sorted(killed_in, key=_depth, reverse=True):  # the victim's before its parents'
+            path = _self_and_ancestors(rel)
+            top = next((a for a in path if a in hot), None)
+            if top is None:
+                continue
+            up_to_top = path[path.index(top) :]
+            for a in up_to_top:
+                if a not in grouped:
+                    grouped[a] = bool(oom_group(a))
+            if any(grouped[a] for a in up_to_top):
+                continue
+            noted_at_s = hot[top][0]
+            below = top.rstrip("/") + "/"
+            for other in [o for o in hot if o == top or o.startswith(below)]:
+                if hot[other][0] <= noted_at_s:
+                    del hot[other]
 
     def note_v2(self, rises: Iterable[tuple[str, float | None, float]], now_s: float) -> None:
         """v2 notifies by counting: (cgroup, since, observed) of each `oom` rise."""
@@ -198,7 +228,7 @@ class OomWitness:
         if path is None or not os.path.isdir(path):
             return  # a removed cgroup's eventfd fires once more: no OOM
         self.signals.append(signal)
-        self._hot[signal.cgroup] = now_s + HOT_WINDOW_S
+        self._hot[signal.cgroup] = (now_s, now_s + HOT_WINDOW_S)
         if len(self.sightings) < MAX_SIGHTINGS_PER_PASS:
             self.sightings.extend(Sighting(pid, signal.cgroup, now_s) for pid in pids_in(path))
 
@@ -206,6 +236,16 @@ class OomWitness:
         if self._events is not None:
             self._events.close()
             self._events = None
+
+
+def _depth(relpath: str) -> int:
+    return relpath.count("/")
+
+
+def _self_and_ancestors(relpath: str) -> list[str]:
+    """`/a/b/c` -> [`/a`, `/a/b`, `/a/b/c`]: the topmost first."""
+    parts = relpath.split("/")
+    return ["/".join(parts[:n]) for n in range(2, len(parts) + 1)]
 
 
 def pids_in(fs_path: str) -> list[int]:

@@ -16,7 +16,8 @@ Each delta says when its kills happened (`since_s` .. `observed_at_s`): a v1 cou
 known unchanged whenever the node's count stood still, a v2 one whenever inotify was drained
 with nothing for it (less the kernel's notification delay).  OOM notifications (v1 eventfds,
 v2 `oom` rises) put their cgroup under close watch: its counter is read every
-`HOT_POLL_INTERVAL_S` for `HOT_WINDOW_S`, so the kill that follows is dated to milliseconds,
+`HOT_POLL_INTERVAL_S` until the kill's counter rises (at most `HOT_WINDOW_S`; a group kill
+runs the window, its members' kills follow the first), so the kill is dated to milliseconds,
 and its pids are read at once, while the victim is still there.
 
 One class, a little over 400 lines: discovery and the counter passes share every piece of
@@ -173,6 +174,9 @@ class CgroupWatcher:
             ),
             now,
         )
+        if self.witness.hot:
+            killed_in = [d.cgroup.relpath for d in deltas if d.oom_kill > 0]
+            self.witness.settle(killed_in, self.oom_group)
         return deltas
 
     def next_due_s(self) -> float:
