@@ -24,6 +24,18 @@ SIGNAL_KEEP_S = 30.0
 # The kernel prints a group kill in one call path: its lines come within milliseconds
 # (tests/data/kernel-v2/*/group-kill.kmsg), seconds at worst on a starved node.
 GROUP_REPEAT_S = 5.0
+# A memory.oom.group kill counts each member in `oom_kill` just before printing its kill line
+# (mm/oom_kill.c: oom_kill_process -> mem_cgroup_scan_tasks(oom_kill_memcg_member) ->
+# __oom_kill_process: memcg_memory_event_mm(MEMCG_OOM_KILL), then pr_err), all in one call
+# path, so the counters show the whole group at once.  A relay starved at nice 19 passed
+# 20,000 member lines in pieces over 85 s: a report closes at a 0.1 s pause, and the rest
+# come as continuation pieces.  While pieces keep coming the group is still being printed
+# as far as the agent can tell: its cgroup's rises wait for them until no piece came for
+# this long (or the log was read past the last piece's arrival) ...
+GROUP_PIECE_GAP_S = 30.0
+# ... and never longer than this after its first piece, so the state stays bounded.
+GROUP_LINES_KEEP_S = 300.0
+MAX_GROUPS_IN_FLIGHT = 64
 MAX_SIGNALS = 4096
 MAX_SIGHTINGS = 4096
 MISSING_NOTE = (
@@ -78,6 +90,25 @@ class Claim:
 
 
 @dataclass(frozen=True, slots=True)
+class GroupInFlight:
+    """A memory.oom.group kill whose member lines may still be coming: the cgroup the
+    kernel named for it, when its first piece arrived and when its latest did."""
+
+    cgroup: str
+    first_s: float
+    last_s: float
+
+    def waits(self, now_s: float, read_s: float | None) -> bool:
+        """Whether its rises still wait for lines: a piece came within `GROUP_PIECE_GAP_S`,
+        or the log is not read past the latest piece (a report that began before it, the
+        next piece, is open), within `GROUP_LINES_KEEP_S` of the first."""
+        if now_s >= self.first_s + GROUP_LINES_KEEP_S:
+            return False
+        unread = read_s is not None and read_s < self.last_s
+        return unread or now_s < self.last_s + GROUP_PIECE_GAP_S
+
+
+@dataclass(frozen=True, slots=True)
 class BareKill:
     """A header-suppressed kill (no cgroup in the log), waiting to be placed."""
 
@@ -97,6 +128,7 @@ class ReconcileState:
     # the kernel log's clock minus CLOCK_MONOTONIC (ms), kept so a restart on this boot
     # knows it before the first live record
     kernel_offset_s: float | None = None
+    groups: tuple[GroupInFlight, ...] = ()  # group kills whose lines may still come
 
     @property
     def quiet(self) -> bool:
@@ -136,6 +168,7 @@ class Work:
     log_read_at_s: float | None = None
     held: set[int] = field(default_factory=set)  # rises some claim or waiting kill may take
     taken: set[int] = field(default_factory=set)  # rises settled claims took
+    groups: dict[str, GroupInFlight] = field(default_factory=dict)  # by cgroup
 
     def counted(self, arrived_s: float) -> bool:
         """Whether a counter pass began after a kill arrived (its rise is then seen)."""
