@@ -51,6 +51,7 @@ from oomwatch.reconcile.placement import attribute, mono, place
 from oomwatch.reconcile.state import (
     GRACE_S,
     GROUP_REPEAT_S,
+    MAX_CUT_REPORTS,
     MAX_GROUPS_IN_FLIGHT,
     MAX_SIGHTINGS,
     MAX_SIGNALS,
@@ -62,6 +63,7 @@ from oomwatch.reconcile.state import (
     CgroupNews,
     Claim,
     CounterKills,
+    CutReport,
     GroupInFlight,
     Reconciled,
     ReconcileState,
@@ -113,6 +115,7 @@ def reconcile(
         unmatched_keep_s,
         now_s if log_read_at_s is None else log_read_at_s,
         groups={g.cgroup: g for g in state.groups},
+        cut=list(state.cut),
     )
     _take_incidents(work, incidents, now_s, kernel_offset_s, grace_s)
     _take_news(work, news, now_s, grace_s)
@@ -127,6 +130,7 @@ def reconcile(
         work.counted_at_s,
         state.kernel_offset_s if kernel_offset_s is None else round(kernel_offset_s, 3),
         tuple(work.groups.values())[-MAX_GROUPS_IN_FLIGHT:],
+        tuple(work.cut[-MAX_CUT_REPORTS:]),
     )
     return work.out
 
@@ -150,6 +154,8 @@ def _take_incidents(
                 work.sightings.pop(row.pid, None)
                 work.sightings[row.pid] = Sighting(row.pid, memcg, t_s)
         cgroup = _log_cgroup(incident)
+        if cgroup is None and _completes_a_cut_report(work, incident):
+            continue
         if cgroup is None and _repeats_a_group_kill(work, incident, now_s):
             continue
         if cgroup is None:
@@ -164,9 +170,14 @@ def _take_incidents(
             _group_piece(work, incident.group_cgroup or cgroup, now_s)
         last_s = incident.last_kill_kernel_time_s
         pids = tuple(v.pid for v in incident.victims) if incident.group_kill else ()
+        # closed at a pause before its kill line (no kill line counted, none stamped)
+        line = incident.kills_counted is not None or last_s is not None
+        victim = incident.victim
+        if not line and victim is not None and incident.kernel_time_s is not None:
+            work.cut.append(CutReport(victim.pid, incident.kernel_time_s, now_s + work.keep_s))
         for _ in range(incident.kills_counted or max(1, len(incident.victims))):
             claim = Claim(
-                (cgroup,), incident.kernel_time_s, now_s + work.keep_s, now_s, last_s, pids
+                (cgroup,), incident.kernel_time_s, now_s + work.keep_s, now_s, last_s, pids, line
             )
             work.claims.append(claim)
 
@@ -178,6 +189,21 @@ def _group_piece(work: Work, cgroup: str, now_s: float) -> None:
     if group is None or not group.waits(now_s, work.log_read_at_s):
         group = GroupInFlight(cgroup, now_s, now_s)
     work.groups[cgroup] = GroupInFlight(cgroup, group.first_s, now_s)
+
+
+def _completes_a_cut_report(work: Work, incident: Incident) -> bool:
+    """The bare kill line of a report passed on without it (`CutReport`): the same kill,
+    already counted by the report's claim.  The kernel prints it after the report's last
+    line, within `UNMATCHED_KEEP_S` (a pid is reused in time)."""
+    victim, t = incident.victim, incident.kernel_time_s
+    if victim is None or t is None:
+        return False
+    for cut in work.cut:
+        if cut.pid == victim.pid and 0.0 <= t - cut.kernel_time_s <= work.keep_s:
+            work.cut.remove(cut)
+            work.out.late_lines += 1
+            return True
+    return False
 
 
 def _repeats_a_group_kill(work: Work, incident: Incident, now_s: float) -> bool:
@@ -257,6 +283,7 @@ def _expire(work: Work, now_s: float, wall_offset_s: float | None, grace_s: floa
         work.out.missing += 1
     work.rises = kept
     work.claims = [c for c in work.claims if c.expires_at_s > now_s]
+    work.cut = [c for c in work.cut if c.expires_at_s > now_s]
 
 
 def missing_incident(cgroup: str, *, group_kill: bool = False) -> Incident:

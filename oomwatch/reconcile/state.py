@@ -36,6 +36,7 @@ GROUP_PIECE_GAP_S = 30.0
 # ... and never longer than this after its first piece, so the state stays bounded.
 GROUP_LINES_KEEP_S = 300.0
 MAX_GROUPS_IN_FLIGHT = 64
+MAX_CUT_REPORTS = 64
 MAX_SIGNALS = 4096
 MAX_SIGHTINGS = 4096
 MISSING_NOTE = (
@@ -87,6 +88,11 @@ class Claim:
     # a group kill's last kill line: each member is counted just before its own line
     last_kernel_time_s: float | None = None
     victim_pids: tuple[int, ...] = ()  # a later kill line of one of them is a repeat
+    # False: a report closed at a pause before its kill line.  The kernel counts the kill
+    # just before printing that line, after the report's last one, by as long as printing
+    # the task table took (a starved relay passed 30,000 rows in 14 s): neither when the
+    # report was read nor its stamps bound when the counter moved.
+    kill_line_read: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +112,16 @@ class GroupInFlight:
             return False
         unread = read_s is not None and read_s < self.last_s
         return unread or now_s < self.last_s + GROUP_PIECE_GAP_S
+
+
+@dataclass(frozen=True, slots=True)
+class CutReport:
+    """A report closed before its kill line (`Claim.kill_line_read`): that line, when it
+    comes bare, is this kill's, not another."""
+
+    pid: int
+    kernel_time_s: float
+    expires_at_s: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +145,7 @@ class ReconcileState:
     # knows it before the first live record
     kernel_offset_s: float | None = None
     groups: tuple[GroupInFlight, ...] = ()  # group kills whose lines may still come
+    cut: tuple[CutReport, ...] = ()  # reports whose kill line has not come
 
     @property
     def quiet(self) -> bool:
@@ -149,6 +166,7 @@ class Reconciled:
     ambiguous: int = 0  # bare kills passed on with several candidates
     missing: int = 0  # kills known only from counters
     repeats: int = 0  # kill lines that repeat a group kill already passed on
+    late_lines: int = 0  # kill lines of reports passed on without them
 
 
 @dataclass(slots=True)
@@ -169,6 +187,7 @@ class Work:
     held: set[int] = field(default_factory=set)  # rises some claim or waiting kill may take
     taken: set[int] = field(default_factory=set)  # rises settled claims took
     groups: dict[str, GroupInFlight] = field(default_factory=dict)  # by cgroup
+    cut: list[CutReport] = field(default_factory=list)
 
     def counted(self, arrived_s: float) -> bool:
         """Whether a counter pass began after a kill arrived (its rise is then seen)."""
