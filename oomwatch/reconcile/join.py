@@ -170,9 +170,10 @@ def _take_incidents(
             _group_piece(work, incident.group_cgroup or cgroup, now_s)
         last_s = incident.last_kill_kernel_time_s
         pids = tuple(v.pid for v in incident.victims) if incident.group_kill else ()
-        # closed at a pause before its kill line (no kill line counted, none stamped)
-        line = incident.kills_counted is not None or last_s is not None
+        # closed at a pause before its kill line (none counted or stamped), after the
+        # summary named the victim (no summary: nothing may have been killed)
         victim = incident.victim
+        line = incident.kills_counted is not None or last_s is not None or victim is None
         if not line and victim is not None and incident.kernel_time_s is not None:
             work.cut.append(CutReport(victim.pid, incident.kernel_time_s, now_s + work.keep_s))
         for _ in range(incident.kills_counted or max(1, len(incident.victims))):
