@@ -274,6 +274,11 @@ class Incident:
     # The kernel time of the last `Killed process` line: a group kill's lines (one per
     # member, each after its count) span 5-10 ms on an idle VM, more on a busy node.
     last_kill_kernel_time_s: float | None = None
+    # The kernel time of the memory.oom.group kill whose members this incident continues:
+    # its report was closed at a pause in the log (a starved relay or agent) and these
+    # members' records came right after its last one.  The same kill: counted once as a
+    # group kill (`oomwatch_group_oom_kills_total`), its members' kills counted here.
+    continues_group_kill_s: float | None = None
     header_suppressed: bool = False
     # How `task_memcg` was established; None for incidents that did not need attributing
     # (framework OOMs, evictions) and for records from before attribution existed.

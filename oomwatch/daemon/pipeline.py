@@ -169,6 +169,11 @@ class Pipeline:
                     "group_kill_line_after_its_report",
                     extra={"lines": result.repeats, "consequence": "counted with its group kill"},
                 )
+            if result.late_lines:
+                log.info(
+                    "kill_line_after_its_report",
+                    extra={"lines": result.late_lines, "consequence": "counted with its report"},
+                )
             ready = result.ready
         for incident in ready:
             self._stamp(incident, now_wall, now_mono)

@@ -307,6 +307,8 @@ def continue_group(report: ReportState, group: Incident) -> None:
     """`report` (its first kill line) holds the rest of `group`'s members (`GroupTail`)."""
     incident = report.incident
     incident.group_kill = True
+    first_s = group.continues_group_kill_s  # the kill's first piece's time
+    incident.continues_group_kill_s = group.kernel_time_s if first_s is None else first_s
     incident.constraint = group.constraint
     incident.oom_memcg, incident.task_memcg = group.oom_memcg, group.task_memcg
     incident.group_cgroup = group.group_cgroup
@@ -314,7 +316,8 @@ def continue_group(report: ReportState, group: Incident) -> None:
     report.seq_follows = None
     report.stage = GROUP
     incident.notes.append(
-        f"the rest of the memory.oom.group kill at kernel time {group.kernel_time_s} s: its"
+        f"the rest of the memory.oom.group kill at kernel time"
+        f" {incident.continues_group_kill_s} s: its"
         " report was closed when the log paused, these members' records follow its last one"
         " with no record between"
     )

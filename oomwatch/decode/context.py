@@ -167,6 +167,7 @@ class GroupTail:
             oom_memcg=incident.oom_memcg,
             task_memcg=incident.task_memcg,
             group_cgroup=incident.group_cgroup,
+            continues_group_kill_s=incident.continues_group_kill_s,
         )
         self._last = (last_seq, kept, incident.victims[0].pid if incident.victims else None)
 

@@ -45,12 +45,14 @@ from oomwatch.incident import (
     is_kernel_kill,
     iso_time,
 )
-from oomwatch.reconcile.attribution import Rise
+from oomwatch.reconcile.attribution import Rise, related
 from oomwatch.reconcile.kernel_time import KernelTime
 from oomwatch.reconcile.placement import attribute, mono, place
 from oomwatch.reconcile.state import (
     GRACE_S,
     GROUP_REPEAT_S,
+    MAX_CUT_REPORTS,
+    MAX_GROUPS_IN_FLIGHT,
     MAX_SIGHTINGS,
     MAX_SIGNALS,
     MISSING_NOTE,
@@ -61,6 +63,8 @@ from oomwatch.reconcile.state import (
     CgroupNews,
     Claim,
     CounterKills,
+    CutReport,
+    GroupInFlight,
     Reconciled,
     ReconcileState,
     Work,
@@ -110,6 +114,8 @@ def reconcile(
         Reconciled(state),
         unmatched_keep_s,
         now_s if log_read_at_s is None else log_read_at_s,
+        groups={g.cgroup: g for g in state.groups},
+        cut=list(state.cut),
     )
     _take_incidents(work, incidents, now_s, kernel_offset_s, grace_s)
     _take_news(work, news, now_s, grace_s)
@@ -123,6 +129,8 @@ def reconcile(
         tuple(s for s in work.signals if s.by_s > now_s - SIGNAL_KEEP_S)[-MAX_SIGNALS:],
         work.counted_at_s,
         state.kernel_offset_s if kernel_offset_s is None else round(kernel_offset_s, 3),
+        tuple(work.groups.values())[-MAX_GROUPS_IN_FLIGHT:],
+        tuple(work.cut[-MAX_CUT_REPORTS:]),
     )
     return work.out
 
@@ -146,6 +154,8 @@ def _take_incidents(
                 work.sightings.pop(row.pid, None)
                 work.sightings[row.pid] = Sighting(row.pid, memcg, t_s)
         cgroup = _log_cgroup(incident)
+        if cgroup is None and _completes_a_cut_report(work, incident):
+            continue
         if cgroup is None and _repeats_a_group_kill(work, incident, now_s):
             continue
         if cgroup is None:
@@ -156,13 +166,45 @@ def _take_incidents(
         )
         attribute(incident, method, "certain", [cgroup], "named by the kernel's report")
         work.out.ready.append(incident)
+        if incident.group_kill:
+            _group_piece(work, incident.group_cgroup or cgroup, now_s)
         last_s = incident.last_kill_kernel_time_s
         pids = tuple(v.pid for v in incident.victims) if incident.group_kill else ()
+        # closed at a pause before its kill line (none counted or stamped), after the
+        # summary named the victim (no summary: nothing may have been killed)
+        victim = incident.victim
+        line = incident.kills_counted is not None or last_s is not None or victim is None
+        if not line and victim is not None and incident.kernel_time_s is not None:
+            work.cut.append(CutReport(victim.pid, incident.kernel_time_s, now_s + work.keep_s))
         for _ in range(incident.kills_counted or max(1, len(incident.victims))):
             claim = Claim(
-                (cgroup,), incident.kernel_time_s, now_s + work.keep_s, now_s, last_s, pids
+                (cgroup,), incident.kernel_time_s, now_s + work.keep_s, now_s, last_s, pids, line
             )
             work.claims.append(claim)
+
+
+def _group_piece(work: Work, cgroup: str, now_s: float) -> None:
+    """A group kill's counter, report, or a piece of its members that came after a pause:
+    the group's rises wait while more may come (`GroupInFlight`)."""
+    group = work.groups.pop(cgroup, None)
+    if group is None or not group.waits(now_s, work.log_read_at_s):
+        group = GroupInFlight(cgroup, now_s, now_s)
+    work.groups[cgroup] = GroupInFlight(cgroup, group.first_s, now_s)
+
+
+def _completes_a_cut_report(work: Work, incident: Incident) -> bool:
+    """The bare kill line of a report passed on without it (`CutReport`): the same kill,
+    already counted by the report's claim.  The kernel prints it after the report's last
+    line, within `UNMATCHED_KEEP_S` (a pid is reused in time)."""
+    victim, t = incident.victim, incident.kernel_time_s
+    if victim is None or t is None:
+        return False
+    for cut in work.cut:
+        if cut.pid == victim.pid and 0.0 <= t - cut.kernel_time_s <= work.keep_s:
+            work.cut.remove(cut)
+            work.out.late_lines += 1
+            return True
+    return False
 
 
 def _repeats_a_group_kill(work: Work, incident: Incident, now_s: float) -> bool:
@@ -195,6 +237,8 @@ def _repeats_a_group_kill(work: Work, incident: Incident, now_s: float) -> bool:
 
 def _take_news(work: Work, news: CgroupNews, now_s: float, grace_s: float) -> None:
     for delta in news.kills:
+        if delta.oom_group_kill > 0:  # the kernel is printing a group kill's members
+            _group_piece(work, delta.cgroup, delta.observed_at_s)
         for i in range(max(0, delta.oom_kill)):
             due = max(delta.observed_at_s, now_s) + grace_s
             group = i < delta.oom_group_kill
@@ -213,11 +257,21 @@ def _expire(work: Work, now_s: float, wall_offset_s: float | None, grace_s: floa
 
     The kernel prints a kill's line right after its counter moves, but the agent may read
     it much later: a rise the log has not been read past waits (its due moves on) until it
-    has, and `grace_s` more, so a line read late behind a backlog is matched, not doubled."""
+    has, and `grace_s` more, so a line read late behind a backlog is matched, not doubled.
+    A rise in a cgroup whose group kill may still be printing members waits for them
+    (`GroupInFlight`): it is counter-only only once they stop coming."""
     kept: list[Rise] = []
     read_s = work.log_read_at_s
+    work.groups = {c: g for c, g in work.groups.items() if g.waits(now_s, read_s)}
+    printing: dict[str, bool] = {}  # rise cgroup -> a group kill there may still print lines
     for n, rise in enumerate(work.rises):
         if rise.due_s > now_s or n in work.held:
+            kept.append(rise)
+            continue
+        waits = printing.get(rise.cgroup)
+        if waits is None:
+            waits = printing[rise.cgroup] = any(related(rise.cgroup, c) for c in work.groups)
+        if waits:  # its due has passed: it expires as soon as the group's lines stop
             kept.append(rise)
             continue
         if read_s is not None and read_s < rise.by_s and now_s < rise.by_s + work.keep_s:
@@ -230,6 +284,7 @@ def _expire(work: Work, now_s: float, wall_offset_s: float | None, grace_s: floa
         work.out.missing += 1
     work.rises = kept
     work.claims = [c for c in work.claims if c.expires_at_s > now_s]
+    work.cut = [c for c in work.cut if c.expires_at_s > now_s]
 
 
 def missing_incident(cgroup: str, *, group_kill: bool = False) -> Incident:

@@ -8,6 +8,7 @@ settles on a rise only once no later line can need it (see `reconcile`).
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Sequence
 
@@ -86,9 +87,7 @@ def _options(
     for claim in work.claims:
         if work.counted(claim.arrived_s):
             keys.append(id(claim))
-            t_s = mono_time(claim.kernel_time_s, kernel_offset_s)
-            last_s = mono_time(claim.last_kernel_time_s, kernel_offset_s)
-            kills.append(WaitingKill(_CLAIMED, t_s, claim.cgroups, claim.arrived_s, last_s))
+            kills.append(_waiting(claim, kernel_offset_s))
     for bare in work.bare:
         if work.counted(bare.arrived_s):
             keys.append(id(bare))
@@ -99,6 +98,18 @@ def _options(
 
 
 _CLAIMED = Incident()  # stands in for a claimed kill: its cgroups alone decide
+
+
+def _waiting(claim: Claim, kernel_offset_s: float | None) -> WaitingKill:
+    """A claim as a kill waiting for its rise; one without its kill line fits any rise of
+    its cgroups counted after the report began (`Claim.kill_line_read`)."""
+    t_s = mono_time(claim.kernel_time_s, kernel_offset_s)
+    if not claim.kill_line_read:
+        return WaitingKill(_CLAIMED, t_s, claim.cgroups, None, math.inf)
+    last_s = mono_time(claim.last_kernel_time_s, kernel_offset_s)
+    return WaitingKill(_CLAIMED, t_s, claim.cgroups, claim.arrived_s, last_s)
+
+
 BULK_RESIDUE = 16  # identical claims (and the rises they fit) left to the joint matching
 
 
@@ -121,9 +132,7 @@ def _pair_in_bulk(
     taken: set[int] = set()
     for claim, surplus in bulk.items():
         others = len(work.claims) + len(work.bare) - copies[claim]
-        t_s = mono_time(claim.kernel_time_s, kernel_offset_s)
-        last_s = mono_time(claim.last_kernel_time_s, kernel_offset_s)
-        kill = WaitingKill(_CLAIMED, t_s, claim.cgroups, claim.arrived_s, last_s)
+        kill = _waiting(claim, kernel_offset_s)
         fitting = [
             j
             for j, rise in enumerate(work.rises)

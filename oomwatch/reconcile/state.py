@@ -24,6 +24,19 @@ SIGNAL_KEEP_S = 30.0
 # The kernel prints a group kill in one call path: its lines come within milliseconds
 # (tests/data/kernel-v2/*/group-kill.kmsg), seconds at worst on a starved node.
 GROUP_REPEAT_S = 5.0
+# A memory.oom.group kill counts each member in `oom_kill` just before printing its kill line
+# (mm/oom_kill.c: oom_kill_process -> mem_cgroup_scan_tasks(oom_kill_memcg_member) ->
+# __oom_kill_process: memcg_memory_event_mm(MEMCG_OOM_KILL), then pr_err), all in one call
+# path, so the counters show the whole group at once.  A relay starved at nice 19 passed
+# 20,000 member lines in pieces over 85 s: a report closes at a 0.1 s pause, and the rest
+# come as continuation pieces.  While pieces keep coming the group is still being printed
+# as far as the agent can tell: its cgroup's rises wait for them until no piece came for
+# this long (or the log was read past the last piece's arrival) ...
+GROUP_PIECE_GAP_S = 30.0
+# ... and never longer than this after its first piece, so the state stays bounded.
+GROUP_LINES_KEEP_S = 300.0
+MAX_GROUPS_IN_FLIGHT = 64
+MAX_CUT_REPORTS = 64
 MAX_SIGNALS = 4096
 MAX_SIGHTINGS = 4096
 MISSING_NOTE = (
@@ -75,6 +88,40 @@ class Claim:
     # a group kill's last kill line: each member is counted just before its own line
     last_kernel_time_s: float | None = None
     victim_pids: tuple[int, ...] = ()  # a later kill line of one of them is a repeat
+    # False: a report closed at a pause before its kill line.  The kernel counts the kill
+    # just before printing that line, after the report's last one, by as long as printing
+    # the task table took (a starved relay passed 30,000 rows in 14 s): neither when the
+    # report was read nor its stamps bound when the counter moved.
+    kill_line_read: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class GroupInFlight:
+    """A memory.oom.group kill whose member lines may still be coming: the cgroup the
+    kernel named for it, when its first piece arrived and when its latest did."""
+
+    cgroup: str
+    first_s: float
+    last_s: float
+
+    def waits(self, now_s: float, read_s: float | None) -> bool:
+        """Whether its rises still wait for lines: a piece came within `GROUP_PIECE_GAP_S`,
+        or the log is not read past the latest piece (a report that began before it, the
+        next piece, is open), within `GROUP_LINES_KEEP_S` of the first."""
+        if now_s >= self.first_s + GROUP_LINES_KEEP_S:
+            return False
+        unread = read_s is not None and read_s < self.last_s
+        return unread or now_s < self.last_s + GROUP_PIECE_GAP_S
+
+
+@dataclass(frozen=True, slots=True)
+class CutReport:
+    """A report closed before its kill line (`Claim.kill_line_read`): that line, when it
+    comes bare, is this kill's, not another."""
+
+    pid: int
+    kernel_time_s: float
+    expires_at_s: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +144,8 @@ class ReconcileState:
     # the kernel log's clock minus CLOCK_MONOTONIC (ms), kept so a restart on this boot
     # knows it before the first live record
     kernel_offset_s: float | None = None
+    groups: tuple[GroupInFlight, ...] = ()  # group kills whose lines may still come
+    cut: tuple[CutReport, ...] = ()  # reports whose kill line has not come
 
     @property
     def quiet(self) -> bool:
@@ -117,6 +166,7 @@ class Reconciled:
     ambiguous: int = 0  # bare kills passed on with several candidates
     missing: int = 0  # kills known only from counters
     repeats: int = 0  # kill lines that repeat a group kill already passed on
+    late_lines: int = 0  # kill lines of reports passed on without them
 
 
 @dataclass(slots=True)
@@ -136,6 +186,8 @@ class Work:
     log_read_at_s: float | None = None
     held: set[int] = field(default_factory=set)  # rises some claim or waiting kill may take
     taken: set[int] = field(default_factory=set)  # rises settled claims took
+    groups: dict[str, GroupInFlight] = field(default_factory=dict)  # by cgroup
+    cut: list[CutReport] = field(default_factory=list)
 
     def counted(self, arrived_s: float) -> bool:
         """Whether a counter pass began after a kill arrived (its rise is then seen)."""

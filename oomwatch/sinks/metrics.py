@@ -231,8 +231,8 @@ class Metrics:
             how = (incident.kind, scope or "", attribution_label(incident))
             self._inc(self.oom_kills, labels, how, kills)
             self._inc(self.oom_incidents, labels, how, 1)
-            if incident.group_kill:
-                self._inc(self.group_oom_kills, labels, (), 1)
+            if incident.group_kill and incident.continues_group_kill_s is None:
+                self._inc(self.group_oom_kills, labels, (), 1)  # a continuation is its kill's
             if incident.container_survived:
                 self._inc(self.child_process_oom_kills, labels, (), 1)
             for code in {f.code for f in incident.findings} & CODES:

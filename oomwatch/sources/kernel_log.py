@@ -17,6 +17,7 @@ from typing import Protocol
 from oomwatch.decode import ReportAssembler, parse_kmsg_record
 from oomwatch.decode.lines import parse_killed
 from oomwatch.incident import Incident
+from oomwatch.reconcile.attribution import LATE_SLACK_S
 from oomwatch.reconcile.kernel_time import KernelClock, KernelTime
 from oomwatch.sources.kmsg import MAX_RECORDS_PER_READ, KmsgCursor, KmsgFollower
 from oomwatch.stages import EventLogger
@@ -71,6 +72,8 @@ class KernelLog:
         self.read_through_s: float | None = None
         # ... as of before the open report's first line: its kills are not passed on yet
         self._through_before_open_s: float | None = None
+        # ... and the kernel's stamp of that first line (a relay may pass it long after)
+        self._open_since_kernel_s: float | None = None
         self.undecodable = 0
         self._on_lost = on_lost
         self._last_record_mono = 0.0
@@ -115,8 +118,17 @@ class KernelLog:
 
         While a report is open the log counts as read only up to its first line: a 20,000-
         member group kill read over seconds under load must not let its counter rises expire
-        as counter-only kills before its claims come."""
-        through = self._through_before_open_s if self.assembler.open else self.read_through_s
+        as counter-only kills before its claims come.  Up to that line's own stamp, where it
+        is earlier than the last empty read: a starved relay passes the rest of a group kill
+        long after the kernel printed it, while the agent's reads found its socket empty."""
+        through = self.read_through_s
+        if self.assembler.open:
+            through = self._through_before_open_s
+            stamp_s, offset_s = self._open_since_kernel_s, self.clock.offset_s()
+            if through is not None and stamp_s is not None and offset_s is not None:
+                # a converted stamp is late by up to the promptest read's delay
+                late_s = self.clock.late_s(now_s)
+                through = min(through, stamp_s - offset_s - LATE_SLACK_S - late_s)
         return self.clock.time(now_s, through)
 
     def take(self, *, read: bool, groups: GroupKills | None = None) -> KernelRead:
@@ -172,7 +184,10 @@ class KernelLog:
                     continue  # userspace-written (facility != 0) or garbage
                 if live and record.kernel_time_s is not None:
                     self.clock.note(record.kernel_time_s, read_s)
+                opened = self.assembler.open_incident
                 out += self.assembler.feed(record)
+                if self.assembler.open_incident is not opened:
+                    self._open_since_kernel_s = record.kernel_time_s
                 last_message = record.message
             except Exception as exc:
                 self.undecodable += 1

@@ -559,3 +559,25 @@ def test_a_held_rise_is_never_taken_by_a_kill_of_another_cgroup() -> None:
         reconcile(r.state, [], [], now_s=60.0, kernel_time=KernelTime(read_through_s=60.0)).missing
         == 0
     )
+
+
+def test_a_report_closed_before_its_kill_line_takes_a_rise_counted_seconds_later() -> None:
+    """The kernel counts a kill just before printing its kill line, after the task table: a
+    30,000-row table on a starved relay took 14 s, the report closed at a pause without its
+    kill line, and the counter read unchanged after the summary's stamp ruled the report
+    out: its rise became a counter-only kill (the hostile soak, cycle 3)."""
+    cut = full(CTR_A, 10.0, 100)  # the victim from the summary line; no kill line
+    r = reconcile(ReconcileState(), [cut], [], 10.1)
+    assert r.ready == [cut]
+    r = reconcile(r.state, [], news(counted(CTR_A, 1, 24.1, since=24.0), at=24.05), 24.1)
+    assert r.ready == [] and settles(r)
+
+
+def test_the_late_kill_line_of_a_report_closed_without_it_is_that_kill() -> None:
+    """... and when that kill line comes, bare, it is the same kill, not a second one."""
+    cut = full(CTR_A, 10.0, 100)
+    r = reconcile(ReconcileState(), [cut], [], 10.1)
+    r = reconcile(r.state, [], news(counted(CTR_A, 1, 24.1, since=24.0), at=24.05), 24.1)
+    r = reconcile(r.state, [bare(24.05, 100)], [], 25.5)
+    assert (r.ready, r.late_lines, r.state.bare) == ([], 1, ())
+    assert settles(r)
