@@ -6,7 +6,8 @@ runs pure Python for 10-30 ms.  A thread that wakes while the other runs Python 
 the GIL up to the switch interval, 5 ms by default.  A collection of the cyclic GC runs in
 whichever thread allocates when it is due, a full one over every object of the process; the
 start-up heap (imports, configuration, the first scan) is moved out of its reach, which
-makes a full collection cost about 0.3 ms instead of 16-64 ms (bench/RESULTS.md, issue 26).
+makes a full collection cost about 0.3 ms instead of 16-64 ms (bench/RESULTS.md, "full-report
+latency p99 in every run").
 """
 
 from __future__ import annotations

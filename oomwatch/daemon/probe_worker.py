@@ -33,7 +33,6 @@ class ProbeWorker:
         self._interval_s = interval_s
         self._records: tuple[FlightRecord, ...] = ()
         self.walks = 0
-        self.walked_at_s: float | None = None  # monotonic, the end of the last walk
         self.walk_began_wall_s: float | None = None  # wall clock, the start of the last walk
         self._stop = threading.Event()
         self._poke = threading.Event()
@@ -75,6 +74,5 @@ class ProbeWorker:
                 log.exception("probe_walk_failed")
             self.walk_began_wall_s = began_wall_s
             self.walks += 1
-            self.walked_at_s = time.monotonic()
             self._poke.wait(self._interval_s)
             self._poke.clear()

@@ -2,8 +2,8 @@
 
 A flight record names the pod, namespace, container and memcg that wrote it, and any pod that
 can write the probe directory can write any of that.  A framework OOM's claim is believed only
-when something the writer cannot choose backs it (issues 14, 22): the file lies in a
-per-pod directory named by a pod UID, and the deployment makes every pod mount only its own
+when something the writer cannot choose backs it: the file lies in a per-pod directory
+named by a pod UID, and the deployment makes every pod mount only its own
 (`--probe-pod-dirs`: the kubelet resolves `subPathExpr: $(POD_UID)` from `metadata.uid`, and
 the shipped admission policy, daemonset/probe-mount-policy.yaml, admits no other mount of
 the directory; daemonset/README.md, threat model).

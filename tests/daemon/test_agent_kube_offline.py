@@ -15,19 +15,11 @@ from kubernetes.config import kube_config
 from support import wait_for
 from support.agent import agent_thread
 from support.cgroupfs import memory_events
-from support.fakeapi import NODE, FakeApiServer, make_pod, running_status
+from support.fakeapi import NODE, FakeApiServer, kubeconfig, make_pod, running_status
 from support.host import CONTAINER, POD_UID, REPORT, config_for, fake_host
 from support.store import stored
 
 CONTAINER_ID = CONTAINER.rsplit("/", 1)[1]
-
-KUBECONFIG = """apiVersion: v1
-kind: Config
-clusters: [{{name: fake, cluster: {{server: "{url}"}}}}]
-users: [{{name: agent, user: {{token: not-a-secret}}}}]
-contexts: [{{name: fake, context: {{cluster: fake, user: agent}}}}]
-current-context: fake
-"""
 
 
 def test_kill_gets_pod_names_and_an_event(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -41,11 +33,10 @@ def test_kill_gets_pod_names_and_an_event(tmp_path: Path, monkeypatch: pytest.Mo
                 statuses=[running_status(CONTAINER_ID)],
             )
         )
-        kubeconfig = tmp_path / "kubeconfig"
-        kubeconfig.write_text(KUBECONFIG.format(url=api.url))
-        monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
+        config_path = kubeconfig(tmp_path / "kubeconfig", api.url, token="not-a-secret")
+        monkeypatch.setenv("KUBECONFIG", str(config_path))
         # The client reads KUBECONFIG once, at import: another test may have imported it.
-        monkeypatch.setattr(kube_config, "KUBE_CONFIG_DEFAULT_LOCATION", str(kubeconfig))
+        monkeypatch.setattr(kube_config, "KUBE_CONFIG_DEFAULT_LOCATION", str(config_path))
         monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
         container_dir, writer, log = fake_host(tmp_path)
         config = config_for(tmp_path, node_name=NODE, standalone=False, enrich_wait_s=5.0)

@@ -33,7 +33,7 @@ from support import wait_for
 from support.agent import REPO, DaemonProcess, agent_thread, seed_cursor_at_log_end, victim_is
 from support.cgroupfs import memory_events
 from support.contract import validate_report
-from support.fakeapi import NODE, FakeApiServer, make_pod, running_status
+from support.fakeapi import NODE, FakeApiServer, kubeconfig, make_pod, running_status
 from support.host import CONTAINER, POD_UID, REPORT, config_for, fake_host
 from support.store import stored
 
@@ -206,30 +206,14 @@ def put_trainer(api: FakeApiServer, name: str, uid: str, container_id: str, limi
     )
 
 
-def write_kubeconfig(api: FakeApiServer, path: Path) -> Path:
-    path.write_text(
-        json.dumps(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "current-context": "fake",
-                "clusters": [{"name": "fake", "cluster": {"server": api.url}}],
-                "users": [{"name": "agent", "user": {"token": "not-a-secret"}}],
-                "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "agent"}}],
-            }
-        )
-    )
-    return path
-
-
 @contextlib.contextmanager
 def fake_cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeApiServer]:
     api = FakeApiServer().start()
     try:
         put_trainer(api, "trainer-0", POD_UID, CONTAINER_ID, "32Mi")
-        kubeconfig = write_kubeconfig(api, tmp_path / "kubeconfig")
-        monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
-        monkeypatch.setattr(kube_config, "KUBE_CONFIG_DEFAULT_LOCATION", str(kubeconfig))
+        config_path = kubeconfig(tmp_path / "kubeconfig", api.url, token="not-a-secret")
+        monkeypatch.setenv("KUBECONFIG", str(config_path))
+        monkeypatch.setattr(kube_config, "KUBE_CONFIG_DEFAULT_LOCATION", str(config_path))
         monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
         yield api
     finally:
@@ -302,7 +286,7 @@ def test_a_real_tmpfs_kill_tells_one_story_everywhere(
 ) -> None:
     api = FakeApiServer().start()
     try:
-        kubeconfig = write_kubeconfig(api, tmp_path / "kubeconfig")
+        config_path = kubeconfig(tmp_path / "kubeconfig", api.url, token="not-a-secret")
         state = tmp_path / "state"
         seed_cursor_at_log_end(state)  # the ring's earlier kills are not this test's
         # No memory sample of the test's containers: the one sample pass in the test's time
@@ -310,7 +294,7 @@ def test_a_real_tmpfs_kill_tells_one_story_everywhere(
         # fill (sooner or later under load) showed it as a spike, and the verdict led with
         # it instead of the shared memory.
         daemon = DaemonProcess(
-            state, f"--node-name={NODE}", "--sample-interval-s", "300", kubeconfig=kubeconfig
+            state, f"--node-name={NODE}", "--sample-interval-s", "300", kubeconfig=config_path
         )
         try:
             api.wait_for(lambda a: ("watch", "", "pods") in a.seen(), timeout_s=30)

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from support.cgroup_view import FakeCgroupView
 from support.clock import FakeClock
+from support.sinks import BrokenSink, CollectingSink
 
 from oomwatch.cgroup_identity import container_cgroup
 from oomwatch.cgroups.ring import FrozenRing
@@ -37,25 +38,6 @@ MiB = 1 << 20
 UID = "0f3c2a8e-1b2d-4c5e-9f10-112233445566"
 CID = "a" * 64
 CTR = f"/kubepods/burstable/pod{UID}/{CID}"
-
-
-class Collect:
-    def __init__(self) -> None:
-        self.got: list[Incident] = []
-
-    def emit(self, incident: Incident) -> None:
-        self.got.append(incident)
-
-    def close(self) -> None:
-        pass
-
-
-class Broken:
-    def emit(self, incident: Incident) -> None:
-        raise RuntimeError("sink down")
-
-    def close(self) -> None:
-        pass
 
 
 class SlowPodLookup:
@@ -88,9 +70,9 @@ def clock() -> FakeClock:
     return FakeClock(now=100.0, wall_s=1_800_000_000.0)
 
 
-def make(tmp_path: Path, clock: FakeClock, **kw: object) -> tuple[Pipeline, Collect]:
-    sink = Collect()
-    sinks: list[Sink] = [Broken(), sink]
+def make(tmp_path: Path, clock: FakeClock, **kw: object) -> tuple[Pipeline, CollectingSink]:
+    sink = CollectingSink()
+    sinks: list[Sink] = [BrokenSink(), sink]
     pipe = Pipeline(
         store=IncidentStore(tmp_path),
         sinks=sinks,

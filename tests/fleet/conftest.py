@@ -11,34 +11,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import yaml
 from kubernetes import client
-from support.fakeapi import FakeApiServer
+from support.fakeapi import FakeApiServer, kubeconfig
 from support.fleet import Cluster, publish
 
 REPO = Path(__file__).resolve().parents[2]
 IN_CI = bool(os.environ.get("CI"))
-
-
-def _kubeconfig(path: Path, url: str) -> Path:
-    path.write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "current-context": "fake",
-                "clusters": [{"name": "fake", "cluster": {"server": url}}],
-                "users": [{"name": "me", "user": {"token": "user-token"}}],
-                "contexts": [
-                    {
-                        "name": "fake",
-                        "context": {"cluster": "fake", "user": "me", "namespace": "shop"},
-                    }
-                ],
-            }
-        )
-    )
-    return path
 
 
 @pytest.fixture
@@ -50,7 +28,9 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
     try:
         with client.ApiClient(configuration) as api_client:
             stores = publish(api, api_client, now, tmp_path / "stores")
-        found = Cluster(api, _kubeconfig(tmp_path / "kubeconfig", api.url), stores, now, [])
+        config_path = tmp_path / "kubeconfig"
+        kubeconfig(config_path, api.url, user="me", token="user-token", namespace="shop")
+        found = Cluster(api, config_path, stores, now, [])
         yield found
     finally:
         api.stop()

@@ -291,7 +291,7 @@ with open("/proc/self/comm", "w") as comm:
 for _ in range(3):
     if os.fork() == 0:
         os.execvp("sleep", ["sleep", "60"])
-time.sleep(0.3)
+time.sleep(0.3)  # the peers exec `sleep` first: pid 1 dies among them
 region = mmap.mmap(-1, 128 << 20)
 for offset in range(0, len(region), 4096):
     region[offset] = 1

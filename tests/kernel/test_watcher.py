@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import select
 import time
-import uuid
 from collections.abc import Callable, Iterator
 
 import pytest
 from support import settled, until
 from support.kernel_record import record, snapshot
+from support.kernel_runs import container as kubelet_container
 from support.kernel_tree import KernelTree
 
 from oomwatch import lab
@@ -81,22 +81,6 @@ def watching() -> Iterator[Watching]:
     made.close()
 
 
-def _container(
-    scratch: lab.ScratchMemcg, *, limit_mb: int | None = 64, pod_limit_mb: int | None = None
-) -> tuple[lab.Memcg, str]:
-    """A kubelet-like container memcg (systemd driver) and its pod UID."""
-    pod_uid = str(uuid.uuid4())
-    memcg = lab.kubelet_layout(
-        scratch,
-        pod_uid,
-        uuid.uuid4().hex * 2,
-        driver="systemd",
-        pod_limit_bytes=pod_limit_mb * MIB if pod_limit_mb else None,
-        container_limit_bytes=limit_mb * MIB if limit_mb else None,
-    )
-    return memcg, pod_uid
-
-
 def _rows(deltas: list[CounterDelta]) -> list[Row]:
     return [(d.cgroup.relpath, d.oom, d.oom_kill, d.oom_group_kill, d.vanished) for d in deltas]
 
@@ -134,7 +118,7 @@ def test_a_real_kill_wakes_the_watcher_and_is_one_delta_at_the_container(
     kernel_tree: KernelTree, watching: Watching
 ) -> None:
     scratch = kernel_tree.scratch
-    container, pod_uid = _container(scratch)
+    container, pod_uid = kubelet_container(scratch, limit_mb=64)[:2]
     watcher = watching.watcher()
     view = watching.view(watcher)
     poll = _ours(watcher, scratch)
@@ -166,7 +150,7 @@ def test_pod_limit_shows_the_kill_at_the_container(
 ) -> None:
     """On v2 the OOM shows at the pod, whose limit it was; v1 counts only the kill."""
     scratch = kernel_tree.scratch
-    container, _ = _container(scratch, pod_limit_mb=64, limit_mb=None)
+    container, _ = kubelet_container(scratch, pod_limit_mb=64, limit_mb=None)[:2]
     pod = container.relpath.rsplit("/", 1)[0]
     watcher = watching.watcher()
     poll = _ours(watcher, scratch)
@@ -194,7 +178,7 @@ def test_a_container_made_after_start_is_found_and_its_kill_counted_once(
     kernel_tree: KernelTree, watching: Watching
 ) -> None:
     scratch = kernel_tree.scratch
-    first, _ = _container(scratch)
+    first, _ = kubelet_container(scratch, limit_mb=64)[:2]
     watcher = watching.watcher()
     poll = _ours(watcher, scratch)
     assert settled("a baseline", poll, 0.3, 10.0) == []
@@ -214,7 +198,7 @@ def test_a_child_worker_killed_while_the_container_lives(
     kernel_tree: KernelTree, watching: Watching
 ) -> None:
     scratch = kernel_tree.scratch
-    container, _ = _container(scratch)
+    container, _ = kubelet_container(scratch, limit_mb=64)[:2]
     watcher = watching.watcher()
     view = watching.view(watcher)
     poll = _ours(watcher, scratch)
@@ -237,7 +221,7 @@ def test_the_view_holds_the_limit_and_freezes_a_growing_window(
     """The worker samples; the pipeline reads the limits and, at a kill, the memory window
     before it from the view (memory.current and `anon` on v2, usage and `rss` on v1)."""
     scratch = kernel_tree.scratch
-    container, _ = _container(scratch, limit_mb=200)
+    container, _ = kubelet_container(scratch, limit_mb=200)[:2]
     watcher = watching.watcher(use_inotify=False, include_limited=False)
     worker = watching.worker(watcher, TimelineSampler(interval_s=0.25, window_s=60.0))
     worker.start()
@@ -272,7 +256,7 @@ def test_the_view_holds_the_limit_and_freezes_a_growing_window(
 def test_group_kill_counts_every_kill_line_and_one_group_kill(
     scratch_v2: lab.ScratchMemcg, watching: Watching
 ) -> None:
-    container, _ = _container(scratch_v2)
+    container, _ = kubelet_container(scratch_v2, limit_mb=64)[:2]
     container.set_oom_group()
     peer = lab.spawn_hog(container, "idle", mb=4, comm="kt-peer")
     assert peer.wait_for("holding") == "holding"
@@ -293,7 +277,7 @@ def test_container_removed_after_its_kill_is_attributed_to_the_pod_once(
 ) -> None:
     """Kubelet removes a dead container's cgroup quickly: the pod's hierarchical counters
     still show the kill, and the container shows as vanished (inotify IN_IGNORED)."""
-    container, _ = _container(scratch_v2)
+    container, _ = kubelet_container(scratch_v2, limit_mb=64)[:2]
     pod = container.relpath.rsplit("/", 1)[0]
     watcher = watching.watcher(use_inotify=False)  # read only after the removal
     view = watching.view(watcher)
@@ -316,7 +300,7 @@ def test_the_oom_notification_and_the_counter_bracket_the_kill_to_milliseconds(
     """The eventfd on v1's memory.oom_control fires when the OOM begins, before the kill
     line; the watcher then reads the counter every 2 ms, so the rise it reports brackets the
     kill's own kernel timestamp; the hog's pid was seen in the cgroup meanwhile."""
-    container, _ = _container(scratch, limit_mb=32)
+    container, _ = kubelet_container(scratch, limit_mb=32)[:2]
     watcher = watching.watcher(poll_interval_s=POLL_S, include_limited=False)
     assert watcher.witness.failure is None, watcher.witness.failure
     assert container.relpath in watcher.witness.watched_since()
@@ -362,7 +346,7 @@ def test_a_usage_threshold_wakes_the_sampler_when_a_calm_container_nears_its_lim
     """The attentive sampler reads a calm container every 10 s; the kernel's threshold at
     half its limit (cgroup.event_control on v1's memory.usage_in_bytes) tells it at once
     that the container rose, and from then on it is sampled every interval."""
-    container, _ = _container(scratch)
+    container, _ = kubelet_container(scratch, limit_mb=64)[:2]
     watcher = watching.watcher(use_inotify=False, include_limited=False)
     sampler = TimelineSampler(interval_s=1.0, cold_interval_s=10.0, thresholds=UsageThresholds())
     try:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from support import wait_for
+from support.kernel_runs import metric_value
 from support.pod import (
     ChartPod,
     chart_pod_manifest,
@@ -49,15 +50,6 @@ def image() -> str:
             pytest.fail(reason)
         pytest.skip(reason)
     return IMAGE
-
-
-def metric_value(text: str, name: str, **labels: str) -> float | None:
-    for line in text.splitlines():
-        if line.split("{")[0].split(" ")[0] != name:
-            continue
-        if all(f'{k}="{v}"' in line for k, v in labels.items()):
-            return float(line.rsplit(" ", 1)[1])
-    return None
 
 
 def test_the_rendered_pod_runs_and_records_a_real_kill(

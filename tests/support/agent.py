@@ -22,7 +22,7 @@ from oomwatch.daemon.agent import Agent
 from oomwatch.daemon.config import DaemonConfig
 from oomwatch.demo import start_at_log_end
 from support import free_port, until
-from support.fakeapi import FakeApiServer
+from support.fakeapi import FakeApiServer, kubeconfig
 
 REPO = Path(__file__).resolve().parents[2]
 LogLine = dict[str, Any]
@@ -242,22 +242,6 @@ def victim_is(pid: int) -> Callable[[dict[str, object]], bool]:
 
 
 E2E_NODE = "e2e-node"  # the node the real-kernel cluster tests' agent runs as
-
-
-def kubeconfig(path: Path, server: str) -> Path:
-    path.write_text(
-        json.dumps(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "current-context": "fake",
-                "clusters": [{"name": "fake", "cluster": {"server": server}}],
-                "users": [{"name": "agent", "user": {}}],
-                "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "agent"}}],
-            }
-        )
-    )
-    return path
 
 
 def connected_agent(tmp: Path, server: str, extra_args: list[str]) -> AgentProcess:

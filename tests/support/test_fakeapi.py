@@ -7,12 +7,13 @@ import json
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
-from kubernetes import client
+from kubernetes import client, config
 
-from support.fakeapi import NODE, FakeApiServer, make_pod
+from support.fakeapi import NODE, FakeApiServer, kubeconfig, make_pod
 
 
 @pytest.fixture
@@ -49,6 +50,25 @@ def test_pods_are_listed_got_and_merge_patched_through_the_official_client(
         meta = core.read_namespaced_pod("web-0", "shop").metadata
         assert meta is not None and meta.annotations == {"a": "b"}
     assert ("patch", "", "pods") in api.seen()
+
+
+def test_the_kubeconfig_points_the_official_client_at_the_server(
+    api: FakeApiServer, tmp_path: Path
+) -> None:
+    """The client that loads it, as the agent does, talks to this server with the token given;
+    the context names the namespace."""
+    api.put_pod(make_pod("web-0", "shop"))
+    path = kubeconfig(tmp_path / "kubeconfig", api.url, user="me", token="t0k", namespace="shop")
+    raw: client.ApiClient = config.new_client_from_config(  # type: ignore[no-untyped-call]
+        config_file=str(path)
+    )
+    with raw:
+        assert raw.configuration.host == api.url
+        assert list(raw.configuration.api_key.values()) == ["Bearer t0k"]
+        listed = client.CoreV1Api(raw).list_namespaced_pod("shop")
+    assert [p.metadata.name for p in listed.items if p.metadata] == ["web-0"]
+    [context] = json.loads(path.read_text())["contexts"]
+    assert context["context"] == {"cluster": "fake", "user": "me", "namespace": "shop"}
 
 
 def test_an_invalid_event_is_refused_as_the_api_server_would(api: FakeApiServer) -> None:

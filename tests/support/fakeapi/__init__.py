@@ -11,10 +11,12 @@ schema, `managedFields` recorded, Tables of its printer columns for `kubectl get
 limits what a named user may do, as RBAC would); a `pods/exec` is recorded and refused.
 Tests can fail requests (`fail_next`), answer
 503 for a while (`unavailable`), or take the server off the network (`go_down`/`come_back`).
-Every request is recorded as (verb, apiGroup, resource) for the RBAC test.
+Every request is recorded as (verb, apiGroup, resource) for the RBAC test; `kubeconfig`
+writes the file that points a client at it.
 """
 
 from support.fakeapi.events import core_event
+from support.fakeapi.kubeconfig import kubeconfig
 from support.fakeapi.objects import (
     NODE,
     make_pod,
@@ -31,6 +33,7 @@ __all__ = [
     "FakeApiServer",
     "Verb",
     "core_event",
+    "kubeconfig",
     "make_pod",
     "merge_patch",
     "oomincident_problem",
