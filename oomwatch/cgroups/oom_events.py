@@ -191,10 +191,12 @@ class OomWitness:
 
     def settle(self, killed_in: Iterable[str], oom_group: Callable[[str], bool | None]) -> None:
         """A kill's counter rose in these cgroups: the close watch it followed has what it
-        was for (the rise, dated by the read that saw it), so it ends.  It ends at the
-        topmost cgroup under close watch at or above the kill, and below it for the cgroups
+        was for (the rise, dated by the read that saw it), so it ends: for the killed cgroup,
+        its ancestors up to the topmost one under close watch, and its own subtree, where
         noted with it (v1 notifies the OOMing memcg's whole subtree, v2 counts the `oom` in
-        every ancestor); one noted later is another OOM's.  Where a cgroup from the kill up
+        every ancestor); one noted later is another OOM's.  A sibling noted in the same pass
+        keeps its watch: in a storm it may be an OOM of its own whose kill is still to come,
+        and its rise wants the same dating.  Where a cgroup from the kill up
         to there kills as a group (`oom_group`: v2 `memory.oom.group`), the members' kills
         follow the first and want the same dating: that watch runs its window."""
         hot = self._hot
@@ -213,8 +215,8 @@ class OomWitness:
             if any(grouped[a] for a in up_to_top):
                 continue
             noted_at_s = hot[top][0]
-            below = top.rstrip("/") + "/"
-            for other in [o for o in hot if o == top or o.startswith(below)]:
+            below = rel.rstrip("/") + "/"
+            for other in [o for o in hot if o in up_to_top or o.startswith(below)]:
                 if hot[other][0] <= noted_at_s:
                     del hot[other]
 

@@ -155,3 +155,16 @@ def test_v1_a_kill_outside_the_watched_cgroups_ends_nothing(tmp_path: Path) -> N
     witness.settle([CONTAINER], grouped)  # a group kill: its members follow, the watch stays
     assert asked == [CONTAINER]
     assert witness.hot_cgroups(10.02) == {CONTAINER}
+
+
+def test_a_sibling_noted_in_the_same_pass_keeps_its_watch_for_its_own_kill(
+    tmp_path: Path,
+) -> None:
+    witness = _witness(tmp_path)
+    # a storm on v2: both containers' own `oom` rose in one pass (and the pod's with them)
+    for rel in (POD, CONTAINER, CONTAINER2):
+        witness.note(OomSignal(rel, None, 10.0), 10.0)
+    witness.settle([CONTAINER], lambda rel: False)  # CONTAINER's kill came first
+    assert witness.hot_cgroups(10.01) == {CONTAINER2}  # its kill is still to be dated
+    witness.settle([CONTAINER2], lambda rel: False)
+    assert witness.hot_cgroups(10.02) == set()
