@@ -69,6 +69,9 @@ def point_at_kill(incident: Incident) -> Point | None:
 
 
 DEVICE_SERIES_NAMES = ("allocated", "reserved")
+# The probe stamps the error, then samples the device while handling it (a real H100 run:
+# 1.4 ms later); a sample this soon after the stamp is drawn at the error, not dropped.
+AT_ERROR_SLACK_S = 1.0
 
 
 def device_series(incident: Incident, end_s: float | None) -> dict[str, list[tuple[float, float]]]:
@@ -89,10 +92,13 @@ def device_series(incident: Incident, end_s: float | None) -> dict[str, list[tup
         at = row.get("wall_s") if isinstance(row, dict) else None
         if end_s is None or not isinstance(at, int | float) or isinstance(at, bool):
             continue
+        offset_s = float(at) - end_s
+        if 0 < offset_s <= AT_ERROR_SLACK_S:
+            offset_s = 0.0  # the probe's sample while handling the error is the error's
         for name in series:
             value = row.get(f"{name}_bytes")
             if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0:
-                series[name].append((float(at) - end_s, float(value)))
+                series[name].append((offset_s, float(value)))
     return series
 
 

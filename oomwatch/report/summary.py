@@ -23,7 +23,7 @@ from oomwatch.units import fmt_bytes
 COLUMNS = ("#", "time", "kills", "pod / cgroup", "victim", "kind", "limit", "dominant", "verdict")
 # The widest a cell may be in the text table (longer ones end in "…"); when the table would
 # still be wider than TABLE_COLUMNS, the pod/cgroup and victim cells give way (see `widths`).
-MAX_WIDTHS = (5, 14, 5, 26, 22, 9, 8, 12, 22)
+MAX_WIDTHS = (5, 14, 5, 32, 22, 9, 8, 12, 22)
 MIN_WIDTHS = {3: 12, 4: 10}  # pod / cgroup, victim
 _SEVERITY = {"critical": 0, "warning": 1, "info": 2}
 TABLE_COLUMNS = 120
@@ -47,9 +47,22 @@ class Row:
 
 
 def owner(incident: Incident) -> str:
-    """The pod/cgroup cell (`short_where`, where an ambiguous kill will name its candidates)."""
+    """The pod/cgroup cell (`short_where`, where an ambiguous kill will name its candidates).
+
+    A framework OOM kills no process, so no victim cell tells its containers apart: the
+    cell names the container (`pod ml/trainer-0/trainer`), and a probe's unvouched claim
+    reads `claimed ml/trainer-0/trainer` (the verdict beside it says `(unverified)`)."""
     text = short_where(incident)
-    return "?" if text == "an unknown cgroup" else text
+    if text == "an unknown cgroup":
+        return "?"
+    if incident.kind != "framework" or not (name := container(incident)):
+        return text
+    if name.startswith("claimed "):
+        if not text.startswith("claimed pod "):
+            return f"{text} ({name})"
+        text = "claimed " + text.removeprefix("claimed pod ").removesuffix(" (unverified)")
+        name = name.removeprefix("claimed ")
+    return f"{text}/{name}"
 
 
 def dated(incidents: Sequence[Incident]) -> bool:

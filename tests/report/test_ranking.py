@@ -28,7 +28,7 @@ def test_fragmentation_is_its_own_row_and_comes_first() -> None:
         ("device-fragmentation", 1),
         ("device-too-large", 6),
     ]
-    assert table[0].numbers == (4,) and table[0].cells[3] == "claimed pod ml/trainer-0 (unverified)"
+    assert table[0].numbers == (4,) and table[0].cells[3] == "claimed ml/trainer-0/trainer"
 
 
 def test_text_and_html_show_the_fragmentation_finding_without_details() -> None:
@@ -84,7 +84,23 @@ def test_a_claim_is_shown_as_a_claim_and_claimed_containers_stay_apart() -> None
     other = framework(
         FRAGMENTED, claimed={"namespace": "ml", "pod": "trainer-0", "container": "sidecar"}
     )
-    assert len(summary.rows([one, other])) == 2
+    table = summary.rows([one, other])
+    assert [r.cells[3] for r in table] == [
+        "claimed ml/trainer-0/trainer",
+        "claimed ml/trainer-0/sidecar",
+    ]
     out = text.render([one], [], "node.log")
     assert "  pod        claimed pod ml/trainer-0 container trainer (unverified)" in out
     assert "pod unverified: only the probe file claims it" in out
+
+
+def test_the_sample_taken_while_handling_the_error_is_drawn() -> None:
+    """The probe stamps the error, then samples the device (1.4 ms later on an H100): that
+    one sample is the plot's point at the error, not an empty plot."""
+    stamp = "2026-11-27T11:11:50.005207+00:00"
+    one = {"wall_s": 1795777910.006592, "allocated_bytes": 58 * 2**30, "reserved_bytes": 78 * 2**30}
+    late = {**one, "wall_s": one["wall_s"] + 5}  # not the error's: left out
+    incident = replace(framework(FRAGMENTED, device_samples=[one, late]), wall_time=stamp)
+    html = page.render([incident], [], "node.log")
+    assert html.count('<circle class="allocator-allocated"') == 1
+    assert html.count('<circle class="allocator-reserved"') == 1
