@@ -49,7 +49,7 @@ def test_fifo_report_and_counters_become_incidents(
     until(
         "a memory sample of the container",
         lambda: agent.cgroups.view.limits_bytes.get(CONTAINER),
-        5.0,
+        30.0,
         interval_s=0.05,
     )
     # chatter a user wrote (facility 1) is skipped, the report decoded
@@ -57,7 +57,7 @@ def test_fifo_report_and_counters_become_incidents(
     for line in REPORT.splitlines(keepends=True):
         os.write(writer, line)
     (container_dir / "memory.events").write_text(memory_events(1, 1))
-    assert wait_for(lambda: len(stored(state_dir)) == 1, 5.0)
+    assert wait_for(lambda: len(stored(state_dir)) == 1, 30.0)
     [kill] = stored(state_dir)
     assert kill.pod_uid == POD_UID and kill.victim is not None and kill.victim.pid == VICTIM
     assert kill.container_survived is True  # this test's process is still in the container
@@ -65,7 +65,7 @@ def test_fifo_report_and_counters_become_incidents(
     assert kill.boot_id and kill.node == "test-node" and kill.wall_time
     # a kill the counter saw and the log never reported
     (container_dir / "memory.events").write_text(memory_events(2, 2))
-    assert wait_for(lambda: len(stored(state_dir)) == 2, 6.0)
+    assert wait_for(lambda: len(stored(state_dir)) == 2, 30.0)
     # the store orders by time, and the fixture's kernel stamp may lie after "now" on a
     # freshly booted machine: pick the counter-only incident by what it is, not by position
     [missing] = [x for x in stored(state_dir) if x.victim is None]
