@@ -8,7 +8,8 @@ scratch tree on it.  Every test that needs a version is marked `cgroup_v1` / `cg
 The memory controller sits on one version per host: this project's machines have v1, so the
 v2 cases run in the lab VM (`python -m oomwatch.lab.vm`, `-m cgroup_v2`), and on a v2 host
 directly.
-`start_daemon` runs `oomwatch run` over this machine's cgroups.  Helpers that are not
+`start_daemon` runs `oomwatch run` over this machine's cgroups.  `fake_v2` is a written v2
+tree with a pod of two containers (`support.cgroupfs.kubelet_v2_tree`).  Helpers that are not
 fixtures live in `support` (tests/ is on pytest's path).
 """
 
@@ -19,6 +20,7 @@ from pathlib import Path
 
 import pytest
 from support.agent import DaemonProcess
+from support.cgroupfs import CgroupV2Tree, kubelet_v2_tree
 from support.kernel_tree import KernelTree
 from support.prometheus import tool
 
@@ -83,6 +85,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.cgroup_v1)
         if "memcg_v2" in names:
             item.add_marker(pytest.mark.cgroup_v2)
+
+
+@pytest.fixture
+def fake_v2(tmp_path: Path) -> CgroupV2Tree:
+    return kubelet_v2_tree(tmp_path)
 
 
 @pytest.fixture

@@ -4,9 +4,9 @@ inotify tells of a new directory, and a walk of it finds the cgroups inside; a t
 growing (a pod whose containers come one after another) is walked again on the next poll.
 Outside `kubepods` a directory is kept only once it has a limit, which its maker writes a
 moment after mkdir, and so may each directory made inside it: a new one is walked again
-every `NEW_DIR_RECHECK_EVERY_S` for `NEW_DIR_RECHECK_S` (the forecast bench's leak memcg,
-walked before its limit was set, was otherwise found by the 60 s rescan, its first minute
-unseen).  Under `kubepods` every level is kept at once.
+every `NEW_DIR_RECHECK_EVERY_S` for `NEW_DIR_RECHECK_S` (a memcg walked before its limit is
+set would otherwise wait for the 60 s rescan, its first minute unseen).  Under `kubepods`
+every level is kept at once.
 """
 
 from __future__ import annotations

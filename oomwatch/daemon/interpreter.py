@@ -15,7 +15,9 @@ from __future__ import annotations
 import gc
 import sys
 
-SWITCH_INTERVAL_S = 0.001  # the longest the loop waits for the GIL once woken (was 5 ms)
+SWITCH_INTERVAL_S = (
+    0.001  # the longest the loop waits for the GIL once woken (Python's default: 5 ms)
+)
 
 
 def tune_interpreter() -> None:

@@ -1,7 +1,7 @@
 """Patterns compiled when first used, for the line formats a given log may never contain.
 
 The decoder knows many formats (syslog, journal, dmesg -T in any locale, Talos, pastes); a log
-is mostly one of them.  Compiling every pattern at import was about a tenth of `oomwatch
+is mostly one of them.  Compiling every pattern at import would be about a tenth of `oomwatch
 report`'s start-up; a pattern made here costs nothing until the first line that needs it.
 """
 

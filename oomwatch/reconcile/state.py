@@ -27,11 +27,12 @@ GROUP_REPEAT_S = 5.0
 # A memory.oom.group kill counts each member in `oom_kill` just before printing its kill line
 # (mm/oom_kill.c: oom_kill_process -> mem_cgroup_scan_tasks(oom_kill_memcg_member) ->
 # __oom_kill_process: memcg_memory_event_mm(MEMCG_OOM_KILL), then pr_err), all in one call
-# path, so the counters show the whole group at once.  A relay starved at nice 19 passed
-# 20,000 member lines in pieces over 85 s: a report closes at a 0.1 s pause, and the rest
-# come as continuation pieces.  While pieces keep coming the group is still being printed
-# as far as the agent can tell: its cgroup's rises wait for them until no piece came for
-# this long (or the log was read past the last piece's arrival) ...
+# path, so the counters show the whole group at once.  A starved relay passes a large
+# group's member lines in pieces (a report closes at a 0.1 s pause, the rest come as
+# continuation pieces).  While pieces keep coming the group is still being printed as far
+# as the agent can tell: its cgroup's rises wait for them until no piece came for this long
+# (a pause this long is taken for the group's end), or the log was read past the last
+# piece's arrival ...
 GROUP_PIECE_GAP_S = 30.0
 # ... and never longer than this after its first piece, so the state stays bounded.
 GROUP_LINES_KEEP_S = 300.0

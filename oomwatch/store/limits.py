@@ -1,7 +1,7 @@
 """What the incident store holds at most, and what it does with a database it cannot use.
 
 A pod decides how many processes its container runs, and so how long the kernel's task table
-is (a 20,000-row table stored whole was 4.3 MB per incident).  Before an incident is stored its
+is (a 20,000-row table stored whole would be 4.3 MB per incident).  Before an incident is stored its
 task table keeps the victims' rows and the largest others, its undecoded notes are capped,
 and an incident still over `MAX_INCIDENT_BYTES` loses its memory timeline's older samples; a
 note says what was left out.  The in-memory incident that the sinks see is not changed.

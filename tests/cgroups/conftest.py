@@ -1,23 +1,15 @@
-"""Fixtures for the cgroup tests: a written v2 tree with a pod of two containers, a clock, and
-a watcher of that tree on that clock that polls (no inotify)."""
+"""Fixtures for the cgroup tests: a clock, and a watcher that polls (no inotify) the root
+fixture `fake_v2` (a written v2 tree with a pod of two containers) on that clock."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from support.cgroupfs import CgroupV2Tree
 from support.clock import FakeClock
 
 from oomwatch.cgroups import CgroupWatcher
-
-
-@pytest.fixture
-def fake_v2(tmp_path: Path) -> CgroupV2Tree:
-    tree = CgroupV2Tree(tmp_path / "cgroup")
-    tree.kubelet_tree()
-    return tree
 
 
 @pytest.fixture

@@ -8,7 +8,6 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -29,21 +28,14 @@ from oomwatch.reconcile import CgroupFacts
 from oomwatch.sinks.log import get_logger
 
 
-@pytest.fixture
-def tree(tmp_path: Path) -> CgroupV2Tree:
-    tree = CgroupV2Tree(tmp_path / "cgroup")
-    tree.kubelet_tree()
-    return tree
-
-
 def _worker(
-    tree: CgroupV2Tree,
+    fake_v2: CgroupV2Tree,
     sampler: TimelineSampler | None = None,
     wake: Callable[[], None] = lambda: None,
 ) -> CgroupWorker:
     """A worker over the fake tree (not started), samples every second."""
     return CgroupWorker(
-        lambda: CgroupWatcher([str(tree.root)], poll_interval_s=1.0),
+        lambda: CgroupWatcher([str(fake_v2.root)], poll_interval_s=1.0),
         attentive_sampler(1.0, 60.0) if sampler is None else sampler,
         on_samples=lambda samples, now, view: None,
         wake=wake,
@@ -51,13 +43,13 @@ def _worker(
     )
 
 
-def test_the_view_reads_oom_group_and_survivors_from_the_hierarchy(tree: CgroupV2Tree) -> None:
-    view = CgroupView(hierarchies=(Hierarchy(str(tree.root), 2),))
-    (tree.path(POD) / "memory.oom.group").write_text("1\n")
+def test_the_view_reads_oom_group_and_survivors_from_the_hierarchy(fake_v2: CgroupV2Tree) -> None:
+    view = CgroupView(hierarchies=(Hierarchy(str(fake_v2.root), 2),))
+    (fake_v2.path(POD) / "memory.oom.group").write_text("1\n")
     assert view.oom_group(POD) is True and view.oom_group(CONTAINER) is False
     assert view.oom_group(f"{POD}/gone") is None and view.oom_group("/../etc") is None
     me = os.getpid()  # a live process that is not exiting
-    (tree.path(CONTAINER) / "cgroup.procs").write_text(f"{me}\n")
+    (fake_v2.path(CONTAINER) / "cgroup.procs").write_text(f"{me}\n")
     assert view.survived(CONTAINER, frozenset()) is True
     assert view.survived(CONTAINER, frozenset({me})) is False  # only the victim was there
     assert view.survived(f"{POD}/gone", frozenset()) is None
@@ -90,9 +82,9 @@ def test_a_fake_view_answers_from_the_tests_callables() -> None:
 
 
 def test_the_worker_publishes_limits_and_the_watched_set_with_its_news(
-    tree: CgroupV2Tree,
+    fake_v2: CgroupV2Tree,
 ) -> None:
-    worker = _worker(tree)
+    worker = _worker(fake_v2)
     news, first = worker.take_news()
     assert news is None and {CONTAINER, CONTAINER2} <= first.watched
     assert first.limits_bytes == {} and first.cgroup_v2  # nothing sampled yet
@@ -137,18 +129,18 @@ class _OwnedSampler(TimelineSampler):
 
 
 def test_a_kills_window_comes_in_the_view_its_news_brings_and_the_loop_never_reads_the_sampler(
-    tree: CgroupV2Tree,
+    fake_v2: CgroupV2Tree,
 ) -> None:
     """The kill news of a calm container makes the worker snapshot its window before it
     queues the batch; the view taken with the news freezes the same points the sampler
     itself gives, and only the worker's thread ever called the sampler."""
     sampler = _OwnedSampler()
-    worker = _worker(tree, sampler=sampler)
+    worker = _worker(fake_v2, sampler=sampler)
     worker.start()
     try:
         until("the first sample", lambda: worker.take_news()[1].limits_bytes or None, 10.0)
         assert worker.view.timeline_due(CONTAINER)
-        tree.events(CONTAINER, oom=1, oom_kill=1)
+        fake_v2.events(CONTAINER, oom=1, oom_kill=1)
         news, view = until(
             "the kill news", lambda: n if (n := worker.take_news())[0] else None, 10.0
         )
@@ -164,12 +156,12 @@ def test_a_kills_window_comes_in_the_view_its_news_brings_and_the_loop_never_rea
 
 
 def test_a_window_asked_for_comes_in_a_later_view_and_an_unsampled_one_says_so(
-    tree: CgroupV2Tree,
+    fake_v2: CgroupV2Tree,
 ) -> None:
     """No kill news needed: the loop asks (a message), the worker snapshots on its thread
     and wakes the loop; a container it has no ring of comes as known-empty, not awaited."""
     woken: list[None] = []
-    worker = _worker(tree, wake=lambda: woken.append(None))
+    worker = _worker(fake_v2, wake=lambda: woken.append(None))
     worker.start()
     try:
         until("the first sample", lambda: worker.take_news()[1].limits_bytes or None, 10.0)
@@ -189,12 +181,12 @@ def test_a_window_asked_for_comes_in_a_later_view_and_an_unsampled_one_says_so(
         worker.stop()
 
 
-def test_counter_levels_come_as_the_last_batch_of_a_take_and_at_stop(tree: CgroupV2Tree) -> None:
+def test_counter_levels_come_as_the_last_batch_of_a_take_and_at_stop(fake_v2: CgroupV2Tree) -> None:
     """The loop never reads the worker's counters: asked for, the levels are queued after a
     counter pass, and the take that reaches them stops there; the views carry them while
     they explain exactly the batches taken; stopping queues the final ones."""
     woken: list[None] = []
-    worker = _worker(tree, wake=lambda: woken.append(None))
+    worker = _worker(fake_v2, wake=lambda: woken.append(None))
     worker.start()
     try:
         worker.request_levels()
@@ -217,11 +209,11 @@ def test_counter_levels_come_as_the_last_batch_of_a_take_and_at_stop(tree: Cgrou
 
 
 def test_a_take_stops_at_the_levels_and_a_later_batch_makes_them_stale(
-    tree: CgroupV2Tree,
+    fake_v2: CgroupV2Tree,
 ) -> None:
     woken: list[None] = []
     worker = _worker(
-        tree, wake=lambda: woken.append(None)
+        fake_v2, wake=lambda: woken.append(None)
     )  # not started: the test queues as its thread would
     try:
         levels = CounterLevels({CONTAINER: OomCounters(1, 1, 0)}, 1)

@@ -1,5 +1,6 @@
-"""`/healthz` is served by its own thread from the loop's heartbeat: it answers within the
-kubelet's default probe timeout (1 s) while the loop is busy in Python, and says 503 once
+"""`/healthz` is served by its own thread from the loop's heartbeat: it answers while the
+loop is busy in Python (within the kubelet's 1 s probe timeout: `bench/soak_hostile.py`
+times it on a loaded node), and says 503 once
 the loop has not turned for `HEARTBEAT_STALE_S` (stuck), 200 again when it turns.  Time the
 loop's thread spent waiting for a CPU does not count: a starved loop is not a stuck one."""
 
@@ -21,43 +22,45 @@ from support.host import config_for, fake_host
 from oomwatch.daemon import agent as agent_module
 from oomwatch.daemon.heartbeat import Heartbeat, run_delay_s
 
-BUSY_S = 1.0
-STALE_S = 2.0  # past BUSY_S: a busy turn is not a stuck loop
+STALE_S = 2.0
 
 
-def healthz(port: int) -> tuple[int, float]:
-    """The status of one GET /healthz and how long it took (-1: no answer in 5 s)."""
-    started = time.monotonic()
+def healthz(port: int) -> int:
+    """The status of one GET /healthz (-1: no answer in 5 s)."""
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as reply:
-            status = int(reply.status)
+            return int(reply.status)
     except urllib.error.HTTPError as exc:
-        status = exc.code
+        return exc.code
     except OSError:
-        status = -1
-    return status, time.monotonic() - started
+        return -1
 
 
 def test_healthz_answers_while_the_loop_is_busy_and_fails_once_it_is_stuck(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Answers come while the loop's turn is still running (in Python, holding the GIL but
+    for its switch interval) or while it is stuck: the server never waits for the loop."""
     monkeypatch.setattr(agent_module, "HEARTBEAT_STALE_S", STALE_S)
     _container_dir, writer, _out = fake_host(tmp_path)
-    busy, stuck, release = threading.Event(), threading.Event(), threading.Event()
+    busy, answered, stuck, release = (threading.Event() for _ in range(4))
+    spun_out = False
     try:
         with agent_thread(config_for(tmp_path)) as agent:
             assert wait_for(lambda: agent.metrics_address is not None, 5.0)
             assert agent.metrics_address is not None
             port = int(agent.metrics_address[1])
-            assert healthz(port)[0] == 200
+            assert healthz(port) == 200
             real = agent.pipeline.process
 
             def process(*args: Any, **kwargs: Any) -> None:
-                if not busy.is_set():  # one turn spends BUSY_S in Python (a big decode)
+                nonlocal spun_out
+                if not busy.is_set():  # one turn busy in Python until the answers are in
                     busy.set()
-                    until = time.monotonic() + BUSY_S
-                    while time.monotonic() < until:
+                    until = time.monotonic() + 30.0  # a bound, should the answers never come
+                    while not answered.is_set() and time.monotonic() < until:
                         sum(range(1000))
+                    spun_out = not answered.is_set()
                 if stuck.is_set():  # a loop that never turns again (until released)
                     release.wait(30)
                 real(*args, **kwargs)
@@ -66,17 +69,18 @@ def test_healthz_answers_while_the_loop_is_busy_and_fails_once_it_is_stuck(
             agent._wake()
             assert busy.wait(5)
             answers = [healthz(port) for _ in range(5)]
-            assert [s for s, _ in answers] == [200] * 5, answers
-            assert max(t for _, t in answers) < 1.0, answers
+            answered.set()
+            assert answers == [200] * 5, answers
+            assert not spun_out  # all five answered while the turn was still busy
             stuck.set()
             agent._wake()
-            assert wait_for(lambda: healthz(port)[0] == 503, STALE_S + 5.0)
-            status, took_s = healthz(port)
-            assert status == 503 and took_s < 1.0  # a stuck loop is told promptly too
+            assert wait_for(lambda: healthz(port) == 503, STALE_S + 5.0)
+            assert not release.is_set()  # told while the loop is still stuck
             release.set()
             stuck.clear()
-            assert wait_for(lambda: healthz(port)[0] == 200, 5.0)
+            assert wait_for(lambda: healthz(port) == 200, 5.0)
     finally:
+        answered.set()
         release.set()
         os.close(writer)
 

@@ -8,8 +8,8 @@ evidence there is (the agent may know more: the pod's names, its sampled memory)
 
 Two real kills: the kernel report in tests/daemon/data (through the agent's FIFO, a cgroup
 file tree and the fake API server), and a tmpfs kill provoked now in a scratch memcg (root,
-cgroup v1) where `oomwatch run` used to put "mostly file cache" in the Event while the
-report said shared memory held 90 %: shmem is part of the kernel's `file`.
+cgroup v1) where shared memory held 90 %: shmem is part of the kernel's `file`, and no
+output may call it page cache.
 """
 
 from __future__ import annotations
@@ -329,7 +329,7 @@ def test_a_real_tmpfs_kill_tells_one_story_everywhere(
     [incident] = [i for i in everything if i.victim and i.victim.pid == line["process.pid"]]
     story = assert_one_story(incident, event["note"], line, state, "ml/trainer-1", everything)
     # Shared memory held the container, and every output says so; none says page cache
-    # (what the Event note used to say: shmem is part of the kernel's `file`).
+    # (shmem is part of the kernel's `file`).
     assert "tmpfs-shmem" in story.findings and "page-cache" not in story.findings
     assert incident.timeline is None  # no sample: the kernel's report is all the evidence
     assert "spike" not in story.findings and "leak-trend" not in story.findings

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-import time
+import socket
+import threading
 from collections.abc import Callable
+from typing import Any
 
+import pytest
 from kubernetes import client
 from support.fakeapi import NODE, FakeApiServer
 from support.kube_scenario import (
@@ -20,18 +23,29 @@ from oomwatch.kube import KubeIntegration
 
 
 def test_events_wait_out_an_outage_and_arrive_in_order(
-    fake_api: FakeApiServer, make_kube: Callable[..., KubeIntegration]
+    fake_api: FakeApiServer,
+    make_kube: Callable[..., KubeIntegration],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     fake_api.put_pod(app_pod())
     kube = make_kube()
     first = enriched(kube, kill(pid=1, t=1.0))
     second = enriched(kube, kill(pid=2, t=2.0, container_survived=True))
     fake_api.go_down()
-    started = time.monotonic()
+    connects: list[str] = []
+    connect = socket.socket.connect
+
+    def noted(sock: socket.socket, address: Any) -> None:
+        connects.append(threading.current_thread().name)
+        connect(sock, address)
+
+    monkeypatch.setattr(socket.socket, "connect", noted)
+    caller = threading.current_thread().name
     kube.sink.emit(first)
     kube.sink.emit(second)
-    assert time.monotonic() - started < 0.1  # emit only queues
+    assert caller not in connects  # emit only queues: the pipeline's thread never waits on the API
     assert wait(lambda: not kube.publisher.reachable)  # it tried, and the API is down
+    assert connects and caller not in connects  # the publisher's thread tried
     assert kube.publisher.pending() == 2
     fake_api.come_back()
     fake_api.wait_for(lambda api: len(api.events) == 2)

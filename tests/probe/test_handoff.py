@@ -17,9 +17,12 @@ from pathlib import Path
 
 import pytest
 from support import wait_for
+from support.clock import FakeClock
 from support.probe_records import refusals, write_record
 
+from oomwatch.probe import handoff
 from oomwatch.probe.handoff import MAGIC, MAX_FDS, SOCKET_TIMEOUT_S
+from oomwatch.probe.no_follow import ProbeFileError
 from oomwatch.probe.probe import Probe
 from oomwatch.probe.reader import ProbeDirReader, ReaderLimits
 
@@ -124,24 +127,43 @@ def test_a_restarted_probe_hands_over_the_previous_runs_file_too(probe_dir: Path
 
 
 def test_a_socket_that_never_answers_costs_one_short_wait_then_none(
-    pods: tuple[Path, Probe], caplog: pytest.LogCaptureFixture
+    pods: tuple[Path, Probe], caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     hostile, _ = pods
     peers = [Peer(hostile / f"s{i}.sock", None) for i in range(8)]
     limits = ReaderLimits(max_walk_s=0.25)
-    reader = ProbeDirReader(hostile.parent, limits)
+    clock = FakeClock()  # moved by each wait the reader grants a socket, and by nothing else
+    reader = ProbeDirReader(hostile.parent, limits, clock=clock)
+    asked: list[tuple[str, float]] = []
+    receive = handoff.receive_rings
+
+    def timed(dir_fd: int, name: str, timeout_s: float) -> list[tuple[str, int]]:
+        asked.append((name, timeout_s))
+        try:
+            return receive(dir_fd, name, timeout_s)
+        except ProbeFileError:
+            clock.advance(timeout_s)  # it waited its whole timeout
+            raise
+
+    monkeypatch.setattr(handoff, "receive_rings", timed)
     before = open_fds()
     with caplog.at_level(logging.WARNING):
-        started = time.monotonic()
         first = reader.read_all()
-        took_s = time.monotonic() - started
-    assert took_s < limits.max_walk_s + SOCKET_TIMEOUT_S + 0.2
+    silent = [t for name, t in asked if name.startswith("s")]
+    # each silent socket costs one wait of SOCKET_TIMEOUT_S at most, and the walk stops at
+    # its deadline: partial, the rest read next time
+    assert silent and max(silent) <= SOCKET_TIMEOUT_S
+    assert len(silent) <= limits.max_walk_s / SOCKET_TIMEOUT_S + 1, asked
     assert "no answer within" in refusals(caplog)[f"{HOSTILE}/s0.sock"]
+    assert "walk over 0.25 s: the rest is read next time" in refusals(caplog)["*"]
     walks = [first] + [reader.read_all() for _ in range(6)]  # the rest in turns, then none
     assert any(r.name.startswith(POD) for records in walks for r in records)
-    started = time.monotonic()
+    assert sorted(name for name, _ in asked if name.startswith("s")) == [
+        f"s{i}.sock" for i in range(8)
+    ]  # each asked once
+    asked.clear()
     reader.read_all()
-    assert time.monotonic() - started < SOCKET_TIMEOUT_S  # not asked again for RETRY_S
+    assert [name for name, _ in asked if name.startswith("s")] == []  # not again for RETRY_S
     assert leaked(reader, before) == 0
     for peer in peers:
         peer.close()

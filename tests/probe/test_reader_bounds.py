@@ -18,7 +18,8 @@ from typing import Any
 
 import inotify_simple
 import pytest
-from support.probe_records import META, refusals, write_record
+from support.clock import FakeClock
+from support.probe_records import META, EntryCount, refusals, write_record
 
 from oomwatch.probe import reader as reader_module
 from oomwatch.probe.reader import (
@@ -205,25 +206,40 @@ def test_a_file_swapped_for_a_device_after_the_check_is_not_opened(
     assert refusals(caplog)["x.ring"] == "replaced while being opened"
 
 
-def test_junk_delays_a_real_file_by_a_few_walks_only(probe_dir: Path) -> None:
+def test_junk_delays_a_real_file_by_a_few_walks_only(
+    probe_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Behind 5,000 junk entries (more than a walk looks at) a real trainer's file is still
-    read, a few walks later."""
+    read, a few walks later, and no walk looks at more than its share of the listing."""
     write_record(probe_dir, "trainer.ring")
     for i in range(5000):
         (probe_dir / f"junk-{i}").write_bytes(b"")
     for i in range(1500):
         (probe_dir / f"junk-{i}.ring").write_bytes(b"x")
-    reader = ProbeDirReader(probe_dir, ReaderLimits(max_walk_s=0.25))
-    walks, slowest_s = 0, 0.0
+    limits = ReaderLimits()
+    # each look at the clock is 0.2 ms: the 0.25 s deadline is 1,250 looks, whatever the load
+    reader = ProbeDirReader(probe_dir, limits, clock=FakeClock(tick_s=0.0002))
+    listed = EntryCount().install(monkeypatch)
+    read_entry, tried = reader._read_entry, 0
+
+    def counted(*args: Any) -> Any:
+        nonlocal tried
+        tried += 1
+        return read_entry(*args)
+
+    monkeypatch.setattr(reader, "_read_entry", counted)
+    walks, work = 0, []
     while walks < 20:
         walks += 1
-        started = time.perf_counter()
         names = [r.name for r in reader.read_all()]
-        slowest_s = max(slowest_s, time.perf_counter() - started)
+        work.append((listed.take(), tried))
+        tried = 0
         if "trainer.ring" in names:
             break
-    # 6,501 entries, 4,096 a walk (1,024 flight-record names at most): a handful of walks
-    assert "trainer.ring" in names and walks <= 6, walks
-    assert slowest_s < 1.0, slowest_s
+    # 6,501 entries, 4,096 a walk (1,024 flight-record names at most): a handful of walks,
+    # each listing the directory once at most and reading no more than `max_files` files
+    # (fewer: the deadline cuts them)
+    assert "trainer.ring" in names and walks <= 6, (walks, work)
+    assert all(entries <= 6501 and files <= limits.max_files for entries, files in work), work
     for _ in range(8):  # and it stays seen while the walk goes round the junk
         assert "trainer.ring" in [r.name for r in reader.read_all()]

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from oomwatch.cgroup_identity import annotate
-from oomwatch.decode import ReportAssembler, parse_kmsg_record
+from oomwatch.decode import decode_kmsg_records
 from oomwatch.incident import Incident
 from oomwatch.lab import KmsgTail, Memcg, ScratchMemcg, wait_rate_limit_window
 from oomwatch.probe.join import ProbeEnricher
@@ -96,13 +96,7 @@ def _trainer_killed(scratch: ScratchMemcg, memcg: Memcg, probe_dir: Path) -> tup
             records = tail.collect(until=_holding(needle), timeout_s=180)
             _, stderr = proc.communicate(timeout=30)
         assert proc.returncode == -9, stderr.decode()[-2000:]
-        assembler = ReportAssembler()
-        incidents: list[Incident] = []
-        for raw in records:
-            record = parse_kmsg_record(raw)
-            if record is not None:
-                incidents += assembler.feed(record)
-        incidents += assembler.flush()
+        incidents = decode_kmsg_records(records).incidents
         ours = [i for i in incidents if i.victim is not None and i.victim.pid == proc.pid]
         assert len(ours) == 1, ours
         if ours[0].task_memcg is not None or attempt == 1:

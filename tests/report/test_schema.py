@@ -105,7 +105,7 @@ def test_a_record_0_1_stored_reads_back_in_the_current_shape(report, tmp_path: P
     db.commit()
     db.close()
     [incident] = report("--store", str(tmp_path), "--json").json()["incidents"]
-    assert incident["memcg"]["swap_limit_bytes"] is None  # was 9007199254740988 kB
+    assert incident["memcg"]["swap_limit_bytes"] is None  # v1 stored "no limit" as kB
     assert incident["verdict_code"] == "limit-node-allocatable"  # diagnosed again here
 
 

@@ -89,7 +89,8 @@ def put(
 
 
 def test_110_full_probe_files_keep_the_agent_far_under_its_limit(tmp_path: Path) -> None:
-    """Was: RSS 276 MB (183 MiB here), over the 192 MiB limit: a crash loop."""
+    """110 full 1 MiB flight records, walked and joined to a kill: the agent's peak RSS
+    stays far under its 192 MiB limit."""
     full = RingGeometry(slot_bytes=2048, sample_slots=495, event_slots=16)  # 1,047,552 bytes
     with running_agent(REPO, tmp_path) as agent:
         for i in range(110):
@@ -105,8 +106,13 @@ def test_110_full_probe_files_keep_the_agent_far_under_its_limit(tmp_path: Path)
     assert peak_mib < 110, peak_mib  # measured 54 MiB
 
 
-def test_a_framework_flood_neither_evicts_nor_delays_kernel_kills(tmp_path: Path) -> None:
-    """Was: 45 files x 256 events made 11,520 incidents, a kernel kill pruned, one 7 s late."""
+def test_a_framework_flood_neither_evicts_kernel_kills_nor_makes_an_incident_per_event(
+    tmp_path: Path,
+) -> None:
+    """45 files x 256 framework OOMs: both kernel kills are logged and stored, and the flood
+    costs one owner's burst of incidents, not one per event.  That the walks stay off the
+    kernel log's thread is tests/security/test_agent_bytes.py's (strace); how late the flood
+    makes the second kill is `bench/attacks.py --only flood` (second_kill_logged_after_s)."""
     many = RingGeometry(slot_bytes=2048, sample_slots=1, event_slots=256)
     with running_agent(REPO, tmp_path) as agent:
         agent.kill()
@@ -114,10 +120,10 @@ def test_a_framework_flood_neither_evicts_nor_delays_kernel_kills(tmp_path: Path
         for i in range(45):
             put(agent, f"f{i}.ring", many, meta(pid=1000 + i), 1, 256)
         time.sleep(0.5)  # the kill lands while the flood is being read: that is the test
-        written = agent.kill()
+        agent.kill()
         logged = kernel_kill_logged(agent, 20_002, 30)
         found = settled_incidents(lambda: stored(tmp_path / "state"))
-    assert logged is not None and logged - written < 2.0, logged  # measured 0.35 s
+    assert logged is not None
     framework = [i for i in found if i.kind == "framework"]
     kills = {v.pid for i in found if i.kind != "framework" for v in i.victims}
     assert {20_001, 20_002} <= kills
@@ -125,7 +131,8 @@ def test_a_framework_flood_neither_evicts_nor_delays_kernel_kills(tmp_path: Path
 
 
 def test_claimed_identities_mint_no_series_and_no_etcd_labels(tmp_path: Path) -> None:
-    """Was: +1,000 series per rewrite of 1,000 claims; etcd's labels from a file."""
+    """Rewritten claims of 300 identities mint no metric series, and no file lends
+    itself etcd's labels."""
     tiny = RingGeometry(slot_bytes=2048, sample_slots=1, event_slots=1)
     with running_agent(REPO, tmp_path) as agent:
         put(
@@ -159,26 +166,26 @@ def test_claimed_identities_mint_no_series_and_no_etcd_labels(tmp_path: Path) ->
 
 
 def test_600_idle_connections_hold_no_threads_and_scrapes_go_on(tmp_path: Path) -> None:
-    """Was: 603 threads held forever (and the port on every address, with no auth: the
-    DaemonSet now serves it on 127.0.0.1 behind kube-rbac-proxy, tests/kube)."""
+    """600 idle connections hold no thread, and a scrape is answered while they are all
+    still open (the port is 127.0.0.1 behind kube-rbac-proxy in the DaemonSet: tests/kube).
+    How long that scrape takes is `bench/attacks.py --only idle_connections` (scrape_s)."""
     with running_agent(REPO, tmp_path) as agent:
         idle = [socket.create_connection(("127.0.0.1", agent.port), timeout=5) for _ in range(600)]
         # every connection accepted (or not): the thread count has gone quiet
         threads = settled("the agent's threads", lambda: agent.status()["Threads"], 1.0, 30.0)
-        started = time.monotonic()
         status, _ = agent.get("/metrics", 10)
-        scrape_s = time.monotonic() - started
         for conn in idle:
             conn.close()
     assert threads <= 6, threads  # none for the connections: measured 4, as before them
-    assert status == 200 and scrape_s < 1.0, scrape_s
+    assert status == 200
 
 
 @pytest.mark.parametrize("damage", ["corrupt", "newer"])
 def test_an_unusable_database_is_moved_aside_and_the_agent_runs(
     tmp_path: Path, damage: str
 ) -> None:
-    """Was: `oomwatch run` exited 1 (a crash loop on every such node)."""
+    """A corrupt database, or one from a newer version, is moved aside (a log line says
+    where) and the agent records kills in a new one: it never exits on its own store."""
     (tmp_path / "state").mkdir()
     db = tmp_path / "state" / "oomwatch.db"
     if damage == "corrupt":
@@ -205,7 +212,7 @@ def test_an_unusable_database_is_moved_aside_and_the_agent_runs(
 
 
 def test_a_20000_row_task_table_is_stored_capped(tmp_path: Path) -> None:
-    """Was: 4.3 MB stored per incident, with no cap."""
+    """A kill with a 20,000-row task table is stored under 64 KiB."""
     with running_agent(REPO, tmp_path) as agent:
         agent.kill(extra_tasks=20_000)
         assert kernel_kill_logged(agent, 20_001, 30) is not None

@@ -1,8 +1,9 @@
 """`oomwatch report` memory stays bounded on any input, measured by its VmHWM.
 
-The attacks: 1M bare `invoked oom-killer` headers took `oomwatch report` to 5 GB (killed at
-120 s); three 20,000-row task tables took `report --store --json` to 268 MB.  The tests run
-a fifth of the million (bench/attacks.py runs all of it; bench/RESULTS.md has both).
+The attacks: 1M bare `invoked oom-killer` headers, and three 20,000-row task tables read
+by `report --store --json`.  The tests run a fifth of the million (`bench/attacks.py --only
+headers` runs all of it and times it; bench/RESULTS.md has both).  Each run here is stopped
+at 300 s or 1 GiB: not stopped is part of passing.
 """
 
 from __future__ import annotations
@@ -38,7 +39,6 @@ def test_200k_headers_text_report_holds_the_newest_thousand(tmp_path: Path) -> N
     run = report(str(headers(tmp_path / "h.log", 200_000)), stdout=out)
     assert run["rc"] == 0 and not run["stopped"], run
     assert float(run["peak_rss_mib"]) < 100, run  # type: ignore[arg-type]  # measured 61.5
-    assert float(run["seconds"]) < 120, run  # type: ignore[arg-type]
     text = out.read_text()
     assert text.startswith("1000 OOM incidents in")
     assert "holds the newest 1000 of 200000 incidents" in text
@@ -74,6 +74,6 @@ def test_store_task_tables_are_capped_and_the_json_report_streams(tmp_path: Path
         )
     sizes = [len(r[0]) for r in store._db.execute("SELECT data FROM incidents")]
     store.close()
-    assert max(sizes) < 64 * 1024, sizes  # was 4.3 MB each; 256 rows kept
+    assert max(sizes) < 64 * 1024, sizes  # 256 rows kept
     run = report("--store", str(tmp_path), "--json", stdout=tmp_path / "out.json")
     assert run["rc"] == 0 and float(run["peak_rss_mib"]) < 80, run  # type: ignore[arg-type]

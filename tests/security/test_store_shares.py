@@ -1,6 +1,6 @@
-"""Every table has a cap and a per-pod share.  Was: one pod's kill storm evicted the
-node's whole kernel-kill history, and a container cycling through pre-OOM warnings grew the
-forecasts table without bound until the store dropped kernel kills."""
+"""Every table has a cap and a per-pod share: one pod's kill storm keeps the rest of the
+node's kernel-kill history, and a container cycling through pre-OOM warnings fills only its
+share of the forecasts table, never the store's room for kernel kills."""
 
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ def test_one_pods_kill_storm_keeps_its_share_and_the_others_history(tmp_path: Pa
     for i in range(5_000, 5_000 + 3 * POD_SHARE_OTHER_INCIDENTS):
         store.add(kill(i, None, kind="framework"))  # unvouched: one key for all of them
     store.prune()
-    assert kinds(store, QUIET) == 20  # was: pushed out by the storm's newer kills
+    assert kinds(store, QUIET) == 20  # kept past the storm's newer kills
     assert kinds(store, STORM) == POD_SHARE_KERNEL_KILLS
     assert kinds(store, None) == POD_SHARE_OTHER_INCIDENTS
     store.close()

@@ -1,8 +1,8 @@
 """Cgroup file trees written as the kernel prints them, for tests without a real hierarchy:
 `CgroupV2Tree` (a v2 mount: `make` one cgroup, `events` its counters, `kubelet_tree` a pod of
-two containers), `CgroupV1Tree` (a v1 memory mount and /proc/vmstat), `kubelet_container`
-(a v2 mount holding one container path with this process in it, for the whole agent) and
-`lay_out` (files recorded from a real kernel)."""
+two containers; `kubelet_v2_tree` makes one with that pod), `CgroupV1Tree` (a v1 memory
+mount and /proc/vmstat), `kubelet_container` (a v2 mount holding one container path
+with this process in it, for the whole agent) and `lay_out` (files recorded from a real kernel)."""
 
 from __future__ import annotations
 
@@ -66,6 +66,14 @@ class CgroupV2Tree:
             self.make(rel)
         self.make(CONTAINER, limit=256 << 20, procs="4242\n")
         self.make(CONTAINER2, limit=128 << 20, procs="4343\n")
+
+
+def kubelet_v2_tree(directory: Path) -> CgroupV2Tree:
+    """A v2 mount at `directory`/cgroup holding `POD` with `CONTAINER` and `CONTAINER2` (the
+    `fake_v2` fixture's tree)."""
+    tree = CgroupV2Tree(directory / "cgroup")
+    tree.kubelet_tree()
+    return tree
 
 
 def kubelet_container(root: Path, container: str, limit_bytes: int = 32 * MIB) -> Path:

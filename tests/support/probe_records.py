@@ -1,8 +1,11 @@
 """Flight records for the probe tests, written by the real writer: `META` (the trainer it
-describes), `sample(i)`, `write_record`, and `refusals` (what the reader refused, and why)."""
+describes), `sample(i)`, `write_record`, `refusals` (what the reader refused, and why) and
+`EntryCount` (directory entries a walk looked at: its work, counted where time would vary)."""
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -61,3 +64,35 @@ def refusals(caplog: pytest.LogCaptureFixture, event: str = "probe_file_refused"
         for rec in caplog.records
         if rec.name == "oomwatch.probe.reader" and rec.getMessage() == event
     }
+
+
+class EntryCount:
+    """Counts the directory entries `os.scandir` yields while installed (`install`): what a
+    walk of the probe directory looked at, a figure no load on the machine changes."""
+
+    def __init__(self) -> None:
+        self.looked = 0
+
+    def install(self, monkeypatch: pytest.MonkeyPatch) -> EntryCount:
+        scandir = os.scandir
+        count = self
+
+        class Counted:
+            def __init__(self, fd: int) -> None:
+                self._it = scandir(fd)
+
+            def __enter__(self) -> Iterator[os.DirEntry[str]]:
+                for entry in self._it:
+                    count.looked += 1
+                    yield entry
+
+            def __exit__(self, *exc: object) -> None:
+                self._it.close()
+
+        monkeypatch.setattr(os, "scandir", Counted)
+        return self
+
+    def take(self) -> int:
+        """The entries looked at since the last `take`."""
+        looked, self.looked = self.looked, 0
+        return looked

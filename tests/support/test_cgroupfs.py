@@ -12,8 +12,8 @@ from support.cgroupfs import (
     CONTAINER,
     MIB,
     CgroupV1Tree,
-    CgroupV2Tree,
     kubelet_container,
+    kubelet_v2_tree,
     lay_out,
     memory_events,
 )
@@ -25,8 +25,7 @@ def test_memory_events_reads_back_as_the_counts_written() -> None:
 
 
 def test_a_v2_kubelet_tree_is_watched_and_a_written_kill_is_one_delta(tmp_path: Path) -> None:
-    tree = CgroupV2Tree(tmp_path / "cgroup")
-    tree.kubelet_tree()
+    tree = kubelet_v2_tree(tmp_path)
     assert parse_limit_bytes(tree.path(CONTAINER).joinpath("memory.max").read_bytes()) == 256 * MIB
     clock = FakeClock()
     watcher = CgroupWatcher(
