@@ -47,6 +47,7 @@ from oomwatch.store.retention import (
     DEFAULT_MAX_INCIDENTS,
     DEFAULT_MAX_OTHER_INCIDENTS,
 )
+from oomwatch.store.wal import WalCheckpoints
 
 __all__ = [
     "Checkpoint",
@@ -309,5 +310,15 @@ class IncidentStore:
         return checkpoint_table.load(self._db, boot_id)
 
     @_locked
+    @_locked
+    def checkpoint_in_background(self) -> WalCheckpoints | None:
+        """SQLite's automatic checkpoint off on this connection, and a thread that runs the
+        checkpoints `WalCheckpoints.ask_if_due` asks for (oomwatch.store.wal: a commit never
+        runs one); None where the store is not a file (in memory) or is read-only."""
+        if self.readonly or not self._db.execute("PRAGMA database_list").fetchone()[2]:
+            return None
+        self._db.execute("PRAGMA wal_autocheckpoint=0")
+        return WalCheckpoints(self.path)
+
     def close(self) -> None:
         self._db.close()

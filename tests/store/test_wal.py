@@ -1,0 +1,72 @@
+"""The store's WAL checkpoints run on their own thread when asked, never in a commit."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from pathlib import Path
+
+from oomwatch.incident import Incident, PodContext, Victim
+from oomwatch.store import IncidentStore
+from oomwatch.store.wal import wal_frames
+
+
+def _kill(pid: int) -> Incident:
+    return Incident(
+        kind="memcg",
+        boot_id="b0",
+        kernel_time_s=float(pid),
+        wall_time="2026-11-27T08:00:00+00:00",
+        task_memcg="/kubepods/burstable/podu/" + "c" * 64,
+        victims=[Victim(pid=pid, comm="java")],
+        pod_uid="u",
+        container_id="c" * 64,
+        k8s=PodContext(namespace="shop", pod="web-1", container="app"),
+    )
+
+
+def _checkpointed_frames(store: IncidentStore) -> int:
+    """Frames already copied into the database file (a PASSIVE checkpoint that copies
+    nothing new tells it without changing anything)."""
+    db = sqlite3.connect(store.path, isolation_level=None)
+    try:
+        return int(db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()[2])
+    finally:
+        db.close()
+
+
+def test_commits_leave_the_checkpoint_to_the_thread_that_runs_it_when_asked(
+    tmp_path: Path,
+) -> None:
+    store = IncidentStore(tmp_path)
+    checkpoints = store.checkpoint_in_background()
+    assert checkpoints is not None
+    try:
+        assert store._db.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 0
+        for pid in range(1, 41):
+            store.add(_kill(pid))
+        frames = wal_frames(store.path)
+        assert frames >= 40  # every commit appended; none checkpointed
+        assert not checkpoints.ask_if_due(frames + 1)  # below what it asks at
+        assert checkpoints.ask_if_due(frames)
+        deadline = time.monotonic() + 10.0
+        while checkpoints.done == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert checkpoints.done == 1
+        assert _checkpointed_frames(store) == frames  # the whole WAL is in the database
+        store.add(_kill(41))  # the next commit starts the WAL again from its start
+        assert wal_frames(store.path) < frames
+        assert [i.victim.pid for i in store.query() if i.victim] == list(range(1, 42))
+    finally:
+        checkpoints.stop()
+        store.close()
+
+
+def test_a_store_in_memory_or_read_only_has_no_checkpoint_thread(tmp_path: Path) -> None:
+    IncidentStore(tmp_path).close()
+    reader = IncidentStore.open_readonly(tmp_path)
+    try:
+        assert reader.checkpoint_in_background() is None
+    finally:
+        reader.close()
+    assert wal_frames(tmp_path / "nothing.db") == 0
