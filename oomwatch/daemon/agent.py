@@ -313,7 +313,8 @@ class Agent:
         self._prune_if_due(time.monotonic())
 
     def _prune_if_due(self, now_mono: float) -> None:
-        if now_mono < self._next_prune_mono:
+        """Hourly, and after every 100 incidents stored (at the tick: not in a kill's store)."""
+        if now_mono < self._next_prune_mono and not self.store.prune_due:
             return
         self._next_prune_mono = now_mono + PRUNE_INTERVAL_S
         try:

@@ -53,6 +53,30 @@ def test_commits_leave_the_checkpoint_to_the_thread_that_runs_it_when_asked(
         store.close()
 
 
+def test_with_the_thread_the_owner_prunes_at_its_tick_and_an_add_never_does(
+    tmp_path: Path,
+) -> None:
+    """Retention every 100 adds ran inside the 100th add (a kill's commit); with the WAL
+    thread the owner (the agent's tick) prunes when `prune_due` says so."""
+    alone = IncidentStore(tmp_path / "alone", max_incidents=10)
+    for pid in range(1, 101):
+        alone.add(_kill(pid))
+    assert alone.count() == 10 and not alone.prune_due  # the 100th add pruned
+    alone.close()
+    store = IncidentStore(tmp_path / "agent", max_incidents=10)
+    checkpoints = store.checkpoint_in_background()
+    assert checkpoints is not None
+    try:
+        for pid in range(1, 101):
+            store.add(_kill(pid))
+        assert store.count() == 100 and store.prune_due
+        assert store.prune() == 90
+        assert store.count() == 10 and not store.prune_due
+    finally:
+        checkpoints.stop()
+        store.close()
+
+
 def test_a_store_in_memory_or_read_only_has_no_checkpoint_thread(tmp_path: Path) -> None:
     IncidentStore(tmp_path).close()
     reader = IncidentStore.open_readonly(tmp_path)
