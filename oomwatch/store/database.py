@@ -47,7 +47,7 @@ from oomwatch.store.retention import (
     DEFAULT_MAX_INCIDENTS,
     DEFAULT_MAX_OTHER_INCIDENTS,
 )
-from oomwatch.store.wal import WalCheckpoints
+from oomwatch.store.wal import COMMIT_CHECKPOINT_FRAMES, WalCheckpoints
 
 __all__ = [
     "Checkpoint",
@@ -317,15 +317,15 @@ class IncidentStore:
         return checkpoint_table.load(self._db, boot_id)
 
     @_locked
-    @_locked
     def checkpoint_in_background(self) -> WalCheckpoints | None:
-        """SQLite's automatic checkpoint off on this connection, and a thread that runs the
-        checkpoints `WalCheckpoints.ask_if_due` asks for (oomwatch.store.wal: a commit never
-        runs one); None where the store is not a file (in memory) or is read-only.  Its
-        owner's tick also prunes (`prune_due`): `add` no longer does, every 100th time."""
+        """SQLite's automatic checkpoint moved out of reach on this connection, and a thread
+        that runs the checkpoints `WalCheckpoints.ask_if_due` asks for (oomwatch.store.wal:
+        a commit runs one only if that thread falls 3,000 pages behind); None where the
+        store is not a file (in memory) or is read-only.  Its owner's tick also prunes
+        (`prune_due`): `add` no longer does, every 100th time."""
         if self.readonly or not self._db.execute("PRAGMA database_list").fetchone()[2]:
             return None
-        self._db.execute("PRAGMA wal_autocheckpoint=0")
+        self._db.execute(f"PRAGMA wal_autocheckpoint={COMMIT_CHECKPOINT_FRAMES}")
         self._prunes_in_add = False
         return WalCheckpoints(self.path)
 

@@ -3,10 +3,11 @@
 SQLite checkpoints a WAL of `wal_autocheckpoint` (1,000) pages at the end of the commit that
 crosses it: it syncs the WAL, copies its pages into the database file and syncs that.  An
 incident's commit writes ~8 pages, so every ~120th kill paid 15-45 ms on this machine's
-disk under load before its log line (bench/RESULTS.md, "h26p").  The agent turns the
-automatic checkpoint off on its connection and the loop, at its tick, asks this thread for a
-PASSIVE checkpoint once the WAL holds `CHECKPOINT_FRAMES`; PASSIVE never blocks the loop's
-commits, which go on appending while it copies.  The first write after a whole checkpoint
+disk under load before its log line (bench/RESULTS.md, "h26p").  The agent moves the
+automatic checkpoint out of reach on its connection (`COMMIT_CHECKPOINT_FRAMES`) and the
+loop, at its tick, asks this thread for a PASSIVE checkpoint once the WAL holds
+`CHECKPOINT_FRAMES`; PASSIVE never blocks the loop's commits, which go on appending while
+it copies.  The first write after a whole checkpoint
 starts the WAL again from its start and syncs its new header (3-10 ms here under load):
 this thread makes that write itself; a kill's commit waits for it only if it comes in
 those milliseconds (SQLite's busy wait).
@@ -29,6 +30,9 @@ from pathlib import Path
 log = logging.getLogger("oomwatch.store")
 
 CHECKPOINT_FRAMES = 1000  # SQLite's own automatic checkpoint size
+# ... and where a commit still runs one: only if this thread fell that far behind (or fails),
+# so the WAL stays bounded (16 MiB of 4 KiB pages, the store's journal_size_limit)
+COMMIT_CHECKPOINT_FRAMES = 4 * CHECKPOINT_FRAMES
 _MX_FRAME = struct.Struct("=I")  # the wal-index header's mxFrame: offset 16, native order
 
 

@@ -31,7 +31,8 @@ def test_commits_leave_the_checkpoint_to_the_thread_that_runs_it_when_asked(
     checkpoints = store.checkpoint_in_background()
     assert checkpoints is not None
     try:
-        assert store._db.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 0
+        # a commit checkpoints only if the thread falls far behind (the WAL stays bounded)
+        assert store._db.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 4000
         for pid in range(1, 41):
             store.add(_kill(pid))
         frames = wal_frames(store.path)
