@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
+
+from support import until
 
 from oomwatch.incident import Incident, PodContext, Victim
 from oomwatch.store import IncidentStore
@@ -39,9 +40,7 @@ def test_commits_leave_the_checkpoint_to_the_thread_that_runs_it_when_asked(
         assert frames >= 40  # every commit appended; none checkpointed
         assert not checkpoints.ask_if_due(frames + 1)  # below what it asks at
         assert checkpoints.ask_if_due(frames)
-        deadline = time.monotonic() + 10.0
-        while checkpoints.done == 0 and time.monotonic() < deadline:
-            time.sleep(0.01)
+        until("the thread's checkpoint", lambda: checkpoints.done or None, 30.0, 0.01)
         assert checkpoints.done == 1
         # the whole WAL went into the database, and the thread's own write started it again
         # (the sync of its new header is not left to the next kill's commit)
