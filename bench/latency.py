@@ -17,8 +17,9 @@ it asks for at once).  For those, the script first spends the kernel's report bu
 `--breakdown`: the agent runs under `bench/latency_trace.py`'s timing hooks, and each full-report
 kill's time is split into stages (kernel stamp -> the read that finds its kill line starts,
 the read, decoding until the report closes, reconciliation, diagnosis + store, metric, log
-line, the pipe), with the cyclic GC's and the cgroup worker's time inside the kill's window;
-the slowest three kills are shown whole.  The hooks add a little to every figure.
+line, the pipe), with the cyclic GC's and the cgroup worker's time inside the kill's window
+(`sample`: the part of it that was sample passes); the slowest three kills are shown whole.
+The hooks add a little to every figure.
 
 `--probe-flood 10,100000`: the agent's probe directory holds that many pod directories of
 that many entries (hard links), as a hostile pod may make them (issue 22): the kills' latency
@@ -117,12 +118,17 @@ def read_trace(path: Path) -> list[tuple[float, str, str, str]]:
 
 
 def overlap_s(
-    trace: list[tuple[float, str, str, str]], start: str, end: str, window: tuple[float, float]
+    trace: list[tuple[float, str, str, str]],
+    start: str,
+    end: str,
+    window: tuple[float, float],
+    detail: str | None = None,
 ) -> float:
-    """Time spent between `start` and `end` events inside `window`."""
+    """Time spent between `start` and `end` events inside `window` (`detail`: only the
+    spans whose `start` has that detail, e.g. the worker's `sample` passes)."""
     total, began = 0.0, None
-    for at, _, event, _ in trace:
-        if event == start:
+    for at, _, event, mark in trace:
+        if event == start and detail in (None, mark):
             began = at
         elif event == end and began is not None:
             total += max(0.0, min(at, window[1]) - max(began, window[0]))
@@ -134,7 +140,8 @@ def kill_stages(
     trace: list[tuple[float, str, str, str]], pid: int, kernel_s: float, arrived_s: float
 ) -> dict[str, float] | None:
     """One kill's stage times (s), with `gc`, `worker`, `news` (OOM notification queued,
-    relative to the stamp) and `reads` (reads since the stamp that did not find it)."""
+    relative to the stamp), `reads` (reads since the stamp that did not find it) and `sample`
+    (the part of `worker` that was sample passes)."""
     times = {"stamp": kernel_s, "arrived": arrived_s}
     mine = str(pid)
     last_read = None
@@ -153,6 +160,7 @@ def kill_stages(
     window = (kernel_s, arrived_s)
     out["gc"] = overlap_s(trace, "gc", "gc_end", window)
     out["worker"] = overlap_s(trace, "worker", "worker_end", window)
+    out["sample"] = overlap_s(trace, "worker", "worker_end", window, "sample")
     signals = [at for at, _, e, _ in trace if e == "oom_signal" and abs(at - kernel_s) < 0.05]
     out["news"] = signals[0] - kernel_s if signals else float("nan")
     out["reads"] = sum(1 for at, _, e, _ in trace if e == "read" and kernel_s <= at < times["read"])
@@ -165,7 +173,7 @@ def print_breakdown(kills: list[tuple[int, float, dict[str, float]]], every: boo
     if not kills:
         print("breakdown: no traced kill")
         return
-    names = [name for name, _, _ in STAGES] + ["gc", "worker"]
+    names = [name for name, _, _ in STAGES] + ["gc", "worker", "sample"]
     print("breakdown (ms), p50 / max over", len(kills), "kills:")
     for name in names:
         values = [stages[name] * 1e3 for _, _, stages in kills]

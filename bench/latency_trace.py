@@ -8,9 +8,9 @@ cgroup news came), `read`/`read_end` (a /dev/kmsg read; `kill_read <pid>`: it he
 pid's kill line), `closed <pid>` (the report came out of the kernel log), `commit <pid>`
 (diagnosis starts), `stored <pid>`, `metric <pid>`, `logged <pid>` (the line is written),
 the parts `reconcile`, `annotate`, `observe`, `enrich`, `diagnose`, `store`, `log_fields`
-(each with its `_end`), `worker`/`worker_end` (a counter or sample pass of the cgroup worker:
-it holds the GIL while it runs Python), `gc <gen>`/`gc_end <gen>`.  The hooks cost a few
-microseconds per event.
+(each with its `_end`), `worker`/`worker_end` `counters|sample` (a counter or sample pass
+of the cgroup worker: it holds the GIL while it runs Python), `gc <gen>`/`gc_end <gen>`.
+The hooks cost a few microseconds per event.
 
 `OOMWATCH_LATENCY_WITHOUT` (comma-separated) turns the agent's latency settings off for an
 A/B: `switch` (the 1 ms GIL switch interval: back to Python's 5 ms), `freeze` (the start-up
@@ -120,8 +120,8 @@ def install() -> None:
         queue_batch(self, batch)
 
     cgroup_worker.CgroupWorker._queue = traced_queue  # type: ignore[method-assign]
-    around(cgroup_worker.CgroupWorker, "_counters", "worker")
-    around(cgroup_worker.CgroupWorker, "_sample", "worker")
+    around(cgroup_worker.CgroupWorker, "_counters", "worker", lambda _self: "counters")
+    around(cgroup_worker.CgroupWorker, "_sample", "worker", lambda _self: "sample")
     around(agent.Agent, "_turn", "turn")
     # the parts of the stages above, for a finer look at the raw trace (`--trace-file`)
     around(pipeline, "reconcile", "reconcile")

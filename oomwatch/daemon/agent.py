@@ -41,6 +41,7 @@ from oomwatch.sinks.metrics import Metrics
 from oomwatch.sources.kernel_log import KernelLog
 from oomwatch.stages import ClosingEnricher, Enricher, FrameworkSource, KubeLink, Sink
 from oomwatch.store import IncidentStore
+from oomwatch.store.wal import WalCheckpoints
 
 MAX_WAIT_S = 0.25  # while the pipeline waits on deadlines, they are checked this often
 HEARTBEAT_STALE_S = 30.0
@@ -137,6 +138,7 @@ class Agent:
         self._next_forced_rescan = 0.0
         self._rescanned_for: OrderedDict[str, None] = OrderedDict()
         self._rescan_pending = False
+        self._wal: WalCheckpoints | None = None  # checkpoints off the loop's commits (run)
 
     # --- host adapters (the pipeline's view of the node) ---
 
@@ -169,6 +171,7 @@ class Agent:
     def run(self) -> int:
         """Run until stopped; returns the process exit code (1: a port is taken)."""
         self.cgroups.start()
+        self._wal = self.store.checkpoint_in_background()
         failed = self._serve()
         if failed is not None:
             self.log.error("startup_failed", error=failed)
@@ -305,10 +308,13 @@ class Agent:
             except Exception:
                 self.log.exception("probe_poll_failed")
         self._checkpoint()
+        if self._wal is not None:
+            self._wal.ask_if_due()  # here, while no report is open: not in a kill's commit
         self._prune_if_due(time.monotonic())
 
     def _prune_if_due(self, now_mono: float) -> None:
-        if now_mono < self._next_prune_mono:
+        """Hourly, and after every 100 incidents stored (at the tick: not in a kill's store)."""
+        if now_mono < self._next_prune_mono and not self.store.prune_due:
             return
         self._next_prune_mono = now_mono + PRUNE_INTERVAL_S
         try:
@@ -372,6 +378,8 @@ class Agent:
             self.log.exception("shutdown_flush_failed")
         if self.kube is not None and self.metrics_address is not None:
             self.kube.stop()
+        if self._wal is not None:
+            self._wal.stop()
         closers = [self.metrics.close]
         if self._health_server is not None:
             closers.append(self._health_server.stop_serving)

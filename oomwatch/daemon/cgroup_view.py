@@ -110,7 +110,11 @@ class CgroupView:
         return None if pids is None else any(not dying(p) for p in pids - victims)
 
     def may_kill_group(self, incident: Incident) -> bool:
-        """Whether the members' kill lines of a memory.oom.group kill may still follow."""
+        """Whether the members' kill lines of a memory.oom.group kill may still follow.
+        Where every memory hierarchy is v1 (no `memory.oom.group`), never, without a look
+        at the hierarchy: the loop asks this at each kill line it decodes."""
+        if self.hierarchies and not self.cgroup_v2:
+            return False
         return may_kill_group(incident, self.oom_group, cgroup_v2=self.cgroup_v2)
 
     def _locate(self, relpath: str) -> tuple[str, int] | None:

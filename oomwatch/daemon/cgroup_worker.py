@@ -38,6 +38,7 @@ from oomwatch.cgroups.timeline_snapshot import SnapshotMaker
 from oomwatch.daemon.cgroup_view import CgroupBatch, CgroupView, CounterLevels
 from oomwatch.daemon.forecast_news import Countdown, ForecastChange, ForecastNews
 from oomwatch.daemon.forecasting import ForecastWatch
+from oomwatch.daemon.sample_hold import SampleHold
 from oomwatch.incident import TimelineSample
 from oomwatch.reconcile import CgroupNews, CounterKills
 from oomwatch.stages import EventLogger
@@ -117,6 +118,7 @@ class CgroupWorker:
         self._rescan = threading.Event()
         self._force = threading.Event()
         self._events_moved = False  # a v2 memory.events moved: sample in this wake-up
+        self._hold = SampleHold()  # a sample owed waits while the loop handles a kill
         self._pipe_r, self._pipe_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self._closed = False  # the pipe, once stopped: nothing to poke
         self._thread = threading.Thread(target=self._run, name="oomwatch-cgroups", daemon=True)
@@ -238,7 +240,8 @@ class CgroupWorker:
         next_sample = last_pass = time.monotonic()
         while not self._stop.is_set():
             gap_s = HOT_POLL_INTERVAL_S if watcher.witness.hot else MIN_PASS_GAP_S
-            wake_at = max(min(next_sample, watcher.next_due_s()), last_pass + gap_s)
+            due_s = min(next_sample, watcher.next_due_s(), self._hold.wake_by_s())
+            wake_at = max(due_s, last_pass + gap_s)
             timeout_ms = max(0.0, wake_at - time.monotonic()) * 1000.0
             ready = {fd for fd, _ in poller.poll(math.ceil(timeout_ms))}
             if self._pipe_r in ready:
@@ -251,7 +254,8 @@ class CgroupWorker:
             last_pass = time.monotonic()
             crossed = threshold_fd in ready and self._attend_crossed()
             moved, self._events_moved = self._events_moved, False
-            if crossed or moved or last_pass >= next_sample - SAMPLE_EARLY_S:
+            due = crossed or moved or last_pass >= next_sample - SAMPLE_EARLY_S
+            if self._hold.sample_now(due, last_pass):
                 self._sample()
                 next_sample = time.monotonic() + self._sampler.interval_s
 
@@ -277,6 +281,8 @@ class CgroupWorker:
         forced = self._force.is_set()
         self._force.clear()
         started_at_s = time.monotonic()
+        if forced:  # asked for by the loop once a kill line is handled (or at start-up)
+            self._hold.kill_handled()
         try:
             if self._rescan.is_set():
                 self._rescan.clear()
@@ -292,6 +298,8 @@ class CgroupWorker:
         sightings, witness.sightings = witness.sightings, []
         killed = [d.cgroup.relpath for d in deltas if d.oom_kill > 0 or d.oom > 0]
         if killed or signals:
+            if not forced:  # news the loop has yet to handle
+                self._hold.kill_news(started_at_s)
             self.attend([*killed, *(signal.cgroup for signal in signals)], KILLED_HOLD_S)
             self._publish_timelines()  # before the batch: the kill's view holds its window
         moved, self._watcher.events_moved = self._watcher.events_moved, set()

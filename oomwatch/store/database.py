@@ -47,6 +47,7 @@ from oomwatch.store.retention import (
     DEFAULT_MAX_INCIDENTS,
     DEFAULT_MAX_OTHER_INCIDENTS,
 )
+from oomwatch.store.wal import COMMIT_CHECKPOINT_FRAMES, WalCheckpoints
 
 __all__ = [
     "Checkpoint",
@@ -93,6 +94,7 @@ class IncidentStore:
         self._max_age_s = max_age_s
         self._max_db_bytes = max_db_bytes
         self._adds = 0
+        self._prunes_in_add = True  # else the owner calls `prune` when `prune_due` says
         # One connection, used from whichever thread runs the pipeline; calls are serialized.
         self._lock = threading.RLock()
         if _readonly:
@@ -165,9 +167,14 @@ class IncidentStore:
         added = cur.rowcount == 1
         if added:
             self._adds += 1
-            if self._adds % _PRUNE_EVERY_ADDS == 0:
+            if self._prunes_in_add and self.prune_due:
                 self.prune()
         return added
+
+    @property
+    def prune_due(self) -> bool:
+        """`_PRUNE_EVERY_ADDS` incidents were added since the last prune."""
+        return self._adds >= _PRUNE_EVERY_ADDS
 
     def _make_room(self) -> None:
         """The file reached `max_db_bytes`: oomwatch.store.retention drops the oldest."""
@@ -246,6 +253,7 @@ class IncidentStore:
         if self.readonly:
             return 0
         now_s = time.time() if now_s is None else now_s
+        self._adds = 0
         before = self.count()
         cutoff_s = now_s - self._max_age_s
         retention.prune(self._db, cutoff_s, self._max_incidents, self._max_other)
@@ -309,5 +317,17 @@ class IncidentStore:
         return checkpoint_table.load(self._db, boot_id)
 
     @_locked
+    def checkpoint_in_background(self) -> WalCheckpoints | None:
+        """SQLite's automatic checkpoint moved out of reach on this connection, and a thread
+        that runs the checkpoints `WalCheckpoints.ask_if_due` asks for (oomwatch.store.wal:
+        a commit runs one only if that thread falls 3,000 pages behind); None where the
+        store is not a file (in memory) or is read-only.  Its owner's tick also prunes
+        (`prune_due`): `add` no longer does, every 100th time."""
+        if self.readonly or not self._db.execute("PRAGMA database_list").fetchone()[2]:
+            return None
+        self._db.execute(f"PRAGMA wal_autocheckpoint={COMMIT_CHECKPOINT_FRAMES}")
+        self._prunes_in_add = False
+        return WalCheckpoints(self.path)
+
     def close(self) -> None:
         self._db.close()

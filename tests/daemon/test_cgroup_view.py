@@ -60,6 +60,20 @@ def test_the_view_reads_oom_group_and_survivors_from_the_hierarchy(fake_v2: Cgro
     assert view.cgroup_v2 and view.may_kill_group(Incident(kind="memcg"))  # header withheld
 
 
+def test_a_v1_view_says_no_group_kill_follows_without_a_look_at_the_hierarchy() -> None:
+    """v1 has no memory.oom.group: a kill line there is complete at once, and the loop,
+    which asks at every kill line, does not look at the hierarchy."""
+
+    class NoLooks(CgroupView):
+        def oom_group(self, relpath: str) -> bool | None:
+            raise AssertionError(f"looked at {relpath}")
+
+    view = NoLooks(hierarchies=(Hierarchy("/sys/fs/cgroup/memory", 1),))
+    killed = Incident(kind="memcg", task_memcg=CONTAINER, oom_memcg=POD)
+    assert not view.cgroup_v2 and not view.may_kill_group(killed)
+    assert not view.may_kill_group(Incident(kind="memcg"))
+
+
 def test_the_default_view_knows_no_cgroup_and_is_a_value() -> None:
     view = CgroupView()
     assert view.oom_group(CONTAINER) is None and view.survived(CONTAINER, frozenset()) is None
