@@ -5,6 +5,7 @@ history), never stopped."""
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -92,9 +93,12 @@ def open_probe(
     except ImportError as exc:
         log.warning("probe_unavailable", error=str(exc))
         return None
-    # One reader for both: one parse cache and one byte budget for every file.
-    reader = ProbeDirReader(probe_dir, ReaderLimits(allowed_uids=config.probe_allowed_uids))
-    walks = ProbeWorker(reader, config.sample_interval_s)  # off the kernel log's loop
+    # One reader for both: one parse cache and one byte budget for every file, made and
+    # held by the worker's thread, off the kernel log's loop.
+    limits = ReaderLimits(allowed_uids=config.probe_allowed_uids)
+    walks = ProbeWorker(
+        functools.partial(ProbeDirReader, probe_dir, limits), config.sample_interval_s
+    )
     source: FrameworkSource = FrameworkOomSource(
         probe_dir, reader=walks, pod_dirs=config.probe_pod_dirs
     )
