@@ -20,11 +20,14 @@ _ATOMS = (str, bytes, int, float, complex, bool, type(None), type, types.ModuleT
 
 
 def paths_to(root: object, kind: type, limit: int = 100_000) -> list[str]:
-    """The attribute paths from `root` to every object of type `kind` (empty: none)."""
+    """The attribute paths from `root` to every object of type `kind` (empty: none); past
+    `limit` objects it raises rather than answer from part of the graph."""
     found: list[str] = []
     seen: set[int] = set()
     todo: list[tuple[str, object]] = [("root", root)]
-    while todo and len(seen) < limit:
+    while todo:
+        if len(seen) >= limit:
+            raise AssertionError(f"more than {limit} objects reachable: the walk is not whole")
         path, obj = todo.pop()
         if id(obj) in seen or isinstance(obj, _ATOMS):
             continue

@@ -6,6 +6,8 @@ import functools
 import threading
 from dataclasses import dataclass
 
+import pytest
+
 from support.ownership import paths_to
 
 
@@ -43,3 +45,8 @@ def test_it_finds_nothing_where_nothing_leads_there() -> None:
     assert paths_to(Plain(Slotted(("a", 1, None))), Owned) == []
     thread = threading.Thread(target=print, args=(Owned(),))  # not a path: see the module
     assert paths_to(Plain(thread), Owned) == []
+
+
+def test_a_walk_too_large_to_finish_says_so() -> None:
+    with pytest.raises(AssertionError, match="not whole"):
+        paths_to([[i] for i in range(50)], Owned, limit=10)
