@@ -28,7 +28,8 @@ from oomwatch.daemon import wiring
 from oomwatch.daemon.cgroup_worker import CgroupWorker, attentive_sampler
 from oomwatch.daemon.checkpoint import Checkpointer
 from oomwatch.daemon.config import DaemonConfig
-from oomwatch.daemon.forecast_stage import ForecastBook, ForecastJoin
+from oomwatch.daemon.enrichers import EnricherParts, make_enrichers
+from oomwatch.daemon.forecast_stage import ForecastBook
 from oomwatch.daemon.heartbeat import Heartbeat
 from oomwatch.daemon.loop_inbox import LoopInbox
 from oomwatch.daemon.pipeline import Pipeline
@@ -37,7 +38,7 @@ from oomwatch.reconcile import CgroupNews, is_logged_kernel_kill
 from oomwatch.sinks.log import LogSink, get_logger
 from oomwatch.sinks.metrics import Metrics
 from oomwatch.sources.kernel_log import KernelLog
-from oomwatch.stages import ClosingEnricher, Enricher, FrameworkSource, KubeLink, Sink
+from oomwatch.stages import FrameworkSource, KubeLink, Sink
 from oomwatch.store import IncidentStore
 from oomwatch.store.wal import WalCheckpoints
 
@@ -98,11 +99,9 @@ class Agent:
         )
         self._labels_for = wiring.labels_for(self.kube)
         gauges.labels_for = self._labels_for  # before the worker's thread starts
-        enrichers: list[Enricher] = []
         # Metrics before the log line: once the line is out, the kill is stored and counted.
         sinks: list[Sink] = [self.metrics, LogSink(self.log)]
         if self.kube is not None:
-            enrichers.append(self.kube.enricher)
             sinks.append(self.kube.sink)
         forecasts = ForecastBook(
             store=self.store,
@@ -111,18 +110,16 @@ class Agent:
             labels_for=self._labels_for,
             warn_pod=self.kube.warnings.warn if self.kube is not None else None,
         )
-        enrichers.append(ForecastJoin(forecasts))
         probe = wiring.open_probe(config, self.log)
-        self.probe_enricher: ClosingEnricher | None = probe[0] if probe else None
         self.framework_source: FrameworkSource | None = probe[1] if probe else None
-        if self.probe_enricher is not None:
-            enrichers.append(self.probe_enricher)
+        parts = EnricherParts(config, self.kube, forecasts, probe[0] if probe else None, self.log)
+        self.enrichers = make_enrichers(parts)
         history = wiring.history(self.store, self.log)
         node, wait_s = config.node_name, config.enrich_wait_s
         self.pipeline = Pipeline(
             self.store,
             sinks,
-            enrichers,
+            self.enrichers,
             history,
             self.boot_id,
             node,
@@ -352,7 +349,9 @@ class Agent:
         if self._health_server is not None:
             closers.append(self._health_server.stop_serving)
         closers.append(self.store.close)
-        closers += [p.close for p in (self.probe_enricher, self.framework_source) if p is not None]
+        closers += [close for e in self.enrichers if (close := getattr(e, "close", None))]
+        if self.framework_source is not None:
+            closers.append(self.framework_source.close)
         for closer in closers:
             with contextlib.suppress(Exception):
                 closer()
