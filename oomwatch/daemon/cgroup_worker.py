@@ -73,10 +73,17 @@ class CgroupWorker:
         self.batches_taken = 0  # batches taken by the loop
 
     def start(self) -> None:
+        """Start the thread and hand it the `CgroupThread` through a queue it empties: from
+        then on only that thread's own frame holds it."""
         owner, self._unstarted = self._unstarted, None
         if owner is None:
             return
-        self._thread = threading.Thread(target=owner.run, name="oomwatch-cgroups", daemon=True)
+        handoff: queue.SimpleQueue[CgroupThread] = queue.SimpleQueue()
+        handoff.put(owner)
+        del owner
+        self._thread = threading.Thread(
+            target=_run_handed, args=(handoff,), name="oomwatch-cgroups", daemon=True
+        )
         self._thread.start()
 
     def is_alive(self) -> bool:
@@ -170,3 +177,8 @@ class CgroupWorker:
         owner, self._unstarted = self._unstarted, None
         if owner is not None:
             owner.finish()
+
+
+def _run_handed(handoff: queue.SimpleQueue[CgroupThread]) -> None:
+    """(The worker's thread) take the `CgroupThread` and run it."""
+    handoff.get_nowait().run()

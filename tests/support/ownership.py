@@ -3,13 +3,13 @@ through any attribute, to an object another thread owns.
 
 `paths_to(root, kind)` follows what oomwatch's own objects hold: instance attributes (dict
 and slots), containers, bound methods' owners, `functools.partial`s' arguments and closures'
-cells.  It does not enter modules, classes, a function's globals or `threading.Thread`'s
-internals (a running thread's target is CPython's business, not a path the code names)."""
+cells; a `threading.Thread`'s too (its target and arguments, while it runs).  It does not
+enter modules, classes, a function's globals or a running frame's locals: what only a
+thread's own frame holds is that thread's alone."""
 
 from __future__ import annotations
 
 import functools
-import threading
 import types
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -20,7 +20,7 @@ _ATOMS = (str, bytes, int, float, complex, bool, type(None), type, types.ModuleT
 
 
 def paths_to(root: object, kind: type, limit: int = 100_000) -> list[str]:
-    """The attribute paths from `root` to every object of type `kind` (empty: none); past
+    """A path from `root` to each object of type `kind` it leads to (empty: none); past
     `limit` objects it raises rather than answer from part of the graph."""
     found: list[str] = []
     seen: set[int] = set()
@@ -39,7 +39,7 @@ def paths_to(root: object, kind: type, limit: int = 100_000) -> list[str]:
 
 
 def _children(path: str, obj: object) -> Iterator[tuple[str, object]]:
-    if isinstance(obj, threading.Thread | types.FunctionType | types.BuiltinFunctionType):
+    if isinstance(obj, types.FunctionType | types.BuiltinFunctionType):
         if isinstance(obj, types.FunctionType):
             for index, cell in enumerate(obj.__closure__ or ()):
                 yield f"{path}.<cell {index}>", cell.cell_contents

@@ -43,8 +43,15 @@ def test_it_finds_an_object_behind_attributes_slots_containers_and_callables() -
 
 def test_it_finds_nothing_where_nothing_leads_there() -> None:
     assert paths_to(Plain(Slotted(("a", 1, None))), Owned) == []
-    thread = threading.Thread(target=print, args=(Owned(),))  # not a path: see the module
-    assert paths_to(Plain(thread), Owned) == []
+    assert paths_to(Plain(threading.Thread(target=print)), Owned) == []
+
+
+def test_a_thread_leads_to_its_target_and_arguments() -> None:
+    thread = threading.Thread(target=Plain(Owned()).method, args=(Owned(),))
+    assert sorted(paths_to(Plain(thread), Owned)) == [
+        "root.held._args[0]",
+        "root.held._target.__self__.held",
+    ]
 
 
 def test_a_walk_too_large_to_finish_says_so() -> None:
