@@ -71,9 +71,8 @@ def test_a_kill_waits_for_a_walk_begun_after_it(tmp_path: Path) -> None:
     """The snapshot can be a whole interval old: the trainer's last samples (the phase it died
     in) are written after it.  The join defers the kill until a walk begun after it."""
     write_record(tmp_path, samples=[sample(i) for i in range(3)])  # the trainer's file
-    worker = ProbeWorker(
-        functools.partial(ProbeDirReader, tmp_path), interval_s=3600.0
-    )  # no walk on its own
+    reader = functools.partial(ProbeDirReader, tmp_path)
+    worker = ProbeWorker(reader, interval_s=3600.0)  # no walk on its own
     try:
         until("walk 1", lambda: worker.walks >= 1 or None, 10.0, 0.01)
         last = [sample(i) for i in range(4)] + [sample(4, phase="died here")]
