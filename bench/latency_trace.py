@@ -35,7 +35,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from oomwatch import cli
-from oomwatch.daemon import agent, cgroup_worker, interpreter, pipeline
+from oomwatch.daemon import agent, cgroup_thread, interpreter, pipeline
 from oomwatch.diagnosis.history import History
 from oomwatch.sinks import log as log_sink
 from oomwatch.sinks import metrics
@@ -112,16 +112,16 @@ def install() -> None:
 
     kernel_log.KernelLog.take = traced_take  # type: ignore[method-assign]
 
-    queue_batch = cgroup_worker.CgroupWorker._queue
+    queue_batch = cgroup_thread.CgroupThread._queue
 
     def traced_queue(self: Any, batch: Any) -> None:
         for signal in batch.signals:
             stamp("oom_signal", signal.cgroup.rsplit("/", 1)[-1][:12])
         queue_batch(self, batch)
 
-    cgroup_worker.CgroupWorker._queue = traced_queue  # type: ignore[method-assign]
-    around(cgroup_worker.CgroupWorker, "_counters", "worker", lambda _self: "counters")
-    around(cgroup_worker.CgroupWorker, "_sample", "worker", lambda _self: "sample")
+    cgroup_thread.CgroupThread._queue = traced_queue  # type: ignore[method-assign]
+    around(cgroup_thread.CgroupThread, "_counters", "worker", lambda _self: "counters")
+    around(cgroup_thread.CgroupThread, "_sample", "worker", lambda _self: "sample")
     around(agent.Agent, "_turn", "turn")
     # the parts of the stages above, for a finer look at the raw trace (`--trace-file`)
     around(pipeline, "reconcile", "reconcile")

@@ -12,7 +12,6 @@ window a kill keeps, from the sampler's rings or from a snapshot alike.
 
 from __future__ import annotations
 
-import queue
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import pairwise
@@ -52,23 +51,11 @@ class SnapshotMaker:
     taken, so an unchanged ring is not copied again."""
 
     def __init__(self, window_s: float, interval_s: float) -> None:
-        self._requests: queue.SimpleQueue[str] = queue.SimpleQueue()  # any thread puts
         self._window_s = window_s
         self._interval_s = interval_s
         self._taken_at: dict[str, float | None] = {}  # relpath -> its ring's last sample then
         self._asked: dict[str, float] = {}  # relpath -> when it was asked for (monotonic)
         self.snapshot = TimelineSnapshot(window_s=window_s, interval_s=interval_s)
-
-    def request(self, relpath: str) -> None:
-        """(Any thread) a container's window is wanted: see `take_requests`."""
-        self._requests.put(relpath)
-
-    def take_requests(self) -> list[str]:
-        """The containers asked for since the last take."""
-        asked: list[str] = []
-        while not self._requests.empty():
-            asked.append(self._requests.get_nowait())
-        return asked
 
     def refresh(
         self,

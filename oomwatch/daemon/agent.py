@@ -16,30 +16,29 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
-import os
-import queue
 import select
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
 
-from oomwatch.cgroups import CgroupWatcher, WatchedCgroup
+from oomwatch.cgroups import CgroupWatcher
 from oomwatch.daemon import http_server as http
 from oomwatch.daemon import wiring
-from oomwatch.daemon.cgroup_view import CgroupView
 from oomwatch.daemon.cgroup_worker import CgroupWorker, attentive_sampler
 from oomwatch.daemon.checkpoint import Checkpointer
 from oomwatch.daemon.config import DaemonConfig
-from oomwatch.daemon.forecast_stage import ForecastBook, ForecastJoin
+from oomwatch.daemon.enrichers import EnricherParts, make_enrichers
+from oomwatch.daemon.forecast_stage import ForecastBook
 from oomwatch.daemon.heartbeat import Heartbeat
+from oomwatch.daemon.loop_inbox import LoopInbox
 from oomwatch.daemon.pipeline import Pipeline
-from oomwatch.incident import Incident, TimelineSample
+from oomwatch.incident import Incident
 from oomwatch.reconcile import CgroupNews, is_logged_kernel_kill
 from oomwatch.sinks.log import LogSink, get_logger
 from oomwatch.sinks.metrics import Metrics
 from oomwatch.sources.kernel_log import KernelLog
-from oomwatch.stages import ClosingEnricher, Enricher, FrameworkSource, KubeLink, Sink
+from oomwatch.stages import FrameworkSource, KubeLink, Sink
 from oomwatch.store import IncidentStore
 from oomwatch.store.wal import WalCheckpoints
 
@@ -58,8 +57,9 @@ class Agent:
         self.config = config
         self.log = get_logger()
         self._stop = threading.Event()
-        self._submitted: queue.SimpleQueue[Incident] = queue.SimpleQueue()
-        self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        # What other threads are given of the loop: the inbox, the metrics, the store's
+        # one locked read and gauges' labels; never a method of this object.
+        self._inbox = LoopInbox()
         self._heartbeat = Heartbeat()
         self.store = IncidentStore(
             config.state_dir,
@@ -70,6 +70,7 @@ class Agent:
         self.checkpoints = Checkpointer(self.store, self.boot_id, self.log)
         checkpoint = self.checkpoints.load()
         self.metrics = Metrics()
+        gauges = wiring.MemoryGauges(self.metrics)
         self.kmsg = KernelLog(
             config.kmsg_path,
             self.store.load_cursor(),
@@ -85,8 +86,8 @@ class Agent:
                 prior_counters=checkpoint.counters if checkpoint is not None else None,
             ),
             attentive_sampler(config.sample_interval_s, config.timeline_window_s),
-            on_samples=self._publish_memory,
-            wake=self._wake,
+            on_samples=gauges,
+            wake=self._inbox.wake,
             log=self.log,
             forecast_horizon_s=config.forecast_horizon_s,
         )
@@ -94,14 +95,13 @@ class Agent:
         self.kube: KubeLink | None = (
             None
             if config.standalone
-            else wiring.connect_kube(config, self.submit, self._kernel_kills_for, self.log)
+            else wiring.connect_kube(config, self._inbox.submit, self.store.kills_in, self.log)
         )
         self._labels_for = wiring.labels_for(self.kube)
-        enrichers: list[Enricher] = []
+        gauges.labels_for = self._labels_for  # before the worker's thread starts
         # Metrics before the log line: once the line is out, the kill is stored and counted.
         sinks: list[Sink] = [self.metrics, LogSink(self.log)]
         if self.kube is not None:
-            enrichers.append(self.kube.enricher)
             sinks.append(self.kube.sink)
         forecasts = ForecastBook(
             store=self.store,
@@ -110,18 +110,16 @@ class Agent:
             labels_for=self._labels_for,
             warn_pod=self.kube.warnings.warn if self.kube is not None else None,
         )
-        enrichers.append(ForecastJoin(forecasts))
         probe = wiring.open_probe(config, self.log)
-        self.probe_enricher: ClosingEnricher | None = probe[0] if probe else None
         self.framework_source: FrameworkSource | None = probe[1] if probe else None
-        if self.probe_enricher is not None:
-            enrichers.append(self.probe_enricher)
+        parts = EnricherParts(config, self.kube, forecasts, probe[0] if probe else None, self.log)
+        self.enrichers = make_enrichers(parts)
         history = wiring.history(self.store, self.log)
         node, wait_s = config.node_name, config.enrich_wait_s
         self.pipeline = Pipeline(
             self.store,
             sinks,
-            enrichers,
+            self.enrichers,
             history,
             self.boot_id,
             node,
@@ -140,31 +138,12 @@ class Agent:
         self._rescan_pending = False
         self._wal: WalCheckpoints | None = None  # checkpoints off the loop's commits (run)
 
-    # --- host adapters (the pipeline's view of the node) ---
-
-    def _kernel_kills_for(self, container_id: str, since_s: float, until_s: float) -> int:
-        """(Kubernetes thread) kernel kills stored for a container; the store serializes."""
-        return self.store.kills_in(container_id, since_s, until_s)
-
     # --- API for other threads ---
 
-    def submit(self, incident: Incident) -> None:
-        """Hand an incident found elsewhere (Kubernetes: evictions, false OOMKilled)."""
-        self._submitted.put(incident)
-        self._wake()
-
     def stop(self) -> None:
+        """(Any thread) end the loop; it stores what is pending and saves the checkpoint."""
         self._stop.set()
-        self._wake()
-
-    def healthy(self) -> bool:
-        alive = self._heartbeat.stale_s() < HEARTBEAT_STALE_S
-        alive = alive and self.cgroups.is_alive()
-        return alive and (self.kube is None or bool(self.kube.healthy()))
-
-    def _wake(self) -> None:
-        with contextlib.suppress(OSError):  # full (already woken) or closed (shut down)
-            os.write(self._wake_w, b"\0")
+        self._inbox.wake()
 
     # --- the loop ---
 
@@ -206,13 +185,16 @@ class Agent:
         """Start `/metrics` (+ `/healthz`) and the health-only port; None, or what failed."""
         config = self.config
         address = _host_port(config.metrics_host, config.metrics_port)
+        healthy = wiring.health(
+            self._heartbeat, HEARTBEAT_STALE_S, self.cgroups.liveness(), self.kube
+        )
         try:
             self.metrics_address = self.metrics.serve(
-                config.metrics_host, config.metrics_port, self.healthy
+                config.metrics_host, config.metrics_port, healthy
             )
             if config.health_address is not None:
                 address = _host_port(*config.health_address)
-                routes = {"/healthz": http.health_route(self.healthy)}
+                routes = {"/healthz": http.health_route(healthy)}
                 self._health_server = http.serve(*config.health_address, routes, "oomwatch-health")
         except OSError as exc:
             return f"cannot serve on {address}: {exc}"
@@ -220,7 +202,7 @@ class Agent:
 
     def _loop(self) -> None:
         poller = select.poll()
-        poller.register(self._wake_r, select.POLLIN)
+        poller.register(self._inbox.fileno(), select.POLLIN)
         kmsg_fd = self.kmsg.fileno()
         if kmsg_fd is not None:
             poller.register(kmsg_fd, select.POLLIN)
@@ -237,9 +219,8 @@ class Agent:
             ready = {fd for fd, _ in poller.poll(timeout_s * 1000.0)}
             if kmsg_fd is not None and kmsg_fd not in ready:
                 self.kmsg.note_quiet(polled_s)  # nothing was unread then (or since)
-            if self._wake_r in ready:
-                with contextlib.suppress(BlockingIOError):
-                    os.read(self._wake_r, 4096)
+            if self._inbox.fileno() in ready:
+                self._inbox.clear()
             self._turn(ready)
             now = time.monotonic()
             if now >= next_tick and not self.kmsg.open:
@@ -261,8 +242,7 @@ class Agent:
         except Exception:
             self.log.exception("kmsg_read_failed")
             kernel = self.kmsg.time(time.monotonic())
-        while not self._submitted.empty():
-            incidents.append(self._submitted.get_nowait())
+        incidents += self._inbox.take()
         self.pipeline.process(incidents, (), kernel, self._view)
         self._rescan_for(incidents)
         if news is not None:
@@ -325,21 +305,6 @@ class Agent:
         if removed:
             self.log.info("store_pruned", removed=removed)
 
-    def _publish_memory(
-        self,
-        samples: list[tuple[WatchedCgroup, TimelineSample]],
-        now_wall: float,
-        view: CgroupView,
-    ) -> None:
-        """(Worker thread) per-container memory gauges; series of gone pods age out."""
-        for cg, sample in samples:
-            labels = self._labels_for(cg.identity.pod_uid, cg.identity.container_id)
-            if labels is not None:
-                self.metrics.set_container_memory(
-                    labels, sample.usage_bytes, sample.limit_bytes, sample.working_set_bytes
-                )
-        self.metrics.forget_stale(now_wall)
-
     def _levels_came(self) -> bool:
         """The counter levels the checkpoint asked for came, and are not saved yet."""
         taken = self.cgroups.batches_taken
@@ -384,13 +349,14 @@ class Agent:
         if self._health_server is not None:
             closers.append(self._health_server.stop_serving)
         closers.append(self.store.close)
-        closers += [p.close for p in (self.probe_enricher, self.framework_source) if p is not None]
+        closers += [close for e in self.enrichers if (close := getattr(e, "close", None))]
+        if self.framework_source is not None:
+            closers.append(self.framework_source.close)
         for closer in closers:
             with contextlib.suppress(Exception):
                 closer()
         self.kmsg.close()
-        for fd in (self._wake_r, self._wake_w):
-            os.close(fd)
+        self._inbox.close()
         stats = dataclasses.asdict(self.pipeline.stats)
         self.log.info("stopped", kmsg_undecodable=self.kmsg.undecodable, **stats)
 

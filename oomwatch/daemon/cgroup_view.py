@@ -1,6 +1,6 @@
 """What the cgroup side knows, as the one value the loop gets from it with each batch of news.
 
-The `CgroupWorker` thread owns the watcher and the sampler; the loop thread owns the
+The cgroup worker's thread (`CgroupThread`) owns the watcher and the sampler; the loop owns the
 pipeline.  The loop never reads the worker's objects: it gets a `CgroupView` (built by the
 worker, replaced whole, never changed) and asks it about the cgroup at a kill.  Its looks at
 the host are read-only and need nothing the worker holds: `memory.oom.group` and

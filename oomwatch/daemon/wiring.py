@@ -5,15 +5,19 @@ history), never stopped."""
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 
+from oomwatch.cgroups import WatchedCgroup
+from oomwatch.daemon.cgroup_view import CgroupView
 from oomwatch.daemon.config import DaemonConfig
+from oomwatch.daemon.heartbeat import Heartbeat
 from oomwatch.diagnosis.history import History
 from oomwatch.diagnosis.trends import CRASH_LOOP_WINDOW_S
-from oomwatch.incident import Incident
-from oomwatch.sinks.metrics import SeriesLabels
+from oomwatch.incident import Incident, TimelineSample
+from oomwatch.sinks.metrics import Metrics, SeriesLabels
 from oomwatch.sources.kmsg import read_boot_id
 from oomwatch.stages import ClosingEnricher, EventLogger, FrameworkSource, KubeLink
 from oomwatch.store import IncidentStore
@@ -74,6 +78,46 @@ def labels_for(kube: KubeLink | None) -> Callable[[str | None, str | None], Seri
     return labels
 
 
+class MemoryGauges:
+    """(The cgroup worker's thread) each sample pass's per-container memory gauges, labelled
+    from the pod cache; series of gone pods age out.  `labels_for` is set before the worker
+    starts (the pod cache comes after the worker is made)."""
+
+    def __init__(self, metrics: Metrics) -> None:
+        self._metrics = metrics
+        self.labels_for = labels_for(None)
+
+    def __call__(
+        self,
+        samples: list[tuple[WatchedCgroup, TimelineSample]],
+        now_wall: float,
+        view: CgroupView,
+    ) -> None:
+        for cg, sample in samples:
+            labels = self.labels_for(cg.identity.pod_uid, cg.identity.container_id)
+            if labels is not None:
+                self._metrics.set_container_memory(
+                    labels, sample.usage_bytes, sample.limit_bytes, sample.working_set_bytes
+                )
+        self._metrics.forget_stale(now_wall)
+
+
+def health(
+    heartbeat: Heartbeat,
+    stale_s: float,
+    cgroups_alive: Callable[[], bool],
+    kube: KubeLink | None,
+) -> Callable[[], bool]:
+    """(HTTP thread) the agent is healthy: the loop turned lately (`stale_s`, less its CPU
+    waits), the cgroup worker runs, and Kubernetes (if any) is connected."""
+
+    def healthy() -> bool:
+        alive = heartbeat.stale_s() < stale_s and cgroups_alive()
+        return alive and (kube is None or bool(kube.healthy()))
+
+    return healthy
+
+
 def open_probe(
     config: DaemonConfig, log: EventLogger
 ) -> tuple[ClosingEnricher, FrameworkSource] | None:
@@ -92,9 +136,12 @@ def open_probe(
     except ImportError as exc:
         log.warning("probe_unavailable", error=str(exc))
         return None
-    # One reader for both: one parse cache and one byte budget for every file.
-    reader = ProbeDirReader(probe_dir, ReaderLimits(allowed_uids=config.probe_allowed_uids))
-    walks = ProbeWorker(reader, config.sample_interval_s)  # off the kernel log's loop
+    # One reader for both: one parse cache and one byte budget for every file, made and
+    # held by the worker's thread, off the kernel log's loop.
+    limits = ReaderLimits(allowed_uids=config.probe_allowed_uids)
+    walks = ProbeWorker(
+        functools.partial(ProbeDirReader, probe_dir, limits), config.sample_interval_s
+    )
     source: FrameworkSource = FrameworkOomSource(
         probe_dir, reader=walks, pod_dirs=config.probe_pod_dirs
     )

@@ -66,14 +66,14 @@ def test_healthz_answers_while_the_loop_is_busy_and_fails_once_it_is_stuck(
                 real(*args, **kwargs)
 
             monkeypatch.setattr(agent.pipeline, "process", process)
-            agent._wake()
+            agent._inbox.wake()
             assert busy.wait(5)
             answers = [healthz(port) for _ in range(5)]
             answered.set()
             assert answers == [200] * 5, answers
             assert not spun_out  # all five answered while the turn was still busy
             stuck.set()
-            agent._wake()
+            agent._inbox.wake()
             assert wait_for(lambda: healthz(port) == 503, STALE_S + 5.0)
             assert not release.is_set()  # told while the loop is still stuck
             release.set()
