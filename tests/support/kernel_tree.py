@@ -9,8 +9,9 @@ here, not from an `if` of its own, so the two runs assert the same things.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
-from oomwatch.lab import ScratchMemcg
+from oomwatch.lab import Memcg, ScratchMemcg
 from oomwatch.lab.hierarchy import Version
 
 __all__ = ["KernelTree"]
@@ -35,6 +36,19 @@ class KernelTree:
     def other_anon_stat(self) -> str:
         """The other version's name, which this version's report must not print."""
         return "anon" if self.version == 1 else "rss"
+
+    @property
+    def thp_stat(self) -> str:
+        """The memory.stat name of anonymous huge pages in the kernel's OOM report."""
+        return "rss_huge" if self.version == 1 else "anon_thp"
+
+    def psi_cgroup(self, memcg: Memcg) -> tuple[str, Path]:
+        """Where a PSI trigger sees `memcg`'s memory stalls (relpath, directory): its own
+        memory.pressure on v2; on v1 the unified hierarchy's root, which has no memory
+        controller but counts every task's stalls (absent where PSI is off)."""
+        if self.version == 2:
+            return memcg.relpath, memcg.fs_path
+        return "/", Path("/sys/fs/cgroup/unified")
 
     @property
     def counts_events(self) -> bool:
