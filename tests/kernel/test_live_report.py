@@ -7,7 +7,7 @@ import json
 import uuid
 
 import pytest
-from support.kernel_tree import KernelTree
+from support.kernel_tree import KernelTree, node_findings
 
 from oomwatch.cli import main as cli_main
 from oomwatch.lab import kubelet_layout, provoke_kill
@@ -35,4 +35,5 @@ def test_child_killed_while_its_container_lives_through_the_live_report(
     if incident["header_suppressed"]:
         pytest.skip("the kernel rate-limited this report (others' kills in the window)")
     assert incident["container_survived"] is True
-    assert {f["code"] for f in incident["findings"]} == {"limit-container", "child-process-kill"}
+    codes = {f["code"] for f in incident["findings"]} - node_findings()
+    assert codes == {"limit-container", "child-process-kill"}

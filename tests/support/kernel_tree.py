@@ -14,7 +14,17 @@ from pathlib import Path
 from oomwatch.lab import Memcg, ScratchMemcg
 from oomwatch.lab.hierarchy import Version
 
-__all__ = ["KernelTree"]
+__all__ = ["KernelTree", "node_findings"]
+
+THP_ENABLED = Path("/sys/kernel/mm/transparent_hugepage/enabled")
+
+
+def node_findings(thp_enabled: Path = THP_ENABLED) -> set[str]:
+    """Findings a node's settings add to any kill of anonymous memory, whatever the version:
+    `thp-hidden` where transparent hugepages are `[always]` (the lab VM's Debian kernels; this
+    machine has `[madvise]`), since a hog's anonymous memory is then mostly huge pages."""
+    always = thp_enabled.exists() and "[always]" in thp_enabled.read_text()
+    return {"thp-hidden"} if always else set()
 
 
 @dataclass(frozen=True, slots=True)

@@ -36,7 +36,6 @@ from oomwatch.lab.vm.session import vm_unavailable_reason as vm_unavailable_reas
 GUEST_SUITE: tuple[str, ...] = (
     "tests/kernel",
     "tests/lab",
-    "tests/forecast/test_kernel.py",
     "tests/sources/test_kmsg_source.py",
     "tests/kube/test_kube_relay.py",
     "-m",
