@@ -8,8 +8,8 @@ evidence there is (the agent may know more: the pod's names, its sampled memory)
 
 Two real kills: the kernel report in tests/daemon/data (through the agent's FIFO, a cgroup
 file tree and the fake API server), and a tmpfs kill provoked now in a scratch memcg (root,
-cgroup v1) where shared memory held 90 %: shmem is part of the kernel's `file`, and no
-output may call it page cache.
+either cgroup version) where shared memory held 90 %: shmem is part of the kernel's `file`,
+and no output may call it page cache.
 """
 
 from __future__ import annotations
@@ -35,12 +35,13 @@ from support.cgroupfs import memory_events
 from support.contract import validate_report
 from support.fakeapi import NODE, FakeApiServer, kubeconfig, make_pod, running_status
 from support.host import CONTAINER, POD_UID, REPORT, config_for, fake_host
+from support.kernel_tree import KernelTree
 from support.store import stored
 
 from oomwatch.diagnosis.history import History
 from oomwatch.incident import Incident
 from oomwatch.kube import KubeIntegration
-from oomwatch.lab import ScratchMemcg, kubelet_layout, spawn_hog, wait_rate_limit_window
+from oomwatch.lab import kubelet_layout, spawn_hog, wait_rate_limit_window
 from oomwatch.sources.kmsg import read_backlog, record_seq
 
 CONTAINER_ID = CONTAINER.rsplit("/", 1)[1]
@@ -281,9 +282,15 @@ def _kernel_log_around(seq: int, path: Path) -> Path:
 
 @pytest.mark.kernel
 @pytest.mark.slow
+@pytest.mark.host_only(
+    "an agent, the fake API server and three report runs (tens of seconds emulated); the lab "
+    "VM runs v2's Event on the pod (tests/kernel/test_cluster.py) and tmpfs finding "
+    "(tests/kernel/test_kills.py), and the story's agreement is pure over the incident"
+)
 def test_a_real_tmpfs_kill_tells_one_story_everywhere(
-    scratch: ScratchMemcg, tmp_path: Path
+    kernel_tree: KernelTree, tmp_path: Path
 ) -> None:
+    scratch = kernel_tree.scratch
     api = FakeApiServer().start()
     try:
         config_path = kubeconfig(tmp_path / "kubeconfig", api.url, token="not-a-secret")

@@ -1,11 +1,13 @@
-"""Real kernel OOM kills in scratch memcgs, decoded from what the kernel printed to /dev/kmsg.
+"""Real kernel OOM kills in scratch memcgs, decoded from what the kernel printed to /dev/kmsg,
+and diagnosed: each scenario yields its finding and no other.
 
 Each test provokes its kill through the lab (small limits, cleanup always) and decodes the
 raw records record by record, as the daemon does, through `parse_kmsg_record` and
 `ReportAssembler`; incidents are picked by our own victim pids (others provoke kills here too).
 The tests that take `kernel_tree` run on both cgroup versions (v1 here, v2 in the lab VM,
-tests/vm) and record the v2 scenarios as fixtures for the fast tests (`record`); those on
-`scratch` alone test the decoder on one version, the group kill exists only on v2.
+tests/vm) and record the v2 scenarios as fixtures for the fast tests (`record`); those marked
+`host_only` say why the lab VM leaves them out; those on `scratch` alone test the decoder on
+one version, the group kill exists only on v2.
 """
 
 from __future__ import annotations
@@ -15,9 +17,11 @@ import uuid
 
 import pytest
 from support.kernel_record import record, snapshot
-from support.kernel_tree import KernelTree
+from support.kernel_tree import KernelTree, node_findings
 
 from oomwatch.cgroup_identity import annotate
+from oomwatch.diagnosis import diagnose
+from oomwatch.incident import Incident
 from oomwatch.lab import (
     ScratchMemcg,
     kubelet_layout,
@@ -30,6 +34,12 @@ MIB = 1 << 20
 CONTAINER_ID = "c0ffee00" * 8
 
 pytestmark = pytest.mark.kernel
+
+
+def _codes(incident: Incident) -> set[str]:
+    """The incident's findings, less those the node's settings add to any kill."""
+    codes: set[str] = {f.code for f in incident.findings}
+    return codes - node_findings()
 
 
 def test_single_kill(kernel_tree: KernelTree) -> None:
@@ -139,6 +149,11 @@ def test_kubelet_hierarchy(kernel_tree: KernelTree, driver: str, scope: str) -> 
         assert local_oom == 1
         assert container.events(local=True)["oom_kill"] == 1
         assert pod.events()["oom_kill"] == 1
+    if scope == "pod":
+        diagnosed = diagnose(incident)
+        assert _codes(diagnosed) == {"limit-pod"}
+        assert diagnosed.recommendation is not None
+        assert diagnosed.recommendation["memory_limit"] == "116Mi"  # 96 MiB + 20 %, rounded up
 
 
 def test_node_allocatable_limit(scratch: ScratchMemcg) -> None:
@@ -155,21 +170,25 @@ def test_node_allocatable_limit(scratch: ScratchMemcg) -> None:
     )
 
 
-def test_transparent_hugepages(scratch: ScratchMemcg) -> None:
+def test_transparent_hugepages(kernel_tree: KernelTree) -> None:
     reason = thp_unavailable_reason()
     if reason:
         pytest.skip(reason)
-    memcg = scratch.create_child("thp", 64 * MIB)
+    memcg = kernel_tree.scratch.create_child("thp", 96 * MIB)
     incident = provoke_kill(memcg, mode="thp", mb=200, comm="thp-hog").full_incident()
     assert incident.memcg_stats is not None
-    assert incident.memcg_stats["rss_huge"] > 0
+    assert incident.memcg_stats[kernel_tree.thp_stat] > 0
     breakdown = incident.breakdown_bytes
     assert breakdown is not None and breakdown.thp is not None and breakdown.anon is not None
     assert breakdown.thp >= breakdown.anon // 2  # most of the anon memory is huge pages
+    diagnosed = diagnose(annotate(incident))
+    assert {f.code for f in diagnosed.findings} == {"limit-cgroup", "thp-hidden"}
+    thp = next(f for f in diagnosed.findings if f.code == "thp-hidden")
+    assert thp.evidence["thp_bytes"] >= 32 * MIB
 
 
-def test_tmpfs_shmem_dominant(scratch: ScratchMemcg) -> None:
-    memcg = scratch.create_child("shm", 64 * MIB)
+def test_tmpfs_shmem_dominant(kernel_tree: KernelTree) -> None:
+    memcg = kernel_tree.scratch.create_child("shm", 64 * MIB)
     incident = provoke_kill(memcg, mode="tmpfs", mb=200, comm="shm-writer").full_incident()
     breakdown = incident.breakdown_bytes
     assert breakdown is not None and breakdown.shmem is not None and breakdown.anon is not None
@@ -179,10 +198,20 @@ def test_tmpfs_shmem_dominant(scratch: ScratchMemcg) -> None:
     assert victim is not None and victim.anon_rss_bytes is not None
     # The files are not mapped: the victim's own RSS is small, the memcg is full of shmem.
     assert victim.anon_rss_bytes < breakdown.shmem // 2
+    diagnosed = diagnose(annotate(incident))
+    assert _codes(diagnosed) == {"limit-cgroup", "tmpfs-shmem"}
+    shm = next(f for f in diagnosed.findings if f.code == "tmpfs-shmem")
+    assert shm.evidence["shmem_bytes"] >= 48 * MIB
 
 
-def test_untouched_mapping(scratch: ScratchMemcg) -> None:
-    memcg = scratch.create_child("vm", 64 * MIB)
+# The task list the kernel prints (dump_tasks) is the same on both versions: its v2 form is
+# decoded by every [v2] kill above.
+SAME_TASK_LIST = "the task list is printed alike on both versions (every [v2] kill decodes it)"
+
+
+@pytest.mark.host_only(SAME_TASK_LIST)
+def test_untouched_mapping(kernel_tree: KernelTree) -> None:
+    memcg = kernel_tree.scratch.create_child("vm", 64 * MIB)
     capture = provoke_kill(
         memcg, mode="untouched-mapping", mb=200, reserve_mb=4096, comm="reserver"
     )
@@ -195,10 +224,15 @@ def test_untouched_mapping(scratch: ScratchMemcg) -> None:
     [row] = [row for row in incident.tasks if row.pid == capture.hog.pid]
     assert row.total_vm_pages is not None
     assert row.total_vm_pages * mmap.PAGESIZE >= 4096 * MIB
+    diagnosed = diagnose(annotate(incident))
+    assert _codes(diagnosed) == {"limit-cgroup", "overcommit-vm"}
+    vm = next(f for f in diagnosed.findings if f.code == "overcommit-vm")
+    assert vm.evidence["total_vm_bytes"] >= 4096 * MIB
 
 
-def test_oom_score_adj_picks_a_smaller_victim(scratch: ScratchMemcg) -> None:
-    memcg = scratch.create_child("adj", 128 * MIB)
+@pytest.mark.host_only(SAME_TASK_LIST)
+def test_oom_score_adj_picks_a_smaller_victim(kernel_tree: KernelTree) -> None:
+    memcg = kernel_tree.scratch.create_child("adj", 128 * MIB)
     # Lowering oom_score_adj below 0 needs CAP_SYS_RESOURCE (not granted here): the larger
     # hog keeps the default 0 and the small one volunteers with 1000.
     big = spawn_hog(memcg, "idle", mb=80, comm="big-default")
@@ -215,6 +249,10 @@ def test_oom_score_adj_picks_a_smaller_victim(scratch: ScratchMemcg) -> None:
     assert big_row.rss_pages is not None and small_row.rss_pages is not None
     assert big_row.rss_pages > small_row.rss_pages, "the victim must not be the largest task"
     assert big.poll() is None, "the larger hog with the default score survives"
+    diagnosed = diagnose(annotate(incident))
+    assert _codes(diagnosed) == {"limit-cgroup", "score-adj-victim"}
+    finding = next(f for f in diagnosed.findings if f.code == "score-adj-victim")
+    assert finding.evidence["largest_pid"] == big.pid
 
 
 def test_child_worker_killed_while_its_parent_lives(kernel_tree: KernelTree) -> None:
@@ -330,3 +368,19 @@ def test_burst_of_kills_decodes_every_kill_once(kernel_tree: KernelTree) -> None
     if burst_s < 5:
         assert len(suppressed) >= BURST_KILLS - 10
     print(f"burst: {len(suppressed)} of {BURST_KILLS} kills header-less in {burst_s:.1f} s")
+
+    # Diagnosed alone (no history), a header-less kill says only that its report was withheld.
+    for incident in incidents:
+        codes = _codes(diagnose(annotate(incident)))
+        if incident.header_suppressed:
+            assert codes == {"rate-limited-report"}
+        else:
+            assert "rate-limited-report" not in codes
+    # The third kill of the same workload, diagnosed with the two before it, is a crash loop.
+    ordered = sorted(incidents, key=lambda i: i.kernel_time_s or 0.0)
+    first = [annotate(i) for i in ordered[:3]]
+    third = diagnose(first[2], history=first[:2])
+    loop = next(f for f in third.findings if f.code == "crash-loop")
+    assert loop.evidence["kills_in_window"] == 3
+    expected = {"crash-loop", "rate-limited-report" if third.header_suppressed else "limit-cgroup"}
+    assert _codes(third) == expected

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 from support import wait_for
 from support.kernel_runs import metric_value
+from support.kernel_tree import KernelTree
 from support.pod import (
     ChartPod,
     chart_pod_manifest,
@@ -29,10 +30,19 @@ from support.pod import (
 from support.render import helm_template
 
 from oomwatch import __version__
-from oomwatch.lab import ScratchMemcg, kubelet_layout, spawn_hog, wait_rate_limit_window
+from oomwatch.lab import kubelet_layout, spawn_hog, wait_rate_limit_window
 from oomwatch.store import DB_NAME
 
-pytestmark = [pytest.mark.image, pytest.mark.kernel, pytest.mark.slow]
+pytestmark = [
+    pytest.mark.image,
+    pytest.mark.kernel,
+    pytest.mark.slow,
+    pytest.mark.host_only(
+        "podman and the image: the guest shares the host's root read-only, no container "
+        "storage or network; the lab VM runs v2's kill through the agent "
+        "(tests/kernel/test_agent.py)"
+    ),
+]
 IMAGE = f"localhost/oomwatch:{__version__}"
 MIB = 1 << 20
 
@@ -53,8 +63,9 @@ def image() -> str:
 
 
 def test_the_rendered_pod_runs_and_records_a_real_kill(
-    image: str, scratch: ScratchMemcg, tmp_path: Path
+    image: str, kernel_tree: KernelTree, tmp_path: Path
 ) -> None:
+    scratch = kernel_tree.scratch
     docs = helm_template(sets=[f"image.repository={image.rsplit(':', 1)[0]}"])
     dirs = {"state": tmp_path / "state", "probe": tmp_path / "probe"}
     for path in dirs.values():

@@ -21,15 +21,24 @@ from support import settled, wait_for
 from support.agent import E2E_NODE as NODE
 from support.agent import AgentProcess, connected_agent, started_and_watching
 from support.fakeapi import FakeApiServer, make_pod, running_status
+from support.kernel_tree import KernelTree
 
-from oomwatch.lab import ScratchMemcg, kubelet_layout, spawn_hog, wait_rate_limit_window
+from oomwatch.lab import kubelet_layout, spawn_hog, wait_rate_limit_window
 
 MiB = 2**20
+# Each case starts an agent (and the relay) beside the fake API server: tens of seconds emulated.
+AGENT_PER_CASE = (
+    "an agent per case beside the fake API server; the lab VM runs v2's Event on the pod "
+    "(tests/kernel/test_cluster.py) and the relay's kernel records (tests/kube/test_kube_relay.py)"
+)
 
 
 @pytest.fixture(params=["direct", "relay"])
 def daemon(
-    request: pytest.FixtureRequest, tmp_path: Path, fake_api: FakeApiServer, memcg_v1: None
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    fake_api: FakeApiServer,
+    kernel_tree: KernelTree,
 ) -> Iterator[AgentProcess]:
     """The agent reading /dev/kmsg itself, or (as in the DaemonSet) a FIFO fed by the relay."""
     relay: subprocess.Popen[bytes] | None = None
@@ -51,9 +60,11 @@ def daemon(
 
 @pytest.mark.kernel
 @pytest.mark.slow
+@pytest.mark.host_only(AGENT_PER_CASE)
 def test_real_kill_produces_an_event_on_the_pod(
-    fake_api: FakeApiServer, scratch: ScratchMemcg, daemon: AgentProcess
+    fake_api: FakeApiServer, kernel_tree: KernelTree, daemon: AgentProcess
 ) -> None:
+    scratch = kernel_tree.scratch
     pod_uid, container_id = str(uuid.uuid4()), uuid.uuid4().hex + uuid.uuid4().hex
     fake_api.put_pod(
         make_pod(
@@ -109,7 +120,7 @@ def test_real_kill_produces_an_event_on_the_pod(
 
 @pytest.fixture
 def direct_daemon(
-    tmp_path: Path, fake_api: FakeApiServer, memcg_v1: None
+    tmp_path: Path, fake_api: FakeApiServer, kernel_tree: KernelTree
 ) -> Iterator[AgentProcess]:
     agent = connected_agent(tmp_path, fake_api.url, [])
     try:
@@ -124,10 +135,12 @@ def _stamp(at_s: float) -> str:
 
 @pytest.mark.kernel
 @pytest.mark.slow
+@pytest.mark.host_only(AGENT_PER_CASE)
 def test_oomkilled_status_is_checked_against_real_kernel_kills(
-    fake_api: FakeApiServer, scratch: ScratchMemcg, direct_daemon: AgentProcess
+    fake_api: FakeApiServer, kernel_tree: KernelTree, direct_daemon: AgentProcess
 ) -> None:
     """`app` really was OOM-killed; `sidecar` is only *said* to be: only it is flagged."""
+    scratch = kernel_tree.scratch
     pod_uid = str(uuid.uuid4())
     app_id, sidecar_id = uuid.uuid4().hex * 2, uuid.uuid4().hex * 2
     containers = [{"name": name, "image": "img:1"} for name in ("app", "sidecar")]

@@ -96,6 +96,7 @@ def test_existing_non_fifo_is_refused(tmp_path: Path) -> None:
 
 
 @pytest.mark.kernel
+@pytest.mark.any_kernel  # the kernel's log format, on the host and each lab VM kernel
 def test_real_kmsg_records_are_read_one_per_record() -> None:
     if os.geteuid() != 0 or not os.access("/dev/kmsg", os.R_OK | os.W_OK):
         pytest.skip("needs root and a readable, writable /dev/kmsg")

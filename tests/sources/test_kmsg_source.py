@@ -93,6 +93,7 @@ def _kmsg_readable() -> str | None:
 
 
 @pytest.mark.kernel
+@pytest.mark.any_kernel  # the kernel's log format, on the host and each lab VM kernel
 def test_real_kmsg_backlog_then_follow_a_written_record() -> None:
     reason = _kmsg_readable()
     if reason:

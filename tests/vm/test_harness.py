@@ -1,5 +1,5 @@
 """The lab VM's pieces that need no VM: module order, the guest script, QEMU's command line,
-reading the guest's JUnit report."""
+reading the guest's JUnit report, the guest suite's paths."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from oomwatch.lab.vm import PytestInVm, VmResult, read_junit
+from oomwatch.lab.vm import GUEST_SUITE, REPO, PytestInVm, VmResult, read_junit
 from oomwatch.lab.vm.images import BootImages, ImageError, load_order, module_depends
 from oomwatch.lab.vm.session import qemu_argv, run_script
 
@@ -112,3 +112,9 @@ def test_no_junit_report_is_a_failure_that_says_so(tmp_path: Path) -> None:
     run = read_junit(_vm(tmp_path, returncode=None))
     assert isinstance(run, PytestInVm) and not run.passed
     assert run.failures == ["no JUnit report: pytest never finished in the guest"]
+
+
+def test_every_path_of_the_guest_suite_exists() -> None:
+    """A path the guest cannot find fails its whole session (pytest collects nothing)."""
+    paths = [arg for arg in GUEST_SUITE if arg.startswith("tests/")]
+    assert paths and [p for p in paths if not (REPO / p).exists()] == []

@@ -1,4 +1,4 @@
-"""The cgroup v2 real-kernel tests (`-m cgroup_v2`) in the lab VM: one session per Debian kernel.
+"""The cgroup v2 real-kernel tests (`GUEST_SUITE`) in the lab VM: one session per Debian kernel.
 
 This machine keeps the memory controller on cgroup v1, so every v2 claim of oomwatch is
 proven here, on the kernels most v2 nodes run (6.1 and 6.12), by booting them under QEMU

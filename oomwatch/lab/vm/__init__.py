@@ -30,9 +30,17 @@ from oomwatch.lab.vm.session import vm_unavailable_reason as vm_unavailable_reas
 
 # The guest suite: the real-kernel tests that need cgroup v2 (marked `cgroup_v2` by the fixture
 # they take, tests/conftest.py): the v2 cases of the tests both versions run and the v2-only
-# tests beside them (tests/kernel, tests/lab).  Add a path here and every VM session runs its
+# tests beside them, and the `any_kernel` tests (the kernel log, no memcg); not the
+# `host_only` ones (each names its reason).  Add a path here and every VM session runs its
 # v2 tests.
-GUEST_SUITE: tuple[str, ...] = ("tests/kernel", "tests/lab", "-m", "cgroup_v2")
+GUEST_SUITE: tuple[str, ...] = (
+    "tests/kernel",
+    "tests/lab",
+    "tests/sources/test_kmsg_source.py",
+    "tests/kube/test_kube_relay.py",
+    "-m",
+    "(cgroup_v2 or any_kernel) and not host_only",
+)
 REPO = Path(__file__).resolve().parents[3]
 # Where the guest tests write the kernel's raw reports and counter files (`support.kernel_record`).
 FIXTURES_ENV = "OOMWATCH_V2_FIXTURES"

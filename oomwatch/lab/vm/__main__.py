@@ -1,7 +1,7 @@
 """`python -m oomwatch.lab.vm`: run the cgroup v2 guest suite in the lab VM, one session per
 kernel, and print what each brought back; exit 0 only when every kernel passed.
 
-    python -m oomwatch.lab.vm                       # GUEST_SUITE (-m cgroup_v2) on 6.1 and 6.12
+    python -m oomwatch.lab.vm                       # GUEST_SUITE (the v2 cases) on 6.1 and 6.12
     python -m oomwatch.lab.vm --kernel 6.12 -- tests/kernel/test_kills.py -k group -x
     python -m oomwatch.lab.vm --fixtures-to tests/data/kernel-v2   # keep the real reports
     python -m oomwatch.lab.vm --fetch-only          # download and build the images only
