@@ -370,7 +370,9 @@ def burst_round(
     spend_the_rate_limit(spender)
     gate.touch()
     assert all(h.wait(60) == -signal.SIGKILL for h in hogs)
-    assert wait_for(lambda: len(mine(daemon.state_dir, truth)) >= n, 60.0)
+    # a liveness bound, not a speed one: the lab VM's emulated CPU under a loaded host
+    # once took over 60 s to store a 4-kill burst that a rerun stored well inside it
+    assert wait_for(lambda: len(mine(daemon.state_dir, truth)) >= n, 120.0)
     incidents = settled_incidents(lambda: mine(daemon.state_dir, truth))
     assert len(incidents) == n
     times = [i.kernel_time_s for i in incidents if i.kernel_time_s is not None]
