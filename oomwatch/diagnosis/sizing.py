@@ -7,6 +7,7 @@ off at all.  Rounded up to Mi; `manifest_values` is the sentence to paste into a
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 
 from oomwatch.diagnosis.evidence import (
     charged_bytes,
@@ -64,6 +65,17 @@ def _charged_source(incident: Incident, charged: int) -> str:
     return text + (f", with {fmt_bytes(swap)} more in swap" if swap else "")
 
 
+def median(values: Iterable[float]) -> float:
+    """The middle value (the mean of the two middle ones for an even count), as
+    `statistics.median` gives it; that module (with `fractions`, `decimal` and `random`)
+    would be imported by the agent's first kill with a timeline, inside its latency."""
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    if len(ordered) % 2:
+        return ordered[middle]
+    return (ordered[middle - 1] + ordered[middle]) / 2
+
+
 def workload_sizes(incident: Incident) -> tuple[int, int | None, SizingBasis] | None:
     """(base bytes for the limit, request bytes or None, what they are based on)."""
     timeline = incident.timeline
@@ -95,10 +107,8 @@ def workload_sizes(incident: Incident) -> tuple[int, int | None, SizingBasis] | 
     if peak and base == peak and peak != at_kill:
         source = "the sampled peak"
     request = None
-    if samples:  # only a timeline has samples: `statistics` (and `random`) load when one does
-        import statistics
-
-        request = round_up_mi(statistics.median(s.usage_bytes for s in samples))
+    if samples:
+        request = round_up_mi(median(s.usage_bytes for s in samples))
     window = samples[-1].t_seconds - samples[0].t_seconds if len(samples) > 1 else None
     basis: SizingBasis = {
         "usage_at_kill_bytes": at_kill,

@@ -164,8 +164,14 @@ class AgentProcess:
 
     def metrics(self) -> str:
         status, body = self.get("/metrics")
-        assert status == 200, f"/metrics: {status} {body}"
+        assert status == 200, f"/metrics: {status} {body}; {self.state()}"
         return body
+
+    def state(self) -> str:
+        """Whether the agent still runs (or how it exited), with its last lines and stderr."""
+        code = self.proc.poll()
+        alive = "running" if code is None else f"exited {code}"
+        return f"oomwatch run {alive}; {self.why()}"
 
     def healthz(self) -> int:
         return self.get("/healthz")[0]

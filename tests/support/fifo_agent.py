@@ -109,12 +109,12 @@ class AgentProc(AgentProcess):
     def probe_dir(self) -> Path:
         return self.tmp / "probe"
 
-    def kill(self, extra_tasks: int = 0) -> float:
-        """A kernel kill through the FIFO and the container's counter; returns when written."""
+    def kill(self, extra_tasks: int = 0, *, now: bool = False) -> float:
+        """A kernel kill through the FIFO and the container's counter; returns when written.
+        Stamped now (`now`: CLOCK_MONOTONIC, as the kernel stamps), or at a fixed early time."""
         self.kills += 1
-        records = kill_records(
-            self.seq, 9_000_000_000 + self.kills * 10_000_000, 20_000 + self.kills, extra_tasks
-        )
+        stamp_us = int(time.monotonic() * 1e6) if now else 9_000_000_000 + self.kills * 10_000_000
+        records = kill_records(self.seq, stamp_us, 20_000 + self.kills, extra_tasks)
         self.seq += records.count(b"\n") + 10
         written_at = time.monotonic()
         view = memoryview(records)

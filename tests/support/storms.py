@@ -372,7 +372,8 @@ def burst_round(
     assert all(h.wait(60) == -signal.SIGKILL for h in hogs)
     # a liveness bound, not a speed one: the lab VM's emulated CPU under a loaded host
     # once took over 60 s to store a 4-kill burst that a rerun stored well inside it
-    assert wait_for(lambda: len(mine(daemon.state_dir, truth)) >= n, 120.0)
+    stored_all = wait_for(lambda: len(mine(daemon.state_dir, truth)) >= n, 120.0)
+    assert stored_all, f"{len(mine(daemon.state_dir, truth))} of {n} stored; {daemon.state()}"
     incidents = settled_incidents(lambda: mine(daemon.state_dir, truth))
     assert len(incidents) == n
     times = [i.kernel_time_s for i in incidents if i.kernel_time_s is not None]
