@@ -29,6 +29,7 @@ from oomwatch.kube.signals import (
     newly_evicted,
     parse_time_s,
 )
+from oomwatch.queue_drain import drain
 
 log = logging.getLogger("oomwatch.kube.integration")  # the logger these records carry
 
@@ -66,8 +67,7 @@ class ClaimVerifier:
     def run(self, stop: threading.Event) -> None:
         waiting: list[tuple[float, OomKilledClaim]] = []  # this thread's alone
         while not stop.wait(VERIFY_POLL_S):
-            while not self._offered.empty():
-                waiting.append(self._offered.get_nowait())
+            waiting += drain(self._offered)
             now = time.monotonic()
             due = [claim for at, claim in waiting if at <= now]
             waiting = [(at, claim) for at, claim in waiting if at > now]
