@@ -20,6 +20,10 @@ from oomwatch.dataclass_dict import plain_dataclass
 from oomwatch.diagnosis_codes import FindingCode, Recommendation, VerdictCode
 
 # `name as name`: re-exported from its home; importers of incidents find it here too.
+from oomwatch.incident_attribution import Attribution as Attribution
+from oomwatch.incident_attribution import AttributionCandidate as AttributionCandidate
+from oomwatch.incident_attribution import AttributionConfidence as AttributionConfidence
+from oomwatch.incident_attribution import AttributionMethod as AttributionMethod
 from oomwatch.incident_kinds import CONSTRAINED_KILL_KINDS as CONSTRAINED_KILL_KINDS
 from oomwatch.incident_kinds import INCIDENT_KINDS as INCIDENT_KINDS
 from oomwatch.incident_kinds import KERNEL_KILL_KINDS as KERNEL_KILL_KINDS
@@ -34,9 +38,6 @@ from oomwatch.wall_time import iso_time as iso_time
 from oomwatch.wall_time import parse_iso as parse_iso
 
 LimitScope = Literal["container", "pod", "qos", "node", "cgroup", "global"]
-# How the victim's cgroup was established (see `Attribution`).
-AttributionMethod = Literal["report", "group", "oom_signal", "pid_seen", "counter", "none"]
-AttributionConfidence = Literal["certain", "ambiguous", "unknown"]
 QosClass = Literal["guaranteed", "burstable", "besteffort"]
 CgroupDriver = Literal["cgroupfs", "systemd"]
 Runtime = Literal["containerd", "cri-o", "docker"]
@@ -179,51 +180,6 @@ class Finding:
     severity: Literal["critical", "warning", "info"]
     message: str
     evidence: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass(slots=True)
-class AttributionCandidate:
-    """A cgroup the evidence leaves possible for a kill, with the identity its path gives
-    (and the pod's name once Kubernetes enrichment knows the UID)."""
-
-    cgroup: str
-    pod_uid: str | None = None
-    container_id: str | None = None
-    namespace: str | None = None
-    pod: str | None = None
-
-    def name(self) -> str:
-        if self.pod:
-            return f"{self.namespace}/{self.pod}" if self.namespace else self.pod
-        return f"uid {self.pod_uid}" if self.pod_uid else self.cgroup
-
-
-@dataclass(slots=True)
-class Attribution:
-    """How sure oomwatch is of the victim's cgroup, and why.
-
-    `certain`: one cgroup fits all the kernel's evidence (its report names it, or for a
-    report whose header the kernel rate-limited: the only counter that rose at that time,
-    the pid seen in that cgroup, the only one whose OOM notification came before the kill).
-    `ambiguous`: two or more fit and nothing the kernel gives separates them; `candidates`
-    names them and no pod is charged.  `unknown`: none fits (an unwatched cgroup).
-    """
-
-    method: AttributionMethod
-    confidence: AttributionConfidence
-    candidates: list[AttributionCandidate] = field(default_factory=list)
-    reason: str | None = None  # in words: what decided it, or what could not be separated
-
-    @property
-    def ambiguous(self) -> bool:
-        return self.confidence == "ambiguous"
-
-    def describe(self) -> str:
-        """`one of pods ns/a, ns/b` (names where Kubernetes knew them, else pod UIDs, else
-        cgroup paths): how every output names the pods of an ambiguous kill."""
-        names = [c.name() for c in self.candidates]
-        noun = "pods" if all(c.pod_uid for c in self.candidates) else "cgroups"
-        return f"one of {noun} " + ", ".join(names)
 
 
 @dataclass(slots=True)

@@ -28,11 +28,11 @@ from oomwatch.daemon import wiring
 from oomwatch.daemon.cgroup_worker import CgroupWorker, attentive_sampler
 from oomwatch.daemon.checkpoint import Checkpointer
 from oomwatch.daemon.config import DaemonConfig
-from oomwatch.daemon.enrichers import EnricherParts, make_enrichers
 from oomwatch.daemon.forecast_stage import ForecastBook
 from oomwatch.daemon.heartbeat import Heartbeat
 from oomwatch.daemon.loop_inbox import LoopInbox
 from oomwatch.daemon.pipeline import Pipeline
+from oomwatch.enrichers import EnricherParts, discover, make_enrichers
 from oomwatch.incident import Incident
 from oomwatch.reconcile import CgroupNews, is_logged_kernel_kill
 from oomwatch.sinks.log import LogSink, get_logger
@@ -56,6 +56,7 @@ class Agent:
     def __init__(self, config: DaemonConfig) -> None:
         self.config = config
         self.log = get_logger()
+        enricher_order = discover()  # a misplaced enricher module stops start-up, named
         self._stop = threading.Event()
         # What other threads are given of the loop: the inbox, the metrics, the store's
         # one locked read and gauges' labels; never a method of this object.
@@ -113,7 +114,7 @@ class Agent:
         probe = wiring.open_probe(config, self.log)
         self.framework_source: FrameworkSource | None = probe[1] if probe else None
         parts = EnricherParts(config, self.kube, forecasts, probe[0] if probe else None, self.log)
-        self.enrichers = make_enrichers(parts)
+        self.enrichers = make_enrichers(parts, enricher_order)
         history = wiring.history(self.store, self.log)
         node, wait_s = config.node_name, config.enrich_wait_s
         self.pipeline = Pipeline(

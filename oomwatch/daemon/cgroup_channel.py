@@ -18,6 +18,7 @@ from collections.abc import Callable
 
 from oomwatch.daemon.cgroup_view import CgroupBatch, CgroupView
 from oomwatch.daemon.forecast_news import ForecastChange
+from oomwatch.queue_drain import drain
 
 
 class CgroupChannel:
@@ -52,10 +53,7 @@ class CgroupChannel:
 
     def take_timeline_asks(self) -> list[str]:
         """(Worker thread) the containers asked for since the last take."""
-        asked: list[str] = []
-        while not self._timeline_asks.empty():
-            asked.append(self._timeline_asks.get_nowait())
-        return asked
+        return drain(self._timeline_asks)
 
     def close(self) -> None:
         """Close the pipe (the worker has stopped, or will not be waited for)."""

@@ -25,7 +25,8 @@ from oomwatch.cgroups.oom_events import OomSignal, Sighting
 from oomwatch.daemon.cgroup_channel import CgroupChannel
 from oomwatch.daemon.cgroup_thread import CgroupThread, OnSamples
 from oomwatch.daemon.cgroup_view import CgroupBatch, CgroupView, CounterLevels
-from oomwatch.daemon.forecast_news import ForecastChange, ForecastNews
+from oomwatch.daemon.forecast_news import ForecastNews
+from oomwatch.queue_drain import drain
 from oomwatch.reconcile import CgroupNews, CounterKills
 from oomwatch.stages import EventLogger
 
@@ -143,9 +144,7 @@ class CgroupWorker:
             ]
         news = CgroupNews(kills, signals, sightings, counted_at_s) if taken else None
         view = channel.view  # read after the queue: published before what was taken
-        changes: list[ForecastChange] = []
-        while not channel.forecasts.empty():
-            changes += channel.forecasts.get_nowait()
+        changes = [change for taken_changes in drain(channel.forecasts) for change in taken_changes]
         if changes:
             self._forecast_takes += 1
             view = replace(view, forecast=ForecastNews(self._forecast_takes, tuple(changes)))

@@ -12,6 +12,7 @@ import os
 import queue
 
 from oomwatch.incident import Incident
+from oomwatch.queue_drain import drain
 
 
 class LoopInbox:
@@ -42,10 +43,7 @@ class LoopInbox:
 
     def take(self) -> list[Incident]:
         """(Loop thread) the incidents submitted since the last take."""
-        taken: list[Incident] = []
-        while not self._submitted.empty():
-            taken.append(self._submitted.get_nowait())
-        return taken
+        return drain(self._submitted)
 
     def close(self) -> None:
         for fd in (self._read_fd, self._write_fd):

@@ -25,7 +25,12 @@ class PodCache:
         self._deleted: dict[str, tuple[PodInfo, float]] = {}  # by API uid -> (pod, deleted at)
         self._keep_deleted_s = keep_deleted_s
         self._clock = clock
-        self.synced = False
+        self._synced = threading.Event()  # set by the first list, on the watcher's thread
+
+    @property
+    def synced(self) -> bool:
+        """(Any thread) whether the pods have been listed once."""
+        return self._synced.is_set()
 
     def replace(self, pods: Iterable[PodInfo]) -> dict[str, PodInfo]:
         """Install a fresh list; pods missing from it become tombstones.  Returns the old map."""
@@ -39,7 +44,7 @@ class PodCache:
             for uid in fresh:
                 self._deleted.pop(uid, None)
             self._pods = fresh
-            self.synced = True
+            self._synced.set()
             self._prune(now)
         return old
 

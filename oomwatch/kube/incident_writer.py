@@ -96,7 +96,8 @@ class IncidentWriter:
         self._pending_bytes = 0
         self._known: dict[Fingerprint, _Known] = {}
         self._next_gc_s = 0.0
-        self.available = True
+        self._available = threading.Event()  # (its thread sets and clears, under _cond)
+        self._available.set()
         self.writes = 0
         self.dropped = 0
 
@@ -106,7 +107,7 @@ class IncidentWriter:
         Never blocks on the API; a new fingerprint that would overflow the bound is dropped."""
         size = object_bytes(obj)
         with self._cond:
-            if not self.available:
+            if not self._available.is_set():
                 return
             pending = self._pending.get(fingerprint)
             if pending is not None:
@@ -124,6 +125,11 @@ class IncidentWriter:
     def pending(self) -> int:
         with self._cond:
             return len(self._pending)
+
+    @property
+    def available(self) -> bool:
+        """(Any thread) whether the API took the objects (no: no CRD, or no grant to write)."""
+        return self._available.is_set()
 
     def wake(self) -> None:
         with self._cond:
@@ -145,7 +151,7 @@ class IncidentWriter:
             self._collect()
             return
         with self._cond:
-            if not self._pending or not self.available:
+            if not self._pending or not self._available.is_set():
                 self._cond.wait(timeout=0.5)
                 return
         wait_s = self._take_token()
@@ -291,11 +297,11 @@ class IncidentWriter:
                 except _ApiError as exc:
                     log.warning("oomincident_gc_failed", extra={"status": exc.status})
         with self._cond:
-            self.available = True  # again, if the CRD or the grant came since
+            self._available.set()  # again, if the CRD or the grant came since
 
     def _unavailable(self, exc: _ApiError) -> None:
         with self._cond:
-            if self.available:
+            if self._available.is_set():
                 log.warning(
                     "oomincidents_unavailable",
                     extra={
@@ -306,7 +312,7 @@ class IncidentWriter:
                         "effect": "no OOMIncident objects; Events, metrics and the store go on",
                     },
                 )
-            self.available = False
+            self._available.clear()
             self._pending.clear()
             self._pending_bytes = 0
 

@@ -1,18 +1,20 @@
 """`KubeIntegration`: the daemon's one handle on Kubernetes (enricher, sink, status signals).
 
-Three daemon threads: the pod watcher (cache), the publisher (Events, annotations) and the
-checker (false-OOMKilled verification after a grace delay, so the kernel kill that would
-explain an OOMKilled status has reached the store first).  The pipeline sees only
-`.enricher` and `.sink`, neither of which blocks or raises.
+Four daemon threads: the pod watcher (cache, and `verifier.PodChanges` on each change), the
+publisher (Events, annotations), the verifier (`verifier.ClaimVerifier`: false OOMKilled)
+and the `OOMIncident` writer.  Each is given its own object, never this one; what the loop
+reads of them is a published value (the watch's and the cache's state, the publisher's and
+the writer's reach: `threading.Event`s).  The pipeline sees only `.enricher` and `.sink`,
+neither of which blocks or raises.
 """
 
 from __future__ import annotations
 
 import copy
+import functools
 import logging
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -35,24 +37,13 @@ from oomwatch.kube.publisher import (
     NotReady,
     Update,
 )
-from oomwatch.kube.signals import (
-    OomKilledClaim,
-    eviction_incident,
-    false_oomkilled_incident,
-    new_oomkilled_claims,
-    newly_evicted,
-    parse_time_s,
-)
 from oomwatch.kube.summary import workload_name
+from oomwatch.kube.verifier import ClaimVerifier, KernelKillsFor, PodChanges
 from oomwatch.kube.watcher import PodWatcher
 
 log = logging.getLogger(__name__)
 
-KernelKillsFor = Callable[[str, float, float], int]
-"""(container_id, since_s, until_s) -> kernel kills the store holds for that container,
-times in seconds since the epoch."""
-
-_SEEN_MAX = 10_000
+__all__ = ["KernelKillsFor", "KubeIntegration", "KubeSink", "default_api_client"]
 
 
 def default_api_client() -> client.ApiClient:
@@ -63,6 +54,11 @@ def default_api_client() -> client.ApiClient:
     except config.ConfigException:
         api: client.ApiClient = config.new_client_from_config()  # type: ignore[no-untyped-call]
         return api
+
+
+def _in_step(cache: PodCache, watching: threading.Event) -> bool:
+    """(Any thread) whether the cache has listed the pods and the watch still reaches the API."""
+    return cache.synced and watching.is_set()
 
 
 class KubeSink:
@@ -163,17 +159,12 @@ class KubeIntegration:
         incident_writer_options: dict[str, Any] | None = None,
     ) -> None:
         self.node_name = node_name
-        self._submit = submit
-        self._kernel_kills_for = kernel_kills_for
-        self._verify_delay_s = verify_delay_s
-        self._started_wall_s = time.time()
         self.cache = PodCache()
         self.enricher = PodEnricher(self.cache)
         self._stop = threading.Event()
-        self._threads: list[threading.Thread] = []
-        self._lock = threading.Lock()
-        self._pending: list[tuple[float, OomKilledClaim]] = []
-        self._seen: OrderedDict[tuple[str, ...], None] = OrderedDict()
+        self._threads: tuple[threading.Thread, ...] = ()  # replaced whole once started
+        self._verifier = ClaimVerifier(submit, kernel_kills_for, verify_delay_s)
+        self._changes = PodChanges(submit, self._verifier)
         # Reads the service-account token or kubeconfig now, so a missing one fails at startup.
         api = api_client or default_api_client()
         self.publisher = EventPublisher(
@@ -190,37 +181,41 @@ class KubeIntegration:
                 retention_s=incident_retention_s,
                 **(incident_writer_options or {}),
             )
+        self._watcher = PodWatcher(
+            PodsApi(api),
+            node_name,
+            self.cache,
+            self._changes,
+            watch_timeout_s=watch_timeout_s,
+            backoff_max_s=backoff_max_s,
+        )
+        cache_live = functools.partial(_in_step, self.cache, self._watcher.watching)
         self.sink = KubeSink(
             node_name,
             self.cache,
             self.publisher,
             annotate,
-            self._cache_live,
+            cache_live,
             ReportHint(),
             self.incidents,
         )
-        self.warnings = WarningEvents(node_name, self.cache, self.publisher, self._cache_live)
-        self._watcher = PodWatcher(
-            PodsApi(api),
-            node_name,
-            self.cache,
-            self._on_pod_change,
-            watch_timeout_s=watch_timeout_s,
-            backoff_max_s=backoff_max_s,
-        )
+        self.warnings = WarningEvents(node_name, self.cache, self.publisher, cache_live)
 
     def start(self) -> None:
-        """Start the watcher, publisher and verifier threads (all daemon threads)."""
-        self._started_wall_s = time.time()
+        """Start the watcher, publisher, verifier and writer threads (all daemon threads), each
+        given its own object and the stop event."""
+        self._changes.since_wall_s = time.time()  # before the watcher's thread reads it
+        threads = []
         for name, target in (
             ("oomwatch-kube-pods", self._watcher.run),
             ("oomwatch-kube-events", self.publisher.run),
-            ("oomwatch-kube-verify", self._verify_loop),
+            ("oomwatch-kube-verify", self._verifier.run),
             *((("oomwatch-kube-incidents", self.incidents.run),) if self.incidents else ()),
         ):
             thread = threading.Thread(target=target, args=(self._stop,), name=name, daemon=True)
             thread.start()
-            self._threads.append(thread)
+            threads.append(thread)
+        self._threads = tuple(threads)
 
     def stop(self, timeout_s: float = 5.0) -> None:
         """Give queued Events up to `timeout_s` to go out (if the API answers), then stop."""
@@ -248,59 +243,7 @@ class KubeIntegration:
         """Liveness: our threads run (an unreachable API is not unhealthy: restarts do not help)."""
         return all(t.is_alive() for t in self._threads) or not self._threads
 
-    def _cache_live(self) -> bool:
-        return self.cache.synced and self._watcher.connected
-
     @property
     def connected(self) -> bool:
         """Whether the pod watch currently reaches the API server."""
-        return self._watcher.connected
-
-    def _on_pod_change(self, previous: PodInfo | None, pod: PodInfo, initial: bool) -> None:
-        if not initial and newly_evicted(previous, pod) and self._first_time(("evicted", pod.uid)):
-            self._submit_safely(eviction_incident(pod, datetime.now(UTC)))
-        for claim in new_oomkilled_claims(previous, pod):
-            finished_s = parse_time_s(claim.termination.finished_at)
-            # Only terminations since we started: earlier kills may predate what we saw.
-            if finished_s is None or finished_s < self._started_wall_s - 1.0:
-                continue
-            if claim.termination.container_id and self._first_time(claim.key):
-                with self._lock:
-                    self._pending.append((time.monotonic() + self._verify_delay_s, claim))
-
-    def _verify_loop(self, stop: threading.Event) -> None:
-        while not stop.wait(0.25):
-            now = time.monotonic()
-            with self._lock:
-                due = [c for at, c in self._pending if at <= now]
-                self._pending = [(at, c) for at, c in self._pending if at > now]
-            for claim in due:
-                self._verify(claim)
-
-    def _verify(self, claim: OomKilledClaim) -> None:
-        window = claim.window_s()
-        container_id = claim.termination.container_id
-        if window is None or container_id is None:
-            return
-        try:
-            kills = self._kernel_kills_for(container_id, *window)
-        except Exception:
-            log.exception("kernel_kills_count_failed", extra={"container_id": container_id})
-            return
-        if kills == 0:
-            self._submit_safely(false_oomkilled_incident(claim, window))
-
-    def _submit_safely(self, incident: Incident) -> None:
-        try:
-            self._submit(incident)
-        except Exception:
-            log.exception("pipeline_refused", extra={"kind": incident.kind})
-
-    def _first_time(self, key: tuple[str, ...]) -> bool:
-        with self._lock:
-            if key in self._seen:
-                return False
-            self._seen[key] = None
-            while len(self._seen) > _SEEN_MAX:
-                self._seen.popitem(last=False)
-            return True
+        return self._watcher.watching.is_set()

@@ -102,7 +102,8 @@ class EventPublisher:
         self._clock = clock
         self.dropped = 0
         self.delivered = 0
-        self.reachable = True
+        self._reachable = threading.Event()  # (its thread sets) the API answered last time
+        self._reachable.set()
 
     def submit(self, build: Callable[[], list[Update]], label: str) -> None:
         """Queue updates that `build` makes when their turn comes; it may raise `NotReady`."""
@@ -111,6 +112,11 @@ class EventPublisher:
     def pending(self) -> int:
         with self._cond:
             return len(self._queue)
+
+    @property
+    def reachable(self) -> bool:
+        """(Any thread) whether the API answered the last delivery (until one fails, yes)."""
+        return self._reachable.is_set()
 
     def run(self, stop: threading.Event) -> None:
         """Worker loop: deliver the head item, back off while the API fails."""
@@ -127,15 +133,15 @@ class EventPublisher:
                     continue
                 self._deliver(item)
             except (_Retry, NotReady) as exc:
-                if self.reachable:
+                if self._reachable.is_set():
                     log.warning(
                         "kube_api_unavailable", extra={"error": str(exc), "queued": self.pending()}
                     )
-                self.reachable = False
+                self._reachable.clear()
                 stop.wait(self.backoff.next_s())
                 continue
             except client.ApiException as exc:  # rejected (forbidden, invalid, pod gone)
-                self.reachable = True  # it answered
+                self._reachable.set()  # it answered
                 log.warning(
                     "kube_rejected",
                     extra={"update": _describe(item), "status": exc.status, "reason": exc.reason},
@@ -144,7 +150,7 @@ class EventPublisher:
                 log.exception("kube_update_dropped", extra={"update": _describe(item)})
             else:
                 self.delivered += 1
-                self.reachable = True
+                self._reachable.set()
             self.backoff.reset()
             with self._cond:
                 if self._queue and self._queue[0] is item:

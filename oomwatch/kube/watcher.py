@@ -53,8 +53,8 @@ class PodWatcher:
         self._backoff_initial_s = backoff_initial_s
         self.backoff = Backoff(backoff_initial_s, backoff_max_s)
         self._watch: watch.Watch | None = None
-        self.connected = False
-        self.last_error: str | None = None
+        self.watching = threading.Event()  # (any thread reads) the watch reaches the API now
+        self._last_error: str | None = None  # (its thread) what the last failure said
 
     def run(self, stop: threading.Event) -> None:
         resource_version: str | None = None
@@ -87,13 +87,13 @@ class PodWatcher:
             current.stop()  # type: ignore[no-untyped-call]
 
     def _failed(self, message: str) -> None:
-        if self.connected or self.last_error != message:
+        if self.watching.is_set() or self._last_error != message:
             log.warning(
                 "pod_watch_failed",
                 extra={"error": message, "retry_within_s": round(self.backoff.ceiling_s, 1)},
             )
-        self.connected = False
-        self.last_error = message
+        self.watching.clear()
+        self._last_error = message
 
     def _list(self) -> str | None:
         # Raw JSON, not models: the cache decodes dicts, and watch events arrive as dicts too.
@@ -105,7 +105,8 @@ class PodWatcher:
         initial = not self._cache.synced
         pods = [p for p in (_decode(item) for item in data.get("items") or []) if p is not None]
         previous = self._cache.replace(pods)
-        self.connected, self.last_error = True, None
+        self._last_error = None
+        self.watching.set()
         for pod in pods:
             self._notify(previous.get(pod.uid), pod, initial)
         rv = (data.get("metadata") or {}).get("resourceVersion")
@@ -126,7 +127,7 @@ class PodWatcher:
                 timeout_seconds=(timeout_s := watch_timeout_s(self._watch_timeout_s)),
                 _request_timeout=(self._connect_timeout_s, timeout_s + 30),
             ):
-                self.connected = True
+                self.watching.set()
                 raw = event.get("raw_object") or {}
                 rv = (raw.get("metadata") or {}).get("resourceVersion")
                 if isinstance(rv, str) and rv:

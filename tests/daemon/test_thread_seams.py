@@ -2,19 +2,24 @@
 owns, and what the workers and the HTTP server are given leads to nothing of the loop's.
 
 Each side's objects are found by following attributes (support.ownership); the agent runs
-for real on a fake node with a probe directory, so every worker is started as in `run`."""
+for real on a fake node with a probe directory, so every worker is started as in `run`, and
+the Kubernetes side's four threads run against the fake API server, given what the agent
+gives them."""
 
 from __future__ import annotations
 
 import dataclasses
 import os
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from kubernetes import client
 from support import until
 from support.agent import agent_thread
+from support.fakeapi import NODE, FakeApiServer
 from support.host import config_for, fake_host
 from support.ownership import paths_to
 
@@ -25,12 +30,17 @@ from oomwatch.daemon.agent import Agent
 from oomwatch.daemon.cgroup_thread import CgroupThread
 from oomwatch.daemon.forecasting import ForecastWatch
 from oomwatch.daemon.heartbeat import Heartbeat
+from oomwatch.daemon.loop_inbox import LoopInbox
 from oomwatch.daemon.pipeline import Pipeline
+from oomwatch.kube import KubeIntegration
+from oomwatch.kube.verifier import PodChanges
+from oomwatch.kube.watcher import PodWatcher
 from oomwatch.probe.reader import ProbeDirReader
 from oomwatch.reconcile import ReconcileState
 from oomwatch.sinks.log import get_logger
 from oomwatch.sources.kernel_log import KernelLog
 from oomwatch.stages import KubeLink
+from oomwatch.store import IncidentStore
 
 WORKERS_OWN: tuple[type, ...] = (
     CgroupThread,
@@ -113,3 +123,51 @@ def test_the_heartbeat_is_read_as_one_value() -> None:
         heartbeat._beat.at_s = 0.0  # type: ignore[misc]
     now[0] = 12.0
     assert heartbeat.stale_s() == 2.0
+
+
+def test_the_kube_threads_are_given_their_own_objects_and_nothing_of_the_loops(
+    tmp_path: Path,
+) -> None:
+    """Each thread gets its object and the stop event, never the `KubeIntegration` the loop
+    holds; only the pod watch's thread reaches the watcher and the seen-set it keeps; what
+    the loop reads of them (connected, synced, reachable, available) is a published Event."""
+    api = FakeApiServer().start()
+    inbox, store = LoopInbox(), IncidentStore(tmp_path / "state")
+    kube: KubeIntegration | None = None
+    try:
+        with client.ApiClient(client.Configuration(host=api.url)) as api_client:
+            kube = KubeIntegration(
+                NODE,
+                annotate=True,
+                submit=inbox.submit,
+                kernel_kills_for=store.kills_in,
+                api_client=api_client,
+            )
+            kube.start()
+            until("the pods listed", lambda: kube.cache.synced or None, 10.0, 0.02)
+            threads = {
+                t.name: t for t in threading.enumerate() if t.name.startswith("oomwatch-kube")
+            }
+            assert sorted(threads) == [
+                "oomwatch-kube-events",
+                "oomwatch-kube-incidents",
+                "oomwatch-kube-pods",
+                "oomwatch-kube-verify",
+            ]
+            for name, thread in threads.items():
+                for loop_kind in (KubeIntegration, *LOOP_OWNS):
+                    assert paths_to(thread, loop_kind) == [], (name, loop_kind)
+                if name == "oomwatch-kube-pods":  # the walk does reach through a thread
+                    assert paths_to(thread, PodChanges) == ["root._target.__self__._on_change"]
+                else:
+                    assert paths_to(thread, PodWatcher) == [], name
+                    assert paths_to(thread, PodChanges) == [], name
+            published = (kube._watcher.watching, kube.cache._synced, kube.publisher._reachable)
+            assert all(isinstance(flag, threading.Event) for flag in published)
+            assert kube.incidents is not None
+            assert isinstance(kube.incidents._available, threading.Event)
+    finally:
+        if kube is not None:
+            kube.stop(timeout_s=1.0)
+        api.stop()
+        inbox.close()

@@ -50,6 +50,7 @@ def light(tmp_path_factory: pytest.TempPathFactory) -> Path:
         shipped = archive.namelist()
     assert not [n for n in shipped if n.startswith("oomwatch/lab/vm/")], "the QEMU lab ships"
     assert "oomwatch/lab/hog.py" in shipped  # `oomwatch demo` needs the rest of the lab
+    assert {f"oomwatch/enrichers/{m}.py" for m in ("pod", "forecast", "allocator")} <= set(shipped)
     env_dir = tmp / "venv"
     venv.EnvBuilder(with_pip=True).create(env_dir)
     installed = _run([str(env_dir / "bin" / "pip"), "install", "--no-index", str(wheel)])
@@ -87,3 +88,17 @@ def test_report_works_and_run_names_the_extra(light: Path) -> None:
     agent = _run([str(light / "bin" / "oomwatch"), "run", "--standalone"])
     assert agent.returncode == 2
     assert "pip install 'oomwatch[agent]'" in agent.stderr and "Traceback" not in agent.stderr
+
+
+def test_the_installed_enrichers_package_lists_its_modules(light: Path) -> None:
+    """The agent finds its enrichers by listing the package (`oomwatch.enrichers.discover`):
+    the installed wheel lists the same modules (listed, not imported: this install has no
+    agent libraries)."""
+    listing = (
+        "import importlib.util, pkgutil;"
+        "spec = importlib.util.find_spec('oomwatch.enrichers');"
+        "print(*(m.name for m in pkgutil.iter_modules(spec.submodule_search_locations)))"
+    )
+    listed = _run([str(light / "bin" / "python"), "-c", listing])
+    assert listed.returncode == 0, listed.stderr
+    assert {"pod", "forecast", "allocator"} <= set(listed.stdout.split())

@@ -289,13 +289,17 @@ with open(sys.argv[1], "w") as procs:
 with open("/proc/self/comm", "w") as comm:
     comm.write("e2e-pid1")
 for _ in range(3):
+    exec_done, child_end = os.pipe()  # close-on-exec: end of file once the peer has exec'd
     if os.fork() == 0:
+        os.close(exec_done)
         os.execvp("sleep", ["sleep", "60"])
-time.sleep(0.3)  # the peers exec `sleep` first: pid 1 dies among them
+    os.close(child_end)
+    os.read(exec_done, 1)  # the peer runs `sleep` now: pid 1 dies among them
+    os.close(exec_done)
 region = mmap.mmap(-1, 128 << 20)
 for offset in range(0, len(region), 4096):
     region[offset] = 1
-time.sleep(60)
+time.sleep(60)  # not reached: the mapping above brings the kill
 """
 
 

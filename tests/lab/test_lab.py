@@ -109,6 +109,7 @@ def test_cleanup_after_a_failing_test(memcg_v1: None) -> None:
 
 @kernel
 def test_cleanup_releases_processes_it_did_not_start(memcg_v1: None) -> None:
+    # a process that lives past the test's checks (it is killed at the end)
     stranger = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
         with ScratchMemcg(64 * MIB) as tree:

@@ -5,7 +5,9 @@ through any attribute, to an object another thread owns.
 and slots), containers, bound methods' owners, `functools.partial`s' arguments and closures'
 cells; a `threading.Thread`'s too (its target and arguments, while it runs).  It does not
 enter modules, classes, a function's globals or a running frame's locals: what only a
-thread's own frame holds is that thread's alone."""
+thread's own frame holds is that thread's alone.  Nor the HTTP client libraries' objects
+(`LIBRARIES`: the Kubernetes client, urllib3): oomwatch hands them no object of its own, only
+requests, and their pools refuse to be iterated."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from typing import Any
 __all__ = ["paths_to"]
 
 _ATOMS = (str, bytes, int, float, complex, bool, type(None), type, types.ModuleType)
+LIBRARIES = frozenset({"kubernetes", "urllib3"})
 
 
 def paths_to(root: object, kind: type, limit: int = 100_000) -> list[str]:
@@ -34,7 +37,8 @@ def paths_to(root: object, kind: type, limit: int = 100_000) -> list[str]:
         seen.add(id(obj))
         if isinstance(obj, kind):
             found.append(path)
-        todo.extend(_children(path, obj))
+        if type(obj).__module__.partition(".")[0] not in LIBRARIES:
+            todo.extend(_children(path, obj))
     return found
 
 

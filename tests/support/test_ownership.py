@@ -57,3 +57,14 @@ def test_a_thread_leads_to_its_target_and_arguments() -> None:
 def test_a_walk_too_large_to_finish_says_so() -> None:
     with pytest.raises(AssertionError, match="not whole"):
         paths_to([[i] for i in range(50)], Owned, limit=10)
+
+
+def test_it_finds_a_client_librarys_object_but_does_not_walk_into_it() -> None:
+    from kubernetes import client
+
+    api = client.ApiClient(client.Configuration(host="http://127.0.0.1:9"))
+    try:
+        assert paths_to(Plain(api), client.ApiClient) == ["root.held"]
+        assert paths_to(Plain(api), client.Configuration) == []  # inside the library
+    finally:
+        api.close()  # type: ignore[no-untyped-call]
