@@ -115,8 +115,22 @@ def run_script(argv: Sequence[str], cwd: Path, env: Mapping[str, str]) -> str:
         "OOMWATCH_VM_SHARE": GUEST_SHARE,
     }
     lines += [f"export {key}={shlex.quote(value)}" for key, value in {**base, **env}.items()]
-    lines += [f"cd {shlex.quote(str(cwd))} || exit 125", "exec " + shlex.join(argv)]
+    lines += [f"cd {shlex.quote(str(cwd))} || exit 125", shlex.join(argv), "rc=$?"]
+    lines += _AFTER_A_FAILURE
     return "\n".join(lines) + "\n"
+
+
+# When the command failed: the guest kernel's kills outside a memcg's limit (a global OOM, the
+# guest's memory all used: it may have killed an agent under test, which then looks like a
+# crash), on the console, where the host's failure message shows its tail.
+_AFTER_A_FAILURE = [
+    'if [ "$rc" -ne 0 ]; then',
+    "    echo '--- guest kernel: OOM kills at no memcg limit (global) ---'",
+    "    dmesg | grep 'Out of memory: Killed process' | grep -v 'Memory cgroup' | tail -20",
+    "    dmesg | grep -c 'Memory cgroup out of memory: Killed process' | sed 's/^/memcg kills: /'",
+    "fi",
+    'exit "$rc"',
+]
 
 
 def kept_under_tmp(cwd: Path, argv: Sequence[str]) -> list[str]:
