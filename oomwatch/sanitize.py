@@ -25,13 +25,13 @@ _UNSAFE = re.compile(
 
 def escape_control(text: str) -> str:
     """Replace control, bidi and invisible format characters with `\\xNN`/`\\uNNNN`."""
-
-    def _esc(match: re.Match[str]) -> str:
-        code = ord(match.group(0))
-        if code <= 0xFF:
-            return f"\\x{code:02x}"
-        return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
-
     if text.isascii() and text.isprintable():  # the common case, in C: nothing to escape
         return text
-    return _UNSAFE.sub(_esc, text)
+    return _UNSAFE.sub(_escaped, text)
+
+
+def _escaped(match: re.Match[str]) -> str:
+    code = ord(match.group(0))
+    if code <= 0xFF:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"

@@ -190,20 +190,17 @@ def numeric_record(
     monotonic = (
         _MONOTONIC_KERNEL.match(body) if kernel_time_s is not None and "kernel: " in body else None
     )
+    # Positional (message, source_format, kernel_time_s, wall_time, kmsg_seq, facility,
+    # level, line_no): one record per fed line, and keywords cost a third more.
     if monotonic:
         return LogRecord(
             body[monotonic.end() :],
             "journal",
-            kernel_time_s=kernel_time_s,
-            wall_time=outer_wall,
-            level=level,
-            line_no=line_no,
+            kernel_time_s,
+            outer_wall,
+            None,
+            None,
+            level,
+            line_no,
         )
-    return LogRecord(
-        body,
-        "dmesg",
-        kernel_time_s=kernel_time_s,
-        wall_time=outer_wall,
-        level=level,
-        line_no=line_no,
-    )
+    return LogRecord(body, "dmesg", kernel_time_s, outer_wall, None, None, level, line_no)

@@ -100,6 +100,18 @@ class LineParser(StampedLines):
     def feed(self, line: str, line_no: int | None = None) -> list[LogRecord]:
         """Records completed by this line (a record is held back one line to join wraps)."""
         line = self._unwrapped(line, line_no)
+        if line[:1] == "[":  # the common `[ 1234.567890] msg`: `_prefixed`'s first case, inline
+            stripped = line.rstrip()
+            dmesg = DMESG_STAMP.match(stripped)
+            if dmesg:
+                self._skipped = self._foreign = False
+                plain = numeric_record(stripped, dmesg.end(), float(dmesg.group(2)), None, line_no)
+                released = self._release()
+                if plain.message:
+                    self._hold(plain, len(line))
+                    at = stripped.find(plain.message)
+                    self._message_col = at if at >= 0 else 0
+                return released
         previous = self._pending
         if line[:1].isspace():
             stripped = line.strip()

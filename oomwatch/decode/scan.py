@@ -128,17 +128,17 @@ def utf8_text(data: bytes, offset: int = 0) -> tuple[str, str | None]:
 
 def _line_fill(line: str) -> int | None:
     """How far a report may run after this line; None if it is no anchor line."""
-    fill: int | None = None
-    for anchors, value in (
-        (_OPENING, MAX_FILL_CHARS),
-        (_TABLE, MAX_TABLE_FILL_CHARS),
-        (_CLOSING, 0),
-    ):
-        if any(anchor in line for anchor in anchors):
-            fill = value if fill is None else max(fill, value)
-    if fill == 0 and _WHOLE_END.search(line) is None:
-        fill = _WRAP_FILL_CHARS
-    return fill
+    # The largest fill of any anchor in the line: the table's, an opening's, a closing's.
+    for anchor in _TABLE:
+        if anchor in line:
+            return MAX_TABLE_FILL_CHARS
+    for anchor in _OPENING:
+        if anchor in line:
+            return MAX_FILL_CHARS
+    for anchor in _CLOSING:
+        if anchor in line:
+            return 0 if _WHOLE_END.search(line) is not None else _WRAP_FILL_CHARS
+    return None
 
 
 def _anchor_hits(text: str) -> list[tuple[int, int]]:

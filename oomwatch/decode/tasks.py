@@ -135,12 +135,13 @@ def parse_row(message: str, columns: list[str]) -> TaskRow | None:
     match = _row_pattern(width).match(message)
     if match is None:
         return None
-    name = match.group(width + 2)
+    groups = match.groups()  # pid, the `width` integers, the name: one tuple, in C
+    name = groups[width + 1]
     if name.endswith("--"):
         name = _GREP_SEPARATOR.sub("", name) or name
-    row = TaskRow(pid=int(match.group(1)), name=name)
-    for index, column in enumerate(columns[:width], 2):
+    row = TaskRow(pid=int(groups[0]), name=name)
+    for column, value in zip(columns[:width], groups[1 : width + 1], strict=True):
         field = _FIELD.get(column)
         if field is not None:
-            setattr(row, field, int(match.group(index)))
+            setattr(row, field, int(value))
     return row

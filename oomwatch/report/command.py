@@ -78,7 +78,8 @@ def main(args: argparse.Namespace) -> int:
         stream, source = _open(args, since)
         loaded = stream.loaded
         seen: deque[Incident] = deque(maxlen=MAX_HELD)  # for --pod's "the pods it has"
-        diagnosed = _diagnosed(stream.incidents, lambda i: seen.append(filters.pod_facts(i)))
+        keep = (lambda i: seen.append(filters.pod_facts(i))) if args.pod else _ignore
+        diagnosed = _diagnosed(stream.incidents, keep)
         shown = filters.selected(diagnosed, since, args.pod, loaded.warn)
         if args.last is not None:  # the newest N: only they are held
             shown = iter(_held(shown, min(args.last, MAX_HELD), loaded, "--last"))
@@ -141,6 +142,10 @@ def _json_notes(
     if args.pod and seen and not any(filters.pod_matches(i, args.pod) for i in seen):
         notes.append(" ".join(line.strip() for line in filters.no_pod_notice(list(seen), args.pod)))
     return notes
+
+
+def _ignore(incident: Incident) -> None:
+    """Without --pod nothing reads the pods seen: no copy of each incident's pod facts."""
 
 
 def _write(emit: Callable[[TextIO], object]) -> None:
