@@ -95,6 +95,7 @@ class IncidentStore:
         self._max_db_bytes = max_db_bytes
         self._adds = 0
         self._prunes_in_add = True  # else the owner calls `prune` when `prune_due` says
+        self._checkpoints: WalCheckpoints | None = None  # `checkpoint_in_background`'s
         # One connection, used from whichever thread runs the pipeline; calls are serialized.
         self._lock = threading.RLock()
         if _readonly:
@@ -327,7 +328,10 @@ class IncidentStore:
             return None
         self._db.execute(f"PRAGMA wal_autocheckpoint={COMMIT_CHECKPOINT_FRAMES}")
         self._prunes_in_add = False
-        return WalCheckpoints(self.path)
+        self._checkpoints = WalCheckpoints(self.path)
+        return self._checkpoints
 
     def close(self) -> None:
         self._db.close()
+        if self._checkpoints is not None:  # its -shm descriptor: only once no lock is needed
+            self._checkpoints.index.close()

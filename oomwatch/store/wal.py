@@ -36,20 +36,49 @@ COMMIT_CHECKPOINT_FRAMES = 4 * CHECKPOINT_FRAMES
 _MX_FRAME = struct.Struct("=I")  # the wal-index header's mxFrame: offset 16, native order
 
 
-def wal_frames(db_path: Path) -> int:
+class WalIndex:
     """The frames in the WAL now, from the wal-index header in `<db>-shm` (sqlite.org's
-    walformat: `mxFrame`, a native-order u32 at offset 16); 0 when there is none."""
-    try:
-        fd = os.open(f"{db_path}-shm", os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
-        return 0
-    try:
-        header = os.pread(fd, 20, 0)
-    except OSError:
-        return 0
-    finally:
-        os.close(fd)
-    return _MX_FRAME.unpack_from(header, 16)[0] if len(header) == 20 else 0
+    walformat: `mxFrame`, a native-order u32 at offset 16; 0 when there is none), read
+    through one descriptor held open until `close()`, which comes after the store's own
+    connection closed.
+
+    Closing a descriptor of a file drops every fcntl lock its process holds on that file
+    (POSIX fcntl(2); Linux `locks_remove_posix` at each close, fs/locks.c), SQLite's shared
+    lock on the -shm's "dead man switch" byte among them (os_unix.c, `UNIX_SHM_DMS`).  A
+    process that opens the store next (`oomwatch report --store`, a test reading it) finds
+    that byte unlocked, takes itself for the first user and truncates the -shm under this
+    process's mapping, whose next access dies of SIGBUS.  So the descriptor stays open; a
+    -shm made anew (a store moved aside) is followed, and the old one's descriptor closed:
+    nothing uses that file any more.
+    """
+
+    def __init__(self, db_path: Path) -> None:
+        self._path = f"{db_path}-shm"
+        self._fd: int | None = None
+
+    def frames(self) -> int:
+        try:
+            inode = os.stat(self._path).st_ino
+        except OSError:
+            return 0
+        if self._fd is not None and os.fstat(self._fd).st_ino != inode:
+            self.close()
+        if self._fd is None:
+            try:
+                self._fd = os.open(self._path, os.O_RDONLY | os.O_CLOEXEC)
+            except OSError:
+                return 0
+        try:
+            header = os.pread(self._fd, 20, 0)
+        except OSError:
+            return 0
+        return _MX_FRAME.unpack_from(header, 16)[0] if len(header) == 20 else 0
+
+    def close(self) -> None:
+        """(After the store's connections closed) the descriptor, and the locks with it."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
 
 
 class WalCheckpoints:
@@ -57,6 +86,7 @@ class WalCheckpoints:
 
     def __init__(self, db_path: Path) -> None:
         self.db_path = db_path
+        self.index = WalIndex(db_path)  # closed by the store, after its connection
         self.done = 0  # checkpoints run (for tests and the bench)
         self._asked = threading.Event()
         self._running = False  # a checkpoint asked for has not finished yet
@@ -67,7 +97,7 @@ class WalCheckpoints:
     def ask_if_due(self, frames: int = CHECKPOINT_FRAMES) -> bool:
         """(Loop thread, at its tick) ask for a checkpoint if the WAL holds `frames` and
         none is under way (the WAL keeps its frames until the commit after a checkpoint)."""
-        due = not self._running and wal_frames(self.db_path) >= frames
+        due = not self._running and self.index.frames() >= frames
         if due:
             self._running = True
             self._asked.set()

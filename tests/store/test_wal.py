@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import fcntl
+import json
+import os
+import struct
+import subprocess
+import sys
 from pathlib import Path
 
 from support import until
 
 from oomwatch.incident import Incident, PodContext, Victim
 from oomwatch.store import IncidentStore
-from oomwatch.store.wal import wal_frames
+from oomwatch.store.wal import WalIndex
 
 
 def _kill(pid: int) -> Incident:
@@ -36,7 +42,7 @@ def test_commits_leave_the_checkpoint_to_the_thread_that_runs_it_when_asked(
         assert store._db.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 4000
         for pid in range(1, 41):
             store.add(_kill(pid))
-        frames = wal_frames(store.path)
+        frames = checkpoints.index.frames()
         assert frames >= 40  # every commit appended; none checkpointed
         assert not checkpoints.ask_if_due(frames + 1)  # below what it asks at
         assert checkpoints.ask_if_due(frames)
@@ -44,9 +50,9 @@ def test_commits_leave_the_checkpoint_to_the_thread_that_runs_it_when_asked(
         assert checkpoints.done == 1
         # the whole WAL went into the database, and the thread's own write started it again
         # (the sync of its new header is not left to the next kill's commit)
-        assert wal_frames(store.path) == 1  # the thread's own page, in a WAL started again
+        assert checkpoints.index.frames() == 1  # the thread's own page, in a WAL started again
         store.add(_kill(41))
-        assert wal_frames(store.path) > 1  # appended behind it: the commit ran no checkpoint
+        assert checkpoints.index.frames() > 1  # appended behind it: the commit ran no checkpoint
         assert [i.victim.pid for i in store.query() if i.victim] == list(range(1, 42))
     finally:
         checkpoints.stop()
@@ -84,4 +90,75 @@ def test_a_store_in_memory_or_read_only_has_no_checkpoint_thread(tmp_path: Path)
         assert reader.checkpoint_in_background() is None
     finally:
         reader.close()
-    assert wal_frames(tmp_path / "nothing.db") == 0
+    assert WalIndex(tmp_path / "nothing.db").frames() == 0
+
+
+def shm_lock_held(shm: Path, offset: int) -> int:
+    """The kind of fcntl lock another process holds on one byte of `shm` (F_UNLCK: none);
+    this process holds no connection to the store, so closing its descriptor drops nothing."""
+    query = struct.pack("hhqqi4x", fcntl.F_WRLCK, os.SEEK_SET, offset, 1, 0)
+    fd = os.open(shm, os.O_RDONLY)
+    try:
+        answer = fcntl.fcntl(fd, fcntl.F_GETLK, query)
+    finally:
+        os.close(fd)
+    return int(struct.unpack("hhqqi4x", answer)[0])
+
+
+# The agent's side: a store with its checkpoint thread, asked once (it reads the WAL's size),
+# then written again after another process read the store.
+_WRITER = """
+import json, sys
+from pathlib import Path
+from oomwatch.incident import Incident
+from oomwatch.store import IncidentStore
+first, second = (Incident.from_dict(json.loads(arg)) for arg in sys.argv[2:4])
+store = IncidentStore(Path(sys.argv[1]))
+checkpoints = store.checkpoint_in_background()
+store.add(first)
+checkpoints.ask_if_due()
+print("asked", flush=True)
+sys.stdin.readline()  # another process reads the store meanwhile
+store.add(second)
+print(len(store.query()), flush=True)
+checkpoints.stop()
+store.close()
+"""
+
+
+def test_another_process_reading_the_store_leaves_the_agents_wal_index_alone(
+    tmp_path: Path,
+) -> None:
+    """Closing a descriptor of a file drops every fcntl lock its process holds on that file
+    (POSIX), SQLite's on the `-shm` among them.  Reading the WAL's size through a descriptor
+    of its own, opened and closed at each ask, did that: a reader that opened the store
+    next found no lock, took itself for the first user and truncated the `-shm` under the
+    agent's mapping, and the agent's next write died of SIGBUS (`oomwatch report --store`
+    on the node, or a test polling the store, while the agent ran)."""
+    writer = subprocess.Popen(
+        [sys.executable, "-c", _WRITER, str(tmp_path)]
+        + [json.dumps(_kill(pid).to_dict()) for pid in (1, 2)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert writer.stdin is not None and writer.stdout is not None
+    try:
+        assert writer.stdout.readline().strip() == "asked"
+        # SQLite's "dead man switch" (os_unix.c, UNIX_SHM_DMS: byte 128 of the -shm), which
+        # every process using the store holds shared: a process that finds it unlocked
+        # truncates the -shm
+        assert shm_lock_held(tmp_path / "oomwatch.db-shm", 128) == fcntl.F_RDLCK
+        reader = IncidentStore.open_readonly(tmp_path)
+        try:
+            assert len(reader.query()) == 1
+        finally:
+            reader.close()
+        writer.stdin.write("go\n")
+        writer.stdin.flush()
+        out = writer.stdout.readline().strip()
+        assert writer.wait(30) == 0, f"the store's owner exited {writer.returncode}"
+        assert out == "2"
+    finally:
+        if writer.poll() is None:
+            writer.kill()

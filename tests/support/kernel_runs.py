@@ -134,7 +134,12 @@ def kill_9_mid_burst_and_restart(
         mine[:] = incidents_for(restarted.state_dir, set(pids), scratch)
         return len(mine) >= total
 
-    assert wait_for(all_in, settle_s), f"{len(mine)} of {total} incidents"
+    if not wait_for(all_in, settle_s):
+        found = {i.victim.pid for i in mine if i.victim}
+        raise AssertionError(
+            f"{len(mine)} of {total} incidents; not recorded: {sorted(set(pids) - found)};"
+            f" {restarted.state()}"
+        )
     mine = settled_incidents(lambda: incidents_for(restarted.state_dir, set(pids), scratch))
     victims = [i.victim.pid for i in mine if i.victim]
     assert len(mine) == total and sorted(victims) == sorted(set(victims))
