@@ -104,14 +104,9 @@ class LineParser(StampedLines):
             stripped = line.rstrip()
             dmesg = DMESG_STAMP.match(stripped)
             if dmesg:
-                self._skipped = self._foreign = False
+                self._skipped = False
                 plain = numeric_record(stripped, dmesg.end(), float(dmesg.group(2)), None, line_no)
-                released = self._release()
-                if plain.message:
-                    self._hold(plain, len(line))
-                    at = stripped.find(plain.message)
-                    self._message_col = at if at >= 0 else 0
-                return released
+                return self._took(plain, len(line), stripped, 0)
         previous = self._pending
         if line[:1].isspace():
             stripped = line.strip()
@@ -125,13 +120,7 @@ class LineParser(StampedLines):
             return self._release()
         record = self._prefixed(stripped, line_no)
         if record is not None:
-            self._foreign = False
-            released = self._release()
-            if record.message or record.source_format == "kmsg":
-                self._hold(record, len(line))
-                at = stripped.find(record.message) if record.message else -1
-                self._message_col = indent + at if at >= 0 else 0
-            return released
+            return self._took(record, len(line), stripped, indent)
         if self._skipped or self._foreign:
             self._foreign = True
             return self._release()
@@ -152,6 +141,17 @@ class LineParser(StampedLines):
         message = stripped[level_match.end() :].strip() if level_match else stripped
         self._hold(LogRecord(message, "plain", level=level, line_no=line_no), len(line))
         self._message_col = 0
+        return released
+
+    def _took(self, record: LogRecord, chars: int, stripped: str, indent: int) -> list[LogRecord]:
+        """A line that starts a record: the record held so far is released and this one held
+        (one without a message only if it is a kmsg record)."""
+        self._foreign = False
+        released = self._release()
+        if record.message or record.source_format == "kmsg":
+            self._hold(record, chars)
+            at = stripped.find(record.message) if record.message else -1
+            self._message_col = indent + at if at >= 0 else 0
         return released
 
     def _unwrapped(self, line: str, line_no: int | None) -> str:
