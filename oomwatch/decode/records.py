@@ -98,52 +98,41 @@ def kmsg_record_from_text(text: str, line_no: int | None = None) -> LogRecord | 
 def parse_kmsg_record(raw: bytes) -> LogRecord | None:
     """Parse one read() of /dev/kmsg; None for userspace records (facility != 0) or garbage.
 
-    The record as `kmsg_record_from_text` reads its text, but the header is taken apart on
-    the bytes and only the message is decoded: the agent parses every record of a report
-    inside the kill's path (80 for one kill).
+    The record `kmsg_record_from_text` makes of its text, but the kernel's header and the
+    message are cut from the bytes by one match and only the message is decoded: the agent
+    parses every record of a report inside the kill's path (80 for one kill).  A header the
+    bytes pattern does not take (never the kernel's) goes the text parser's way.
     """
-    semicolon = raw.find(b";", 0, 256)
-    if semicolon < 0:
+    match = _KMSG_RECORD.match(raw)
+    if match is None:
+        return _parse_kmsg_text(raw)
+    prio_b, seq_b, usec_b, body = match.groups()
+    prio = int(prio_b)
+    if prio >> 3:  # facility
         return None
-    header = raw[:semicolon]
-    fields = header.split(b",", 3)
-    if len(fields) != 4:
-        return None
-    prio, seq, usec, flags = fields
-    if not (
-        0 < len(prio) <= 3
-        and prio.isdigit()
-        and 0 < len(seq) <= 20
-        and seq.isdigit()
-        and 0 < len(usec) <= 20
-        and usec.isdigit()
-        and flags[:1] in _KMSG_FLAGS
-        and b"\n" not in flags
-        and (len(flags) <= _KMSG_HEADER_TAIL_BYTES or _header_tail_fits(flags))
-    ):
-        return None
-    level = int(prio)
-    if level >> 3:  # facility
-        return None
-    start = semicolon + 1
-    stop = raw.find(b"\n", start, start + MAX_MESSAGE_CHARS)
-    body = raw[start : start + MAX_MESSAGE_CHARS if stop < 0 else stop]
     text = body.decode("utf-8", "replace").rstrip("\r")
     return LogRecord(
         unescape_kmsg(text) if "\\x" in text else text,
         "kmsg",
-        int(usec) / 1e6,
+        int(usec_b) / 1e6,
         None,
-        int(seq),
+        int(seq_b),
         0,
-        level & 7,
+        prio & 7,
     )
 
 
-_KMSG_FLAGS = (b"-", b"c", b"+")
-_KMSG_HEADER_TAIL_BYTES = 201  # the flag and at most 200 characters after it
+# `_KMSG_HEADER` on the bytes, and the message up to its dictionary lines.
+_KMSG_RECORD = re.compile(
+    rb"(\d{1,3}),(\d{1,20}),(\d{1,20}),[-c+][^;\n]{0,200};([^\n]{0,%d})" % MAX_MESSAGE_CHARS
+)
 
 
-def _header_tail_fits(flags: bytes) -> bool:
-    """At most 200 characters after the flag, counted as the text parser counts them."""
-    return len(flags[1:].decode("utf-8", "replace")) <= _KMSG_HEADER_TAIL_BYTES - 1
+def _parse_kmsg_text(raw: bytes) -> LogRecord | None:
+    if not raw or not raw[:1].isdigit():
+        return None
+    semicolon = raw.find(b";", 0, 256)
+    if semicolon < 0:
+        return None
+    text = raw[: MAX_MESSAGE_CHARS + semicolon + 1].decode("utf-8", "replace")
+    return kmsg_record_from_text(text)
