@@ -122,6 +122,16 @@ def parse_kmsg_record(raw: bytes) -> LogRecord | None:
     )
 
 
+def kmsg_stamp_s(raw: bytes) -> float | None:
+    """`parse_kmsg_record(raw).kernel_time_s` without the message: for a record the agent
+    skips unread (`ReportAssembler.skips_kmsg`), whose stamp still tells the clock."""
+    match = _KMSG_RECORD.match(raw)
+    if match is None:
+        record = _parse_kmsg_text(raw)
+        return None if record is None else record.kernel_time_s
+    return None if int(match[1]) >> 3 else int(match[3]) / 1e6
+
+
 # `_KMSG_HEADER` on the bytes, and the message up to its dictionary lines.
 _KMSG_RECORD = re.compile(
     rb"(\d{1,3}),(\d{1,20}),(\d{1,20}),[-c+][^;\n]{0,200};([^\n]{0,%d})" % MAX_MESSAGE_CHARS

@@ -16,6 +16,7 @@ from typing import Protocol
 
 from oomwatch.decode import ReportAssembler, parse_kmsg_record
 from oomwatch.decode.lines import parse_killed
+from oomwatch.decode.records import kmsg_stamp_s
 from oomwatch.incident import Incident
 from oomwatch.reconcile.attribution import LATE_SLACK_S
 from oomwatch.reconcile.kernel_time import KernelClock, KernelTime
@@ -179,22 +180,30 @@ class KernelLog:
         last_message: str | None = None  # the last record fed decides how long to wait
         earliest_s: float | None = None  # the read's stamps, for the clock
         latest_s: float | None = None
+        assembler = self.assembler
         for seq, raw in records:
             try:
-                record = parse_kmsg_record(raw)
-                if record is None:
-                    continue  # userspace-written (facility != 0) or garbage
-                stamp_s = record.kernel_time_s
+                if assembler.skips_kmsg(raw):  # chatter: only its stamp is read
+                    stamp_s = kmsg_stamp_s(raw)
+                    if stamp_s is None:
+                        continue  # userspace-written (facility != 0) or garbage
+                    message = ""  # holds no key: not a kill or reaper line (`_idle_after`)
+                else:
+                    record = parse_kmsg_record(raw)
+                    if record is None:
+                        continue
+                    stamp_s = record.kernel_time_s
+                    opened = assembler.open_incident
+                    out += assembler.feed(record)
+                    if assembler.open_incident is not opened:
+                        self._open_since_kernel_s = stamp_s
+                    message = record.message
                 if stamp_s is not None:
                     if earliest_s is None or stamp_s < earliest_s:
                         earliest_s = stamp_s
                     if latest_s is None or stamp_s > latest_s:
                         latest_s = stamp_s
-                opened = self.assembler.open_incident
-                out += self.assembler.feed(record)
-                if self.assembler.open_incident is not opened:
-                    self._open_since_kernel_s = record.kernel_time_s
-                last_message = record.message
+                last_message = message
             except Exception as exc:
                 self.undecodable += 1
                 self.log.error(
