@@ -3,7 +3,7 @@
 No I/O here: sources read the bytes, this package turns them into incidents.
 - `parse_kmsg_record(raw)` / `parse_lines(lines)`: any log format -> `LogRecord`s;
 - `ReportAssembler`: records -> incidents, one record at a time (the daemon's live path;
-  `feed_kmsg(raw)` skips chatter before parsing it);
+  `feed_kmsg(raw)` skips chatter before parsing it, `skips_kmsg(raw)` says it would);
 - `decode_kmsg_records(raws)`: a /dev/kmsg backlog -> `DecodeResult`;
 - `decode_text(text)` / `decode_lines(lines)`: a whole log -> `DecodeResult`;
 - `TextScanner`: `decode_text` for a log that comes in pieces (a file read in chunks);

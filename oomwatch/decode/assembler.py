@@ -94,15 +94,23 @@ class ReportAssembler(ReportBody):
         The daemon's path for /dev/kmsg: most records are chatter, and a substring test on
         the bytes is far cheaper than building a record.
         """
-        keys = self._keys()
-        if keys is not None:
-            raw_keys = RAW_KEY_RE if keys is KEY_RE else RAW_PRE_TABLE_KEY_RE
-            if raw_keys.search(raw) is None:
-                if self._orphans.rows:
-                    self._orphans.clear()
-                return []
+        if self.skips_kmsg(raw):
+            return []
         record = parse_kmsg_record(raw)
         return self.feed(record) if record is not None else []
+
+    def skips_kmsg(self, raw: bytes) -> bool:
+        """True when the /dev/kmsg record cannot matter now, and feeding it is done: only
+        the orphan rows it would clear are cleared (`feed_kmsg` then skips the parse)."""
+        keys = self._keys()
+        if keys is None:
+            return False
+        raw_keys = RAW_KEY_RE if keys is KEY_RE else RAW_PRE_TABLE_KEY_RE
+        if raw_keys.search(raw) is not None:
+            return False
+        if self._orphans.rows:
+            self._orphans.clear()
+        return True
 
     def flush(self) -> list[Incident]:
         """Close the open report, if any."""

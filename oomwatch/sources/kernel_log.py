@@ -16,6 +16,7 @@ from typing import Protocol
 
 from oomwatch.decode import ReportAssembler, parse_kmsg_record
 from oomwatch.decode.lines import parse_killed
+from oomwatch.decode.records import kmsg_stamp_s
 from oomwatch.incident import Incident
 from oomwatch.reconcile.attribution import LATE_SLACK_S
 from oomwatch.reconcile.kernel_time import KernelClock, KernelTime
@@ -171,24 +172,38 @@ class KernelLog:
         groups: GroupKills | None = None,
     ) -> list[Incident]:
         """Feed (seq, raw) records one by one; a failing one is logged and skipped.  Records
-        read `live` (not replayed backlog) also tell the clock offset.  `arrival_s`: when
-        they were read (CLOCK_MONOTONIC; None: now); `groups`: where a group kill may
-        follow (None: nowhere)."""
+        read `live` (not replayed backlog) also tell the clock offset, as one read
+        (`KernelClock.note_read`).  `arrival_s`: when they were read (CLOCK_MONOTONIC;
+        None: now); `groups`: where a group kill may follow (None: nowhere)."""
         out: list[Incident] = []
         read_s = time.monotonic() if arrival_s is None else arrival_s
         last_message: str | None = None  # the last record fed decides how long to wait
+        earliest_s: float | None = None  # the read's stamps, for the clock
+        latest_s: float | None = None
+        assembler = self.assembler
         for seq, raw in records:
             try:
-                record = parse_kmsg_record(raw)
-                if record is None:
-                    continue  # userspace-written (facility != 0) or garbage
-                if live and record.kernel_time_s is not None:
-                    self.clock.note(record.kernel_time_s, read_s)
-                opened = self.assembler.open_incident
-                out += self.assembler.feed(record)
-                if self.assembler.open_incident is not opened:
-                    self._open_since_kernel_s = record.kernel_time_s
-                last_message = record.message
+                if assembler.skips_kmsg(raw):  # chatter: only its stamp is read
+                    stamp_s = kmsg_stamp_s(raw)
+                    if stamp_s is None:
+                        continue  # userspace-written (facility != 0) or garbage
+                    message = ""  # holds no key: not a kill or reaper line (`_idle_after`)
+                else:
+                    record = parse_kmsg_record(raw)
+                    if record is None:
+                        continue
+                    stamp_s = record.kernel_time_s
+                    opened = assembler.open_incident
+                    out += assembler.feed(record)
+                    if assembler.open_incident is not opened:
+                        self._open_since_kernel_s = stamp_s
+                    message = record.message
+                if stamp_s is not None:
+                    if earliest_s is None or stamp_s < earliest_s:
+                        earliest_s = stamp_s
+                    if latest_s is None or stamp_s > latest_s:
+                        latest_s = stamp_s
+                last_message = message
             except Exception as exc:
                 self.undecodable += 1
                 self.log.error(
@@ -198,6 +213,8 @@ class KernelLog:
                     error=f"{type(exc).__name__}: {exc}",
                     consequence="record skipped; the rest of the read is kept",
                 )
+        if live and earliest_s is not None and latest_s is not None:
+            self.clock.note_read(earliest_s, latest_s, read_s)
         if last_message is not None:
             self._flush_idle_s = self._idle_after(last_message, groups)
         if records:  # quiet is counted from the end of decoding (a long read takes a while)

@@ -158,7 +158,8 @@ def test_a_record_the_decoder_chokes_on_is_skipped_and_the_rest_kept(tmp_path: P
     kmsg = KernelLog(str(tmp_path / "absent"), None, "b", get_logger(), on_lost=lambda n: None)
     kmsg.assembler = ChokingAssembler()
     lines = REPORT.splitlines(keepends=True)
-    bad = b"4,39100,7872270700,-;choke \x1b[2J here\n"
+    # a record that holds a key (`oom`), so that the decode feeds it (chatter is skipped unfed)
+    bad = b"4,39100,7872270700,-;oom choke \x1b[2J here\n"
     records = [(39097 + i, raw) for i, raw in enumerate(lines[:3])]
     records += [(39100, bad)] + [(39100 + i, raw) for i, raw in enumerate(lines[3:], 1)]
     incidents = kmsg.decode(records) + kmsg.flush()

@@ -13,7 +13,9 @@ from oomwatch.decode import (
     parse_kmsg_record,
     parse_lines,
 )
+from oomwatch.decode.records import MAX_MESSAGE_CHARS, kmsg_record_from_text
 from oomwatch.incident import Incident
+from oomwatch.sources.kmsg import read_backlog
 
 CORPUS = sorted((Path(__file__).resolve().parent.parent / "data" / "corpus").glob("*.log"))
 REAL_KMSG = Path(__file__).parent / "data" / "real-6.18-memcg-v1-hostile-comm.kmsg"
@@ -75,3 +77,53 @@ def test_scan_needles_cover_every_anchor() -> None:
 
     for anchor in (*scan._OPENING, *scan._TABLE, *scan._CLOSING):
         assert any(needle in anchor for needle in scan._NEEDLE_SEARCH.needles), anchor
+
+
+def _text_parse(raw: bytes) -> object:
+    """The record as the text parser reads it once decoded (the bytes parser's reference)."""
+    semicolon = raw.find(b";", 0, 256)
+    if semicolon < 0 or not raw[:1].isdigit():
+        return None
+    return kmsg_record_from_text(
+        raw[: MAX_MESSAGE_CHARS + semicolon + 1].decode("utf-8", "replace")
+    )
+
+
+_REAL_RECORDS = [
+    raw
+    for path in [REAL_KMSG, *sorted(REAL_KMSG.parents[1].glob("kernel-v2/*/*.kmsg"))]
+    for raw in read_backlog(str(path))
+]
+_HOSTILE_HEADERS = [
+    b"6,1,2,-;",
+    b"6,1,2,-",
+    b"6,1,2;x",
+    b"6,1,2,x;x",
+    b"6,1,2,-,caller=T1;m",
+    b"6,1,2,c;m",
+    b"6,1,2,+;m\r",
+    b"14,1,2,-;user",
+    b"1234,1,2,-;m",
+    b"6,,2,-;m",
+    b"6,1,,-;m",
+    b",1,2,-;m",
+    b"6,1,2,-" + b"x" * 200 + b";m",
+    b"6,1,2,-" + b"x" * 199 + b";m",
+    b"6,1,2,-" + "\u00e9".encode() * 150 + b";m",
+    b"6,1,2,-\n;m",
+    b"6,1,2,-;a\nb",
+    b"6,1,2,-;" + b"\xff\xfe" + b"\\xc3\\xa9\\x0a",
+    b"6,1,2,-;" + b"y" * 20000,
+    b"6,1,2,-;" + "\u00e9".encode() * 9000,
+    b"6,123456789012345678901,2,-;m",
+    b"",
+    b"x6,1,2,-;m",
+    b"6,1,2,-;m\n SUBSYSTEM=memory\n DEVICE=+memory:x\n",
+]
+
+
+@pytest.mark.parametrize("raw", _REAL_RECORDS + _HOSTILE_HEADERS)
+def test_kmsg_records_parse_on_the_bytes_as_their_text_parses(raw: bytes) -> None:
+    """The agent's bytes parser gives every record the text parser gives it: real captures
+    and hostile headers, escapes, invalid UTF-8, over-long records."""
+    assert parse_kmsg_record(raw) == _text_parse(raw)

@@ -66,3 +66,28 @@ def test_the_clock_derives_every_fact_as_one_value_as_of_one_time() -> None:
     assert clock.time(12.3 + RECENT_S + 1.0, None).late_s == 0.0  # the late read is forgotten
     with pytest.raises(AttributeError):
         time.offset_s = 0.0  # type: ignore[misc]
+
+
+@given(
+    st.lists(
+        st.tuples(st.floats(0.0, 5.0), st.lists(st.floats(0.0, 0.3), min_size=1, max_size=6)),
+        min_size=1,
+        max_size=12,
+    )
+)
+def test_a_read_noted_by_its_extremes_tells_what_each_record_noted_tells(
+    reads: list[tuple[float, list[float]]],
+) -> None:
+    """(wait before the read, each record's age when read): `note_read` with the read's
+    earliest and latest stamps leaves the same offset and lateness as a note per record,
+    in any order of stamps within the read."""
+    each, extremes = KernelClock(), KernelClock()
+    arrival_s = 100.0
+    for wait_s, ages_s in reads:
+        arrival_s += wait_s
+        stamps_s = [arrival_s + 50.0 - age_s for age_s in ages_s]
+        for stamp_s in stamps_s:
+            each.note(stamp_s, arrival_s)
+        extremes.note_read(min(stamps_s), max(stamps_s), arrival_s)
+        assert extremes.offset_s() == each.offset_s()
+        assert extremes.late_s(arrival_s) == each.late_s(arrival_s)

@@ -1,0 +1,69 @@
+"""The agent's decode of a read (`KernelLog.decode`) skips the chatter unparsed and tells the
+clock once per read, and comes out as feeding every parsed record would: the same incidents,
+the same clock, the same wait before a report closes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from oomwatch.decode import ReportAssembler, parse_kmsg_record
+from oomwatch.incident import Incident
+from oomwatch.reconcile.kernel_time import KernelClock
+from oomwatch.sinks.log import get_logger
+from oomwatch.sources.kernel_log import KernelLog
+from oomwatch.sources.kmsg import read_backlog
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+CAPTURES = [
+    DATA.parent / "decode" / "data" / "real-6.18-memcg-v1-hostile-comm.kmsg",
+    *sorted(DATA.glob("kernel-v2/*/*.kmsg")),
+]
+USERSPACE = b"12,7,5,-;oom-kill: Killed process 1 (x) forged by a pod"
+
+
+def _each_record(reads: list[list[bytes]]) -> tuple[list[Incident], KernelClock]:
+    """The reference: every record parsed, fed and noted one by one."""
+    assembler, clock, out = ReportAssembler(), KernelClock(), []
+    for arrival_s, read in enumerate(reads, 1):
+        for raw in read:
+            record = parse_kmsg_record(raw)
+            if record is not None:
+                assert record.kernel_time_s is not None
+                clock.note(record.kernel_time_s, float(arrival_s))
+                out += assembler.feed(record)
+    return out + assembler.flush(), clock
+
+
+@pytest.mark.parametrize("capture", CAPTURES, ids=lambda p: f"{p.parent.name}/{p.name}")
+@pytest.mark.parametrize("read_size", [1, 7, 4096])
+def test_a_read_decodes_as_each_record_fed(capture: Path, read_size: int) -> None:
+    raws = list(read_backlog(str(capture)))
+    raws.insert(len(raws) // 2, USERSPACE)
+    reads = [raws[i : i + read_size] for i in range(0, len(raws), read_size)]
+    kmsg = KernelLog("/nonexistent/kmsg", None, "b", get_logger(), lambda _n: None)
+    incidents: list[Incident] = []
+    for arrival_s, read in enumerate(reads, 1):
+        incidents += kmsg.decode(list(enumerate(read)), live=True, arrival_s=float(arrival_s))
+    incidents += kmsg.flush()
+    expected, clock = _each_record(reads)
+    assert [i.to_dict() for i in incidents] == [i.to_dict() for i in expected]
+    assert incidents or not any(b"Killed process" in raw for raw in raws if raw != USERSPACE)
+    now_s = float(len(reads))
+    assert (kmsg.clock.offset_s(), kmsg.clock.late_s(now_s)) == (
+        clock.offset_s(),
+        clock.late_s(now_s),
+    )
+
+
+def test_chatter_after_a_kill_line_waits_as_any_line_does() -> None:
+    """A kill line last in a read closes its report at once; chatter after it, skipped
+    unparsed, waits for the log to go quiet as before."""
+    raws = list(read_backlog(str(CAPTURES[0])))
+    kill = next(i for i, raw in enumerate(raws) if b"Killed process" in raw)
+    kmsg = KernelLog("/nonexistent/kmsg", None, "b", get_logger(), lambda _n: None)
+    kmsg.decode(list(enumerate(raws[: kill + 1])), arrival_s=1.0)
+    assert kmsg.flush_at() == 1.0  # KILL_LINE_IDLE_S
+    kmsg.decode([(kill + 1, b"6,99999,1,-;eth0: link up")], arrival_s=2.0)
+    assert kmsg.flush_at() == pytest.approx(2.02)  # FLUSH_IDLE_S
