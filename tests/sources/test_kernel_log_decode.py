@@ -4,6 +4,7 @@ the same clock, the same wait before a report closes."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -67,3 +68,28 @@ def test_chatter_after_a_kill_line_waits_as_any_line_does() -> None:
     assert kmsg.flush_at() == 1.0  # KILL_LINE_IDLE_S
     kmsg.decode([(kill + 1, b"6,99999,1,-;eth0: link up")], arrival_s=2.0)
     assert kmsg.flush_at() == pytest.approx(2.02)  # FLUSH_IDLE_S
+
+
+def _first_task_row(raws: list[bytes]) -> int | None:
+    return next((i for i, raw in enumerate(raws) if TASK_ROW.search(raw)), None)
+
+
+TASK_ROW = re.compile(rb";\[ *\d+\] +\d+ +\d+ ")
+ROW_CAPTURES = [c for c in CAPTURES if _first_task_row(list(read_backlog(str(c)))) is not None]
+
+
+@pytest.mark.parametrize("capture", ROW_CAPTURES, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_a_keyless_userspace_record_between_orphan_rows_changes_nothing(capture: Path) -> None:
+    """Task rows whose report header was not read wait as orphans for their kill line; a
+    record a pod writes to /dev/kmsg (facility != 0) is no kernel chatter and must not end
+    that wait, as it could if the skip's key test ran before the facility was looked at."""
+    raws = list(read_backlog(str(capture)))
+    first_row = _first_task_row(raws)
+    assert first_row is not None
+    rows_on = raws[first_row:]  # the header and what came before it are lost
+    rows_on.insert(1, b"12,8,5,-;a pod's line with nothing the decoder looks for")
+    kmsg = KernelLog("/nonexistent/kmsg", None, "b", get_logger(), lambda _n: None)
+    incidents = kmsg.decode(list(enumerate(rows_on)), live=True, arrival_s=1.0) + kmsg.flush()
+    expected, _ = _each_record([rows_on])
+    assert [i.to_dict() for i in incidents] == [i.to_dict() for i in expected]
+    assert any(i.tasks for i in expected)  # the rows were an orphan table that a kill took
