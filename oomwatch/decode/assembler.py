@@ -25,7 +25,7 @@ from oomwatch.decode.line_keys import (
     dedupe_key,
     has_key,
 )
-from oomwatch.decode.records import LogRecord, parse_kmsg_record
+from oomwatch.decode.records import LogRecord, kernel_written, parse_kmsg_record
 from oomwatch.decode.report import (
     GROUP,
     HEADER,
@@ -94,7 +94,7 @@ class ReportAssembler(ReportBody):
         The daemon's path for /dev/kmsg: most records are chatter, and a substring test on
         the bytes is far cheaper than building a record.
         """
-        if self.skips_kmsg(raw):
+        if not kernel_written(raw) or self.skips_kmsg(raw):
             return []
         record = parse_kmsg_record(raw)
         return self.feed(record) if record is not None else []

@@ -122,6 +122,14 @@ def parse_kmsg_record(raw: bytes) -> LogRecord | None:
     )
 
 
+def kernel_written(raw: bytes) -> bool:
+    """Whether a /dev/kmsg record's priority is a kernel one (facility 0: `0,` to `7,`
+    opens it; one written to /dev/kmsg from userspace has facility 1 or more, as
+    `devkmsg_write` in kernel/printk/printk.c gives LOG_USER where the writer gives none),
+    looked at before anything of the record may change the assembler."""
+    return raw[1:2] == b"," and b"0" <= raw[:1] <= b"7"
+
+
 def kmsg_stamp_s(raw: bytes) -> float | None:
     """`parse_kmsg_record(raw).kernel_time_s` without the message: for a record the agent
     skips unread (`ReportAssembler.skips_kmsg`), whose stamp still tells the clock."""

@@ -16,7 +16,7 @@ from typing import Protocol
 
 from oomwatch.decode import ReportAssembler, parse_kmsg_record
 from oomwatch.decode.lines import parse_killed
-from oomwatch.decode.records import kmsg_stamp_s
+from oomwatch.decode.records import kernel_written, kmsg_stamp_s
 from oomwatch.incident import Incident
 from oomwatch.reconcile.attribution import LATE_SLACK_S
 from oomwatch.reconcile.kernel_time import KernelClock, KernelTime
@@ -183,7 +183,7 @@ class KernelLog:
         assembler = self.assembler
         for seq, raw in records:
             try:
-                if not _kernel_written(raw):
+                if not kernel_written(raw):
                     continue  # userspace-written (facility != 0): no state of ours moves
                 if assembler.skips_kmsg(raw):  # chatter: only its stamp is read
                     stamp_s = kmsg_stamp_s(raw)
@@ -251,11 +251,3 @@ class KernelLog:
     def close(self) -> None:
         if self.follower is not None:
             self.follower.close()
-
-
-def _kernel_written(raw: bytes) -> bool:
-    """Whether a /dev/kmsg record's priority is a kernel one (facility 0: `0,` to `7,`
-    opens it; one written to /dev/kmsg from userspace has facility 1 or more, as
-    `devkmsg_write` in kernel/printk/printk.c gives LOG_USER where the writer gives none),
-    looked at before anything of the record may change the assembler."""
-    return raw[1:2] == b"," and b"0" <= raw[:1] <= b"7"

@@ -93,3 +93,17 @@ def test_a_keyless_userspace_record_between_orphan_rows_changes_nothing(capture:
     expected, _ = _each_record([rows_on])
     assert [i.to_dict() for i in incidents] == [i.to_dict() for i in expected]
     assert any(i.tasks for i in expected)  # the rows were an orphan table that a kill took
+
+
+def test_the_backlog_decode_drops_userspace_records_before_the_chatter_skip() -> None:
+    """`feed_kmsg` (the backlog at start-up) looks at the facility first too."""
+    [capture] = [c for c in ROW_CAPTURES if c.name == "single-kill.kmsg"][:1]
+    raws = list(read_backlog(str(capture)))
+    first_row = _first_task_row(raws)
+    assert first_row is not None
+    rows_on = raws[first_row:]
+    rows_on.insert(1, b"12,8,5,-;a pod's line with nothing the decoder looks for")
+    assembler = ReportAssembler()
+    incidents = [i for raw in rows_on for i in assembler.feed_kmsg(raw)] + assembler.flush()
+    expected, _ = _each_record([rows_on])
+    assert [i.to_dict() for i in incidents] == [i.to_dict() for i in expected]
