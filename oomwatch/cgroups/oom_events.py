@@ -180,12 +180,21 @@ class OomWitness:
         if self._events is not None:
             self._events.unregister(relpath)
 
+    def note_fired(self, now_s: float) -> bool:
+        """Note the notifications fired since the last look (each one's pids read while its
+        victim is still in the cgroup, its cgroup put under close watch); whether any was an
+        OOM's."""
+        if self._events is None:
+            return False
+        noted = len(self.signals)
+        for signal in self._events.drain(now_s):
+            self.note(signal, now_s)
+        return len(self.signals) > noted
+
     def hot_cgroups(self, now_s: float) -> set[str]:
-        """Notifications since the last pass (each noted, its pids read, its cgroup put under
-        close watch) and the cgroups still under close watch: all to read now."""
-        if self._events is not None:
-            for signal in self._events.drain(now_s):
-                self.note(signal, now_s)
+        """Notifications since the last look, noted (`note_fired`), and the cgroups still
+        under close watch: all to read now."""
+        self.note_fired(now_s)
         self._hot = {rel: hot for rel, hot in self._hot.items() if hot[1] > now_s}
         return set(self._hot)
 

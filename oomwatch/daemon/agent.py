@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from oomwatch.cgroups import CgroupWatcher
 from oomwatch.daemon import http_server as http
 from oomwatch.daemon import wiring
+from oomwatch.daemon.cgroup_channel import REPORT_FIRST_S
 from oomwatch.daemon.cgroup_worker import CgroupWorker, attentive_sampler
 from oomwatch.daemon.checkpoint import Checkpointer
 from oomwatch.daemon.config import DaemonConfig
@@ -43,6 +44,9 @@ from oomwatch.store import IncidentStore
 from oomwatch.store.wal import WalCheckpoints
 
 MAX_WAIT_S = 0.25  # while the pipeline waits on deadlines, they are checked this often
+# While a report is open or due (`cgroup_channel.REPORT_FIRST_S`) the kernel log is looked at
+# this often: the kernel wakes its readers only at the printing CPU's next tick.
+OPEN_REPORT_POLL_S = 0.001
 HEARTBEAT_STALE_S = 30.0
 IDLE_WAIT_MAX_S = 5.0  # an idle loop still beats well inside HEARTBEAT_STALE_S
 FORCED_RESCAN_MIN_S = 0.25
@@ -93,6 +97,7 @@ class Agent:
             forecast_horizon_s=config.forecast_horizon_s,
         )
         self._view = self.cgroups.view  # (loop thread) the cgroups as last taken with news
+        self._report_due_until_s = 0.0  # (loop thread) an OOM began: its report due until then
         self.kube: KubeLink | None = (
             None
             if config.standalone
@@ -213,6 +218,8 @@ class Agent:
             timeout_s = min(IDLE_WAIT_MAX_S, max(0.0, next_tick - now))
             if self.pipeline.waiting or self._rescan_pending:
                 timeout_s = min(timeout_s, MAX_WAIT_S)
+            if self.kmsg.open or now < self._report_due_until_s:
+                timeout_s = min(timeout_s, OPEN_REPORT_POLL_S)
             flush_at = self.kmsg.flush_at()
             if flush_at is not None:
                 timeout_s = min(timeout_s, max(0.0, flush_at - now))
@@ -223,6 +230,8 @@ class Agent:
             if self._inbox.fileno() in ready:
                 self._inbox.clear()
             self._turn(ready)
+            if not self.kmsg.open and time.monotonic() >= self._report_due_until_s:
+                self.cgroups.turned()
             now = time.monotonic()
             if now >= next_tick and not self.kmsg.open:
                 self._tick()
@@ -234,11 +243,15 @@ class Agent:
         log is read too: a kill the counters show has printed its line by then, and a kill
         is placed only once the lines of every kill its counters show are in."""
         news, self._view = self.cgroups.take_news()
+        if self.cgroups.take_oom_begun():
+            self._report_due_until_s = time.monotonic() + REPORT_FIRST_S
         incidents: list[Incident] = []
         try:
             readable = self.kmsg.fileno() in ready or news is not None
             read = self.kmsg.take(read=readable, groups=self._view)
             incidents += read.incidents
+            if read.incidents:
+                self._report_due_until_s = 0.0
             kernel = read.time
         except Exception:
             self.log.exception("kmsg_read_failed")

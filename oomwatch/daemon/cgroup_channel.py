@@ -20,6 +20,17 @@ from oomwatch.daemon.cgroup_view import CgroupBatch, CgroupView
 from oomwatch.daemon.forecast_news import ForecastChange
 from oomwatch.queue_drain import drain
 
+# An OOM notification comes as its report is printed, just before its kill line, and the
+# kernel wakes /dev/kmsg readers only from a lazy irq_work, at the printing CPU's next timer
+# tick (`wake_up_klogd_work` is `IRQ_WORK_INIT_LAZY` in kernel/printk/printk.c): up to 1/HZ
+# (4 ms at HZ=250) after the kill line is readable.  So the worker, once the notification's
+# pids are read, wakes the loop with `oom_begun`; for this long the loop looks at the kernel
+# log every few milliseconds until a report closes, and the worker's counter pass waits
+# for it (`loop_turned`): run first, it would hold the GIL through the kill's decode and
+# store.  The rise's dating loses nothing: the first pass after a notification mostly comes
+# after the kill already, and its later end only widens the bracket's upper side.
+REPORT_FIRST_S = 0.01
+
 
 class CgroupChannel:
     """Messages between the loop and the cgroup worker's thread, and the view published last."""
@@ -35,6 +46,8 @@ class CgroupChannel:
         self.rescan = threading.Event()
         self.force = threading.Event()
         self.levels_asked = threading.Event()
+        self.oom_begun = threading.Event()  # (worker sets) the loop is woken for a report
+        self.loop_turned = threading.Event()  # (loop sets) ... and has read it, or gave up
         self.pipe_r, self._pipe_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self._closed = False  # the pipe, once stopped: nothing to poke
 

@@ -27,7 +27,7 @@ from oomwatch.cgroups.attention import (
 from oomwatch.cgroups.oom_events import HOT_POLL_INTERVAL_S, Sighting, pids_in
 from oomwatch.cgroups.pressure import PressureWatch
 from oomwatch.cgroups.timeline_snapshot import SnapshotMaker
-from oomwatch.daemon.cgroup_channel import CgroupChannel
+from oomwatch.daemon.cgroup_channel import REPORT_FIRST_S, CgroupChannel
 from oomwatch.daemon.cgroup_view import CgroupBatch, CgroupView, CounterLevels
 from oomwatch.daemon.forecast_news import Countdown, ForecastChange
 from oomwatch.daemon.forecasting import ForecastWatch
@@ -41,6 +41,7 @@ SAMPLE_EARLY_S = 0.05
 # Timed passes come at most this often, so a pass that fails and leaves its work due cannot
 # spin the thread (inotify and pokes still wake it at once).
 MIN_PASS_GAP_S = 0.1
+
 
 # v1 usage thresholds registered per sample pass, at most (each waits for an RCU grace period,
 # ~10 ms: a node's first pass would otherwise hold the worker for seconds).
@@ -122,7 +123,8 @@ class CgroupThread:
         thresholds = self._sampler.thresholds
         threshold_fd = thresholds.fileno() if thresholds is not None else None
         watcher = self._watcher
-        for fd in (watcher.fileno(), watcher.witness.fileno(), threshold_fd):
+        witness_fd = watcher.witness.fileno()
+        for fd in (watcher.fileno(), witness_fd, threshold_fd):
             if fd is not None:
                 poller.register(fd, select.POLLIN)
         next_sample = last_pass = time.monotonic()
@@ -137,6 +139,8 @@ class CgroupThread:
                     os.read(channel.pipe_r, 4096)
             if channel.stop.is_set():
                 break
+            if witness_fd in ready and watcher.witness.note_fired(time.monotonic()):
+                self._loop_first()
             self._answer()
             self._counters()
             last_pass = time.monotonic()
@@ -146,6 +150,19 @@ class CgroupThread:
             if self._hold.sample_now(due, last_pass):
                 self._sample()
                 next_sample = time.monotonic() + self._sampler.interval_s
+
+    def _loop_first(self) -> None:
+        """An OOM notification, its pids read: its containers attended and their memory
+        windows published (the loop's kill takes them from the view), then the loop is
+        woken to read the report, and this thread waits for it (`REPORT_FIRST_S`) before
+        its own pass."""
+        channel = self._channel
+        self.attend([signal.cgroup for signal in self._watcher.witness.signals], KILLED_HOLD_S)
+        self._publish_timelines()
+        channel.loop_turned.clear()
+        channel.oom_begun.set()
+        channel.wake()
+        channel.loop_turned.wait(REPORT_FIRST_S)
 
     def _counters(self) -> None:
         queued = self._poll_counters()

@@ -158,6 +158,19 @@ class CgroupWorker:
         self._channel.force.set()
         self._channel.poke()
 
+    def take_oom_begun(self) -> bool:
+        """(Loop thread) whether the worker woke the loop for an OOM's report since the
+        last take (`cgroup_channel.REPORT_FIRST_S`)."""
+        if not self._channel.oom_begun.is_set():
+            return False
+        self._channel.oom_begun.clear()
+        return True
+
+    def turned(self) -> None:
+        """(Loop thread) the report the worker woke the loop for is read (or not coming):
+        the worker's pass goes on."""
+        self._channel.loop_turned.set()
+
     def request_levels(self) -> None:
         """Queue the counter levels after a counter pass now (for a checkpoint).  Now, at
         the loop's tick, not at the worker's next pass: that pass is often a kill's, and a
