@@ -29,6 +29,7 @@ class WalkPlan:
     def __init__(self) -> None:
         self._under: set[Walk] = set()  # new directories, or trees still growing
         self._recheck: dict[Walk, float] = {}  # ... and those made with no limit, until then
+        self._recheck_at_s = 0.0  # when the rechecks are next due
 
     @property
     def pending(self) -> bool:
@@ -43,13 +44,15 @@ class WalkPlan:
         self._under.clear()
 
     def due(self, now_s: float) -> set[Walk]:
-        """The walks to do now; rechecks past their time are dropped."""
+        """The walks to do now; rechecks past their time are dropped, the others come every
+        `NEW_DIR_RECHECK_EVERY_S`, not at every poll (an OOM's close watch polls every 2 ms)."""
         walks, self._under = self._under, set()
         for key, until_s in list(self._recheck.items()):
             if now_s > until_s:
                 del self._recheck[key]
-            else:
-                walks.add(key)
+        if self._recheck and now_s >= self._recheck_at_s:
+            walks.update(self._recheck)
+            self._recheck_at_s = now_s + NEW_DIR_RECHECK_EVERY_S
         return walks
 
     def walked(self, walks: Iterable[Walk], kept: Callable[[str], bool], now_s: float) -> None:
@@ -59,8 +62,10 @@ class WalkPlan:
             if kept(key[1]):
                 self._recheck.pop(key, None)
             elif key not in self._recheck and len(self._recheck) < MAX_RECHECKS:
+                if not self._recheck:
+                    self._recheck_at_s = now_s + NEW_DIR_RECHECK_EVERY_S
                 self._recheck[key] = now_s + NEW_DIR_RECHECK_S
 
     def next_due_s(self, now_s: float) -> float | None:
         """When a recheck is next due (None: none waits)."""
-        return now_s + NEW_DIR_RECHECK_EVERY_S if self._recheck else None
+        return max(now_s, self._recheck_at_s) if self._recheck else None

@@ -34,4 +34,16 @@ def test_a_full_rescan_clears_the_walks_but_not_the_rechecks() -> None:
     plan.add([(V2, "/a")])
     plan.walked({(V2, "/b")}, kept=lambda rel: False, now_s=0.0)
     plan.clear()
-    assert plan.due(0.0) == {(V2, "/b")}
+    assert plan.due(NEW_DIR_RECHECK_EVERY_S) == {(V2, "/b")}
+
+
+def test_rechecks_come_every_interval_not_at_every_poll() -> None:
+    """An OOM's close watch polls every 2 ms: a directory made with no limit is walked
+    again each `NEW_DIR_RECHECK_EVERY_S`, not at each of those polls."""
+    plan = WalkPlan()
+    plan.walked({(V2, "/plain")}, kept=lambda rel: False, now_s=0.0)
+    step = NEW_DIR_RECHECK_EVERY_S
+    assert plan.due(0.002) == set() and plan.next_due_s(0.002) == step
+    assert plan.due(step) == {(V2, "/plain")}
+    assert plan.due(step + 0.002) == set() and plan.next_due_s(step + 0.002) == 2 * step
+    assert plan.due(2 * step) == {(V2, "/plain")}
