@@ -13,6 +13,7 @@ at; counters do not depend on the kernel's report rate limit.
 from __future__ import annotations
 
 import select
+import threading
 import time
 from collections.abc import Callable, Iterator
 
@@ -25,6 +26,7 @@ from support.kernel_tree import KernelTree
 from oomwatch import lab
 from oomwatch.cgroups import CgroupWatcher, CounterDelta, TimelineSampler
 from oomwatch.cgroups.attention import UsageThresholds
+from oomwatch.daemon import cgroup_thread
 from oomwatch.daemon.cgroup_view import CgroupView
 from oomwatch.daemon.cgroup_worker import CgroupWorker
 from oomwatch.sinks.log import get_logger
@@ -338,6 +340,45 @@ def test_the_oom_notification_and_the_counter_bracket_the_kill_to_milliseconds(
     print(f"kill dated within {width_s * 1000:.1f} ms")
     assert width_s < POLL_S / 2
     assert hog.pid in {s.pid for s in watcher.witness.sightings}
+
+
+def test_an_oom_notification_rings_the_loop_for_its_report_before_the_counter_pass(
+    scratch: lab.ScratchMemcg, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The kernel wakes /dev/kmsg readers only at the printing CPU's next tick, while v1's
+    OOM eventfd wakes the worker at once: so the worker, once it has read the notification's
+    pids, rings the loop for the report (`take_oom_begun`) and its counter pass waits until
+    the loop says it has read it (`turned`), or `REPORT_FIRST_S` (widened here, so this
+    thread's reading the queue is surely inside it)."""
+    monkeypatch.setattr(cgroup_thread, "REPORT_FIRST_S", 2.0)
+    container, _ = kubelet_container(scratch, limit_mb=32)[:2]
+    rung = threading.Event()
+    worker = CgroupWorker(
+        lambda: CgroupWatcher([ROOT], poll_interval_s=0.2, rescan_interval_s=3600.0),
+        TimelineSampler(interval_s=0.25, window_s=60.0),
+        on_samples=lambda samples, now, view: None,
+        wake=rung.set,
+        log=get_logger(),
+    )
+    worker.start()
+
+    def signalled() -> bool:
+        news, _ = worker.take_news()
+        return news is not None and any(s.cgroup == container.relpath for s in news.signals)
+
+    try:
+        until("the worker's first pass", lambda: worker.view.watched or None, 10.0)
+        assert container.relpath in worker.view.watched
+        signalled()
+        hog = lab.spawn_hog(container, mode="anon", mb=200, comm="kt-ring", step_mb=1)
+        assert hog.wait(timeout=30) == -9
+        until("the bell for the report", lambda: worker.take_oom_begun() or None, 10.0)
+        assert not signalled()  # the counter pass waits for the loop
+        assert container.relpath in worker.view.timelines  # its window is published first
+        worker.turned()
+        until("the notification's batch", lambda: signalled() or None, 5.0)
+    finally:
+        worker.stop()
 
 
 def test_a_usage_threshold_wakes_the_sampler_when_a_calm_container_nears_its_limit(
