@@ -69,8 +69,9 @@ def run() -> NoReturn:
     code = main(argv)
     if argv[:1] == ["report"]:
         try:
-            sys.stdout.flush()
-            sys.stderr.flush()
+            for stream in (sys.stdout, sys.stderr):
+                if stream is not None:  # None: started with that descriptor closed
+                    stream.flush()
         except OSError:
             raise SystemExit(code) from None
         os._exit(code)

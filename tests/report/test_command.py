@@ -191,6 +191,15 @@ def test_the_program_exit_keeps_a_whole_report_and_its_status(corpus: Path, tmp_
     )
     assert missing.returncode == 2
     assert b"absent.log" in missing.stderr
+    no_stderr = subprocess.run(  # started with descriptor 2 closed: Python's sys.stderr is None
+        [sys.executable, "-m", "oomwatch.cli", "report", "--json", corpus_file(corpus, "02")],
+        stdout=subprocess.PIPE,
+        preexec_fn=lambda: os.close(2),
+        timeout=60,
+        check=False,
+    )
+    assert no_stderr.returncode == 0
+    assert json.loads(no_stderr.stdout)["incidents"][0]["limit_scope"] == "pod"
 
 
 HOSTILE = (
