@@ -164,6 +164,10 @@ def annotate(incident: Incident) -> Incident:
             found = identify(candidate.cgroup)
             candidate.pod_uid = candidate.pod_uid or found.pod_uid
             candidate.container_id = candidate.container_id or found.container_id
+    if incident.kind == "memcg" and path and incident.oom_memcg == path:
+        scope: LimitScope | None = ident.level  # `limit_scope` without a second `identify`
+    else:
+        scope = limit_scope(incident)
     return replaced(
         incident,
         pod_uid=ident.pod_uid or incident.pod_uid,
@@ -171,7 +175,7 @@ def annotate(incident: Incident) -> Incident:
         qos_class=ident.qos_class or incident.qos_class,
         cgroup_driver=ident.driver or incident.cgroup_driver,
         runtime=ident.runtime or incident.runtime,
-        limit_scope=limit_scope(incident) or incident.limit_scope,
+        limit_scope=scope or incident.limit_scope,
     )
 
 

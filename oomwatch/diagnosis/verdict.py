@@ -231,14 +231,19 @@ def _drafts(incident: Incident, by_code: dict[FindingCode, Finding]) -> Iterator
     )
     cause = _cause(incident, by_code)
     more = incident.victim_count - 1
-    many = f"{who(incident)} and {more} more processes" if more > 0 else None
-    for place in (where(incident), short_where(incident)):
-        if many:
-            yield f"{many} in {place} were killed {what}: {cause}{then}"
-        yield f"{who(incident)} in {place} was killed {what}: {cause}{then}"
-    yield f"{who(incident)} in {short_where(incident)} was killed {what}{then}"
-    yield f"{who(incident)} was killed {what}{then}"
-    yield f"{who(incident)} was killed {what}."
+    name = who(incident)  # in every draft; the short place only once the long one is too long
+    many = f"{name} and {more} more processes" if more > 0 else None
+    place = where(incident)
+    if many:
+        yield f"{many} in {place} were killed {what}: {cause}{then}"
+    yield f"{name} in {place} was killed {what}: {cause}{then}"
+    place = short_where(incident)
+    if many:
+        yield f"{many} in {place} were killed {what}: {cause}{then}"
+    yield f"{name} in {place} was killed {what}: {cause}{then}"
+    yield f"{name} in {place} was killed {what}{then}"
+    yield f"{name} was killed {what}{then}"
+    yield f"{name} was killed {what}."
 
 
 def verdict(incident: Incident) -> str:

@@ -69,7 +69,7 @@ def _encode(value: Any, newline: str, out: list[str]) -> None:
             out.append(_object_text(tuple(value), tuple(value.values()), newline))
         else:
             _encode_members(value.items(), newline, out)
-    elif isinstance(value, list | tuple):
+    elif isinstance(value, (list, tuple)):  # a tuple of types: faster than `list | tuple`
         if not value:
             out.append("[]")
             return
@@ -105,8 +105,12 @@ _STR = frozenset((str,))
 # An object's text with its keys, its nulls and the places of its other values written
 # once per (keys, indentation, exact types of the values): a report writes thousands of
 # objects of a few shapes.  Bounded, as dict keys come from the log.
-_Plan = tuple[str, Callable[[Sequence[Any]], Any] | None, tuple[tuple[int, str], ...]]
-_STRING, _SCALAR, _NESTED = "string", "scalar", "nested"  # how a value is converted
+# A value's conversion: a function of it, or None for a nested value (`_encode`).
+_Plan = tuple[
+    str,
+    Callable[[Sequence[Any]], Any] | None,
+    tuple[tuple[int, Callable[[Any], str] | None], ...],
+]
 _SCALARS = frozenset((bool, float))
 _PLANS: dict[tuple[tuple[str, ...], str, tuple[type, ...]], _Plan] = {}
 MAX_PLANS = 512
@@ -126,12 +130,13 @@ def _object_text(names: tuple[str, ...], values: Sequence[Any], newline: str) ->
     template, select, converts = plan
     if select is None:
         return template  # nothing but nulls
+    if not converts:  # ints only
+        text: str = template % select(values)
+        return text
     args = list(select(values))
-    for index, how in converts:
-        if how is _STRING:
-            args[index] = _ascii_string(args[index])
-        elif how is _SCALAR:
-            args[index] = _scalar_text(args[index])
+    for index, convert in converts:
+        if convert is not None:
+            args[index] = convert(args[index])
         else:
             parts: list[str] = []
             _encode(args[index], newline + "  ", parts)
@@ -143,14 +148,14 @@ def _plan(names: tuple[str, ...], types: tuple[type, ...], newline: str) -> _Pla
     inner = newline + "  "
     pieces: list[str] = []
     kept: list[int] = []  # positions of the values formatted in
-    converts: list[tuple[int, str]] = []  # (index among `kept`, how) for all but ints
+    converts: list[tuple[int, Callable[[Any], str] | None]] = []  # (index among `kept`, how)
     for position, (name, kind) in enumerate(zip(names, types, strict=True)):
         head = ("{" if position == 0 else ",") + inner + _ascii_string(name).replace("%", "%%")
         if kind is type(None):
             pieces.append(head + ": null")
             continue
-        if kind is not int:
-            how = _STRING if kind is str else _SCALAR if kind in _SCALARS else _NESTED
+        if kind is not int:  # strings escaped, bools and floats as JSON writes them
+            how = _ascii_string if kind is str else _scalar_text if kind in _SCALARS else None
             converts.append((len(kept), how))
         kept.append(position)
         pieces.append(head + (": %d" if kind is int else ": %s"))
@@ -198,10 +203,13 @@ def _scalar_text(value: Any) -> str:
     raise _NotPlain
 
 
+_INFINITIES = (float("inf"), float("-inf"))
+
+
 def _float_text(value: float) -> str:
     if value != value:
         return "NaN"
-    if value in (float("inf"), float("-inf")):
+    if value in _INFINITIES:
         return "Infinity" if value > 0 else "-Infinity"
     return float.__repr__(value)
 

@@ -169,6 +169,39 @@ def test_stdin_through_the_console_entry(corpus: Path) -> None:
     assert b'"limit_scope": "pod"' in proc.stdout
 
 
+def test_the_program_exit_keeps_a_whole_report_and_its_status(corpus: Path, tmp_path: Path) -> None:
+    """`run` ends a report's process without the interpreter's teardown: the output still
+    reaches a file (block-buffered) whole, and the exit status and message are main's."""
+    saved = tmp_path / "report.json"
+    with saved.open("wb") as out:
+        proc = subprocess.run(
+            [sys.executable, "-m", "oomwatch.cli", "report", "--json", corpus_file(corpus, "02")],
+            stdout=out,
+            stderr=subprocess.PIPE,
+            timeout=60,
+            check=False,
+        )
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(saved.read_text(encoding="utf-8"))["incidents"][0]["limit_scope"] == "pod"
+    missing = subprocess.run(
+        [sys.executable, "-m", "oomwatch.cli", "report", str(tmp_path / "absent.log")],
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert missing.returncode == 2
+    assert b"absent.log" in missing.stderr
+    no_stderr = subprocess.run(  # started with descriptor 2 closed: Python's sys.stderr is None
+        [sys.executable, "-m", "oomwatch.cli", "report", "--json", corpus_file(corpus, "02")],
+        stdout=subprocess.PIPE,
+        preexec_fn=lambda: os.close(2),
+        timeout=60,
+        check=False,
+    )
+    assert no_stderr.returncode == 0
+    assert json.loads(no_stderr.stdout)["incidents"][0]["limit_scope"] == "pod"
+
+
 HOSTILE = (
     "[  100.000000] evil\x1b[2J x invoked oom-killer: gfp_mask=0xcc0(GFP_KERNEL), order=0,"
     " oom_score_adj=0\n"
