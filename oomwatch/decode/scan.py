@@ -357,9 +357,7 @@ class TextScanner:
         wrap joined to it makes another record)."""
         if self._observer is not None:
             self._observer(line_no, line)
-        released = self._parser.feed_chatter(
-            line, line_no, shape.end(1) + 2, float(shape.group(1))
-        )
+        released = self._parser.feed_chatter(line, line_no, shape.end(1) + 2, float(shape.group(1)))
         if released:
             self._hand_on(released)
         self._held_chatter = self._parser.held
