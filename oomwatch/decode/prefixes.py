@@ -151,11 +151,11 @@ class LineParser(StampedLines):
     def feed_chatter(
         self, line: str, line_no: int, message_at: int, kernel_time_s: float
     ) -> list[LogRecord]:
-        """`feed(line, line_no)` for a line the caller proved plain dmesg chatter (the text
-        scanner's `_CHATTER_SHAPE`: `[ seconds] message`, the message not starting with a
-        blank or `[`, not ending in a blank, `]` or `$`, without `login: ` or `kernel: `, not
-        the first line, far shorter than `MAX_MESSAGE_CHARS`): nothing of `_unwrapped` applies
-        to it and its record is the stamp's, so it is built here without the parsers' tests.
+        """`feed(line, line_no)` for a line the caller proved plain dmesg (the text scanner's
+        `_CHATTER_SHAPE`: `[ seconds] message`, the message not starting with a blank or `[`,
+        not ending in a blank, `]` or `$`, far shorter than `MAX_MESSAGE_CHARS`; without
+        `login: ` or `kernel: `; not the first line): nothing of `_unwrapped` applies to it
+        and its record is the stamp's, so it is built here without the parsers' tests.
         `message_at`: where the message starts; `kernel_time_s`: the stamp's seconds."""
         self._prev_marked = False
         self._skipped = False

@@ -308,9 +308,12 @@ class TextScanner:
             while next_keyed < len(keyed) and keyed[next_keyed] <= pos:
                 next_keyed += 1
             has_key = next_keyed > 0 and keyed[next_keyed - 1] == pos
-            shape = None if has_key else _CHATTER_SHAPE.fullmatch(line)
-            if shape is None:
-                self._feed_line(line, line_no)
+            shape = _CHATTER_SHAPE.fullmatch(line)
+            if has_key or shape is None:
+                if shape is None or line_no == 1 or "kernel: " in line or "login: " in line:
+                    self._feed_line(line, line_no)
+                else:  # a report line in dmesg's default form: only its record is built
+                    self._feed_chatter(line, line_no, shape, keyless=False)
                 pos, line_no = eol + 1, line_no + 1
                 continue
             # A chatter line: the run goes on to the next line that is not chatter.
@@ -350,17 +353,21 @@ class TextScanner:
             self._observer(line_no, line)
         self._hand_on(self._parser.feed(line, line_no))
 
-    def _feed_chatter(self, line: str, line_no: int, shape: re.Match[str]) -> None:
-        """`_feed_line` for a chatter line (`_CHATTER_SHAPE`, no key): the parser holds its
-        record without trying every log format, and the assembler, when it comes out, sees
-        it as keyless (`ReportAssembler.feed_keyless`) unless the parser changed it (a
-        wrap joined to it makes another record)."""
+    def _feed_chatter(
+        self, line: str, line_no: int, shape: re.Match[str], keyless: bool = True
+    ) -> None:
+        """`_feed_line` for a line of `_CHATTER_SHAPE` (neither `kernel: ` nor `login: ` in
+        it, not the first): the parser holds its record without trying every log format;
+        a `keyless` one the assembler sees as such when it comes out
+        (`ReportAssembler.feed_keyless`), unless the parser changed it (a wrap joined to it
+        makes another record)."""
         if self._observer is not None:
             self._observer(line_no, line)
         released = self._parser.feed_chatter(line, line_no, shape.end(1) + 2, float(shape.group(1)))
         if released:
             self._hand_on(released)
-        self._held_chatter = self._parser.held
+        if keyless:
+            self._held_chatter = self._parser.held
 
     def _hand_on(self, records: list[LogRecord]) -> None:
         """Give the records the parser released to the assembler."""
