@@ -61,6 +61,19 @@ class ReportAssembler(ReportBody):
         then a whole run of such records changes nothing, its first included."""
         return self._keys() is not None and not self._orphans.rows
 
+    def feed_keyless(self, record: LogRecord) -> list[Incident]:
+        """`feed(record)` for a record of one line whose message holds none of `LINE_KEYS`
+        nor `OOMKilling`, does not start with `[` and is not `plain` or `journal` (a dmesg
+        chatter line, `decode.scan`): while keys are needed, and no group kill is open, all
+        it can do is end the orphan rows' wait."""
+        report = self._report
+        if self._keys() is None or (report is not None and report.incident.group_kill):
+            return self.feed(record)
+        self._orphan_added = False
+        if self._orphans.rows:
+            self._orphans.clear()
+        return []
+
     def feed(self, record: LogRecord) -> list[Incident]:
         """Add one record; return the incidents it completed."""
         done: list[Incident] = []

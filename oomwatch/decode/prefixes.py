@@ -143,6 +143,31 @@ class LineParser(StampedLines):
         self._message_col = 0
         return released
 
+    @property
+    def held(self) -> LogRecord | None:
+        """The record held back for a wrap or continuation, if any."""
+        return self._pending
+
+    def feed_chatter(
+        self, line: str, line_no: int, message_at: int, kernel_time_s: float
+    ) -> list[LogRecord]:
+        """`feed(line, line_no)` for a line the caller proved plain dmesg (the text scanner's
+        `_CHATTER_SHAPE`: `[ seconds] message`, the message not starting with a blank or `[`,
+        not ending in a blank, `]` or `$`, far shorter than `MAX_MESSAGE_CHARS`; without
+        `login: ` or `kernel: `; not the first line): nothing of `_unwrapped` applies to it
+        and its record is the stamp's, so it is built here without the parsers' tests.
+        `message_at`: where the message starts; `kernel_time_s`: the stamp's seconds."""
+        self._prev_marked = False
+        self._skipped = False
+        self._foreign = False
+        released = self._release()
+        message = line[message_at:]
+        # Positional, as in `numeric_record` (one record per fed line).
+        self._pending = LogRecord(message, "dmesg", kernel_time_s, None, None, None, None, line_no)
+        self._pending_raw_chars = len(line)
+        self._message_col = line.find(message)
+        return released
+
     def _took(self, record: LogRecord, chars: int, stripped: str, indent: int) -> list[LogRecord]:
         """A line that starts a record: the record held so far is released and this one held
         (one without a message only if it is a kmsg record)."""

@@ -22,6 +22,7 @@ from oomwatch.decode.context import ORPHAN_LEAD_LINES
 from oomwatch.decode.line_keys import LINE_KEYS
 from oomwatch.decode.needles import Needles
 from oomwatch.decode.prefixes import LineParser
+from oomwatch.decode.records import LogRecord
 from oomwatch.decode.stamps import Reference, YearClock
 from oomwatch.incident import Incident
 
@@ -76,8 +77,11 @@ MAX_TABLE_FILL_CHARS = 4 << 20
 # repeats are possessive (`+`): `[^\n]` cannot pass a line's end, so the only place a line
 # can end is where the possessive run stops, and giving characters back could find no other
 # match; without the bookkeeping for giving back, a run is matched about twice as fast.
-_CHATTER_BODY = r"\[ {0,12}[0-9]{1,12}\.[0-9]{1,9}\] [^\s\[][^\n]{0,4000}+(?<![\s\]$])"
-_CHATTER_SHAPE = re.compile(_CHATTER_BODY)
+_CHATTER_TIME = r"[0-9]{1,12}\.[0-9]{1,9}"
+_CHATTER_MESSAGE = r"\] [^\s\[][^\n]{0,4000}+(?<![\s\]$])"
+_CHATTER_BODY = rf"\[ {{0,12}}{_CHATTER_TIME}{_CHATTER_MESSAGE}"
+# One line's shape, its stamp's seconds captured (`LineParser.feed_chatter` builds its record).
+_CHATTER_SHAPE = re.compile(rf"\[ {{0,12}}({_CHATTER_TIME}){_CHATTER_MESSAGE}")
 # Whole chatter-shaped lines from a line start on (one C match per run).
 _CHATTER_RUN = re.compile(rf"(?:{_CHATTER_BODY}\n)*+")
 _CHATTER_KEY_SEARCH = Needles((*LINE_KEYS, "kernel:", "login: ", "OOMKilling"))
@@ -226,6 +230,8 @@ class TextScanner:
         # How many characters into the tail the last anchor's fill still reaches (None: none).
         self._reach: int | None = None
         self._window_open = False  # the line before the tail was fed; its window may go on
+        # The chatter record `_feed_chatter` left the parser holding (None once handed on).
+        self._held_chatter: LogRecord | None = None
 
     def feed(self, text: str) -> None:
         """Add the next piece of the log (cut anywhere; whole lines are cheapest)."""
@@ -302,8 +308,12 @@ class TextScanner:
             while next_keyed < len(keyed) and keyed[next_keyed] <= pos:
                 next_keyed += 1
             has_key = next_keyed > 0 and keyed[next_keyed - 1] == pos
-            if has_key or _CHATTER_SHAPE.fullmatch(line) is None:
-                self._feed_line(line, line_no)
+            shape = _CHATTER_SHAPE.fullmatch(line)
+            if has_key or shape is None:
+                if shape is None or line_no == 1 or "kernel: " in line or "login: " in line:
+                    self._feed_line(line, line_no)
+                else:  # a report line in dmesg's default form: only its record is built
+                    self._feed_chatter(line, line_no, shape, keyless=False)
                 pos, line_no = eol + 1, line_no + 1
                 continue
             # A chatter line: the run goes on to the next line that is not chatter.
@@ -312,8 +322,10 @@ class TextScanner:
             run = chatter_run(window, eol + 1, stop) if eol < size else None
             run_end = eol + 1 if run is None else run.end()
             last = window.rfind("\n", eol + 1, run_end - 1) + 1  # the run's last line
-            if last <= eol + 1 or line_no == 1 or not self._run_skippable():
-                self._feed_line(line, line_no)
+            if line_no == 1:
+                self._feed_line(line, line_no)  # the first line may be a banner
+            elif last <= eol + 1 or not self._run_skippable():
+                self._feed_chatter(line, line_no, shape)
             pos, line_no = eol + 1, line_no + 1
             if last <= pos:
                 continue  # one or two lines: fed one by one
@@ -339,8 +351,32 @@ class TextScanner:
     def _feed_line(self, line: str, line_no: int) -> None:
         if self._observer is not None:
             self._observer(line_no, line)
-        for record in self._parser.feed(line, line_no):
-            self._incidents.extend(self._assembler.feed(record))
+        self._hand_on(self._parser.feed(line, line_no))
+
+    def _feed_chatter(
+        self, line: str, line_no: int, shape: re.Match[str], keyless: bool = True
+    ) -> None:
+        """`_feed_line` for a line of `_CHATTER_SHAPE` (neither `kernel: ` nor `login: ` in
+        it, not the first): the parser holds its record without trying every log format;
+        a `keyless` one the assembler sees as such when it comes out
+        (`ReportAssembler.feed_keyless`), unless the parser changed it (a wrap joined to it
+        makes another record)."""
+        if self._observer is not None:
+            self._observer(line_no, line)
+        released = self._parser.feed_chatter(line, line_no, shape.end(1) + 2, float(shape.group(1)))
+        if released:
+            self._hand_on(released)
+        if keyless:
+            self._held_chatter = self._parser.held
+
+    def _hand_on(self, records: list[LogRecord]) -> None:
+        """Give the records the parser released to the assembler."""
+        for record in records:
+            if record is self._held_chatter:
+                self._held_chatter = None
+                self._incidents.extend(self._assembler.feed_keyless(record))
+            else:
+                self._incidents.extend(self._assembler.feed(record))
 
     def _end_window(self) -> None:
         if self._window_open:
@@ -349,8 +385,7 @@ class TextScanner:
 
     def _end_window_record(self) -> None:
         """Hand the record the parser holds (waiting for a wrap or continuation) on."""
-        for record in self._parser.finish():
-            self._incidents.extend(self._assembler.feed(record))
+        self._hand_on(self._parser.finish())
 
 
 def decode_text(data: str | bytes, reference: Reference | None = None) -> DecodeResult:

@@ -10,10 +10,11 @@ import re
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from oomwatch.decode import DecodeResult, TextScanner, decode_lines, decode_text, parse_lines, scan
+from oomwatch.decode.prefixes import LineParser
 
 CORPUS = sorted((Path(__file__).resolve().parent.parent / "data" / "corpus").glob("*.log"))
 CHATTER = (
@@ -172,3 +173,82 @@ def test_piece_with_no_settled_line_waits_for_more() -> None:
         scanner.feed("")
         scanner.feed(line)
     _same(scanner.close(), decode_text(text))
+
+
+# What may follow a chatter line: its terminal wrap, a continuation, a `$` mark, a blank,
+# another record (the held chatter record must come out of each as `feed` left it).
+_AFTER_CHATTER = (
+    "wrapped rest of the line",
+    "        indented continuation",
+    "[ 5000.5] next$",
+    "",
+    "[ 5000.6] another line",
+    "<4>[ 5000.7] Node 0 active_anon:1kB",
+)
+
+
+@given(_CHATTER_LINES, st.sampled_from(["[ 4999.1] before", "  cont", "x" * 90, ""]))
+@example("[    5.000001] eth0: renamed from veth1234", "x" * 90)
+@example("[ 5.1] Memory cgroup out of memory: Killed process 7 (a b) total-vm:1kB", "  cont")
+def test_lean_chatter_feed_leaves_the_parser_as_feed_does(line: str, before: str) -> None:
+    """`LineParser.feed_chatter` (what the scanner uses for a line of chatter's shape) gives
+    the records, and leaves the state, that `feed` does: every line that may follow and the
+    end of input get the same records from both."""
+    shape = scan._CHATTER_SHAPE.fullmatch(line)
+    if shape is None or "kernel: " in line or "login: " in line:
+        return
+    for after in _AFTER_CHATTER:
+        general, lean = LineParser(), LineParser()
+        assert general.feed(before, 2) == lean.feed(before, 2)
+        released = lean.feed_chatter(line, 3, shape.end(1) + 2, float(shape.group(1)))
+        assert general.feed(line, 3) == released
+        assert general.held == lean.held
+        assert general.feed(after, 4) == lean.feed(after, 4)
+        assert general.finish() == lean.finish()
+
+
+@pytest.mark.parametrize("group", [False, True])
+def test_chatter_around_orphan_rows_and_kills_decodes_as_line_by_line(group: bool) -> None:
+    """Chatter lines the scanner hands on as keyless records (`feed_keyless`): after orphan
+    task rows (which they end), inside a group kill's members, and with a long one that a
+    wrapped line continues (a new record, taken in full)."""
+    rows = [
+        "[ 6000.000001] [  101]     0   101    10000     2000   65536        0          0 app",
+        "[ 6000.000002] [  102]     0   102    10000     2000   65536        0          0 app",
+    ]
+    chatter = "[ 6000.000003] eth0: renamed from veth1234 and a few more words to pass the wrap"
+    kill = (
+        "[ 6000.000010] Memory cgroup out of memory: Killed process {pid} (app)"
+        " total-vm:40000kB, anon-rss:8000kB, file-rss:0kB, shmem-rss:0kB, UID:0"
+        " pgtables:100kB oom_score_adj:{adj}"
+    )
+    lines = [
+        *rows,
+        chatter,
+        "[ 6000.000004] cni0: port 3(veth9) entered forwarding state",
+        *rows,
+        chatter,
+        "continued on the next line 0 active_anon:1kB",
+        "[ 6000.000005] app invoked oom-killer: gfp_mask=0xcc0(GFP_KERNEL), order=0,"
+        " oom_score_adj=0",
+        chatter,
+        "[ 6000.000006] memory: usage 8000kB, limit 8000kB, failcnt 3",
+        chatter,
+    ]
+    group_line = (
+        "[ 6000.000011] Tasks in /kubepods/pod1 are going to be killed due to memory.oom.group set"
+    )
+    for pid in (101, 102, 103):
+        lines += [kill.format(pid=pid, adj=0), chatter, chatter, chatter]
+        if group and pid == 101:
+            lines.append(group_line)
+    text = "\n".join(lines) + "\n"
+    whole = decode_text(text)
+    victims = [[v.pid for v in incident.victims] for incident in whole.incidents]
+    assert victims == ([[101, 102, 103]] if group else [[101], [102], [103]])
+    first = whole.incidents[0]
+    assert first.memcg is not None and first.memcg.usage_bytes == 8000 * 1024
+    assert not first.tasks  # the orphan rows were ended by the chatter after them
+    _same(whole, decode_lines(text.split("\n")))
+    for every in (1, 2, 3):
+        _same(_pieces(text, _line_cuts(text, every)), whole)
