@@ -89,6 +89,8 @@ class ReportAssembler(ReportBody):
             else L.message_lines(message)
         )
         for message in messages:
+            if self.stat_line(record, message):
+                continue
             self._orphan_added = False
             keys = self._keys()
             if keys is None or has_key(message, keys):

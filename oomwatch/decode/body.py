@@ -149,6 +149,42 @@ class ReportBody:
             return False
         return _stat_line(report, message)
 
+    def stat_line(self, record: LogRecord, message: str) -> bool:
+        """Take one line of `record` that is a `key value` line of the open report's stats
+        dump (40-50 of a report's ~80 lines, inside the kill's path): the general path's
+        steps without the tests no such line can pass; False, nothing changed, otherwise.
+
+        Taken only where the general path would take the line the same way: the report is
+        in its stats dump before its task table and kill, no orphan rows wait, and the line
+        is one plain line that no report line or usage line can be (no `oom`, no leading
+        `memory`, no newline).
+        """
+        report = self._report
+        if (
+            report is None
+            or not report.in_stats
+            or report.stage >= TASKS
+            or report.incident.victims
+            or self._orphans.rows
+            or "oom" in message
+            or "\n" in message
+            or message.startswith("memory")
+        ):
+            return False
+        stat = L.parse_stat_line(message)
+        if stat is None:
+            return False
+        key = dedupe_key(record, message)
+        if key in report.seen:
+            return True  # a repeated line (terminal paste): counted once
+        report.seen.add(key)
+        if self._far(report, record, message):
+            return True  # another report's line pasted in (a stat line is no report line)
+        report.line_stats[stat[0]] = stat[1]
+        if report.stamped is None and record.source_format != "plain":
+            report.stamped = record
+        return True
+
     def _detail_line(self, record: LogRecord, message: str, done: list[Incident]) -> None:
         """The lines inside a report: memcg, stats, task table, Mem-Info, stack."""
         if self._note(record, message, done):
