@@ -109,7 +109,7 @@ class ReportAssembler(ReportBody):
         The daemon's path for /dev/kmsg: most records are chatter, and a substring test on
         the bytes is far cheaper than building a record.
         """
-        if not kernel_written(raw) or self.skips_kmsg(raw):
+        if not kernel_written(raw) or self.skips_kmsg(raw) or self.stat_kmsg(raw) is not None:
             return []
         record = parse_kmsg_record(raw)
         return self.feed(record) if record is not None else []

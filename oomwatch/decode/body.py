@@ -130,7 +130,9 @@ class ReportBody:
 
     def _far(self, report: ReportState, record: LogRecord, message: str) -> bool:
         """Whether the line's kernel time is too far from the report's (else it moves on)."""
-        now = record.kernel_time_s
+        return self._far_s(report, record.kernel_time_s)
+
+    def _far_s(self, report: ReportState, now: float | None) -> bool:
         if now is None or report.last_time_s is None:
             if now is not None:
                 report.last_time_s = now
@@ -184,6 +186,41 @@ class ReportBody:
         if report.stamped is None and record.source_format != "plain":
             report.stamped = record
         return True
+
+    def stat_kmsg(self, raw: bytes) -> tuple[float, str] | None:
+        """`stat_line` for a /dev/kmsg record read straight from its bytes, with no
+        `LogRecord` made: its kernel time and message when taken, else None (nothing
+        changed: parse it and `feed` it).
+
+        Only a record the kernel wrote as `key value` alone (no trailing blank, no escape,
+        no dictionary line but after a newline) is taken: its message is then the bytes as
+        they are, which `parse_kmsg_record` would make of it too.
+        """
+        report = self._report
+        if (
+            report is None
+            or not report.in_stats
+            or report.stage >= TASKS
+            or report.incident.victims
+            or report.stamped is None
+            or self._orphans.rows
+        ):
+            return None
+        match = _RAW_STAT.match(raw)
+        if match is None:
+            return None
+        seq_b, usec_b, line_b, key_b, value_b = match.groups()
+        message = line_b.decode()
+        if "oom" in message or message.startswith("memory"):
+            return None
+        now_s = int(usec_b) / 1e6
+        key = (now_s, None, int(seq_b), None, message)  # `dedupe_key` of its record
+        if key in report.seen:
+            return now_s, message
+        report.seen.add(key)
+        if not self._far_s(report, now_s):
+            report.line_stats[key_b.decode()] = int(value_b)
+        return now_s, message
 
     def _detail_line(self, record: LogRecord, message: str, done: list[Incident]) -> None:
         """The lines inside a report: memcg, stats, task table, Mem-Info, stack."""
@@ -321,3 +358,10 @@ def _stat_line(report: ReportState, message: str) -> bool:
         return False
     report.line_stats[stat[0]] = stat[1]
     return True
+
+
+# A /dev/kmsg record of a kernel-written `key value` stats line and nothing else on its
+# line (`_STAT_LINE` in oomwatch.decode.lines, the header as `parse_kmsg_record` takes it).
+_RAW_STAT = re.compile(
+    rb"[0-7],(\d{1,20}),(\d{1,20}),[-c+][^;\n]{0,200};(([a-z][a-z0-9_]{0,200}) (\d{1,20}))(?=\n|\Z)"
+)

@@ -13,6 +13,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from oomwatch.decode import LogRecord, ReportAssembler, parse_kmsg_record, parse_lines
+from oomwatch.sinks.log import get_logger
+from oomwatch.sources.kernel_log import KernelLog
 from oomwatch.sources.kmsg import read_backlog
 
 from .test_properties import CORPUS, CORPUS_LINES, SETTINGS, mutated_corpus
@@ -101,3 +103,60 @@ def test_stat_lines_far_in_time_or_repeated_decode_the_same(
             time_s = None if record.kernel_time_s is None else record.kernel_time_s + shift_s
             records.insert(index % len(records), replace(record, kernel_time_s=time_s))
     _same(records)
+
+
+# Records that look like a stats line in a /dev/kmsg read: the bytes path must take each as
+# `parse_kmsg_record` + `feed` would (or leave it to them).
+HOSTILE_STAT_RECORDS = [
+    b"6,%d,%d,-;rss 4096",
+    b"6,%d,%d,-;rss 4096\n SUBSYSTEM=memory",
+    b"6,%d,%d,c;cache 12",
+    b"6,%d,%d,-;rss 4096 ",
+    b"6,%d,%d,-;rss 4096\r",
+    b"6,%d,%d,-;rss 40\\x3096",
+    b"6,%d,%d,-;rss\\x204096",
+    b"6,%d,%d,-;oom_kill 3",
+    b"6,%d,%d,-;memory_x 3",
+    b"14,%d,%d,-;rss 1",
+    b"6,%d,%d,-;" + b"k" * 300 + b" 1",
+    b"6,%d,%d,-;shmem 1",  # then a repeat of the same seq and stamp: counted once
+]
+# Lines that end the stats dump (not a `key value` line), after the ones above.
+DUMP_ENDS = [
+    b"6,%d,%d,-;rss 99999999999999999999999",
+    b"6,%d,%d,-;rss 4096\xff",
+    b"6,%d,%d,-;Rss 1",
+]
+
+
+def _with_hostile_stats(capture: Path) -> list[bytes]:
+    raws = list(read_backlog(str(capture)))
+    at = next(i for i, raw in enumerate(raws) if b";Memory cgroup stats for " in raw) + 2
+    seq, usec = raws[at].split(b",")[1:3]
+    forged = [raw % (int(seq), int(usec)) for raw in HOSTILE_STAT_RECORDS]
+    far = b"6,%d,%d,-;swap 7" % (int(seq), int(usec) + 30_000_000)  # pasted from far away
+    ends = [raw % (int(seq), int(usec)) for raw in DUMP_ENDS]
+    return raws[:at] + forged + [forged[-1], far, *ends] + raws[at:]
+
+
+@pytest.mark.parametrize("read_size", [1, 4096])
+def test_hostile_stat_records_read_from_bytes_as_parsed(read_size: int) -> None:
+    raws = _with_hostile_stats(CAPTURES[0])
+    kmsg = KernelLog("/nonexistent/kmsg", None, "b", get_logger(), lambda _n: None)
+    incidents = []
+    for start in range(0, len(raws), read_size):
+        read = list(enumerate(raws[start : start + read_size]))
+        incidents += kmsg.decode(read, live=True, arrival_s=1.0)
+    incidents += kmsg.flush()
+    records = [r for r in map(parse_kmsg_record, raws) if r is not None]
+    assert [i.to_dict() for i in incidents] == _dicts(GeneralPath(), records)
+    assert [i.to_dict() for i in incidents] == _dicts_kmsg(raws)
+    stats = incidents[0].memcg_stats or {}
+    assert (stats["cache"], stats["rss"], stats["shmem"], stats.get("swap")) == (12, 40096, 1, None)
+
+
+def _dicts_kmsg(raws: list[bytes]) -> list[dict[str, object]]:
+    assembler, out = ReportAssembler(), []
+    for raw in raws:
+        out += assembler.feed_kmsg(raw)
+    return [i.to_dict() for i in out + assembler.flush()]
