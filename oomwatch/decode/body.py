@@ -156,34 +156,18 @@ class ReportBody:
         dump (40-50 of a report's ~80 lines, inside the kill's path): the general path's
         steps without the tests no such line can pass; False, nothing changed, otherwise.
 
-        Taken only where the general path would take the line the same way: the report is
-        in its stats dump before its task table and kill, no orphan rows wait, and the line
-        is one plain line that no report line or usage line can be (no `oom`, no leading
-        `memory`, no newline).
+        Taken only where the general path would take the line the same way
+        (`_stat_dump`), and only a plain line that no report line or usage line can be
+        (no `oom`, no leading `memory`, no newline).
         """
-        report = self._report
-        if (
-            report is None
-            or not report.in_stats
-            or report.stage >= TASKS
-            or report.incident.victims
-            or self._orphans.rows
-            or "oom" in message
-            or "\n" in message
-            or message.startswith("memory")
-        ):
+        report = self._stat_dump()
+        if report is None or "oom" in message or "\n" in message or message.startswith("memory"):
             return False
         stat = L.parse_stat_line(message)
         if stat is None:
             return False
-        key = dedupe_key(record, message)
-        if key in report.seen:
-            return True  # a repeated line (terminal paste): counted once
-        report.seen.add(key)
-        if self._far(report, record, message):
-            return True  # another report's line pasted in (a stat line is no report line)
-        report.line_stats[stat[0]] = stat[1]
-        if report.stamped is None and record.source_format != "plain":
+        kept = self._take_stat(report, dedupe_key(record, message), record.kernel_time_s, *stat)
+        if kept and report.stamped is None and record.source_format != "plain":
             report.stamped = record
         return True
 
@@ -196,15 +180,8 @@ class ReportBody:
         no dictionary line but after a newline) is taken: its message is then the bytes as
         they are, which `parse_kmsg_record` would make of it too.
         """
-        report = self._report
-        if (
-            report is None
-            or not report.in_stats
-            or report.stage >= TASKS
-            or report.incident.victims
-            or report.stamped is None
-            or self._orphans.rows
-        ):
+        report = self._stat_dump()
+        if report is None or report.stamped is None:
             return None
         match = _RAW_STAT.match(raw)
         if match is None:
@@ -215,12 +192,41 @@ class ReportBody:
             return None
         now_s = int(usec_b) / 1e6
         key = (now_s, None, int(seq_b), None, message)  # `dedupe_key` of its record
-        if key in report.seen:
-            return now_s, message
-        report.seen.add(key)
-        if not self._far_s(report, now_s):
-            report.line_stats[key_b.decode()] = int(value_b)
+        self._take_stat(report, key, now_s, key_b.decode(), int(value_b))
         return now_s, message
+
+    def _stat_dump(self) -> ReportState | None:
+        """The open report while the general path would take a `key value` line as one of
+        its stats: in its stats dump, before its task table and kill, no orphan rows
+        waiting (a line may clear them)."""
+        report = self._report
+        if (
+            report is None
+            or not report.in_stats
+            or report.stage >= TASKS
+            or report.incident.victims
+            or self._orphans.rows
+        ):
+            return None
+        return report
+
+    def _take_stat(
+        self,
+        report: ReportState,
+        key: tuple[object, ...],
+        now_s: float | None,
+        name: str,
+        value: int,
+    ) -> bool:
+        """A stat line as `_line` takes it: a repeat counted once, a line far from the
+        report in kernel time dropped (a stat line is no report line); True if kept."""
+        if key in report.seen:
+            return False
+        report.seen.add(key)
+        if self._far_s(report, now_s):
+            return False
+        report.line_stats[name] = value
+        return True
 
     def _detail_line(self, record: LogRecord, message: str, done: list[Incident]) -> None:
         """The lines inside a report: memcg, stats, task table, Mem-Info, stack."""
