@@ -89,6 +89,8 @@ class ReportAssembler(ReportBody):
             else L.message_lines(message)
         )
         for message in messages:
+            if self.stat_line(record, message):
+                continue
             self._orphan_added = False
             keys = self._keys()
             if keys is None or has_key(message, keys):
@@ -107,7 +109,7 @@ class ReportAssembler(ReportBody):
         The daemon's path for /dev/kmsg: most records are chatter, and a substring test on
         the bytes is far cheaper than building a record.
         """
-        if not kernel_written(raw) or self.skips_kmsg(raw):
+        if not kernel_written(raw) or self.skips_kmsg(raw) or self.stat_kmsg(raw) is not None:
             return []
         record = parse_kmsg_record(raw)
         return self.feed(record) if record is not None else []

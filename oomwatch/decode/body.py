@@ -130,7 +130,9 @@ class ReportBody:
 
     def _far(self, report: ReportState, record: LogRecord, message: str) -> bool:
         """Whether the line's kernel time is too far from the report's (else it moves on)."""
-        now = record.kernel_time_s
+        return self._far_s(report, record.kernel_time_s)
+
+    def _far_s(self, report: ReportState, now: float | None) -> bool:
         if now is None or report.last_time_s is None:
             if now is not None:
                 report.last_time_s = now
@@ -148,6 +150,83 @@ class ReportBody:
         if report is None or not report.in_stats or message.startswith("memory"):
             return False
         return _stat_line(report, message)
+
+    def stat_line(self, record: LogRecord, message: str) -> bool:
+        """Take one line of `record` that is a `key value` line of the open report's stats
+        dump (40-50 of a report's ~80 lines, inside the kill's path): the general path's
+        steps without the tests no such line can pass; False, nothing changed, otherwise.
+
+        Taken only where the general path would take the line the same way
+        (`_stat_dump`), and only a plain line that no report line or usage line can be
+        (no `oom`, no leading `memory`, no newline).
+        """
+        report = self._stat_dump()
+        if report is None or "oom" in message or "\n" in message or message.startswith("memory"):
+            return False
+        stat = L.parse_stat_line(message)
+        if stat is None:
+            return False
+        kept = self._take_stat(report, dedupe_key(record, message), record.kernel_time_s, *stat)
+        if kept and report.stamped is None and record.source_format != "plain":
+            report.stamped = record
+        return True
+
+    def stat_kmsg(self, raw: bytes) -> tuple[float, str] | None:
+        """`stat_line` for a /dev/kmsg record read straight from its bytes, with no
+        `LogRecord` made: its kernel time and message when taken, else None (nothing
+        changed: parse it and `feed` it).
+
+        Only a record the kernel wrote as `key value` alone (no trailing blank, no escape,
+        no dictionary line but after a newline) is taken: its message is then the bytes as
+        they are, which `parse_kmsg_record` would make of it too.
+        """
+        report = self._stat_dump()
+        if report is None or report.stamped is None:
+            return None
+        match = _RAW_STAT.match(raw)
+        if match is None:
+            return None
+        seq_b, usec_b, line_b, key_b, value_b = match.groups()
+        message = line_b.decode()
+        if "oom" in message or message.startswith("memory"):
+            return None
+        now_s = int(usec_b) / 1e6
+        key = (now_s, None, int(seq_b), None, message)  # `dedupe_key` of its record
+        self._take_stat(report, key, now_s, key_b.decode(), int(value_b))
+        return now_s, message
+
+    def _stat_dump(self) -> ReportState | None:
+        """The open report while the general path would take a `key value` line as one of
+        its stats: in its stats dump, before its task table and kill, no orphan rows
+        waiting (a line may clear them)."""
+        report = self._report
+        if (
+            report is None
+            or not report.in_stats
+            or report.stage >= TASKS
+            or report.incident.victims
+            or self._orphans.rows
+        ):
+            return None
+        return report
+
+    def _take_stat(
+        self,
+        report: ReportState,
+        key: tuple[object, ...],
+        now_s: float | None,
+        name: str,
+        value: int,
+    ) -> bool:
+        """A stat line as `_line` takes it: a repeat counted once, a line far from the
+        report in kernel time dropped (a stat line is no report line); True if kept."""
+        if key in report.seen:
+            return False
+        report.seen.add(key)
+        if self._far_s(report, now_s):
+            return False
+        report.line_stats[name] = value
+        return True
 
     def _detail_line(self, record: LogRecord, message: str, done: list[Incident]) -> None:
         """The lines inside a report: memcg, stats, task table, Mem-Info, stack."""
@@ -285,3 +364,10 @@ def _stat_line(report: ReportState, message: str) -> bool:
         return False
     report.line_stats[stat[0]] = stat[1]
     return True
+
+
+# A /dev/kmsg record of a kernel-written `key value` stats line and nothing else on its
+# line (`_STAT_LINE` in oomwatch.decode.lines, the header as `parse_kmsg_record` takes it).
+_RAW_STAT = re.compile(
+    rb"[0-7],(\d{1,20}),(\d{1,20}),[-c+][^;\n]{0,200};(([a-z][a-z0-9_]{0,200}) (\d{1,20}))(?=\n|\Z)"
+)

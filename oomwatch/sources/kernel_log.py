@@ -190,6 +190,8 @@ class KernelLog:
                     if stamp_s is None:
                         continue  # userspace-written (facility != 0) or garbage
                     message = ""  # holds no key: not a kill or reaper line (`_idle_after`)
+                elif (stat := assembler.stat_kmsg(raw)) is not None:
+                    stamp_s, message = stat  # a stats-dump line, taken from its bytes
                 else:
                     record = parse_kmsg_record(raw)
                     if record is None:
