@@ -11,13 +11,12 @@ from pathlib import Path
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from support.decode_corpus import CORPUS, CORPUS_LINES, SETTINGS, mutated_corpus
 
 from oomwatch.decode import LogRecord, ReportAssembler, parse_kmsg_record, parse_lines
 from oomwatch.sinks.log import get_logger
 from oomwatch.sources.kernel_log import KernelLog
 from oomwatch.sources.kmsg import read_backlog
-
-from .test_properties import CORPUS, CORPUS_LINES, SETTINGS, mutated_corpus
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 CAPTURES = [
