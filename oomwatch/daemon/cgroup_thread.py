@@ -155,14 +155,16 @@ class CgroupThread:
         """An OOM notification, its pids read: its containers attended and their memory
         windows published (the loop's kill takes them from the view), then the loop is
         woken to read the report, and this thread waits for it (`REPORT_FIRST_S`) before
-        its own pass."""
+        its own pass, unless the loop has asked for that pass already (a kill line read
+        before the notification was: a header-less kill's placing waits on the pass)."""
         channel = self._channel
         self.attend([signal.cgroup for signal in self._watcher.witness.signals], KILLED_HOLD_S)
         self._publish_timelines()
         channel.loop_turned.clear()
         channel.oom_begun.set()
         channel.wake()
-        channel.loop_turned.wait(REPORT_FIRST_S)
+        if not channel.force.is_set():  # the loop has read a kill line and asks: go on
+            channel.loop_turned.wait(REPORT_FIRST_S)
 
     def _counters(self) -> None:
         queued = self._poll_counters()

@@ -156,6 +156,7 @@ class CgroupWorker:
         """Read the counters now (a kill line with no cgroup arrived: its counter has moved);
         the batch that follows says when the pass began, even if it found nothing."""
         self._channel.force.set()
+        self._channel.loop_turned.set()  # a pass held for the loop waits no longer
         self._channel.poke()
 
     def take_oom_begun(self) -> bool:

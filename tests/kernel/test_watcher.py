@@ -342,15 +342,17 @@ def test_the_oom_notification_and_the_counter_bracket_the_kill_to_milliseconds(
     assert hog.pid in {s.pid for s in watcher.witness.sightings}
 
 
+@pytest.mark.parametrize("release", ["turned", "request_pass"])
 def test_an_oom_notification_rings_the_loop_for_its_report_before_the_counter_pass(
-    scratch: lab.ScratchMemcg, monkeypatch: pytest.MonkeyPatch
+    scratch: lab.ScratchMemcg, monkeypatch: pytest.MonkeyPatch, release: str
 ) -> None:
     """The kernel wakes /dev/kmsg readers only at the printing CPU's next tick, while v1's
     OOM eventfd wakes the worker at once: so the worker, once it has read the notification's
     pids, rings the loop for the report (`take_oom_begun`) and its counter pass waits until
-    the loop says it has read it (`turned`), or `REPORT_FIRST_S` (widened here, so this
-    thread's reading the queue is surely inside it)."""
-    monkeypatch.setattr(cgroup_thread, "REPORT_FIRST_S", 2.0)
+    the loop says it has read it (`turned`) or asks for the pass (`request_pass`: a bare
+    kill line waits on it), or `REPORT_FIRST_S` (widened here, so this thread's reading the
+    queue is surely inside it)."""
+    monkeypatch.setattr(cgroup_thread, "REPORT_FIRST_S", 30.0)
     container, _ = kubelet_container(scratch, limit_mb=32)[:2]
     rung = threading.Event()
     worker = CgroupWorker(
@@ -375,7 +377,7 @@ def test_an_oom_notification_rings_the_loop_for_its_report_before_the_counter_pa
         until("the bell for the report", lambda: worker.take_oom_begun() or None, 10.0)
         assert not signalled()  # the counter pass waits for the loop
         assert container.relpath in worker.view.timelines  # its window is published first
-        worker.turned()
+        getattr(worker, release)()
         until("the notification's batch", lambda: signalled() or None, 5.0)
     finally:
         worker.stop()
