@@ -24,11 +24,12 @@ from support.kernel_runs import container as kubelet_container
 from support.kernel_tree import KernelTree
 
 from oomwatch import lab
-from oomwatch.cgroups import CgroupWatcher, CounterDelta, TimelineSampler
+from oomwatch.cgroups import CgroupWatcher, CounterDelta, TimelineSampler, WatchedCgroup
 from oomwatch.cgroups.attention import UsageThresholds
 from oomwatch.daemon import cgroup_thread
 from oomwatch.daemon.cgroup_view import CgroupView
 from oomwatch.daemon.cgroup_worker import CgroupWorker
+from oomwatch.incident import TimelineSample
 from oomwatch.sinks.log import get_logger
 
 pytestmark = [pytest.mark.kernel, pytest.mark.slow]
@@ -354,11 +355,16 @@ def test_an_oom_notification_rings_the_loop_for_its_report_before_the_counter_pa
     queue is surely inside it)."""
     monkeypatch.setattr(cgroup_thread, "REPORT_FIRST_S", 30.0)
     container, _ = kubelet_container(scratch, limit_mb=32)[:2]
-    rung = threading.Event()
+    rung, sampled = threading.Event(), threading.Event()
+
+    def on_samples(samples: list[tuple[WatchedCgroup, TimelineSample]], *_: object) -> None:
+        if any(cg.relpath == container.relpath for cg, _ in samples):
+            sampled.set()  # the container has a window to publish
+
     worker = CgroupWorker(
         lambda: CgroupWatcher([ROOT], poll_interval_s=0.2, rescan_interval_s=3600.0),
         TimelineSampler(interval_s=0.25, window_s=60.0),
-        on_samples=lambda samples, now, view: None,
+        on_samples=on_samples,
         wake=rung.set,
         log=get_logger(),
     )
@@ -369,7 +375,7 @@ def test_an_oom_notification_rings_the_loop_for_its_report_before_the_counter_pa
         return news is not None and any(s.cgroup == container.relpath for s in news.signals)
 
     try:
-        until("the worker's first pass", lambda: worker.view.watched or None, 10.0)
+        assert sampled.wait(10.0), "the worker's first sample pass"
         assert container.relpath in worker.view.watched
         signalled()
         hog = lab.spawn_hog(container, mode="anon", mb=200, comm="kt-ring", step_mb=1)
