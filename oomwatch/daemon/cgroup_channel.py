@@ -25,7 +25,7 @@ from oomwatch.queue_drain import drain
 # tick (`wake_up_klogd_work` is `IRQ_WORK_INIT_LAZY` in kernel/printk/printk.c): up to 1/HZ
 # (4 ms at HZ=250) after the kill line is readable.  So the worker, once the notification's
 # pids are read, wakes the loop with `oom_begun`; for this long the loop looks at the kernel
-# log every few milliseconds until a report closes, and the worker's counter pass waits
+# log every millisecond until a report closes, and the worker's counter pass waits
 # for it (`loop_turned`): run first, it would hold the GIL through the kill's decode and
 # store.  The rise's dating loses nothing: the first pass after a notification mostly comes
 # after the kill already, and its later end only widens the bracket's upper side.

@@ -42,7 +42,6 @@ SAMPLE_EARLY_S = 0.05
 # spin the thread (inotify and pokes still wake it at once).
 MIN_PASS_GAP_S = 0.1
 
-
 # v1 usage thresholds registered per sample pass, at most (each waits for an RCU grace period,
 # ~10 ms: a node's first pass would otherwise hold the worker for seconds).
 THRESHOLDS_PER_PASS = 16

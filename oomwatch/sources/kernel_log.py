@@ -188,7 +188,7 @@ class KernelLog:
                 if assembler.skips_kmsg(raw):  # chatter: only its stamp is read
                     stamp_s = kmsg_stamp_s(raw)
                     if stamp_s is None:
-                        continue  # userspace-written (facility != 0) or garbage
+                        continue  # garbage: no stamp to tell the clock
                     message = ""  # holds no key: not a kill or reaper line (`_idle_after`)
                 elif (stat := assembler.stat_kmsg(raw)) is not None:
                     stamp_s, message = stat  # a stats-dump line, taken from its bytes
