@@ -29,6 +29,7 @@ def main(args: argparse.Namespace) -> int:
     from oomwatch.daemon.agent import Agent
     from oomwatch.daemon.host import install_signal_handlers, raise_open_files_limit
     from oomwatch.daemon.interpreter import tune_interpreter
+    from oomwatch.daemon.warm_up import warm_up
     from oomwatch.sinks.log import get_logger, setup_logging
 
     setup_logging(cfg.log_format)
@@ -39,5 +40,6 @@ def main(args: argparse.Namespace) -> int:
         get_logger().error("startup_failed", error=f"{type(exc).__name__}: {exc}")
         return 1
     install_signal_handlers(agent.stop)
+    warm_up(agent.log)  # before `tune_interpreter`: its garbage is collected, not frozen
     tune_interpreter()  # process-wide, so here and not in the (also in-process) Agent
     return agent.run()

@@ -170,6 +170,11 @@ class EventLog:
         self._emit("error", event, fields)
 
     def _emit(self, level: str, event: str, fields: EventDict) -> None:
-        fields["event"] = event
         output = _current()
-        output.write(output.renderer(self, level, _finish(fields, level)))
+        output.write(rendered(level, event, fields, self))
+
+
+def rendered(level: str, event: str, fields: EventDict, logger: EventLog | None = None) -> str:
+    """The line `logger` would write, not written (the start-up warm-up renders one)."""
+    fields["event"] = event
+    return _current().renderer(logger, level, _finish(fields, level))

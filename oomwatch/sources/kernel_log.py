@@ -59,7 +59,7 @@ class KernelLog:
 
     def __init__(
         self,
-        path: str,
+        path: str | None,
         cursor: KmsgCursor | None,
         boot_id: str | None,
         log: EventLogger,
@@ -80,6 +80,8 @@ class KernelLog:
         self._last_record_mono = 0.0
         self._flush_idle_s = FLUSH_IDLE_S
         self.follower: KmsgFollower | None = None
+        if path is None:  # records are given to `decode` (the start-up warm-up)
+            return
         try:
             self.follower = KmsgFollower(path, cursor, boot_id or "")
         except Exception as exc:
