@@ -23,6 +23,7 @@ from oomwatch.decode.context import (
     SuppressionWitness,
     adopt_early_kill,
 )
+from oomwatch.decode.lazy_re import lazy_compile
 from oomwatch.decode.line_keys import KEY_RE, PRE_TABLE_KEY_RE, REPORT_GAP_S, dedupe_key
 from oomwatch.decode.records import LogRecord
 from oomwatch.decode.report import (
@@ -368,6 +369,6 @@ def _stat_line(report: ReportState, message: str) -> bool:
 
 # A /dev/kmsg record of a kernel-written `key value` stats line and nothing else on its
 # line (`_STAT_LINE` in oomwatch.decode.lines, the header as `parse_kmsg_record` takes it).
-_RAW_STAT = re.compile(
+_RAW_STAT = lazy_compile(
     rb"[0-7],(\d{1,20}),(\d{1,20}),[-c+][^;\n]{0,200};(([a-z][a-z0-9_]{0,200}) (\d{1,20}))(?=\n|\Z)"
 )

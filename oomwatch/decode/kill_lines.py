@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from oomwatch.decode.lazy_re import lazy_compile
 from oomwatch.incident import Victim
 
 _S = re.S  # names may hold newlines (a /dev/kmsg `\x0a` inside a comm)
@@ -19,7 +20,7 @@ _S = re.S  # names may hold newlines (a /dev/kmsg `\x0a` inside a comm)
 OOM_MESSAGE = r"(?i:out of memory)(?: \(oom_kill_allocating_task\))?|Memory cgroup out of memory"
 # 2.6.32 (RHEL 6) prints `Killed process N, UID U, (comm) ...`, RHEL 7's 3.10 `Killed process
 # N (comm), UID U, total-vm:...`; upstream `... (comm) total-vm:... UID:U pgtables:...`.
-_KILLED = re.compile(
+_KILLED = lazy_compile(
     rf"(?:(?P<msg>{OOM_MESSAGE}): )?Killed process"
     r" (?P<pid>\d{1,20})(?:, UID (?P<uid_old>\d{1,20}),)? \((?P<comm>.*)\)"
     r"(?:, UID (?P<uid_rh7>\d{1,20}),)?"
@@ -34,10 +35,10 @@ _KILLED = re.compile(
 # so it is the line's last, where `_KILLED`'s greedy name ends too (one pattern over the line
 # retried its tail at each character of the name: 20,000 instructions a line).  Where both
 # parts match, `_KILLED` matches with the same fields (tests/decode/test_kill_line.py).
-_KILLED_NOW_HEAD = re.compile(
+_KILLED_NOW_HEAD = lazy_compile(
     r"(?:(Memory cgroup out of memory|Out of memory): )?Killed process (\d{1,20}) \((.*)", _S
 )
-_KILLED_NOW_TAIL = re.compile(
+_KILLED_NOW_TAIL = lazy_compile(
     r"\) total-vm:(\d{1,20})kB, anon-rss:(\d{1,20})kB, file-rss:(\d{1,20})kB,"
     r" shmem-rss:(\d{1,20})kB, UID:(\d{1,20}) pgtables:(\d{1,20})kB"
     r" oom_score_adj:(-?\d{1,20})\s*",
@@ -61,7 +62,7 @@ def killed_now(message: str) -> tuple[str | Any, ...] | None:
 _KILLED_GROUPS = (
     "msg", "pid", "comm", "vm", "anon", "file", "shmem", "uid", "uid_old", "uid_rh7", "pgt", "adj",
 )  # fmt: skip
-_KILL_SELECT = re.compile(
+_KILL_SELECT = lazy_compile(
     rf"(?:(?P<msg>{OOM_MESSAGE}): )?[Kk]ill process"
     r" (?P<pid>\d{1,20}) \((?P<comm>.*)\)"
     r" score (?P<score>-?\d{1,20}) (?:or sacrifice child|or a child|and children\.?)\s*$",

@@ -8,7 +8,7 @@ report`'s start-up; a pattern made here costs nothing until the first line that 
 from __future__ import annotations
 
 import re
-from typing import Any, cast
+from typing import Any, cast, overload
 
 # What callers may ask of a pattern; after the first use they are the compiled pattern's own.
 _ATTRIBUTES = (
@@ -31,8 +31,8 @@ class _LazyPattern:
     """`re.compile(pattern, flags)` once an attribute is first asked for; from then on the
     compiled pattern's methods are this object's attributes (no call in between)."""
 
-    def __init__(self, pattern: str, flags: int) -> None:
-        self._source = (pattern, flags)
+    def __init__(self, pattern: str | bytes, flags: int) -> None:
+        self._source: tuple[Any, int] = (pattern, flags)  # str or bytes, as re.compile takes
 
     def __getattr__(self, name: str) -> Any:  # only for attributes not set yet
         compiled = re.compile(*self._source)
@@ -41,6 +41,10 @@ class _LazyPattern:
         return getattr(compiled, name)
 
 
-def lazy_compile(pattern: str, flags: int = 0) -> re.Pattern[str]:
+@overload
+def lazy_compile(pattern: str, flags: int = 0) -> re.Pattern[str]: ...
+@overload
+def lazy_compile(pattern: bytes, flags: int = 0) -> re.Pattern[bytes]: ...
+def lazy_compile(pattern: str | bytes, flags: int = 0) -> re.Pattern[Any]:
     """A pattern that behaves as `re.compile(pattern, flags)`, compiled on first use."""
-    return cast("re.Pattern[str]", _LazyPattern(pattern, flags))
+    return cast("re.Pattern[Any]", _LazyPattern(pattern, flags))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 
+from oomwatch.decode.lazy_re import lazy_compile
 from oomwatch.decode.records import LogRecord
 
 # A gap in kernel time this long ends a report: no report's lines are that far apart.
@@ -53,8 +54,8 @@ KEY_RE = re.compile("|".join(map(re.escape, _KEYS)))
 KILLED_PID = re.compile(r"Killed process \d")
 PRE_TABLE_KEY_RE = re.compile("|".join(map(re.escape, _PRE_TABLE_KEYS)))
 # The same in a raw /dev/kmsg record (a task row starts right after the `;`).
-RAW_KEY_RE = re.compile("|".join(map(re.escape, (*_KEYS, ";["))).encode())
-RAW_PRE_TABLE_KEY_RE = re.compile("|".join(map(re.escape, (*_PRE_TABLE_KEYS, ";["))).encode())
+RAW_KEY_RE = lazy_compile("|".join(map(re.escape, (*_KEYS, ";["))).encode())
+RAW_PRE_TABLE_KEY_RE = lazy_compile("|".join(map(re.escape, (*_PRE_TABLE_KEYS, ";["))).encode())
 
 
 def has_key(message: str, keys: re.Pattern[str]) -> bool:

@@ -17,10 +17,11 @@ from oomwatch.decode.kill_lines import killed_now as killed_now
 from oomwatch.decode.kill_lines import parse_kill_select as parse_kill_select
 from oomwatch.decode.kill_lines import parse_killed as parse_killed
 from oomwatch.decode.kill_lines import victim_now as victim_now
+from oomwatch.decode.lazy_re import lazy_compile
 from oomwatch.incident import UNLIMITED_BYTES, Invoker
 
 _S = re.S  # names may hold newlines (a /dev/kmsg `\x0a` inside a comm)
-_INVOKED = re.compile(
+_INVOKED = lazy_compile(
     r"(?P<comm>.*) invoked oom-killer: gfp_mask=(?P<gfp>0x[0-9a-fA-F]+(?:\([^)]*\))?),"
     r"(?: nodemask=(?P<nodemask>\S*?),)?\s*order=(?P<order>-?\d{1,20})"
     r"(?P<rest>(?:,\s*(?:oomkilladj|oom_adj|oom_score_adj)=-?\d{1,20})*)\s*$",
@@ -29,52 +30,54 @@ _INVOKED = re.compile(
 # A header someone abridged (`java invoked oom-killer: ...`, fields left out or elided):
 # whatever of the kernel's fields remain, read where they are.  The name must fit a comm
 # (TASK_COMM_LEN 16, so 15 bytes) for prose that mentions the killer not to become a header.
-_INVOKED_LOOSE = re.compile(r"(?P<comm>\S.{0,15}?) invoked oom-killer:(?P<rest>.*)$", _S)
+_INVOKED_LOOSE = lazy_compile(r"(?P<comm>\S.{0,15}?) invoked oom-killer:(?P<rest>.*)$", _S)
 # 2.6.11-2.6.17 printed the header without the task: `oom-killer: gfp_mask=0xd0[, order=0]`.
-_OLD_HEADER = re.compile(r"oom-killer: gfp_mask=(0x[0-9a-fA-F]{1,20})(?:, order=(-?\d{1,20}))?\s*$")
-_GFP = re.compile(r"\bgfp_mask=(0x[0-9a-fA-F]{1,20}(?:\([^)]{0,400}\))?)")
-_ORDER = re.compile(r"\border=(-?\d{1,20})\b")
-_ADJ = re.compile(r"\boom_score_adj=(-?\d{1,20})")
-_OLD_ADJ = re.compile(r"\b(oomkilladj|oom_adj)=(-?\d{1,20})")
-_CPU_PID = re.compile(
+_OLD_HEADER = lazy_compile(
+    r"oom-killer: gfp_mask=(0x[0-9a-fA-F]{1,20})(?:, order=(-?\d{1,20}))?\s*$"
+)
+_GFP = lazy_compile(r"\bgfp_mask=(0x[0-9a-fA-F]{1,20}(?:\([^)]{0,400}\))?)")
+_ORDER = lazy_compile(r"\border=(-?\d{1,20})\b")
+_ADJ = lazy_compile(r"\boom_score_adj=(-?\d{1,20})")
+_OLD_ADJ = lazy_compile(r"\b(oomkilladj|oom_adj)=(-?\d{1,20})")
+_CPU_PID = lazy_compile(
     r"CPU: \d{1,20} (?:UID: \d{1,20} )?PID: (\d{1,20}) Comm: |Pid: (\d{1,20}), comm: "
 )
-_TASK_IN = re.compile(r"Task in (?P<task>.*?) killed as a result of limit of (?P<oom>.*)$", _S)
-_LIMIT_REACHED = re.compile(r"Memory limit reached of cgroup (?P<oom>.*)$", _S)
-_USAGE = re.compile(
+_TASK_IN = lazy_compile(r"Task in (?P<task>.*?) killed as a result of limit of (?P<oom>.*)$", _S)
+_LIMIT_REACHED = lazy_compile(r"Memory limit reached of cgroup (?P<oom>.*)$", _S)
+_USAGE = lazy_compile(
     r"(memory|memory\+swap|swap|kmem): usage (\d{1,20})kB, limit (\d{1,20})kB,"
     r" failcnt (\d{1,20})\s*$"
 )
-_STATS_HEADER = re.compile(r"Memory cgroup stats for (?P<path>.*?):(?P<rest>(?:\s.*)?)$", _S)
-_INLINE_STAT = re.compile(r"(\w+):(-?\d{1,20})KB")
-_STAT_LINE = re.compile(r"([a-z][a-z0-9_]*) (\d{1,20})\s*$")
-_GROUP = re.compile(
+_STATS_HEADER = lazy_compile(r"Memory cgroup stats for (?P<path>.*?):(?P<rest>(?:\s.*)?)$", _S)
+_INLINE_STAT = lazy_compile(r"(\w+):(-?\d{1,20})KB")
+_STAT_LINE = lazy_compile(r"([a-z][a-z0-9_]*) (\d{1,20})\s*$")
+_GROUP = lazy_compile(
     r"Tasks in (?P<path>.*) are going to be killed due to memory\.oom\.group set\s*$", _S
 )
-_REAPED = re.compile(
+_REAPED = lazy_compile(
     r"oom_reaper: reaped process (?P<pid>\d{1,20}) \((?P<comm>.*)\),"
     r" now anon-rss:(?P<anon>\d{1,20})kB,"
     r"\s*file-rss:(?P<file>\d{1,20})kB(?:,\s*shmem-rss:(?P<shmem>\d{1,20})kB)?\s*$",
     _S,
 )
-_EXITING = re.compile(
+_EXITING = lazy_compile(
     rf"(?:{_OOM_MESSAGE}: )?OOM victim"
     r" (?P<pid>\d{1,20}) \((?P<comm>.*)\) is already exiting\."
     r" Skip killing the task\s*$",
     _S,
 )
-_NODE_MEMINFO = re.compile(r"Node \d{1,20} active_anon:")
+_NODE_MEMINFO = lazy_compile(r"Node \d{1,20} active_anon:")
 # show_mem's page-count lines after `Mem-Info:` (`active_anon:239 inactive_anon:6955 ...`).
-_PAGE_COUNTS = re.compile(r"(?:[a-z_]{1,40}:\d{1,20}\s*){1,12}")
-_PAGE_COUNT = re.compile(r"([a-z_]{1,40}):(\d{1,20})")
+_PAGE_COUNTS = lazy_compile(r"(?:[a-z_]{1,40}:\d{1,20}\s*){1,12}")
+_PAGE_COUNT = lazy_compile(r"([a-z_]{1,40}):(\d{1,20})")
 # The buddy allocator's free lists (`Node 0 Normal: 12*8kB (UME) 3*16kB ...`): order 0
 # first, and an order-0 block is one page.
-_BUDDY = re.compile(r"(?:Node \d{1,4} )?\w{1,16}: \d{1,20}\*(\d{1,7})kB\b")
+_BUDDY = lazy_compile(r"(?:Node \d{1,4} )?\w{1,16}: \d{1,20}\*(\d{1,7})kB\b")
 # lib/ratelimit.c prints `<function>: N callbacks suppressed` when a rate-limited call is
 # let through again; mm/oom_kill.c rate-limits the report header in oom_kill_process().
-_SUPPRESSED = re.compile(r"oom_kill_process: (\d{1,20}) callbacks suppressed\s*$")
-_NODE_FIELD = re.compile(r"(\w+):\s?(\d{1,20})kB")
-_OOM_KILL_HEAD = re.compile(
+_SUPPRESSED = lazy_compile(r"oom_kill_process: (\d{1,20}) callbacks suppressed\s*$")
+_NODE_FIELD = lazy_compile(r"(\w+):\s?(\d{1,20})kB")
+_OOM_KILL_HEAD = lazy_compile(
     r"(?:constraint=(?P<constraint>[^,]*))?(?:,?nodemask=(?P<nodemask>\(null\)|[\d,\-]*?))?"
     r"(?:,cpuset=(?P<cpuset>.*?),mems_allowed=(?P<mems>[\d,\-]*))?$",
     _S,
@@ -82,8 +85,8 @@ _OOM_KILL_HEAD = re.compile(
 # The memcg OOM path's own entry point in a call trace (3.x-6.x), as a frame the unwinder
 # is sure of: x86 ` mem_cgroup_out_of_memory+0x..`, `[<addr>] mem_cgroup_out_of_memory+..`,
 # arm's `... from mem_cgroup_out_of_memory+..`; a `? ` frame is a stale guess.
-_MEMCG_OOM_FRAME = re.compile(r"(?<!\? )\bmem_cgroup_out_of_memory(?:\.\w+)?\+0x")
-_PID_UID_TAIL = re.compile(r",pid=(\d{1,20}),uid=(\d{1,20})\s*$")
+_MEMCG_OOM_FRAME = lazy_compile(r"(?<!\? )\bmem_cgroup_out_of_memory(?:\.\w+)?\+0x")
+_PID_UID_TAIL = lazy_compile(r",pid=(\d{1,20}),uid=(\d{1,20})\s*$")
 
 
 def kib(value: int | None) -> int | None:
@@ -312,8 +315,8 @@ OOM_END_LINES = (
 # `OOMKilling` (`kubectl get events`: columns, then the lines joined by a newline or a
 # space).  Only there are kernel lines read inside another program's line: an application
 # quoting one is not one.
-_RELAYED = re.compile(r"\bOOMKilling[\s:]+(?=(?:" + _OOM_MESSAGE + r"): Kill)")
-_RELAYED_SPLIT = re.compile(
+_RELAYED = lazy_compile(r"\bOOMKilling[\s:]+(?=(?:" + _OOM_MESSAGE + r"): Kill)")
+_RELAYED_SPLIT = lazy_compile(
     r"(?<!:)\s+(?=Killed process \d)|(?<!cgroup)\s+(?=(?:" + _OOM_MESSAGE + r"): Kill)"
 )
 

@@ -6,8 +6,9 @@ Every input format (a /dev/kmsg read, dmesg, syslog, journalctl, a paste) is red
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
+
+from oomwatch.decode.lazy_re import lazy_compile
 
 SOURCE_FORMATS = ("kmsg", "dmesg", "dmesg-T", "syslog", "journal", "plain")
 
@@ -15,8 +16,8 @@ SOURCE_FORMATS = ("kmsg", "dmesg", "dmesg-T", "syslog", "journal", "plain")
 # 1 KiB text limit, so anything longer is not a kernel line and is cut to keep regexes cheap.
 MAX_MESSAGE_CHARS = 16384
 
-_KMSG_HEADER = re.compile(r"(\d{1,3}),(\d{1,20}),(\d{1,20}),([-c+])[^;\n]{0,200};")
-_ESCAPE = re.compile(r"\\x([0-9a-fA-F]{2})")
+_KMSG_HEADER = lazy_compile(r"(\d{1,3}),(\d{1,20}),(\d{1,20}),([-c+])[^;\n]{0,200};")
+_ESCAPE = lazy_compile(r"\\x([0-9a-fA-F]{2})")
 
 
 @dataclass(slots=True)
@@ -141,7 +142,7 @@ def kmsg_stamp_s(raw: bytes) -> float | None:
 
 
 # `_KMSG_HEADER` on the bytes, and the message up to its dictionary lines.
-_KMSG_RECORD = re.compile(
+_KMSG_RECORD = lazy_compile(
     rb"(\d{1,3}),(\d{1,20}),(\d{1,20}),[-c+][^;\n]{0,200};([^\n]{0,%d})" % MAX_MESSAGE_CHARS
 )
 

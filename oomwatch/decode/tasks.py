@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import re
 
+from oomwatch.decode.lazy_re import lazy_compile
 from oomwatch.incident import TaskRow
 
-_HEADER = re.compile(r"\[\s*pid\s*\]\s+(?P<cols>.*\bname)\s*$")
-_ROW = re.compile(r"\[\s*(?P<pid>\d{1,20})\]\s+(?P<rest>.*)$", re.S)
+_HEADER = lazy_compile(r"\[\s*pid\s*\]\s+(?P<cols>.*\bname)\s*$")
+_ROW = lazy_compile(r"\[\s*(?P<pid>\d{1,20})\]\s+(?P<rest>.*)$", re.S)
 
 _FIELD = {
     "uid": "uid",
@@ -79,7 +80,7 @@ def infer_layout(message: str) -> list[str] | None:
 
 
 # grep -A/-B prints `--` between groups; a paste may have glued it to the row before.
-_GREP_SEPARATOR = re.compile(r"\s*--$")
+_GREP_SEPARATOR = lazy_compile(r"\s*--$")
 PAGE_SIZES_BYTES = (4096, 8192, 16384, 65536)
 # A row this small cannot tell 4 KiB from 8 KiB pages against a kB figure (rounding, and
 # the few pages a process may map between the table and the kill line).

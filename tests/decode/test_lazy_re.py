@@ -21,3 +21,10 @@ def test_a_lazy_pattern_matches_as_the_compiled_one_and_compiles_once() -> None:
     assert lazy.sub("#", "1 a, 2 b") == compiled.sub("#", "1 a, 2 b")
     assert (lazy.pattern, lazy.flags, lazy.groups) == (compiled.pattern, compiled.flags, 2)
     assert vars(lazy)["match"].__self__ is vars(lazy)["search"].__self__  # one compile
+
+
+def test_a_lazy_bytes_pattern_matches_bytes() -> None:
+    lazy = lazy_compile(rb"(\d{1,3}),(\d+);")
+    assert "match" not in vars(lazy)
+    match = lazy.match(b"6,42;text")
+    assert match is not None and match.groups() == (b"6", b"42")
