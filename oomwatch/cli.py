@@ -40,6 +40,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     wanted = argv[0] if argv and argv[0] in SUBCOMMANDS else None
     for name, (module_name, help_text) in SUBCOMMANDS.items():
+        if wanted is not None and name != wanted:
+            continue  # the others' parsers show only in `oomwatch --help`, which names none
         p = sub.add_parser(name, help=help_text, description=help_text)
         if name == wanted:
             try:
