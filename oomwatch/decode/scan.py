@@ -21,6 +21,7 @@ from oomwatch.decode.assembler import ReportAssembler
 from oomwatch.decode.context import ORPHAN_LEAD_LINES
 from oomwatch.decode.line_keys import LINE_KEYS
 from oomwatch.decode.needles import Needles
+from oomwatch.decode.piece_bytes import PieceBytes, needle_line_starts, window_utf8
 from oomwatch.decode.prefixes import LineParser
 from oomwatch.decode.records import LogRecord
 from oomwatch.decode.stamps import Reference, YearClock
@@ -145,11 +146,11 @@ def _line_fill(line: str) -> int | None:
     return None
 
 
-def _anchor_hits(text: str) -> list[tuple[int, int]]:
+def _anchor_hits(text: str, piece: PieceBytes | None = None) -> list[tuple[int, int]]:
     """(line offset, how far the report may run after it) of every anchor line, sorted."""
     hits: list[tuple[int, int]] = []
     find = text.find
-    for start in _NEEDLE_SEARCH.line_starts(text):
+    for start in needle_line_starts(_NEEDLE_SEARCH, text, piece):
         end = find("\n", start)
         fill = _line_fill(text[start : len(text) if end < 0 else end])
         if fill is not None:
@@ -233,13 +234,16 @@ class TextScanner:
         # The chatter record `_feed_chatter` left the parser holding (None once handed on).
         self._held_chatter: LogRecord | None = None
 
-    def feed(self, text: str) -> None:
-        """Add the next piece of the log (cut anywhere; whole lines are cheapest)."""
-        self._scan(self._tail + text, final=False)
+    def feed(self, text: str, utf8: bytes | None = None) -> None:
+        """Add the next piece of the log (cut anywhere; whole lines are cheapest).
 
-    def close(self, text: str = "") -> DecodeResult:
+        `utf8`: the bytes `text` was decoded from, where the caller holds them and they are
+        its UTF-8 form exactly (`utf8.decode() == text`): searched in place of a copy."""
+        self._scan(self._tail + text, final=False, piece=self._piece(text, utf8))
+
+    def close(self, text: str = "", utf8: bytes | None = None) -> DecodeResult:
         """Add the last piece and return everything decoded (and not taken yet)."""
-        self._scan(self._tail + text, final=True)
+        self._scan(self._tail + text, final=True, piece=self._piece(text, utf8))
         self._end_window()
         self._incidents.extend(self._assembler.flush())
         return self.take()
@@ -253,7 +257,10 @@ class TextScanner:
         self._assembler.warnings = []
         return result
 
-    def _scan(self, text: str, final: bool) -> None:
+    def _piece(self, text: str, utf8: bytes | None) -> PieceBytes | None:
+        return None if utf8 is None else PieceBytes(len(self._tail), text, utf8)
+
+    def _scan(self, text: str, final: bool, piece: PieceBytes | None) -> None:
         settled = len(text) if final else _settled_end(text)
         if settled == 0:
             self._tail = text
@@ -262,7 +269,7 @@ class TextScanner:
             self._first_piece = False
             newline = text.find("\n")
             self._parser.banner(text[: newline if newline >= 0 else len(text)])
-        hits = _anchor_hits(text)
+        hits = _anchor_hits(text, piece)
         if self._reach is not None and (not hits or hits[0][0] > 0):
             hits.insert(0, (0, self._reach))  # the fill of an anchor in an earlier piece
         line_no, counted_to = self._tail_line_no, 0
@@ -273,7 +280,8 @@ class TextScanner:
                 self._end_window()
             line_no += text.count("\n", counted_to, start)
             counted_to = min(end, settled)
-            line_no = self._feed_window(text[start:counted_to], line_no)
+            utf8 = window_utf8(piece, start, counted_to)
+            line_no = self._feed_window(text[start:counted_to], line_no, utf8)
             self._window_open = True
             if end < settled:
                 self._end_window()
@@ -283,7 +291,7 @@ class TextScanner:
         reach = last[0] + last[1] - settled if last is not None and last[1] else -1
         self._reach = reach if reach >= 0 else None
 
-    def _feed_window(self, window: str, line_no: int) -> int:
+    def _feed_window(self, window: str, line_no: int, utf8: memoryview | None = None) -> int:
         """Feed a window's lines; of a run of chatter lines (`_CHATTER_SHAPE`, no key) only
         the first and the last while the assembler ignores keyless records.  Returns the
         number of the line after the window's last newline (its lines are counted here once).
@@ -295,7 +303,7 @@ class TextScanner:
         one needle pass per window), so a window that is mostly chatter costs little more
         than its copy.
         """
-        keyed = _CHATTER_KEY_SEARCH.line_starts(window)
+        keyed = _CHATTER_KEY_SEARCH.line_starts(window, utf8)
         next_keyed = 0  # index into `keyed` of the first key line at or after `pos`
         find, count = window.find, window.count
         chatter_run = _CHATTER_RUN.match
