@@ -30,23 +30,27 @@ class Needles:
         self._hyperscan = _hyperscan_database(self.needles) if accelerate else None
         self.accelerated = self._hyperscan is not None
 
-    def line_starts(self, text: str, utf8: bytes | memoryview | None = None) -> list[int]:
-        """Sorted, distinct offsets in `text` of the lines that hold a needle.
+    def line_starts(
+        self, text: str, utf8: bytes | memoryview | None = None, start: int = 0
+    ) -> list[int]:
+        """Sorted, distinct offsets in `text` of the lines that hold a needle, from `start`
+        (0 or a line's start) on.
 
-        `utf8`: `text` as UTF-8 (`utf8.decode() == text`), if the caller holds it: the bytes
-        it was decoded from, or a view of them.  Hyperscan then searches them, not a copy."""
+        `utf8`: `text[start:]` as UTF-8 (`utf8.decode() == text[start:]`), if the caller holds
+        it: the bytes it was decoded from, or a view of them.  Hyperscan searches them then,
+        not a copy."""
         if self._hyperscan is None:
-            return _by_find(text, self.needles)
+            return _by_find(text, self.needles, start)
         if utf8 is None:
-            return _by_hyperscan(text, self._hyperscan)
-        return _in_utf8(text, utf8, self._hyperscan)
+            return _by_hyperscan(text, self._hyperscan, start)
+        return _in_utf8(text, utf8, self._hyperscan, start)
 
 
-def _by_find(text: str, needles: tuple[str, ...]) -> list[int]:
+def _by_find(text: str, needles: tuple[str, ...], start: int) -> list[int]:
     starts: set[int] = set()
     find, rfind = text.find, text.rfind
     for needle in needles:
-        pos = find(needle)
+        pos = find(needle, start)
         while pos >= 0:
             starts.add(rfind("\n", 0, pos) + 1)
             end = find("\n", pos)
@@ -56,22 +60,23 @@ def _by_find(text: str, needles: tuple[str, ...]) -> list[int]:
     return sorted(starts)
 
 
-def _by_hyperscan(text: str, database: Any) -> list[int]:
+def _by_hyperscan(text: str, database: Any, start: int) -> list[int]:
     # One byte per character, so that byte offsets are character offsets: ASCII text
     # (str.isascii() is O(1) in CPython) encodes by copying; any other character becomes
     # `?`, which no needle holds (`Needles`), so no needle is found or lost by it.  Text
     # with a character past U+00FF is encoded a character at a time (unicode_encode_ucs1).
-    return _line_starts(text, "\n", _ends(text.encode("ascii", "replace"), database))
+    data = (text[start:] if start else text).encode("ascii", "replace")
+    return _line_starts(text, "\n", _ends(data, database), start)
 
 
-def _in_utf8(text: str, utf8: bytes | memoryview, database: Any) -> list[int]:
+def _in_utf8(text: str, utf8: bytes | memoryview, database: Any, start: int) -> list[int]:
     # In UTF-8 an ASCII byte is only ever that character (every byte of a longer one is
     # 0x80 or more), so the bytes hold an ASCII needle exactly where the text does.
     ends = _ends(utf8, database)
-    if text.isascii():  # one byte per character: the offsets are the text's
-        return _line_starts(text, "\n", ends)
+    if text.isascii():  # one byte per character: the offsets are the text's, from `start`
+        return _line_starts(text, "\n", ends, start)
     data = bytes(utf8)
-    return _char_offsets(data, _line_starts(data, b"\n", ends))
+    return _char_offsets(data, _line_starts(data, b"\n", ends), start)
 
 
 def _ends(data: bytes | memoryview, database: Any) -> list[int]:
@@ -82,14 +87,15 @@ def _ends(data: bytes | memoryview, database: Any) -> list[int]:
     return ends
 
 
-def _char_offsets(utf8: bytes, starts: list[int]) -> list[int]:
-    """The character offsets of sorted byte offsets of line starts in UTF-8 text.
+def _char_offsets(utf8: bytes, starts: list[int], offset: int) -> list[int]:
+    """The character offsets (plus `offset`) of sorted byte offsets of line starts in UTF-8
+    text.
 
     Each is its byte offset less the bytes that the characters before it take beyond one.
     The stretches between line starts are whole characters; the ASCII ones (most of a log,
     told by `isascii`, a word at a time) take none beyond one and are not decoded."""
     offsets: list[int] = []
-    previous, surplus = 0, 0
+    previous, surplus = 0, -offset
     for start in starts:
         stretch = utf8[previous:start]
         if not stretch.isascii():
@@ -99,14 +105,16 @@ def _char_offsets(utf8: bytes, starts: list[int]) -> list[int]:
     return offsets
 
 
-def _line_starts(text: AnyStr, newline: AnyStr, ends: list[int]) -> list[int]:
-    """The distinct line starts of sorted offsets.  Each backward search stops at the
-    previous offset: from 0 it went back over the whole line per match, and a hostile
-    megabyte line holding thousands of needles took seconds (tests/decode/test_properties)."""
+def _line_starts(text: AnyStr, newline: AnyStr, ends: list[int], offset: int = 0) -> list[int]:
+    """The distinct line starts of sorted offsets (each plus `offset`).  Each backward search
+    stops at the previous offset: from 0 it went back over the whole line per match, and a
+    hostile megabyte line holding thousands of needles took seconds
+    (tests/decode/test_properties)."""
     rfind = text.rfind
     starts: list[int] = []
-    start, previous = 0, 0
+    start, previous = offset, offset
     for end in ends:
+        end += offset
         newline_at = rfind(newline, previous, end)
         if newline_at >= 0:
             start = newline_at + 1

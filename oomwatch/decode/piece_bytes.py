@@ -22,17 +22,28 @@ class PieceBytes:
         self.utf8 = utf8  # `text`'s UTF-8 form exactly: `utf8.decode() == text`
 
 
-def needle_line_starts(needles: Needles, text: str, piece: PieceBytes | None) -> list[int]:
-    """`needles.line_starts(text)`, reading the piece's bytes where that is exact.
+def needle_line_starts(
+    needles: Needles, text: str, piece: PieceBytes | None, begin: int = 0
+) -> list[int]:
+    """`needles.line_starts(text, start=begin)`, reading the piece's bytes where that is exact.
 
     No needle holds a newline: where the carried lines end with one (pieces cut at a line's
     end, as `oomwatch report` cuts them), they and the piece are searched apart."""
     if piece is None or (piece.start and text[piece.start - 1] != "\n"):
-        return needles.line_starts(text)
+        return needles.line_starts(text, start=begin)
+    if not piece.start:  # the text is the piece's (scanned in place from `begin`)
+        return needles.line_starts(text, _utf8_from(piece, begin), begin)
     found = needles.line_starts(piece.text, piece.utf8)
-    if not piece.start:
-        return found
-    return needles.line_starts(text[: piece.start]) + [piece.start + s for s in found]
+    carried = needles.line_starts(text[: piece.start], start=begin)
+    return carried + [piece.start + s for s in found]
+
+
+def _utf8_from(piece: PieceBytes, start: int) -> bytes | memoryview:
+    """The bytes of `piece.text[start:]` (a view of the piece's)."""
+    if not start:
+        return piece.utf8
+    skip = start if piece.text.isascii() else len(piece.text[:start].encode())
+    return memoryview(piece.utf8)[skip:]
 
 
 def window_utf8(piece: PieceBytes | None, start: int, end: int) -> memoryview | None:

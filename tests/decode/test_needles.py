@@ -33,6 +33,12 @@ def _both(text: str) -> list[int]:
     assert FAST.line_starts(text, utf8) == found
     assert FAST.line_starts(text, memoryview(b"\xe7\x94" + utf8)[2:]) == found
     assert PLAIN.line_starts(text, utf8) == found
+    # from the second line on (how a piece is scanned in place after the lines it carried)
+    start = text.find("\n") + 1
+    rest = [offset for offset in found if offset >= start]
+    for needles in (FAST, PLAIN):
+        assert needles.line_starts(text, start=start) == rest
+        assert needles.line_starts(text, text[start:].encode(), start) == rest
     return found
 
 

@@ -172,6 +172,17 @@ def test_synthetic_log_in_random_pieces(cuts: list[int], step: int, utf8: bool) 
     _same(_pieces(SYNTHETIC, cuts, utf8), decode_text(SYNTHETIC))
 
 
+@pytest.mark.parametrize("utf8", [False, True])
+@pytest.mark.parametrize("every", [10, 11, 12, 30, 200])
+def test_pieces_of_many_lines_scanned_in_place_decode_like_the_whole_text(
+    every: int, utf8: bool
+) -> None:
+    """A piece of more than `_LEAD_LINES` lines is scanned in two: its first lines joined to
+    the lines carried over, then the rest in place, after what that scan carried (the same
+    as two pieces); fewer (10) are joined whole."""
+    _same(_pieces(SYNTHETIC, _line_cuts(SYNTHETIC, every), utf8), decode_text(SYNTHETIC))
+
+
 @pytest.mark.parametrize("every", [1, 7, 400])
 def test_pieces_with_their_bytes_decode_like_the_whole_text(every: int) -> None:
     """Pieces cut at lines, each with its bytes (how `oomwatch report` feeds them): the
