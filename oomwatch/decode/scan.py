@@ -21,6 +21,7 @@ from oomwatch.decode.assembler import ReportAssembler
 from oomwatch.decode.context import ORPHAN_LEAD_LINES
 from oomwatch.decode.line_keys import LINE_KEYS
 from oomwatch.decode.needles import Needles
+from oomwatch.decode.piece_bytes import PieceBytes, needle_line_starts, window_utf8
 from oomwatch.decode.prefixes import LineParser
 from oomwatch.decode.records import LogRecord
 from oomwatch.decode.stamps import Reference, YearClock
@@ -145,11 +146,14 @@ def _line_fill(line: str) -> int | None:
     return None
 
 
-def _anchor_hits(text: str) -> list[tuple[int, int]]:
-    """(line offset, how far the report may run after it) of every anchor line, sorted."""
+def _anchor_hits(
+    text: str, piece: PieceBytes | None = None, begin: int = 0
+) -> list[tuple[int, int]]:
+    """(line offset, how far the report may run after it) of every anchor line from `begin`
+    on, sorted."""
     hits: list[tuple[int, int]] = []
     find = text.find
-    for start in _NEEDLE_SEARCH.line_starts(text):
+    for start in needle_line_starts(_NEEDLE_SEARCH, text, piece, begin):
         end = find("\n", start)
         fill = _line_fill(text[start : len(text) if end < 0 else end])
         if fill is not None:
@@ -157,15 +161,16 @@ def _anchor_hits(text: str) -> list[tuple[int, int]]:
     return hits
 
 
-def _windows(text: str, hits: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """Merged [start, end) line-aligned spans covering every report."""
+def _windows(text: str, hits: list[tuple[int, int]], begin: int = 0) -> list[tuple[int, int]]:
+    """Merged [start, end) line-aligned spans covering every report (text from `begin` on)."""
     spans: list[tuple[int, int]] = []
+    rfind, floor = text.rfind, _floor(begin)
     for index, (pos, fill) in enumerate(hits):
-        start = text.rfind("\n", 0, pos) + 1
+        start = rfind("\n", floor, pos) + 1
         for _ in range(_LEAD_LINES):
-            if start == 0:
+            if start == begin:
                 break
-            start = text.rfind("\n", 0, start - 1) + 1
+            start = rfind("\n", floor, start - 1) + 1
         end = text.find("\n", pos)
         end = len(text) if end < 0 else end + 1
         if fill:
@@ -190,18 +195,37 @@ def decode_kmsg_records(records: Iterable[bytes]) -> DecodeResult:
     return DecodeResult(incidents, assembler.warnings)
 
 
-def _settled_end(text: str) -> int:
-    """Where the last `_LEAD_LINES` lines (and any unterminated rest) of a piece begin.
+def _settled_end(text: str, begin: int = 0) -> int:
+    """Where the last `_LEAD_LINES` lines (and any unterminated rest) of a piece begin (the
+    text from `begin` on).
 
     Those lines may lead into a report whose anchor is in the next piece, so whether they
     belong to a window is not known yet.
     """
-    start = text.rfind("\n") + 1
+    floor = _floor(begin)
+    start = text.rfind("\n", floor) + 1
     for _ in range(_LEAD_LINES):
-        if start == 0:
+        if start == begin:
             break
-        start = text.rfind("\n", 0, start - 1) + 1
+        start = text.rfind("\n", floor, start - 1) + 1
     return start
+
+
+def _floor(begin: int) -> int:
+    """Where a backward search for a line's start stops, for a text taken from `begin` on (0
+    or a line's start): at the newline before it, which gives `begin` as the line's start."""
+    return begin - 1 if begin else 0
+
+
+def _bridge_end(text: str) -> int:
+    """The end of the first `_LEAD_LINES + 1` lines of a piece, or -1 where it has fewer:
+    once they are scanned, the lines a scan carries over are all the piece's own."""
+    end = 0
+    for _ in range(_LEAD_LINES + 1):
+        end = text.find("\n", end) + 1
+        if not end:
+            return -1
+    return end
 
 
 class TextScanner:
@@ -233,13 +257,26 @@ class TextScanner:
         # The chatter record `_feed_chatter` left the parser holding (None once handed on).
         self._held_chatter: LogRecord | None = None
 
-    def feed(self, text: str) -> None:
-        """Add the next piece of the log (cut anywhere; whole lines are cheapest)."""
-        self._scan(self._tail + text, final=False)
+    def feed(self, text: str, utf8: bytes | None = None) -> None:
+        """Add the next piece of the log (cut anywhere; whole lines are cheapest).
 
-    def close(self, text: str = "") -> DecodeResult:
+        `utf8`: the bytes `text` was decoded from, where the caller holds them and they are
+        its UTF-8 form exactly (`utf8.decode() == text`): searched in place of a copy."""
+        bridge = _bridge_end(text) if self._tail else -1
+        if bridge < 0:
+            self._scan(self._tail + text, final=False, piece=self._piece(text, utf8))
+            return
+        # Fed as two pieces (which decode like one): its first lines joined to the lines
+        # carried over, a copy of a few lines; then what that scan carries is the text's own,
+        # so the rest is scanned in place from there instead of copied whole after them.
+        self._scan(self._tail + text[:bridge], final=False, piece=None)
+        begin = bridge - len(self._tail)
+        piece = None if utf8 is None else PieceBytes(0, text, utf8)
+        self._scan(text, final=False, piece=piece, begin=begin)
+
+    def close(self, text: str = "", utf8: bytes | None = None) -> DecodeResult:
         """Add the last piece and return everything decoded (and not taken yet)."""
-        self._scan(self._tail + text, final=True)
+        self._scan(self._tail + text, final=True, piece=self._piece(text, utf8))
         self._end_window()
         self._incidents.extend(self._assembler.flush())
         return self.take()
@@ -253,27 +290,33 @@ class TextScanner:
         self._assembler.warnings = []
         return result
 
-    def _scan(self, text: str, final: bool) -> None:
-        settled = len(text) if final else _settled_end(text)
-        if settled == 0:
-            self._tail = text
+    def _piece(self, text: str, utf8: bytes | None) -> PieceBytes | None:
+        return None if utf8 is None else PieceBytes(len(self._tail), text, utf8)
+
+    def _scan(self, text: str, final: bool, piece: PieceBytes | None, begin: int = 0) -> None:
+        """Scan `text` from `begin` on: 0, or where the lines carried over start in it (a
+        line's start, which `_floor` takes for the text's)."""
+        settled = len(text) if final else _settled_end(text, begin)
+        if settled == begin:
+            self._tail = text[begin:]
             return
         if self._first_piece:  # journalctl's banner line dates the log (see `stamps`)
             self._first_piece = False
-            newline = text.find("\n")
-            self._parser.banner(text[: newline if newline >= 0 else len(text)])
-        hits = _anchor_hits(text)
-        if self._reach is not None and (not hits or hits[0][0] > 0):
-            hits.insert(0, (0, self._reach))  # the fill of an anchor in an earlier piece
-        line_no, counted_to = self._tail_line_no, 0
-        for start, end in _windows(text, hits):
+            newline = text.find("\n", begin)
+            self._parser.banner(text[begin : newline if newline >= 0 else len(text)])
+        hits = _anchor_hits(text, piece, begin)
+        if self._reach is not None and (not hits or hits[0][0] > begin):
+            hits.insert(0, (begin, self._reach))  # the fill of an anchor in an earlier piece
+        line_no, counted_to = self._tail_line_no, begin
+        for start, end in _windows(text, hits, begin):
             if start >= settled:
                 break
-            if start > 0:
+            if start > begin:
                 self._end_window()
             line_no += text.count("\n", counted_to, start)
             counted_to = min(end, settled)
-            line_no = self._feed_window(text[start:counted_to], line_no)
+            utf8 = window_utf8(piece, start, counted_to)
+            line_no = self._feed_window(text[start:counted_to], line_no, utf8)
             self._window_open = True
             if end < settled:
                 self._end_window()
@@ -283,7 +326,7 @@ class TextScanner:
         reach = last[0] + last[1] - settled if last is not None and last[1] else -1
         self._reach = reach if reach >= 0 else None
 
-    def _feed_window(self, window: str, line_no: int) -> int:
+    def _feed_window(self, window: str, line_no: int, utf8: memoryview | None = None) -> int:
         """Feed a window's lines; of a run of chatter lines (`_CHATTER_SHAPE`, no key) only
         the first and the last while the assembler ignores keyless records.  Returns the
         number of the line after the window's last newline (its lines are counted here once).
@@ -295,7 +338,7 @@ class TextScanner:
         one needle pass per window), so a window that is mostly chatter costs little more
         than its copy.
         """
-        keyed = _CHATTER_KEY_SEARCH.line_starts(window)
+        keyed = _CHATTER_KEY_SEARCH.line_starts(window, utf8)
         next_keyed = 0  # index into `keyed` of the first key line at or after `pos`
         find, count = window.find, window.count
         chatter_run = _CHATTER_RUN.match

@@ -82,9 +82,12 @@ def _cut_line(line: bytes) -> bytes:
     return line[:end] + b"\n"
 
 
-def _text(blocks: list[bytes | memoryview], offset: int, stats: _ReadStats) -> str:
+def _text(
+    blocks: list[bytes | memoryview], offset: int, stats: _ReadStats
+) -> tuple[str, bytes | None]:
     """The blocks as one text (emptying the list first, so at most two copies coexist),
-    cleaned (`sniff.clean`) when `stats.clean`."""
+    cleaned (`sniff.clean`) when `stats.clean`, and the bytes it was decoded from where they
+    are its UTF-8 form (valid UTF-8, nothing cleaned): the scanner searches them in place."""
     data = b"".join(blocks)
     blocks.clear()
     try:
@@ -95,8 +98,9 @@ def _text(blocks: list[bytes | memoryview], offset: int, stats: _ReadStats) -> s
             " were read as Windows-1252, cut characters replaced"
         )
         text = decode_bytes(data)
-        return sniff.clean(text) if stats.clean else text
-    return sniff.clean(text, data) if stats.clean else text
+        return (sniff.clean(text) if stats.clean else text), None
+    cleaned = sniff.clean(text, data) if stats.clean else text
+    return cleaned, data if cleaned is text else None
 
 
 def _blocks(stream: BinaryIO, name: str) -> Iterator[bytes]:
@@ -107,8 +111,9 @@ def _blocks(stream: BinaryIO, name: str) -> Iterator[bytes]:
         raise InputError(f"cannot read {name}: {exc.strerror or exc}") from exc
 
 
-def _pieces(blocks: Iterable[bytes], stats: _ReadStats) -> Iterator[str]:
-    """The input as text in pieces of about CHUNK_BYTES that end at a newline.
+def _pieces(blocks: Iterable[bytes], stats: _ReadStats) -> Iterator[tuple[str, bytes | None]]:
+    """The input as text in pieces of about CHUNK_BYTES that end at a newline, each with its
+    UTF-8 bytes where `_text` has them.
 
     A line still unfinished after MAX_LINE_BYTES is cut there (counted) and the rest of it
     skipped, so memory stays bounded whatever the input.  Bytes that are not UTF-8 are read
@@ -182,10 +187,11 @@ def _decode_stream(
     scanner = TextScanner(reference, line_observer=signs.see)
     witness: list[Incident] = []  # what `Signs.unread` asks: any incident, any with a victim
     decoded: list[str] = []  # the decoder's warnings, bounded like `loaded`'s
-    for piece in _pieces(blocks, stats):
+    for piece, utf8 in _pieces(blocks, stats):
         if json_lines is not None:
-            piece = sniff.clean(json_lines.feed(piece))
-        scanner.feed(piece)
+            scanner.feed(sniff.clean(json_lines.feed(piece)))
+        else:
+            scanner.feed(piece, utf8)
         taken = scanner.take()
         decoded += taken.warnings[: max(0, MAX_WARNINGS - len(decoded))]
         yield from _witnessed(taken.incidents, witness)

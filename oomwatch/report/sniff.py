@@ -39,6 +39,10 @@ _SGR = re.compile(r"\x1b\[[0-9;:]{0,32}[mK]")
 # Spaces a paste from a web page, chat or mail client puts where the kernel wrote ' '.
 _ODD_SPACES = ("\u00a0", "\u2007", "\u202f")
 _ODD_SPACES_UTF8 = tuple(space.encode() for space in _ODD_SPACES)
+# The first bytes of their UTF-8 forms (C2 A0, E2 80 87, E2 80 AF): text with neither holds
+# none of them.  CJK starts E3 to E9, accented Latin C3 to C5: most non-ASCII text has neither.
+_ODD_SPACE_LEADS = tuple(dict.fromkeys(space[:1] for space in _ODD_SPACES_UTF8))
+_ASCII_BYTES = bytes(range(0x80))
 _SPACES = str.maketrans(dict.fromkeys(_ODD_SPACES, " "))
 
 
@@ -78,17 +82,29 @@ def clean(text: str, utf8: bytes | None = None) -> str:
     """Text with colour escapes removed and pasted no-break spaces made plain spaces.
 
     `utf8`, the bytes `text` was decoded from, makes the checks byte searches (memchr fast;
-    a str search of text with CJK in it is not).
+    a str search of text with CJK in it is not).  Text with nothing to clean is returned
+    itself (`is`), so a caller knows its bytes are still the text's.
     """
     if (b"\x1b" in utf8) if utf8 is not None else ("\x1b" in text):
-        text = _SGR.sub("", text)
+        text = _SGR.sub("", text)  # the same object where nothing matched
     if text.isascii():
         return text
     if utf8 is not None:
-        odd = any(space in utf8 for space in _ODD_SPACES_UTF8)
+        odd = _holds_odd_space(utf8)
     else:
         odd = any(space in text for space in _ODD_SPACES)
     return text.translate(_SPACES) if odd else text
+
+
+def _holds_odd_space(utf8: bytes) -> bool:
+    """Whether valid UTF-8 holds an odd space: one memchr pass per lead byte, and only if one
+    is there a search of the bytes of the non-ASCII characters (a fraction of a log's)."""
+    if not any(lead in utf8 for lead in _ODD_SPACE_LEADS):
+        return False
+    # Deleting the ASCII bytes leaves each longer character's bytes whole, in order; a lead
+    # byte is never a continuation byte, so a space's form found there is that character.
+    others = utf8.translate(None, _ASCII_BYTES)
+    return any(space in others for space in _ODD_SPACES_UTF8)
 
 
 def peek(blocks: Iterator[bytes], size: int = HEAD_BYTES) -> tuple[bytes, Iterator[bytes]]:

@@ -1,5 +1,7 @@
 """One pass for all needles (hyperscan) finds exactly the lines one `str.find` pass per needle
-finds, so the report is the same with or without the optional accelerator."""
+finds, so the report is the same with or without the optional accelerator; and the same
+again where it searches the UTF-8 bytes the text was decoded from (its offsets made the
+text's) instead of an encoded copy."""
 
 from __future__ import annotations
 
@@ -16,11 +18,27 @@ from oomwatch.decode.needles import Needles
 
 CORPUS = sorted((Path(__file__).resolve().parent.parent / "data" / "corpus").glob("*.log"))
 NEEDLES = scan._NEEDLE_SEARCH.needles
+FAST, PLAIN = Needles(NEEDLES), Needles(NEEDLES, accelerate=False)
 
 
 def _both(text: str) -> list[int]:
-    found = Needles(NEEDLES).line_starts(text)
-    assert found == Needles(NEEDLES, accelerate=False).line_starts(text)
+    """The lines both searches find, given the text alone and (where it has a UTF-8 form)
+    with its bytes, and with a view of them that starts inside a larger buffer."""
+    found = FAST.line_starts(text)
+    assert found == PLAIN.line_starts(text)
+    try:
+        utf8 = text.encode()
+    except UnicodeEncodeError:  # a lone surrogate
+        return found
+    assert FAST.line_starts(text, utf8) == found
+    assert FAST.line_starts(text, memoryview(b"\xe7\x94" + utf8)[2:]) == found
+    assert PLAIN.line_starts(text, utf8) == found
+    # from the second line on (how a piece is scanned in place after the lines it carried)
+    start = text.find("\n") + 1
+    rest = [offset for offset in found if offset >= start]
+    for needles in (FAST, PLAIN):
+        assert needles.line_starts(text, start=start) == rest
+        assert needles.line_starts(text, text[start:].encode(), start) == rest
     return found
 
 
@@ -42,12 +60,34 @@ def test_offsets_are_characters_in_text_that_is_not_ascii() -> None:
     assert _both(text) == [text.index("Mär 3 knoten kernel: ☃ python3")]
 
 
+def test_offsets_after_lines_of_two_three_and_four_byte_characters() -> None:
+    """Byte offsets in the UTF-8 form become character offsets across ASCII stretches and
+    lines of every width of character, a needle before, on and after each of them."""
+    lines = [
+        "[ 1.0] Killed process 1 (a)",
+        "[ 1.1] \u751f\u6210rpm\u65f6 \u5185\u5b58",
+        "[ 1.2] oom-kill: on a line after CJK",
+        "[ 1.3] caf\xe9 process \U0001f600 emoji, then the needle on the same line",
+        "[ 1.4] plain chatter",
+        "[ 1.5] \U0001f600\U0001f600 \u2019 \xa0",
+        "[ 1.6] Memory cgroup out of memory",
+    ]
+    text = "\n".join(lines)
+    assert _both(text) == [text.index(lines[n]) for n in (0, 2, 3, 6)]
+
+
 def test_many_needles_on_one_line_give_that_line_once_and_an_unended_last_line_counts() -> None:
     text = "chatter\n" + "process " * 1000 + "\nmore chatter\nMemory cgroup out of memory"
     assert _both(text) == [8, text.rindex("\n") + 1]
 
 
-@given(st.lists(st.sampled_from(["\n", "x", "ü", "process ", "Killed process", "oom-k"])))
+# Characters of one to four UTF-8 bytes between needles and newlines.
+_PIECES = st.sampled_from(
+    ["\n", "x", "ü", "\u751f", "\U0001f600", "process ", "Killed process", "oom-k"]
+)
+
+
+@given(st.lists(_PIECES))
 def test_line_starts_are_those_of_a_line_by_line_search(pieces: list[str]) -> None:
     """Against the plainest definition, in text that crowds needles, newlines and non-ASCII."""
     text = "".join(pieces)

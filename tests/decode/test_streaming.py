@@ -26,13 +26,15 @@ CHATTER = (
 )
 
 
-def _pieces(text: str, cuts: list[int]) -> DecodeResult:
+def _pieces(text: str, cuts: list[int], utf8: bool = False) -> DecodeResult:
+    """The text fed in pieces; with `utf8`, each with its bytes (as `oomwatch report` does)."""
     scanner = TextScanner()
     last = 0
     for cut in sorted(set(cuts)):
-        scanner.feed(text[last:cut])
+        piece = text[last:cut]
+        scanner.feed(piece, piece.encode() if utf8 else None)
         last = cut
-    return scanner.close(text[last:])
+    return scanner.close(text[last:], text[last:].encode() if utf8 else None)
 
 
 def _same(a: DecodeResult, b: DecodeResult) -> None:
@@ -58,6 +60,10 @@ def test_corpus_file_in_pieces(path: Path) -> None:
         _same(_pieces(text, _line_cuts(text, every)), whole)
     for size in (1, 97, 4096):
         _same(_pieces(text, list(range(size, len(text), size))), whole)
+    # with their bytes: cut at lines (the carried lines and the piece searched apart), and
+    # not (searched as one text)
+    _same(_pieces(text, _line_cuts(text, 3), utf8=True), whole)
+    _same(_pieces(text, list(range(97, len(text), 97)), utf8=True), whole)
 
 
 def _synthetic(seed: int) -> str:
@@ -159,11 +165,36 @@ def test_possessive_chatter_patterns_take_what_backtracking_took(
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
-@given(st.lists(st.integers(0, len(SYNTHETIC)), max_size=60), st.integers(200, 5000))
-def test_synthetic_log_in_random_pieces(cuts: list[int], step: int) -> None:
+@given(st.lists(st.integers(0, len(SYNTHETIC)), max_size=60), st.integers(200, 5000), st.booleans())
+def test_synthetic_log_in_random_pieces(cuts: list[int], step: int, utf8: bool) -> None:
     """Random cut points, plus a cut every `step` characters: reports straddle the cuts."""
     cuts += list(range(step, len(SYNTHETIC), step))
-    _same(_pieces(SYNTHETIC, cuts), decode_text(SYNTHETIC))
+    _same(_pieces(SYNTHETIC, cuts, utf8), decode_text(SYNTHETIC))
+
+
+@pytest.mark.parametrize("utf8", [False, True])
+@pytest.mark.parametrize("every", [10, 11, 12, 30, 200])
+def test_pieces_of_many_lines_scanned_in_place_decode_like_the_whole_text(
+    every: int, utf8: bool
+) -> None:
+    """A piece of more than `_LEAD_LINES` lines is scanned in two: its first lines joined to
+    the lines carried over, then the rest in place, after what that scan carried (the same
+    as two pieces); fewer (10) are joined whole."""
+    _same(_pieces(SYNTHETIC, _line_cuts(SYNTHETIC, every), utf8), decode_text(SYNTHETIC))
+
+
+@pytest.mark.parametrize("every", [1, 7, 400])
+def test_pieces_with_their_bytes_decode_like_the_whole_text(every: int) -> None:
+    """Pieces cut at lines, each with its bytes (how `oomwatch report` feeds them): the
+    anchors are searched in the bytes, apart from the lines carried over, and the ASCII
+    windows' keys in views of them; lines of CJK and emoji make some pieces not ASCII."""
+    lines = SYNTHETIC.split("\n")
+    for at in range(0, len(lines), 997):
+        lines[at] = f"[ 1.{at}] \u751f\u6210rpm\u65f6 \U0001f600 caf\xe9"
+    text = "\n".join(lines)
+    whole = decode_text(text)
+    _same(_pieces(text, _line_cuts(text, every), utf8=True), whole)
+    _same(decode_lines(text.split("\n")), whole)
 
 
 def test_piece_with_no_settled_line_waits_for_more() -> None:

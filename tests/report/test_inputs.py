@@ -247,6 +247,24 @@ def test_clean_keeps_escapes_that_are_not_colour() -> None:
     assert sniff.clean("Killed\xa0process") == "Killed process"
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        "\u751f\u6210 Killed\xa0process",
+        "\u751f\u6210 Killed\u2007process \u2019",
+        "\u2019quoted\u2019\u202f\xb5s",
+        "\u751f\u6210 no odd space, \u2019quoted\u2019 \xb0C \xe9",
+        "\u2080\u0080\u2000\u20a0 near misses",
+    ],
+)
+def test_clean_finds_odd_spaces_in_the_bytes_as_in_the_text(text: str) -> None:
+    """Searched in the UTF-8 bytes (their lead bytes, then the non-ASCII bytes alone) or in
+    the text, with the same result; text with nothing to clean is returned itself."""
+    by_text, by_bytes = sniff.clean(text), sniff.clean(text, text.encode())
+    assert by_bytes == by_text == text.translate(str.maketrans("\xa0\u2007\u202f", "   "))
+    assert (by_bytes is text) == (by_text == text)
+
+
 def test_peek_gathers_a_slow_pipe() -> None:
     head, blocks = sniff.peek(iter([b"a", b"b", b"c"]), size=2)
     assert head == b"ab" and b"".join(blocks) == b"abc"

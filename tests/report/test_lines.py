@@ -17,8 +17,11 @@ from oomwatch.report.sniff import decode_bytes
 
 
 def _pieces(data: bytes, stats: inputs._ReadStats | None = None) -> list[str]:
+    """The pieces' texts; the bytes handed with each must be its UTF-8 form exactly."""
     blocks = inputs._blocks(io.BytesIO(data), "x")
-    return list(inputs._pieces(blocks, stats or inputs._ReadStats()))
+    pieces = list(inputs._pieces(blocks, stats or inputs._ReadStats()))
+    assert all(utf8 is None or utf8.decode() == text for text, utf8 in pieces)
+    return [text for text, _ in pieces]
 
 
 @settings(max_examples=200, deadline=None)
@@ -38,6 +41,41 @@ def test_pieces_join_to_the_input(data: bytes, block: int, chunk: int) -> None:
         assert stats.not_utf8 is not None and f"byte {error.start})" in stats.not_utf8
     else:
         assert stats.not_utf8 is None
+
+
+# Bytes the cleaned text differs from (colour, odd spaces, stray and cut characters) and bytes
+# it does not (another escape, other characters): a piece hands on only bytes that are its text.
+_ODD = "\xa0\u202f\u2007\u2019\u751f\xe9"
+_FRAGMENTS = st.sampled_from(
+    [b"x", b"\n", b"\x1b[1;31m", b"\x1b[0m", b"\x1b(", b"\xff", b"\xe2\x80", *map(str.encode, _ODD)]
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_FRAGMENTS, max_size=40), st.integers(1, 17), st.integers(1, 40))
+def test_cleaned_pieces_hand_bytes_only_that_are_their_text(
+    fragments: list[bytes], block: int, chunk: int
+) -> None:
+    data = b"".join(fragments)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(inputs, "READ_BLOCK_BYTES", block)
+        mp.setattr(inputs, "CHUNK_BYTES", chunk)
+        _pieces(data, inputs._ReadStats(clean=True))  # asserts it of every piece
+
+
+def test_a_piece_hands_its_bytes_where_they_are_its_text() -> None:
+    handed = {
+        b"plain\n": True,
+        "\u751f\u6210 CJK, \u2019quoted\u2019 and \xe9\n".encode(): True,
+        b"escape that is not colour \x1b(\n": True,
+        b"\x1b[31mred\x1b[0m\n": False,  # cleaned: the text has fewer characters
+        "no\xa0break\n".encode(): False,
+        b"stray \xff byte\n": False,  # read as Windows-1252: not the bytes' UTF-8 text
+    }
+    for data, expected in handed.items():
+        [(text, utf8)] = inputs._pieces([data], inputs._ReadStats(clean=True))
+        assert (utf8 is not None) == expected, data
+        assert utf8 is None or utf8.decode() == text
 
 
 def test_long_lines_are_cut_and_counted(monkeypatch: pytest.MonkeyPatch) -> None:
