@@ -2,7 +2,7 @@
 agent's first real kill costs what later ones do.
 
 In a fresh process the first report took ~1.5 ms of CPU more than later ones (decode 2.2 ms
-against 0.8; bench/RESULTS.md, "warm-up"): patterns compiled at their first use
+against 0.9; bench/RESULTS.md, "Issue 26, sixth round"): patterns compiled at their first use
 (`decode.lazy_re`), and CPython 3.11's specialising interpreter, which rewrites a function's
 bytecode for the types it meets only after the function has run a few times (PEP 659).  The
 reports below are one of each cgroup version, written here in /dev/kmsg's record form

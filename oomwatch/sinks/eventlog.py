@@ -170,8 +170,7 @@ class EventLog:
         self._emit("error", event, fields)
 
     def _emit(self, level: str, event: str, fields: EventDict) -> None:
-        output = _current()
-        output.write(rendered(level, event, fields, self))
+        _current().write(rendered(level, event, fields, self))
 
 
 def rendered(level: str, event: str, fields: EventDict, logger: EventLog | None = None) -> str:
