@@ -296,7 +296,7 @@ def preflight(args: argparse.Namespace, paths: list[str]) -> bool | None:
         return None
     from importlib.util import find_spec
 
-    missing = [m for m in ("structlog", "prometheus_client", "psutil", "yaml") if not find_spec(m)]
+    missing = [m for m in ("structlog", "psutil", "yaml") if not find_spec(m)]
     if missing:
         print(
             f"gpu_check: the agent needs {', '.join(missing)}: install their wheels into a"

@@ -25,9 +25,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("oomwatch.demo", "provoke a real OOM kill in a scratch cgroup and show the incident"),
 }
 # What `pip install oomwatch` leaves out (the `agent` extra, pyproject.toml), by import name.
-AGENT_LIBRARIES = frozenset(
-    {"kubernetes", "prometheus_client", "structlog", "inotify_simple", "psutil", "yaml"}
-)
+AGENT_LIBRARIES = frozenset({"kubernetes", "structlog", "inotify_simple", "psutil", "yaml"})
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -11,23 +11,17 @@ per counter that no rule or dashboard reads.
 
 from __future__ import annotations
 
-import contextlib
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, NamedTuple
-
-from prometheus_client import CollectorRegistry, Counter, Gauge, disable_created_metrics
-from prometheus_client.core import GaugeMetricFamily
-from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+from typing import NamedTuple
 
 from oomwatch import __version__
 from oomwatch.daemon import http_server as http
 from oomwatch.diagnosis import CODES
 from oomwatch.incident import LIMIT_SCOPES, Incident, is_kernel_kill, kill_epoch_s
 from oomwatch.probe import schema as probe_schema
-
-disable_created_metrics()  # type: ignore[no-untyped-call]  # process-wide, as intended
+from oomwatch.sinks.exposition import CONTENT_TYPE, Family, FamilySnapshot, Sample, render
 
 # kubernetes-mixin's names for a pod's owner (namespace_workload_pod:kube_pod_owner:relabel).
 IDENTITY_LABELS = ("namespace", "pod", "container", "pod_uid", "workload", "workload_type")
@@ -83,9 +77,9 @@ class _Memory:
 
 
 class _MemoryGauges:
-    """The per-container memory gauges, read from `_Memory` values when scraped: a
-    `prometheus_client` child per series held ~2.7 KiB per container (its lock, value,
-    label copies and kwargs), a value here is ~100 bytes.  Same families, help and labels."""
+    """The per-container memory gauges, read from `_Memory` values when scraped: a value
+    here is ~100 bytes, where a client library's child per series held ~2.7 KiB (its lock,
+    value, label copies and kwargs)."""
 
     FAMILIES = (
         (
@@ -100,29 +94,24 @@ class _MemoryGauges:
         ("oomwatch_container_memory_limit_bytes", "Memory limit of the container cgroup."),
     )
 
-    def __init__(self, values: dict[SeriesLabels, _Memory], lock: threading.Lock) -> None:
+    def __init__(self, values: dict[SeriesLabels, _Memory]) -> None:
         self._values = values
-        self._lock = lock
 
-    def describe(self) -> list[GaugeMetricFamily]:
+    def snapshot(self) -> list[FamilySnapshot]:
+        """The three families' samples (the owner holds its lock)."""
+        usage: list[Sample] = []
+        working_set: list[Sample] = []
+        limit: list[Sample] = []
+        for labels, memory in self._values.items():
+            usage.append((labels, float(memory.usage)))
+            working_set.append((labels, float(memory.working_set)))
+            if memory.limit is not None:
+                limit.append((labels, float(memory.limit)))
+        columns = (usage, working_set, limit)
         return [
-            GaugeMetricFamily(name, text, labels=IDENTITY_LABELS) for name, text in self.FAMILIES
+            FamilySnapshot(name, text, "gauge", IDENTITY_LABELS, samples)
+            for (name, text), samples in zip(self.FAMILIES, columns, strict=True)
         ]
-
-    def collect(self) -> list[GaugeMetricFamily]:
-        with self._lock:
-            rows = [
-                (labels, (m.usage, m.working_set, m.limit)) for labels, m in self._values.items()
-            ]
-        families = []
-        for column, (name, text) in enumerate(self.FAMILIES):
-            family = GaugeMetricFamily(name, text, labels=IDENTITY_LABELS)
-            for labels, values in rows:
-                value = values[column]
-                if value is not None:
-                    family.add_metric(labels, float(value))
-            families.append(family)
-        return families
 
 
 class Metrics:
@@ -139,77 +128,90 @@ class Metrics:
         self._gauge_grace_s = gauge_grace_s
         self._counter_grace_s = counter_grace_s
         self._lock = threading.Lock()
-        self.registry = CollectorRegistry(auto_describe=True)
-        r = self.registry
         ids = IDENTITY_LABELS
-        self.oom_kills = Counter(
-            "oomwatch_oom_kills",
+        how = (*ids, "kind", "scope", "attribution")
+        self.oom_kills = Family(
+            "oomwatch_oom_kills_total",
             "Kernel OOM kills, one per victim process.",
-            [*ids, "kind", "scope", "attribution"],
-            registry=r,
+            "counter",
+            how,
         )
-        self.oom_incidents = Counter(
-            "oomwatch_oom_incidents",
+        self.oom_incidents = Family(
+            "oomwatch_oom_incidents_total",
             "Kernel OOM kill incidents, one per kill of the container (a group kill counts once).",
-            [*ids, "kind", "scope", "attribution"],
-            registry=r,
+            "counter",
+            how,
         )
-        self.group_oom_kills = Counter(
-            "oomwatch_group_oom_kills",
+        self.group_oom_kills = Family(
+            "oomwatch_group_oom_kills_total",
             "memory.oom.group kills, one per group kill.",
+            "counter",
             ids,
-            registry=r,
         )
-        self.child_process_oom_kills = Counter(
-            "oomwatch_child_process_oom_kills",
+        self.child_process_oom_kills = Family(
+            "oomwatch_child_process_oom_kills_total",
             "OOM kills where the container survived (a worker died, PID 1 lives on).",
+            "counter",
             ids,
-            registry=r,
         )
-        self.oom_findings = Counter(
-            "oomwatch_oom_findings",
+        self.oom_findings = Family(
+            "oomwatch_oom_findings_total",
             "Kernel OOM kill incidents by what their diagnosis found (finding code), one per"
             " finding of each.",
-            [*ids, "finding"],
-            registry=r,
+            "counter",
+            (*ids, "finding"),
         )
-        self.framework_oom = Counter(
-            "oomwatch_framework_oom",
+        self.framework_oom = Family(
+            "oomwatch_framework_oom_total",
             "CUDA/TensorFlow out-of-memory errors reported by the probe.",
-            [*ids, "framework"],
-            registry=r,
+            "counter",
+            (*ids, "framework"),
         )
-        self.kmsg_records_lost = Counter(
-            "oomwatch_kmsg_records_lost",
+        self.kmsg_records_lost = Family(
+            "oomwatch_kmsg_records_lost_total",
             "/dev/kmsg records overwritten before they were read.",
-            registry=r,
+            "counter",
         )
-        self.oom_reports_suppressed = Counter(
-            "oomwatch_oom_reports_suppressed",
+        self.oom_reports_suppressed = Family(
+            "oomwatch_oom_reports_suppressed_total",
             "OOM kills whose report the kernel rate-limited or that never reached the log.",
-            registry=r,
+            "counter",
         )
-        self.last_oom_kill = Gauge(
+        self.last_oom_kill = Family(
             "oomwatch_last_oom_kill_timestamp_seconds",
             "Wall clock of the latest OOM kill on this node.",
-            registry=r,
+            "gauge",
         )
         self._memory: dict[SeriesLabels, _Memory] = {}
-        r.register(_MemoryGauges(self._memory, self._lock))
-        self.seconds_to_oom = Gauge(
+        self._memory_gauges = _MemoryGauges(self._memory)
+        self.seconds_to_oom = Family(
             "oomwatch_container_seconds_to_oom",
             "Predicted seconds until the container's unreclaimable memory reaches its limit,"
             " while a pre-OOM warning is in force (absent otherwise).",
+            "gauge",
             ids,
-            registry=r,
         )
-        Gauge(
-            "oomwatch_build_info", "oomwatch version (always 1).", ["version"], registry=r
-        ).labels(__version__).set(1)
+        build_info = Family(
+            "oomwatch_build_info", "oomwatch version (always 1).", "gauge", ["version"]
+        )
+        build_info.set(1, (__version__,))
+        # In the order a scrape lists them; the memory gauges come after `last_oom_kill`.
+        self._families_before_memory = (
+            self.oom_kills,
+            self.oom_incidents,
+            self.group_oom_kills,
+            self.child_process_oom_kills,
+            self.oom_findings,
+            self.framework_oom,
+            self.kmsg_records_lost,
+            self.oom_reports_suppressed,
+            self.last_oom_kill,
+        )
+        self._families_after_memory = (self.seconds_to_oom, build_info)
         # Last touch per identity, and every labelled series it owns (the memory gauges are
         # in `_memory`).
         self._seen_s: dict[SeriesLabels, float] = {}
-        self._series: dict[SeriesLabels, set[tuple[Any, tuple[str, ...]]]] = {}
+        self._series: dict[SeriesLabels, set[tuple[Family, tuple[str, ...]]]] = {}
         self._server: http.LoopServer | None = None
         self._last_kill_s = 0.0
 
@@ -238,7 +240,7 @@ class Metrics:
             for code in {f.code for f in incident.findings} & CODES:
                 self._inc(self.oom_findings, labels, (code,), 1)
             if incident.header_suppressed or incident.kmsg_missing:
-                self.oom_reports_suppressed.inc(kills)
+                self.oom_reports_suppressed.inc((), kills)
             # Incidents may come out of order (backlog, deferred enrichment): keep the latest.
             self._last_kill_s = max(self._last_kill_s, _kill_wall_time(incident))
             self.last_oom_kill.set(self._last_kill_s)
@@ -252,11 +254,13 @@ class Metrics:
 
     def add_kmsg_lost(self, n: int) -> None:
         if n > 0:
-            self.kmsg_records_lost.inc(n)
+            with self._lock:
+                self.kmsg_records_lost.inc((), n)
 
     def add_reports_suppressed(self, n: int) -> None:
         if n > 0:
-            self.oom_reports_suppressed.inc(n)
+            with self._lock:
+                self.oom_reports_suppressed.inc((), n)
 
     def set_container_memory(
         self,
@@ -285,14 +289,14 @@ class Metrics:
         """A container's forecast time to its limit; None removes the series (no warning)."""
         with self._lock:
             if seconds is None:
-                self._remove(self.seconds_to_oom, identity_labels)
+                self.seconds_to_oom.remove(identity_labels)
                 self._series.get(identity_labels, set()).discard(
                     (self.seconds_to_oom, identity_labels)
                 )
                 return
             self._series.setdefault(identity_labels, set())
             self._own(identity_labels, self.seconds_to_oom, identity_labels)
-            self.seconds_to_oom.labels(*identity_labels).set(round(seconds, 1))
+            self.seconds_to_oom.set(round(seconds, 1), identity_labels)
 
     def forget_stale(self, now_s: float | None = None) -> int:
         """Drop series of containers not seen lately (gauges first, counters later).
@@ -313,7 +317,7 @@ class Metrics:
                 for metric, values in list(owned):
                     is_gauge = metric is self.seconds_to_oom
                     if is_gauge or age > self._counter_grace_s:
-                        self._remove(metric, values)
+                        metric.remove(values)
                         owned.discard((metric, values))
                         removed += 1
                 if not owned:
@@ -327,12 +331,11 @@ class Metrics:
         """Serve `/metrics` and `/healthz` from a background thread; returns the bound address.
 
         The server is bounded in threads and connection time (oomwatch.daemon.http_server)."""
-        registry = self.registry
         server = http.serve(
             host,
             port,
             {
-                "/metrics": lambda: (200, CONTENT_TYPE_LATEST, generate_latest(registry)),
+                "/metrics": lambda: (200, CONTENT_TYPE, self.exposition()),
                 "/healthz": http.health_route(health),
             },
             name="oomwatch-metrics",
@@ -341,24 +344,28 @@ class Metrics:
         bound_host, bound_port = server.server_address[:2]
         return str(bound_host), int(bound_port)
 
+    def exposition(self) -> bytes:
+        """What a scrape of `/metrics` reads: the families' samples taken under the lock,
+        the text written outside it."""
+        with self._lock:
+            families = [family.snapshot() for family in self._families_before_memory]
+            families += self._memory_gauges.snapshot()
+            families += [family.snapshot() for family in self._families_after_memory]
+        return render(families)
+
     # --- internals ------------------------------------------------------------------------------
 
     def _touch(self, labels: SeriesLabels) -> None:
         self._seen_s[labels] = self._clock()
         self._series.setdefault(labels, set())
 
-    def _own(self, labels: SeriesLabels, metric: Any, values: tuple[str, ...]) -> None:
+    def _own(self, labels: SeriesLabels, metric: Family, values: tuple[str, ...]) -> None:
         self._series[labels].add((metric, values))
 
-    def _inc(self, metric: Any, labels: SeriesLabels, extra: tuple[str, ...], n: int) -> None:
+    def _inc(self, metric: Family, labels: SeriesLabels, extra: tuple[str, ...], n: int) -> None:
         values = (*labels, *extra)
-        metric.labels(*values).inc(n)
+        metric.inc(values, n)
         self._own(labels, metric, values)
-
-    @staticmethod
-    def _remove(metric: Any, values: tuple[str, ...]) -> None:
-        with contextlib.suppress(KeyError):  # never created (e.g. always unlimited)
-            metric.remove(*values)
 
 
 def _kill_wall_time(incident: Incident) -> float:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.prometheus import parsed_samples
 
 from oomwatch.cgroup_identity import container_cgroup, identify
 from oomwatch.cgroups.discovery import WatchedCgroup
@@ -82,12 +83,8 @@ class _Node:
                     self.book.take(ForecastNews(self.takes, tuple(changes)))
 
     def gauge(self) -> list[float]:
-        return [
-            s.value
-            for metric in self.metrics.registry.collect()
-            if metric.name == "oomwatch_container_seconds_to_oom"
-            for s in metric.samples
-        ]
+        scraped = parsed_samples(self.metrics.exposition())
+        return [value for _, value in scraped.get("oomwatch_container_seconds_to_oom", [])]
 
 
 @pytest.fixture

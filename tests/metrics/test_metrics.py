@@ -8,8 +8,8 @@ import urllib.request
 from collections.abc import Iterator
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 from support.clock import FakeClock
+from support.prometheus import Samples, parsed_samples
 
 from oomwatch import __version__
 from oomwatch.diagnosis import diagnose
@@ -57,16 +57,11 @@ def served(clock: FakeClock) -> Iterator[tuple[Metrics, str, list[bool]]]:
     metrics.close()
 
 
-def _scrape(base: str) -> dict[str, list[tuple[dict[str, str], float]]]:
+def _scrape(base: str) -> Samples:
     with urllib.request.urlopen(base + "/metrics", timeout=5) as resp:
         assert resp.status == 200
-        assert resp.headers["Content-Type"].startswith("text/plain")
-        text = resp.read().decode()
-    out: dict[str, list[tuple[dict[str, str], float]]] = {}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            out.setdefault(sample.name, []).append((dict(sample.labels), sample.value))
-    return out
+        assert resp.headers["Content-Type"] == "text/plain; version=0.0.4; charset=utf-8"
+        return parsed_samples(resp.read())
 
 
 def _kill(**overrides: object) -> Incident:

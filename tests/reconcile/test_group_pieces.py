@@ -9,6 +9,8 @@ expired: the hostile soak logged 6,608 counter-only kills and 3 group kills for 
 
 from __future__ import annotations
 
+from support.prometheus import parsed_samples
+
 from oomwatch.incident import Incident, Victim
 from oomwatch.reconcile import CgroupNews, CounterKills, KernelTime, ReconcileState, reconcile
 from oomwatch.sinks.metrics import Metrics
@@ -69,7 +71,7 @@ def replay(pieces: dict[float, Incident], open_s: tuple[float, float]) -> list[I
 
 
 def counter_total(metrics: Metrics, name: str) -> float:
-    return sum(s.value for m in metrics.registry.collect() for s in m.samples if s.name == name)
+    return sum(value for _, value in parsed_samples(metrics.exposition()).get(name, []))
 
 
 def test_a_group_kill_read_in_pieces_over_90_s_is_counted_once_and_no_rise_is_invented() -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from support.kmsg import group_kill
+from support.prometheus import parsed_samples
 
 from oomwatch.sinks.log import get_logger
 from oomwatch.sinks.metrics import Metrics
@@ -72,10 +73,6 @@ def test_the_rest_of_a_group_kill_after_a_pause_continues_it_and_holds_the_log_a
     metrics = Metrics()
     for incident in (first, rest):
         metrics.emit(incident)
-    groups = [
-        s.value
-        for m in metrics.registry.collect()
-        for s in m.samples
-        if s.name == "oomwatch_group_oom_kills_total"
-    ]
+    scraped = parsed_samples(metrics.exposition())
+    groups = [value for _, value in scraped["oomwatch_group_oom_kills_total"]]
     assert sum(groups) == 1

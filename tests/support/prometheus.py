@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
 from support import free_port, until
 
@@ -29,6 +30,20 @@ def tool(name: str) -> str:
             pytest.fail(f"{name} missing in CI: .ci/run installs Debian's prometheus package")
         pytest.skip(f"{name} not installed (apt-get install prometheus); CI installs it")
     return path
+
+
+Samples = dict[str, list[tuple[dict[str, str], float]]]
+
+
+def parsed_samples(exposition: str | bytes) -> Samples:
+    """Sample name -> its (labels, value) rows, as `prometheus_client`'s parser reads the
+    text (a second implementation checking the agent's own writer)."""
+    text = exposition.decode() if isinstance(exposition, bytes) else exposition
+    out: Samples = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            out.setdefault(sample.name, []).append((dict(sample.labels), sample.value))
+    return out
 
 
 def http_get(url: str, timeout_s: float = 5.0) -> tuple[int, bytes]:
