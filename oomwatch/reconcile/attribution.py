@@ -250,5 +250,8 @@ def _can_take(
     trial[j] = i
     if other is None:
         return True
-    # the rise's former kill must find another rise, never the one just given to i
-    return _augment(other, edges, trial, {j})
+    # One kill fewer is matched now (j's former kill lost it, i's old rise is free): the
+    # matching is still maximum if some unmatched kill, the former one or another that
+    # i's old rise fits, finds a rise, never the one just given to i.
+    unmatched = set(range(len(edges))) - set(trial.values())
+    return any(_augment(k, edges, trial, {j}) for k in sorted(unmatched))
