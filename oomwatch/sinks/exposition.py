@@ -49,7 +49,7 @@ class Family:
             raise ValueError(f"{self.name}: a counter only goes up (asked {amount})")
         self.values[label_values] = self.values.get(label_values, 0.0) + amount
 
-    def set(self, value: float, label_values: tuple[str, ...] = ()) -> None:
+    def set(self, label_values: tuple[str, ...], value: float) -> None:
         self._check(label_values)
         self.values[label_values] = float(value)
 

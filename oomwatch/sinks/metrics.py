@@ -194,7 +194,7 @@ class Metrics:
         build_info = Family(
             "oomwatch_build_info", "oomwatch version (always 1).", "gauge", ["version"]
         )
-        build_info.set(1, (__version__,))
+        build_info.set((__version__,), 1)
         # In the order a scrape lists them; the memory gauges come after `last_oom_kill`.
         self._families_before_memory = (
             self.oom_kills,
@@ -243,7 +243,7 @@ class Metrics:
                 self.oom_reports_suppressed.inc((), kills)
             # Incidents may come out of order (backlog, deferred enrichment): keep the latest.
             self._last_kill_s = max(self._last_kill_s, _kill_wall_time(incident))
-            self.last_oom_kill.set(self._last_kill_s)
+            self.last_oom_kill.set((), self._last_kill_s)
 
     def close(self) -> None:
         server, self._server = self._server, None
@@ -296,7 +296,7 @@ class Metrics:
                 return
             self._series.setdefault(identity_labels, set())
             self._own(identity_labels, self.seconds_to_oom, identity_labels)
-            self.seconds_to_oom.set(round(seconds, 1), identity_labels)
+            self.seconds_to_oom.set(identity_labels, round(seconds, 1))
 
     def forget_stale(self, now_s: float | None = None) -> int:
         """Drop series of containers not seen lately (gauges first, counters later).

@@ -63,7 +63,7 @@ def test_the_text_itself() -> None:
     counter = Family("c_total", "Help.", "counter", ("z", "a"))
     counter.inc(("1", 'x"y'), 2)
     gauge = Family("g_bytes", "Back\\slash\nnewline.", "gauge")
-    gauge.set(1.5e9)
+    gauge.set((), 1.5e9)
     empty = FamilySnapshot("e", "E.", "gauge", ("l",), [])
     assert render([counter.snapshot(), gauge.snapshot(), empty]) == (
         b"# HELP c_total Help.\n"
