@@ -15,8 +15,10 @@ import os
 import struct
 from typing import Any, NamedTuple
 
-# Event bits, from the kernel's include/uapi/linux/inotify.h (only those the watcher uses).
+# Event bits, from the kernel's include/uapi/linux/inotify.h (those the watcher uses, and
+# IN_OPEN for the tests that check a file is never opened).
 IN_MODIFY = 0x00000002  # file was modified
+IN_OPEN = 0x00000020  # file was opened
 IN_CREATE = 0x00000100  # subfile was created
 IN_DELETE = 0x00000200  # subfile was deleted
 IN_Q_OVERFLOW = 0x00004000  # event queue overflowed: events were lost
