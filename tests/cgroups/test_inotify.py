@@ -51,6 +51,14 @@ def test_a_modified_file_and_ignored_when_deleted(watches: Inotify, tmp_path: Pa
     assert watches.read() == [InotifyEvent(wd, inotify.IN_IGNORED, 0, "")]
 
 
+def test_an_open_is_seen(watches: Inotify, tmp_path: Path) -> None:
+    """What the probe reader's tests count to prove a file was never opened."""
+    (tmp_path / "x.ring").write_bytes(b"")
+    wd = watches.add_watch(tmp_path, inotify.IN_OPEN)
+    (tmp_path / "x.ring").read_bytes()
+    assert watches.read() == [InotifyEvent(wd, inotify.IN_OPEN, 0, "x.ring")]
+
+
 def test_rm_watch_queues_ignored_and_ends_the_events(watches: Inotify, tmp_path: Path) -> None:
     wd = watches.add_watch(tmp_path, _DIR_EVENTS)
     watches.rm_watch(wd)
