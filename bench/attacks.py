@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import select
 import shutil
 import socket
 import stat
@@ -369,16 +370,17 @@ def junk(repo: Path, tmp: Path) -> dict[str, Any]:
 
 def device(repo: Path, tmp: Path) -> dict[str, Any]:
     """A character device (1:3, /dev/null) named x.ring: does the agent open it?"""
-    import inotify_simple
+    from oomwatch.cgroups.inotify import IN_OPEN, Inotify
 
     with running_agent(repo, tmp) as agent:
         os.mknod(agent.probe_dir / "x.ring", stat.S_IFCHR | 0o666, os.makedev(1, 3))
-        watch = inotify_simple.INotify()
-        watch.add_watch(agent.probe_dir, inotify_simple.flags.OPEN)
+        watch = Inotify()
+        watch.add_watch(agent.probe_dir, IN_OPEN)
         opened = 0
         deadline = time.monotonic() + 5
         while time.monotonic() < deadline:
-            opened += sum(e.name == "x.ring" for e in watch.read(timeout=200))
+            select.select([watch.fileno()], [], [], 0.2)
+            opened += sum(e.name == "x.ring" for e in watch.read())
         watch.close()
     return {"device_opens_in_5s": opened}
 

@@ -45,18 +45,26 @@ def main(argv: Sequence[str] | None = None) -> int:
             try:
                 module = importlib.import_module(module_name)
             except ModuleNotFoundError as exc:
-                if exc.name not in AGENT_LIBRARIES:
-                    raise
-                sys.stderr.write(
-                    f"oomwatch {name}: needs the agent's libraries ({exc.name} is missing):"
-                    " pip install 'oomwatch[agent]'\n"
-                )
-                return 2
+                return _needs_agent_libraries(name, exc)
             module.configure(p)
             p.set_defaults(_main=module.main)
     args = parser.parse_args(argv)
-    result: int = args._main(args)
+    try:
+        result: int = args._main(args)
+    except ModuleNotFoundError as exc:  # one the subcommand imports only once it runs
+        return _needs_agent_libraries(args.command, exc)
     return result
+
+
+def _needs_agent_libraries(command: str, exc: ModuleNotFoundError) -> int:
+    """Exit status 2 and the extra to install, when `exc` is an agent library missing."""
+    if exc.name not in AGENT_LIBRARIES:
+        raise exc
+    sys.stderr.write(
+        f"oomwatch {command}: needs the agent's libraries ({exc.name} is missing):"
+        " pip install 'oomwatch[agent]'\n"
+    )
+    return 2
 
 
 def run() -> NoReturn:

@@ -12,11 +12,19 @@ import contextlib
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
-from inotify_simple import INotify, flags
-
 from oomwatch.cgroups.discovery import Hierarchy, WatchedCgroup, counter_file
+from oomwatch.cgroups.inotify import (
+    IN_CREATE,
+    IN_DELETE,
+    IN_IGNORED,
+    IN_ISDIR,
+    IN_MODIFY,
+    IN_ONLYDIR,
+    IN_Q_OVERFLOW,
+    Inotify,
+)
 
-_DIR_EVENTS = flags.CREATE | flags.DELETE | flags.ONLYDIR
+_DIR_EVENTS = IN_CREATE | IN_DELETE | IN_ONLYDIR
 
 
 @dataclass
@@ -34,7 +42,7 @@ class CgroupNotifier:
     """The watch descriptors of counter files and cgroup directories."""
 
     def __init__(self, enabled: bool, warn: Callable[[str], None]) -> None:
-        self._inotify: INotify | None = INotify(nonblocking=True) if enabled else None
+        self._inotify: Inotify | None = Inotify() if enabled else None
         self._warn = warn
         self._wd_to_rel: dict[int, str] = {}  # memory.events watches
         self._rel_to_wd: dict[str, int] = {}
@@ -66,7 +74,7 @@ class CgroupNotifier:
         if self._inotify is None or cg.version != 2:
             return False
         try:
-            wd = self._inotify.add_watch(counter_file(cg), flags.MODIFY)
+            wd = self._inotify.add_watch(counter_file(cg), IN_MODIFY)
         except OSError as exc:  # ENOSPC (watch limit) or the cgroup just went away
             self._warn(f"inotify watch on {cg.relpath!r} failed ({exc.strerror}); polling it")
             return False
@@ -89,28 +97,28 @@ class CgroupNotifier:
         out = Drained()
         if self._inotify is None:
             return out
-        for event in self._inotify.read(timeout=0):
-            if event.mask & flags.Q_OVERFLOW:
+        for event in self._inotify.read():
+            if event.mask & IN_Q_OVERFLOW:
                 out.overflow = True
                 continue
             rel = self._wd_to_rel.get(event.wd)
             if rel is not None:
                 out.changed.add(rel)
-                if event.mask & flags.IGNORED:  # the file (and so the cgroup) went away
+                if event.mask & IN_IGNORED:  # the file (and so the cgroup) went away
                     self._forget_counters(rel)
                     out.gone.add(rel)
                 continue
             watched_dir = self._dir_wds.get(event.wd)
-            if watched_dir is None or not event.mask & (flags.ISDIR | flags.IGNORED):
+            if watched_dir is None or not event.mask & (IN_ISDIR | IN_IGNORED):
                 continue
-            if event.mask & flags.IGNORED:
+            if event.mask & IN_IGNORED:
                 del self._dir_wds[event.wd]
                 continue
             hierarchy, parent = watched_dir
             child = f"{parent}/{event.name}"
-            if event.mask & flags.CREATE:
+            if event.mask & IN_CREATE:
                 out.made.add((hierarchy, child))
-            elif event.mask & flags.DELETE:
+            elif event.mask & IN_DELETE:
                 out.removed.add(child)
         return out
 

@@ -16,8 +16,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 ENV_PREFIX = "OOMWATCH_"
 # Loopback: in the DaemonSet kube-rbac-proxy serves it to authorized scrapers.
 DEFAULT_METRICS_ADDRESS = "127.0.0.1:9717"
@@ -242,6 +240,8 @@ def _default_text(setting: _Setting) -> str:
 
 
 def _load_file(path: str) -> dict[str, Any]:
+    import yaml  # only here: the DaemonSet passes no --config, and PyYAML costs ~1.7 MiB RSS
+
     try:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 import pytest
@@ -88,3 +89,16 @@ def test_oomwatch_run_exits_2_naming_the_bad_setting(capsys: pytest.CaptureFixtu
 
     assert main(["run", "--metrics-address", "nowhere"]) == 2
     assert "--metrics-address" in capsys.readouterr().err
+
+
+def test_a_config_file_without_pyyaml_names_the_extra(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """PyYAML is imported only to read a file: missing, `run` says what to install."""
+    from oomwatch.cli import main
+
+    conf = tmp_path / "oomwatch.yaml"
+    conf.write_text("standalone: true\n")
+    monkeypatch.setitem(sys.modules, "yaml", None)  # `import yaml` raises ModuleNotFoundError
+    assert main(["run", "--config", str(conf)]) == 2
+    assert "(yaml is missing): pip install 'oomwatch[agent]'" in capsys.readouterr().err

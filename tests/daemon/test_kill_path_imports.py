@@ -13,21 +13,12 @@ from pathlib import Path
 
 from support import until
 from support.cgroupfs import kubelet_container
-from support.fifo_agent import CONTAINER, REPO, AgentProc, running_agent
+from support.fifo_agent import CONTAINER, REPO, AgentProc, imports_in, running_agent
 from support.store import stored
 
 from oomwatch.units import MIB
 
 VICTIM_PID = 20_001  # the first kill's victim (`AgentProc.kill`)
-
-
-def imports_in(stderr: str) -> list[str]:
-    """The module names of `-X importtime`'s lines."""
-    return [
-        line.rsplit("|", 1)[1].strip()
-        for line in stderr.splitlines()
-        if line.startswith("import time:") and "imported package" not in line
-    ]
 
 
 def sampled(agent: AgentProc, usage_bytes: int) -> None:

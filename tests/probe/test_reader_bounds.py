@@ -16,11 +16,11 @@ import zlib
 from pathlib import Path
 from typing import Any
 
-import inotify_simple
 import pytest
 from support.clock import FakeClock
 from support.probe_records import META, EntryCount, refusals, write_record
 
+from oomwatch.cgroups.inotify import IN_OPEN, Inotify
 from oomwatch.probe import reader as reader_module
 from oomwatch.probe.reader import (
     EVENT_COST_BYTES,
@@ -169,11 +169,11 @@ def test_any_failure_on_one_file_refuses_that_file_only(
 
 def opens_of(directory: Path, name: str, action: Any) -> int:
     """How often `action()` makes the kernel open `directory/name` (inotify IN_OPEN)."""
-    watch = inotify_simple.INotify()
+    watch = Inotify()
     try:
-        watch.add_watch(directory, inotify_simple.flags.OPEN)
-        action()
-        return sum(e.name == name for e in watch.read(timeout=100))
+        watch.add_watch(directory, IN_OPEN)
+        action()  # the kernel queues IN_OPEN before open(2) returns
+        return sum(e.name == name for e in watch.read())
     finally:
         watch.close()
 

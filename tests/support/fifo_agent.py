@@ -159,6 +159,15 @@ def running_agent(
         yield agent
 
 
+def imports_in(stderr: str) -> list[str]:
+    """The module names of `-X importtime`'s lines (an agent started with it: `launcher`)."""
+    return [
+        line.rsplit("|", 1)[1].strip()
+        for line in stderr.splitlines()
+        if line.startswith("import time:") and "imported package" not in line
+    ]
+
+
 def peak_rss_kib(
     command: list[str],
     env: dict[str, str],
