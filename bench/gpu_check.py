@@ -25,9 +25,9 @@ OutOfMemoryError with the message a GPU printed (shared/notes/verified-here.md),
 store, diagnosis and table are exercised; `expandable` is skipped there (only a device can say
 whether the advice works).  Without CUDA and without `--cpu` it stops, saying so.
 
-The GPU machine lacks structlog, inotify_simple, jsonschema and kubernetes: download their
+The GPU machine lacks structlog, jsonschema and kubernetes: download their
 wheels where there is network (`pip download --no-deps --only-binary=:all: --python-version
-3.12 --platform manylinux2014_x86_64 structlog inotify_simple jsonschema
+3.12 --platform manylinux2014_x86_64 structlog jsonschema
 jsonschema-specifications referencing rpds-py attrs kubernetes -d wheels`), install them with
 `pip install --no-index --no-deps --target DIR wheels/*` there, and pass `--extra-path DIR`.
 Exit status: 0 when every scenario gave what it should, 1 otherwise, 2 when it cannot run.

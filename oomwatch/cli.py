@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import os
 import sys
 from collections.abc import Sequence
@@ -25,7 +26,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("oomwatch.demo", "provoke a real OOM kill in a scratch cgroup and show the incident"),
 }
 # What `pip install oomwatch` leaves out (the `agent` extra, pyproject.toml), by import name.
-AGENT_LIBRARIES = frozenset({"kubernetes", "structlog", "inotify_simple", "psutil", "yaml"})
+AGENT_LIBRARIES = frozenset({"kubernetes", "structlog", "psutil", "yaml"})
+# The subcommands that need them, looked for before they start (not imported: the agent
+# imports each only where it is used, and a standalone one may never need some).
+NEEDS_AGENT_LIBRARIES = frozenset({"run"})
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -42,6 +46,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             continue  # the others' parsers show only in `oomwatch --help`, which names none
         p = sub.add_parser(name, help=help_text, description=help_text)
         if name == wanted:
+            missing = sorted(_missing_agent_libraries()) if name in NEEDS_AGENT_LIBRARIES else []
+            if missing:
+                return _needs_agent_libraries(name, ", ".join(missing))
             try:
                 module = importlib.import_module(module_name)
             except ModuleNotFoundError as exc:
@@ -49,19 +56,24 @@ def main(argv: Sequence[str] | None = None) -> int:
             module.configure(p)
             p.set_defaults(_main=module.main)
     args = parser.parse_args(argv)
-    try:
-        result: int = args._main(args)
-    except ModuleNotFoundError as exc:  # one the subcommand imports only once it runs
-        return _needs_agent_libraries(args.command, exc)
+    result: int = args._main(args)
     return result
 
 
-def _needs_agent_libraries(command: str, exc: ModuleNotFoundError) -> int:
-    """Exit status 2 and the extra to install, when `exc` is an agent library missing."""
-    if exc.name not in AGENT_LIBRARIES:
-        raise exc
+def _missing_agent_libraries() -> set[str]:
+    return {name for name in AGENT_LIBRARIES if importlib.util.find_spec(name) is None}
+
+
+def _needs_agent_libraries(command: str, missing: str | ModuleNotFoundError) -> int:
+    """Exit status 2 and the extra to install, for the agent libraries `missing` (an import
+    that failed on another module is raised again)."""
+    if isinstance(missing, ModuleNotFoundError):
+        if missing.name not in AGENT_LIBRARIES:
+            raise missing
+        missing = missing.name
     sys.stderr.write(
-        f"oomwatch {command}: needs the agent's libraries ({exc.name} is missing):"
+        f"oomwatch {command}: needs the agent's libraries"
+        f" ({missing} {'are' if ',' in missing else 'is'} missing):"
         " pip install 'oomwatch[agent]'\n"
     )
     return 2

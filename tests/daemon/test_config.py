@@ -94,7 +94,8 @@ def test_oomwatch_run_exits_2_naming_the_bad_setting(capsys: pytest.CaptureFixtu
 def test_a_config_file_without_pyyaml_names_the_extra(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """PyYAML is imported only to read a file: missing, `run` says what to install."""
+    """PyYAML is imported only to read a file, but `run` looks for every agent library
+    before it starts: missing, it says what to install instead of failing later."""
     from oomwatch.cli import main
 
     conf = tmp_path / "oomwatch.yaml"

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-AGENT = ("kubernetes", "structlog", "inotify_simple", "psutil", "yaml")
+AGENT = ("kubernetes", "structlog", "psutil", "yaml")
 CORPUS_LOG = next((REPO / "tests" / "data" / "corpus").glob("02-*.log"))
 
 TRAINING_SCRIPT = """
