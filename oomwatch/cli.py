@@ -46,13 +46,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             continue  # the others' parsers show only in `oomwatch --help`, which names none
         p = sub.add_parser(name, help=help_text, description=help_text)
         if name == wanted:
-            missing = sorted(_missing_agent_libraries()) if name in NEEDS_AGENT_LIBRARIES else []
+            missing = _missing_agent_libraries() if name in NEEDS_AGENT_LIBRARIES else []
             if missing:
-                return _needs_agent_libraries(name, ", ".join(missing))
+                return _needs_agent_libraries(name, missing)
             try:
                 module = importlib.import_module(module_name)
             except ModuleNotFoundError as exc:
-                return _needs_agent_libraries(name, exc)
+                if exc.name not in AGENT_LIBRARIES:
+                    raise
+                return _needs_agent_libraries(name, [exc.name])
             module.configure(p)
             p.set_defaults(_main=module.main)
     args = parser.parse_args(argv)
@@ -60,21 +62,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     return result
 
 
-def _missing_agent_libraries() -> set[str]:
-    return {name for name in AGENT_LIBRARIES if importlib.util.find_spec(name) is None}
+def _missing_agent_libraries() -> list[str]:
+    return sorted(name for name in AGENT_LIBRARIES if importlib.util.find_spec(name) is None)
 
 
-def _needs_agent_libraries(command: str, missing: str | ModuleNotFoundError) -> int:
-    """Exit status 2 and the extra to install, for the agent libraries `missing` (an import
-    that failed on another module is raised again)."""
-    if isinstance(missing, ModuleNotFoundError):
-        if missing.name not in AGENT_LIBRARIES:
-            raise missing
-        missing = missing.name
+def _needs_agent_libraries(command: str, missing: list[str]) -> int:
+    """Exit status 2 and the extra to install, naming the agent libraries `missing`."""
     sys.stderr.write(
-        f"oomwatch {command}: needs the agent's libraries"
-        f" ({missing} {'are' if ',' in missing else 'is'} missing):"
-        " pip install 'oomwatch[agent]'\n"
+        f"oomwatch {command}: needs the agent's libraries ({', '.join(missing)}"
+        f" {'is' if len(missing) == 1 else 'are'} missing): pip install 'oomwatch[agent]'\n"
     )
     return 2
 

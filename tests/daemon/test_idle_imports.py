@@ -16,6 +16,9 @@ NOT_IMPORTED = {
     "subprocess": "nothing the agent does starts a process",
     "oomwatch.probe.probe": "the training side of the probe: the agent only reads its files",
     "encodings.idna": "the HTTP server's host is ASCII: getaddrinfo gets it as bytes",
+    "prometheus_client": "the agent writes its exposition itself (sinks/exposition.py)",
+    "http.server": "the agent's HTTP server is its own (daemon/http_server.py)",
+    "ssl": "nothing a standalone agent does speaks TLS",
 }
 
 
