@@ -80,8 +80,13 @@ def run() -> NoReturn:
     the process ends without the interpreter's teardown, which frees every module and object
     one by one (~15 ms after a dense log's report); a report holds nothing else to close, its
     HTML file is closed already and the standard streams are flushed here first.  Other
-    commands (the agent's threads and store) and a failed flush exit as usual."""
+    commands (the agent's threads and store) and a failed flush exit as usual.  A report also
+    keeps the memory it frees for its next piece (`report.heap`), which nothing else should."""
     argv = sys.argv[1:]
+    if argv[:1] == ["report"]:
+        from oomwatch.report.heap import keep_freed_memory
+
+        keep_freed_memory()
     code = main(argv)
     if argv[:1] == ["report"]:
         try:
