@@ -69,6 +69,8 @@ class Stream:
 
 @dataclass(slots=True)
 class _ReadStats:
+    """What reading found on the way, for the warnings at the end."""
+
     cut: int = 0  # lines cut at MAX_LINE_BYTES
     not_utf8: str | None = None  # the warning for the first byte that is not UTF-8, if any
     clean: bool = False  # remove colour escapes and odd spaces from each piece
