@@ -168,6 +168,44 @@ def test_enricher_that_never_answers_is_bounded(tmp_path: Path, clock: FakeClock
     assert len(sink.got) == 1 and sink.got[0].k8s is None
 
 
+def test_a_kill_read_goes_before_deferred_incidents_that_are_complete(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    """A kill's record is the latency the agent promises: a deferred incident whose enricher
+    would answer now waits for the next call when a kill comes in this one, or while a kill
+    waits for its counter; one out of time is committed all the same."""
+    lookup = SlowPodLookup(ready_after=2)
+    pipe, sink = make(tmp_path, clock, enrichers=[lookup], enrich_wait_s=5.0)
+    pipe.process([memcg_kill(7, 99.9)])  # deferred: the pod is not in the cache yet
+    clock.advance(0.2)
+    pipe.process([memcg_kill(8, 100.1)])  # the cache has the pod now
+    assert [i.victim.pid for i in sink.got if i.victim] == [8]
+    bare = Incident(kind="memcg", kernel_time_s=100.3, header_suppressed=True, victims=[])
+    pipe.process([bare])  # waits for its counter: kill 7 waits too
+    clock.advance(0.2)
+    pipe.process()
+    assert len(sink.got) == 1
+    # the pass asked for shows three kills in the container: 7, 8 and the bare one
+    pipe.process([], CgroupNews([CounterKills(CTR, 3, clock.now)], counted_at_s=clock.now))
+    assert [i.victim.pid if i.victim else None for i in sink.got] == [8, None]
+    pipe.process()  # nothing urgent: kill 7 now
+    assert [i.victim.pid if i.victim else None for i in sink.got] == [8, None, 7]
+    assert sink.got[2].k8s is not None and sink.got[2].k8s.pod == "web-1"
+
+
+def test_a_deferred_incident_out_of_time_is_not_held_for_a_kill(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    pipe, sink = make(
+        tmp_path, clock, enrichers=[SlowPodLookup(ready_after=10**9)], enrich_wait_s=1.0
+    )
+    pipe.process([memcg_kill(7, 99.9)])
+    clock.advance(1.5)
+    pipe.process([memcg_kill(8, 101.4)])
+    assert [i.victim.pid for i in sink.got if i.victim] == [7]
+    assert sink.got[0].k8s is None and pipe.holding  # kill 8 waits for the pod in its turn
+
+
 def test_counted_kill_without_report_is_stored_as_kmsg_missing(
     tmp_path: Path, clock: FakeClock
 ) -> None:
