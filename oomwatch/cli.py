@@ -83,12 +83,13 @@ def run() -> NoReturn:
     commands (the agent's threads and store) and a failed flush exit as usual.  A report also
     keeps the memory it frees for its next piece (`report.heap`), which nothing else should."""
     argv = sys.argv[1:]
-    if argv[:1] == ["report"]:
+    report = argv[:1] == ["report"]
+    if report:
         from oomwatch.report.heap import keep_freed_memory
 
         keep_freed_memory()
     code = main(argv)
-    if argv[:1] == ["report"]:
+    if report:
         try:
             for stream in (sys.stdout, sys.stderr):
                 if stream is not None:  # None: started with that descriptor closed

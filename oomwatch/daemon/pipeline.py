@@ -265,8 +265,8 @@ class Pipeline:
         """Commit the deferred incidents that are complete or out of time.  `urgent` (a kill
         is being read or waits for its counter): only those out of time.  That kill's record
         is the latency the agent promises; these wait for enrichers by design, and a burst of
-        them committed in its turn (ten kills' survival rechecks ending together) put 10-20 ms
-        into it (bench/RESULTS.md, issue 26)."""
+        them committed in its turn (seven kills' survival rechecks ending together) put about
+        10 ms into it (bench/RESULTS.md, issue 26)."""
         still: list[_Deferred] = []
         for item in self._deferred:
             if urgent and now_mono < item.deadline_s:
