@@ -18,56 +18,15 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from oomwatch.decode.assembler import ReportAssembler
-from oomwatch.decode.context import ORPHAN_LEAD_LINES
 from oomwatch.decode.line_keys import LINE_KEYS
 from oomwatch.decode.needles import Needles
-from oomwatch.decode.piece_bytes import PieceBytes, needle_line_starts, window_utf8
+from oomwatch.decode.piece_bytes import PieceBytes, window_utf8
 from oomwatch.decode.prefixes import LineParser
 from oomwatch.decode.records import LogRecord
 from oomwatch.decode.stamps import Reference, YearClock
+from oomwatch.decode.windows import anchor_hits, bridge_end, report_windows, settled_end
 from oomwatch.incident import Incident
 
-# Lines that can open a report or sit before its kill: the text between one of these and
-# the next anchor is part of the report (stack trace, meminfo, stats), up to a limit.
-_OPENING = (
-    " invoked oom-killer",
-    "killed as a result of limit of",
-    "Memory limit reached of cgroup",
-    "memory: usage ",
-    "Memory cgroup stats for ",
-    "oom-killer: gfp_mask=",
-)
-# The task table can be long (every process of a node in a global OOM).
-_TABLE = ("Tasks state (memory values", "uid  tgid total_vm")
-# Lines that only ever follow the opening ones (the gap after them is chatter).
-_CLOSING = (
-    "oom-kill:",
-    "Killed process ",
-    "ill process ",
-    "memory.oom.group set",
-    "oom_reaper: reaped process ",
-    "is already exiting",
-    "memory and no killable processes",
-    "not syncing: System is deadlocked on memory",
-    "not syncing: Out of memory",
-    "oom_kill_process: ",
-)
-# A closing line that does not end the way a whole kernel line ends may go on over the next
-# lines (a mail client's or a console's wrap, `forwarded`): its window runs this much further.
-_WRAP_FILL_CHARS = 512
-_WHOLE_END = re.compile(
-    r"(?:oom_score_adj:-?\d+|,uid=\d+|shmem-rss:\d+kB|oom\.group set|the task|processes)\s*$"
-)
-# A few short needles that every anchor contains (one pass for all, see `needles`); each
-# hit's line is then checked for the anchors themselves.
-_NEEDLE_SEARCH = Needles(
-    ("oom-k", "emory", "process", "killed as a result", "uid  tgid", "already exiting")
-)
-# The most a report may run from an opening line to the next anchor: a stack trace and
-# meminfo (even per-CPU lines of a large machine) or a task table of ~40k processes.  A
-# report cut short (no kill line) thus costs at most this much line-by-line parsing.
-MAX_FILL_CHARS = 256 << 10
-MAX_TABLE_FILL_CHARS = 4 << 20
 # A line of chatter in dmesg's default form (`[ 12.345678] msg`) that neither the line
 # parser nor the assembler can take for anything but an ignorable record: no key the
 # assembler looks for, no `host kernel: ` (journalctl short-monotonic), no end the parser
@@ -86,9 +45,6 @@ _CHATTER_SHAPE = re.compile(rf"\[ {{0,12}}({_CHATTER_TIME}){_CHATTER_MESSAGE}")
 # Whole chatter-shaped lines from a line start on (one C match per run).
 _CHATTER_RUN = re.compile(rf"(?:{_CHATTER_BODY}\n)*+")
 _CHATTER_KEY_SEARCH = Needles((*LINE_KEYS, "kernel:", "login: ", "OOMKilling"))
-# Lines taken before a window's first anchor: task rows of a grep-filtered fragment (and
-# the prose a paste may have between them and their report).
-_LEAD_LINES = ORPHAN_LEAD_LINES
 
 
 @dataclass
@@ -131,60 +87,6 @@ def utf8_text(data: bytes, offset: int = 0) -> tuple[str, str | None]:
         return data.decode("utf-8", "replace"), warning
 
 
-def _line_fill(line: str) -> int | None:
-    """How far a report may run after this line; None if it is no anchor line."""
-    # The largest fill of any anchor in the line: the table's, an opening's, a closing's.
-    for anchor in _TABLE:
-        if anchor in line:
-            return MAX_TABLE_FILL_CHARS
-    for anchor in _OPENING:
-        if anchor in line:
-            return MAX_FILL_CHARS
-    for anchor in _CLOSING:
-        if anchor in line:
-            return 0 if _WHOLE_END.search(line) is not None else _WRAP_FILL_CHARS
-    return None
-
-
-def _anchor_hits(
-    text: str, piece: PieceBytes | None = None, begin: int = 0
-) -> list[tuple[int, int]]:
-    """(line offset, how far the report may run after it) of every anchor line from `begin`
-    on, sorted."""
-    hits: list[tuple[int, int]] = []
-    find = text.find
-    for start in needle_line_starts(_NEEDLE_SEARCH, text, piece, begin):
-        end = find("\n", start)
-        fill = _line_fill(text[start : len(text) if end < 0 else end])
-        if fill is not None:
-            hits.append((start, fill))
-    return hits
-
-
-def _windows(text: str, hits: list[tuple[int, int]], begin: int = 0) -> list[tuple[int, int]]:
-    """Merged [start, end) line-aligned spans covering every report (text from `begin` on)."""
-    spans: list[tuple[int, int]] = []
-    rfind, floor = text.rfind, _floor(begin)
-    for index, (pos, fill) in enumerate(hits):
-        start = rfind("\n", floor, pos) + 1
-        for _ in range(_LEAD_LINES):
-            if start == begin:
-                break
-            start = rfind("\n", floor, start - 1) + 1
-        end = text.find("\n", pos)
-        end = len(text) if end < 0 else end + 1
-        if fill:
-            following = hits[index + 1][0] if index + 1 < len(hits) else len(text)
-            stop = min(following, pos + fill)
-            fill_end = text.find("\n", stop)
-            end = max(end, len(text) if fill_end < 0 else fill_end + 1)
-        if spans and start <= spans[-1][1]:
-            spans[-1] = (spans[-1][0], max(spans[-1][1], end))
-        else:
-            spans.append((start, end))
-    return spans
-
-
 def decode_kmsg_records(records: Iterable[bytes]) -> DecodeResult:
     """Decode /dev/kmsg records (one read() each), e.g. the whole backlog at start-up."""
     assembler = ReportAssembler()
@@ -193,39 +95,6 @@ def decode_kmsg_records(records: Iterable[bytes]) -> DecodeResult:
         incidents.extend(assembler.feed_kmsg(raw))
     incidents.extend(assembler.flush())
     return DecodeResult(incidents, assembler.warnings)
-
-
-def _settled_end(text: str, begin: int = 0) -> int:
-    """Where the last `_LEAD_LINES` lines (and any unterminated rest) of a piece begin (the
-    text from `begin` on).
-
-    Those lines may lead into a report whose anchor is in the next piece, so whether they
-    belong to a window is not known yet.
-    """
-    floor = _floor(begin)
-    start = text.rfind("\n", floor) + 1
-    for _ in range(_LEAD_LINES):
-        if start == begin:
-            break
-        start = text.rfind("\n", floor, start - 1) + 1
-    return start
-
-
-def _floor(begin: int) -> int:
-    """Where a backward search for a line's start stops, for a text taken from `begin` on (0
-    or a line's start): at the newline before it, which gives `begin` as the line's start."""
-    return begin - 1 if begin else 0
-
-
-def _bridge_end(text: str) -> int:
-    """The end of the first `_LEAD_LINES + 1` lines of a piece, or -1 where it has fewer:
-    once they are scanned, the lines a scan carries over are all the piece's own."""
-    end = 0
-    for _ in range(_LEAD_LINES + 1):
-        end = text.find("\n", end) + 1
-        if not end:
-            return -1
-    return end
 
 
 class TextScanner:
@@ -249,7 +118,7 @@ class TextScanner:
         self._assembler = ReportAssembler(complete_log=False, clock=clock)
         self._first_piece = True
         self._incidents: list[Incident] = []
-        self._tail = ""  # the lines not settled yet (see `_settled_end`)
+        self._tail = ""  # the lines not settled yet (see `settled_end`)
         self._tail_line_no = 1  # line number of the tail's first line
         # How many characters into the tail the last anchor's fill still reaches (None: none).
         self._reach: int | None = None
@@ -262,7 +131,7 @@ class TextScanner:
 
         `utf8`: the bytes `text` was decoded from, where the caller holds them and they are
         its UTF-8 form exactly (`utf8.decode() == text`): searched in place of a copy."""
-        bridge = _bridge_end(text) if self._tail else -1
+        bridge = bridge_end(text) if self._tail else -1
         if bridge < 0:
             self._scan(self._tail + text, final=False, piece=self._piece(text, utf8))
             return
@@ -295,8 +164,8 @@ class TextScanner:
 
     def _scan(self, text: str, final: bool, piece: PieceBytes | None, begin: int = 0) -> None:
         """Scan `text` from `begin` on: 0, or where the lines carried over start in it (a
-        line's start, which `_floor` takes for the text's)."""
-        settled = len(text) if final else _settled_end(text, begin)
+        line's start, see `windows.settled_end`)."""
+        settled = len(text) if final else settled_end(text, begin)
         if settled == begin:
             self._tail = text[begin:]
             return
@@ -304,11 +173,11 @@ class TextScanner:
             self._first_piece = False
             newline = text.find("\n", begin)
             self._parser.banner(text[begin : newline if newline >= 0 else len(text)])
-        hits = _anchor_hits(text, piece, begin)
+        hits = anchor_hits(text, piece, begin)
         if self._reach is not None and (not hits or hits[0][0] > begin):
             hits.insert(0, (begin, self._reach))  # the fill of an anchor in an earlier piece
         line_no, counted_to = self._tail_line_no, begin
-        for start, end in _windows(text, hits, begin):
+        for start, end in report_windows(text, hits, begin):
             if start >= settled:
                 break
             if start > begin:

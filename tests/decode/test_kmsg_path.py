@@ -73,10 +73,10 @@ def test_feed_kmsg_equals_feed_of_parsed_records() -> None:
 
 def test_scan_needles_cover_every_anchor() -> None:
     """decode_text searches only for the needles; every anchor must contain one."""
-    from oomwatch.decode import scan
+    from oomwatch.decode import windows
 
-    for anchor in (*scan._OPENING, *scan._TABLE, *scan._CLOSING):
-        assert any(needle in anchor for needle in scan._NEEDLE_SEARCH.needles), anchor
+    for anchor in (*windows._OPENING, *windows._TABLE, *windows._CLOSING):
+        assert any(needle in anchor for needle in windows._NEEDLE_SEARCH.needles), anchor
 
 
 def _text_parse(raw: bytes) -> object:

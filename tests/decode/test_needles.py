@@ -13,11 +13,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from oomwatch.decode import decode_text, scan
+from oomwatch.decode import decode_text, windows
 from oomwatch.decode.needles import Needles
 
 CORPUS = sorted((Path(__file__).resolve().parent.parent / "data" / "corpus").glob("*.log"))
-NEEDLES = scan._NEEDLE_SEARCH.needles
+NEEDLES = windows._NEEDLE_SEARCH.needles
 FAST, PLAIN = Needles(NEEDLES), Needles(NEEDLES, accelerate=False)
 
 
@@ -45,7 +45,7 @@ def _both(text: str) -> list[int]:
 def test_the_accelerator_is_in_use_where_the_suite_installs_it() -> None:
     if platform.machine() != "x86_64":
         pytest.skip("hyperscan wheels are x86-64 only; the str.find path serves elsewhere")
-    assert scan._NEEDLE_SEARCH.accelerated, "dev.sh installs the `fast` extra (hyperscan)"
+    assert windows._NEEDLE_SEARCH.accelerated, "dev.sh installs the `fast` extra (hyperscan)"
 
 
 @pytest.mark.parametrize("path", CORPUS, ids=[p.name.split("-", 1)[0] for p in CORPUS])
@@ -116,7 +116,7 @@ def test_the_report_decodes_the_same_without_the_accelerator(
 ) -> None:
     text = path.read_text(encoding="utf-8")
     fast = decode_text(text)
-    monkeypatch.setattr(scan, "_NEEDLE_SEARCH", Needles(NEEDLES, accelerate=False))
+    monkeypatch.setattr(windows, "_NEEDLE_SEARCH", Needles(NEEDLES, accelerate=False))
     plain = decode_text(text)
     assert [i.to_dict() for i in fast.incidents] == [i.to_dict() for i in plain.incidents]
     assert fast.warnings == plain.warnings
