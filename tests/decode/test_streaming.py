@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from support.decode_corpus import assert_same_result, decoded_in_pieces, line_cuts
 
-from oomwatch.decode import DecodeResult, TextScanner, decode_lines, decode_text, parse_lines, scan
+from oomwatch.decode import TextScanner, decode_lines, decode_text, parse_lines, scan
 from oomwatch.decode.prefixes import LineParser
 
 CORPUS = sorted((Path(__file__).resolve().parent.parent / "data" / "corpus").glob("*.log"))
@@ -26,27 +27,6 @@ CHATTER = (
 )
 
 
-def _pieces(text: str, cuts: list[int], utf8: bool = False) -> DecodeResult:
-    """The text fed in pieces; with `utf8`, each with its bytes (as `oomwatch report` does)."""
-    scanner = TextScanner()
-    last = 0
-    for cut in sorted(set(cuts)):
-        piece = text[last:cut]
-        scanner.feed(piece, piece.encode() if utf8 else None)
-        last = cut
-    return scanner.close(text[last:], text[last:].encode() if utf8 else None)
-
-
-def _same(a: DecodeResult, b: DecodeResult) -> None:
-    assert [i.to_dict() for i in a.incidents] == [i.to_dict() for i in b.incidents]
-    assert a.warnings == b.warnings
-
-
-def _line_cuts(text: str, every: int) -> list[int]:
-    starts = [0] + [i + 1 for i, c in enumerate(text) if c == "\n"]
-    return starts[every::every]
-
-
 def test_corpus_is_there() -> None:
     assert len(CORPUS) == 115
 
@@ -55,15 +35,15 @@ def test_corpus_is_there() -> None:
 def test_corpus_file_in_pieces(path: Path) -> None:
     text = path.read_text(encoding="utf-8")
     whole = decode_text(text)
-    _same(whole, decode_lines(text.split("\n")))
+    assert_same_result(whole, decode_lines(text.split("\n")))
     for every in (1, 2, 5):
-        _same(_pieces(text, _line_cuts(text, every)), whole)
+        assert_same_result(decoded_in_pieces(text, line_cuts(text, every)), whole)
     for size in (1, 97, 4096):
-        _same(_pieces(text, list(range(size, len(text), size))), whole)
+        assert_same_result(decoded_in_pieces(text, list(range(size, len(text), size))), whole)
     # with their bytes: cut at lines (the carried lines and the piece searched apart), and
     # not (searched as one text)
-    _same(_pieces(text, _line_cuts(text, 3), utf8=True), whole)
-    _same(_pieces(text, list(range(97, len(text), 97)), utf8=True), whole)
+    assert_same_result(decoded_in_pieces(text, line_cuts(text, 3), utf8=True), whole)
+    assert_same_result(decoded_in_pieces(text, list(range(97, len(text), 97)), utf8=True), whole)
 
 
 def _synthetic(seed: int) -> str:
@@ -90,7 +70,7 @@ def test_synthetic_log_fast_scan_equals_line_by_line() -> None:
     whole = decode_text(SYNTHETIC)
     assert len(whole.incidents) >= 35
     assert any(w.startswith("line ") for w in whole.warnings)  # line numbers are compared
-    _same(whole, decode_lines(SYNTHETIC.split("\n")))
+    assert_same_result(whole, decode_lines(SYNTHETIC.split("\n")))
 
 
 # Chatter the scanner skips in runs (`scan._CHATTER_SHAPE`), and near misses it must feed:
@@ -127,8 +107,8 @@ def test_chatter_inside_reports_decodes_as_line_by_line(seed: int) -> None:
     text = "\n".join(parts) + "\n"
     whole = decode_text(text)
     assert len(whole.incidents) >= 35
-    _same(whole, decode_lines(text.split("\n")))
-    _same(_pieces(text, list(range(4096, len(text), 4096))), whole)
+    assert_same_result(whole, decode_lines(text.split("\n")))
+    assert_same_result(decoded_in_pieces(text, list(range(4096, len(text), 4096))), whole)
 
 
 # The chatter patterns as written before their repeats were made possessive (`scan`).
@@ -169,7 +149,7 @@ def test_possessive_chatter_patterns_take_what_backtracking_took(
 def test_synthetic_log_in_random_pieces(cuts: list[int], step: int, utf8: bool) -> None:
     """Random cut points, plus a cut every `step` characters: reports straddle the cuts."""
     cuts += list(range(step, len(SYNTHETIC), step))
-    _same(_pieces(SYNTHETIC, cuts, utf8), decode_text(SYNTHETIC))
+    assert_same_result(decoded_in_pieces(SYNTHETIC, cuts, utf8), decode_text(SYNTHETIC))
 
 
 @pytest.mark.parametrize("utf8", [False, True])
@@ -180,7 +160,9 @@ def test_pieces_of_many_lines_scanned_in_place_decode_like_the_whole_text(
     """A piece of more than `_LEAD_LINES` lines is scanned in two: its first lines joined to
     the lines carried over, then the rest in place, after what that scan carried (the same
     as two pieces); fewer (10) are joined whole."""
-    _same(_pieces(SYNTHETIC, _line_cuts(SYNTHETIC, every), utf8), decode_text(SYNTHETIC))
+    assert_same_result(
+        decoded_in_pieces(SYNTHETIC, line_cuts(SYNTHETIC, every), utf8), decode_text(SYNTHETIC)
+    )
 
 
 @pytest.mark.parametrize("every", [1, 7, 400])
@@ -193,8 +175,8 @@ def test_pieces_with_their_bytes_decode_like_the_whole_text(every: int) -> None:
         lines[at] = f"[ 1.{at}] \u751f\u6210rpm\u65f6 \U0001f600 caf\xe9"
     text = "\n".join(lines)
     whole = decode_text(text)
-    _same(_pieces(text, _line_cuts(text, every), utf8=True), whole)
-    _same(decode_lines(text.split("\n")), whole)
+    assert_same_result(decoded_in_pieces(text, line_cuts(text, every), utf8=True), whole)
+    assert_same_result(decode_lines(text.split("\n")), whole)
 
 
 def test_piece_with_no_settled_line_waits_for_more() -> None:
@@ -203,7 +185,7 @@ def test_piece_with_no_settled_line_waits_for_more() -> None:
     for line in text.splitlines(keepends=True):
         scanner.feed("")
         scanner.feed(line)
-    _same(scanner.close(), decode_text(text))
+    assert_same_result(scanner.close(), decode_text(text))
 
 
 # What may follow a chatter line: its terminal wrap, a continuation, a `$` mark, a blank,
@@ -280,6 +262,6 @@ def test_chatter_around_orphan_rows_and_kills_decodes_as_line_by_line(group: boo
     first = whole.incidents[0]
     assert first.memcg is not None and first.memcg.usage_bytes == 8000 * 1024
     assert not first.tasks  # the orphan rows were ended by the chatter after them
-    _same(whole, decode_lines(text.split("\n")))
+    assert_same_result(whole, decode_lines(text.split("\n")))
     for every in (1, 2, 3):
-        _same(_pieces(text, _line_cuts(text, every)), whole)
+        assert_same_result(decoded_in_pieces(text, line_cuts(text, every)), whole)

@@ -10,6 +10,8 @@ from pathlib import Path
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
+from oomwatch.decode import DecodeResult, TextScanner
+
 CORPUS = sorted((Path(__file__).resolve().parent.parent / "data" / "corpus").glob("*.log"))
 CORPUS_LINES = [p.read_text(encoding="utf-8").split("\n") for p in CORPUS]
 # OOMWATCH_HYPOTHESIS_EXAMPLES raises the search for a longer local run.
@@ -57,3 +59,25 @@ def mutated_corpus(draw: st.DrawFn) -> list[str]:
     if draw(st.booleans()):
         lines = lines[: draw(st.integers(0, len(lines)))]  # a truncated report
     return lines
+
+
+def decoded_in_pieces(text: str, cuts: list[int], utf8: bool = False) -> DecodeResult:
+    """The text fed in pieces; with `utf8`, each with its bytes (as `oomwatch report` does)."""
+    scanner = TextScanner()
+    last = 0
+    for cut in sorted(set(cuts)):
+        piece = text[last:cut]
+        scanner.feed(piece, piece.encode() if utf8 else None)
+        last = cut
+    return scanner.close(text[last:], text[last:].encode() if utf8 else None)
+
+
+def assert_same_result(a: DecodeResult, b: DecodeResult) -> None:
+    assert [i.to_dict() for i in a.incidents] == [i.to_dict() for i in b.incidents]
+    assert a.warnings == b.warnings
+
+
+def line_cuts(text: str, every: int) -> list[int]:
+    """The start of every `every`-th line (cut points at line starts)."""
+    starts = [0] + [i + 1 for i, c in enumerate(text) if c == "\n"]
+    return starts[every::every]
