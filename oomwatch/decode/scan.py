@@ -2,13 +2,13 @@
 
 A large log is mostly ordinary kernel chatter.  Instead of running the line parsers over
 every line, `TextScanner` searches the text for a few literal anchors that every report
-line kind contains (C-speed `str.find`), widens each hit to whole lines, fills the gap from
-a report's opening lines to its kill lines (stack, meminfo, task table), and feeds just
-those windows through the same `LineParser` + `ReportAssembler` that `decode_lines` and
-the daemon use.  The text may come in pieces (a file streamed in chunks): what a piece
-cannot settle yet (its last lines, which may lead into a report in the next piece, and how
-far the last anchor's fill still runs) is carried over, so the pieces decode exactly like
-the whole text.
+line kind contains (one vectorised pass, `needles`), widens each hit to whole lines, fills
+the span from a report's opening lines to its kill lines (stack, meminfo, task table) up to a
+gap of chatter, and feeds just those windows (`windows`) through the same `LineParser` +
+`ReportAssembler` that `decode_lines` and the daemon use.  The text may come in pieces (a file streamed in chunks): what a piece
+cannot settle yet (its last lines, which may lead into a report in the next piece, how far
+the last anchor's fill still runs, the chatter a gap has so far) is carried over, so the
+pieces decode exactly like the whole text.
 """
 
 from __future__ import annotations
