@@ -5,10 +5,10 @@ every line, `TextScanner` searches the text for a few literal anchors that every
 line kind contains (one vectorised pass, `needles`), widens each hit to whole lines, fills
 the span from a report's opening lines to its kill lines (stack, meminfo, task table) up to a
 gap of chatter, and feeds just those windows (`windows`) through the same `LineParser` +
-`ReportAssembler` that `decode_lines` and the daemon use.  The text may come in pieces (a file streamed in chunks): what a piece
-cannot settle yet (its last lines, which may lead into a report in the next piece, how far
-the last anchor's fill still runs, the chatter a gap has so far) is carried over, so the
-pieces decode exactly like the whole text.
+`ReportAssembler` that `decode_lines` and the daemon use.  The text may come in pieces (a
+file streamed in chunks): what a piece cannot settle yet (its last lines, which may lead
+into a report in the next piece, how far the last anchor's fill still runs, the chatter a
+gap has so far) is carried over, so the pieces decode exactly like the whole text.
 """
 
 from __future__ import annotations
