@@ -3,18 +3,17 @@
 A large log is mostly ordinary kernel chatter.  Instead of running the line parsers over
 every line, `TextScanner` searches the text for a few literal anchors that every report
 line kind contains (one vectorised pass, `needles`), widens each hit to whole lines, fills
-the span from a report's opening lines to its kill lines (stack, meminfo, task table) up to a
-gap of chatter, and feeds just those windows (`windows`) through the same `LineParser` +
-`ReportAssembler` that `decode_lines` and the daemon use.  The text may come in pieces (a
-file streamed in chunks): what a piece cannot settle yet (its last lines, which may lead
-into a report in the next piece, how far the last anchor's fill still runs, the chatter a
-gap has so far) is carried over, so the pieces decode exactly like the whole text.
+the span from a report's opening lines to its kill lines (stack, meminfo, task table), and
+feeds just those windows (`windows`) through the same `LineParser` + `ReportAssembler` that
+`decode_lines` and the daemon use.  The text may come in pieces (a file streamed in chunks):
+what a piece cannot settle yet (its last lines, which may lead into a report in the next
+piece, and how far the last anchor's fill still runs) is carried over, so the pieces decode
+exactly like the whole text.
 """
 
 from __future__ import annotations
 
 import re
-from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
@@ -25,13 +24,7 @@ from oomwatch.decode.piece_bytes import PieceBytes, window_utf8
 from oomwatch.decode.prefixes import LineParser
 from oomwatch.decode.records import LogRecord
 from oomwatch.decode.stamps import Reference, YearClock
-from oomwatch.decode.windows import (
-    GAP_CHARS,
-    anchor_hits,
-    bridge_end,
-    report_windows,
-    settled_end,
-)
+from oomwatch.decode.windows import anchor_hits, bridge_end, report_windows, settled_end
 from oomwatch.incident import Incident
 
 # A line of chatter in dmesg's default form (`[ 12.345678] msg`) that neither the line
@@ -132,10 +125,6 @@ class TextScanner:
         self._window_open = False  # the line before the tail was fed; its window may go on
         # The chatter record `_feed_chatter` left the parser holding (None once handed on).
         self._held_chatter: LogRecord | None = None
-        # Characters of chatter that end the last piece's open window and may begin a gap
-        # (`GAP_CHARS`) that this piece completes; whether a gap left that window for good.
-        self._gap_carried = 0
-        self._gap_left_window = False
 
     def feed(self, text: str, utf8: bytes | None = None) -> None:
         """Add the next piece of the log (cut anywhere; whole lines are cheapest).
@@ -185,14 +174,10 @@ class TextScanner:
             newline = text.find("\n", begin)
             self._parser.banner(text[begin : newline if newline >= 0 else len(text)])
         hits = anchor_hits(text, piece, begin)
-        carried, self._gap_carried, self._gap_left_window = self._gap_carried, 0, False
         if self._reach is not None and (not hits or hits[0][0] > begin):
             hits.insert(0, (begin, self._reach))  # the fill of an anchor in an earlier piece
-        else:
-            carried = 0
         line_no, counted_to = self._tail_line_no, begin
-        spans, span_starts = report_windows(text, hits, begin)
-        for start, end in spans:
+        for start, end in report_windows(text, hits, begin):
             if start >= settled:
                 break
             if start > begin:
@@ -200,13 +185,7 @@ class TextScanner:
             line_no += text.count("\n", counted_to, start)
             counted_to = min(end, settled)
             utf8 = window_utf8(piece, start, counted_to)
-            inside = span_starts[
-                bisect_right(span_starts, start) : bisect_left(span_starts, counted_to)
-            ]
-            gaps = _Gaps(
-                [s - start for s in inside], carried if start == begin else 0, end > settled
-            )
-            line_no = self._feed_window(text[start:counted_to], line_no, utf8, gaps)
+            line_no = self._feed_window(text[start:counted_to], line_no, utf8)
             self._window_open = True
             if end < settled:
                 self._end_window()
@@ -214,9 +193,9 @@ class TextScanner:
         self._tail_line_no = line_no + text.count("\n", counted_to, settled)
         last = next(((pos, fill) for pos, fill in reversed(hits) if pos < settled), None)
         reach = last[0] + last[1] - settled if last is not None and last[1] else -1
-        self._reach = reach if reach >= 0 and not self._gap_left_window else None
+        self._reach = reach if reach >= 0 else None
 
-    def _feed_window(self, window: str, line_no: int, utf8: memoryview | None, gaps: _Gaps) -> int:
+    def _feed_window(self, window: str, line_no: int, utf8: memoryview | None = None) -> int:
         """Feed a window's lines; of a run of chatter lines (`_CHATTER_SHAPE`, no key) only
         the first and the last while the assembler ignores keyless records.  Returns the
         number of the line after the window's last newline (its lines are counted here once).
@@ -226,8 +205,7 @@ class TextScanner:
         would (a record held, nothing pending to join), and the lines between would each
         be held, released and ignored.  Runs and keys are found in C (one match per run,
         one needle pass per window), so a window that is mostly chatter costs little more
-        than its copy.  A gap of chatter (`GAP_CHARS`) ends the fill it is in: feeding goes
-        on where the next report's span starts.
+        than its copy.
         """
         keyed = _CHATTER_KEY_SEARCH.line_starts(window, utf8)
         next_keyed = 0  # index into `keyed` of the first key line at or after `pos`
@@ -253,10 +231,6 @@ class TextScanner:
             # A chatter line: the run goes on to the next line that is not chatter.
             # (up to the next key line: a match is never longer than the run it finds)
             stop = keyed[next_keyed] if next_keyed < len(keyed) else size
-            if line_no != 1 and (resume := self._gap_end(window, pos, eol, stop, gaps)) >= 0:
-                line_no += count("\n", pos, resume)
-                pos = resume
-                continue
             run = chatter_run(window, eol + 1, stop) if eol < size else None
             run_end = eol + 1 if run is None else run.end()
             last = window.rfind("\n", eol + 1, run_end - 1) + 1  # the run's last line
@@ -276,37 +250,6 @@ class TextScanner:
                 pos = last
         # A last line without its newline was numbered above, but the next line is its own.
         return line_no - 1 if window and window[-1] != "\n" else line_no
-
-    def _gap_end(self, window: str, pos: int, eol: int, stop: int, gaps: _Gaps) -> int:
-        """Where feeding goes on if the chatter line at `pos` begins a gap: every line that
-        starts within `GAP_CHARS` of it (of the run it continues, `gaps.carried`) is
-        chatter, none a key line (`stop`: the next) or a span's start, and the assembler
-        ignores them.  Else -1; where the window ends before that is known and goes on in
-        the next piece, the run so far is carried to it."""
-        size = len(window)
-        index = bisect_right(gaps.resumes, pos)
-        resume = gaps.resumes[index] if index < len(gaps.resumes) else size
-        limit = min(stop, resume)
-        carried = gaps.carried if pos == 0 else 0
-        covered = pos - carried + GAP_CHARS  # the gap holds each line that starts before this
-        if covered <= size:
-            newline = window.find("\n", covered - 1)
-            end = newline + 1
-            if newline < 0 or end > limit or not self._run_skippable():
-                return -1
-            if not _all_chatter(window, eol + 1, end):
-                return -1
-            self._gap_left_window = resume == size and gaps.goes_on
-            return resume
-        if (
-            gaps.goes_on
-            and limit == size
-            and not self._gap_carried
-            and self._run_skippable()
-            and _all_chatter(window, eol + 1, size)
-        ):
-            self._gap_carried = carried + size - pos
-        return -1
 
     def _run_skippable(self) -> bool:
         """Whether a run of three or more chatter lines may be skipped from its first line
@@ -355,25 +298,6 @@ class TextScanner:
     def _end_window_record(self) -> None:
         """Hand the record the parser holds (waiting for a wrap or continuation) on."""
         self._hand_on(self._parser.finish())
-
-
-def _all_chatter(text: str, start: int, end: int) -> bool:
-    """Whether the lines of text[start:end] (whole lines) are all chatter-shaped."""
-    run = _CHATTER_RUN.match(text, start, end)
-    return (start if run is None else run.end()) == end
-
-
-class _Gaps:
-    """What a window's gap test needs (`TextScanner._gap_end`): the offsets in it where a
-    merged span starts, the chatter carried from the last piece into its first line, and
-    whether the window goes on in the next piece.  (A plain class: see `PieceBytes`.)"""
-
-    __slots__ = ("carried", "goes_on", "resumes")
-
-    def __init__(self, resumes: list[int], carried: int, goes_on: bool) -> None:
-        self.resumes = resumes
-        self.carried = carried
-        self.goes_on = goes_on
 
 
 def decode_text(data: str | bytes, reference: Reference | None = None) -> DecodeResult:

@@ -56,14 +56,6 @@ _NEEDLE_SEARCH = Needles(
 # report cut short (no kill line) thus costs at most this much line-by-line parsing.
 MAX_FILL_CHARS = 256 << 10
 MAX_TABLE_FILL_CHARS = 4 << 20
-# A fill ends sooner at a gap: this much ordinary chatter (`scan._CHATTER_SHAPE`, no key) in
-# a row, about 800 lines, while the assembler ignores such lines and no anchor's window
-# starts in it.  The kernel prints a report in one go (under oom_lock); other CPUs' lines
-# come between its lines a few at a time, and its longest run of keyless lines (old
-# kernels' per-CPU pagesets, ~40 characters a CPU and zone) is far shorter on all but the
-# largest machines.  A report cut short (a grep-filtered fragment, a truncated paste) then
-# costs its gap of chatter matching, not its whole fill.
-GAP_CHARS = 32 << 10
 # Lines taken before a window's first anchor: task rows of a grep-filtered fragment (and
 # the prose a paste may have between them and their report).
 _LEAD_LINES = ORPHAN_LEAD_LINES
@@ -99,14 +91,9 @@ def anchor_hits(
     return hits
 
 
-def report_windows(
-    text: str, hits: list[tuple[int, int]], begin: int = 0
-) -> tuple[list[tuple[int, int]], list[int]]:
-    """Merged [start, end) line-aligned spans covering every report (text from `begin` on),
-    and where each hit's own span starts (sorted): a window that merged several spans goes
-    on from the next of these after a gap of chatter (`GAP_CHARS`)."""
+def report_windows(text: str, hits: list[tuple[int, int]], begin: int = 0) -> list[tuple[int, int]]:
+    """Merged [start, end) line-aligned spans covering every report (text from `begin` on)."""
     spans: list[tuple[int, int]] = []
-    starts: list[int] = []
     rfind, floor = text.rfind, _floor(begin)
     for index, (pos, fill) in enumerate(hits):
         start = rfind("\n", floor, pos) + 1
@@ -114,7 +101,6 @@ def report_windows(
             if start == begin:
                 break
             start = rfind("\n", floor, start - 1) + 1
-        starts.append(start)
         end = text.find("\n", pos)
         end = len(text) if end < 0 else end + 1
         if fill:
@@ -126,7 +112,7 @@ def report_windows(
             spans[-1] = (spans[-1][0], max(spans[-1][1], end))
         else:
             spans.append((start, end))
-    return spans, starts
+    return spans
 
 
 def settled_end(text: str, begin: int = 0) -> int:

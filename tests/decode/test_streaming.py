@@ -265,3 +265,47 @@ def test_chatter_around_orphan_rows_and_kills_decodes_as_line_by_line(group: boo
     assert_same_result(whole, decode_lines(text.split("\n")))
     for every in (1, 2, 3):
         assert_same_result(decoded_in_pieces(text, line_cuts(text, every)), whole)
+
+
+def _stamped(messages: list[str]) -> str:
+    return "".join(f"[{100 + n / 1e4:12.6f}] {m}\n" for n, m in enumerate(messages))
+
+
+_LONG_CHATTER = [f"eth0: renamed from veth{n:06x}" for n in range(1000)]  # ~45,000 characters
+# A report's fill reaching on through long chatter (a report cut short, or one whose lines
+# come far apart) to a line that is its own: each decodes, whole or in pieces, as every line
+# parsed does (a review of a rule that ended fills at 32 KiB of chatter found pieces and the
+# whole text apart here, and both apart from the line path).
+_HEADER = "a.out invoked oom-killer: gfp_mask=0xcc0(GFP_KERNEL), order=0, oom_score_adj=0"
+_KILL = (
+    "Memory cgroup out of memory: Killed process 4242 (a.out) total-vm:560000kB, "
+    "anon-rss:520000kB, file-rss:0kB, shmem-rss:0kB, UID:0 pgtables:1100kB oom_score_adj:0"
+)
+_ROW = "[   7788]     0  7788   140000   130000  1100000        0           996 bash"
+_FAR_APART = {
+    "kill after a cut-short header": _stamped([_HEADER, *_LONG_CHATTER[:732], _KILL]),
+    "task row after memcg stats": _stamped(
+        ["Memory cgroup stats for /kubepods.slice:", "anon 532480000", *_LONG_CHATTER, _ROW]
+    ),
+    "row, then a v1 memcg line": _stamped(
+        [
+            _HEADER,
+            *_LONG_CHATTER[:800],
+            _ROW,
+            *_LONG_CHATTER[:10],
+            "Task in /kubepods/x killed as a result of limit of /kubepods/x",
+        ]
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_FAR_APART))
+def test_lines_far_apart_decode_alike_whole_in_pieces_and_line_by_line(name: str) -> None:
+    text = _FAR_APART[name]
+    whole = decode_text(text)
+    assert whole.incidents
+    assert_same_result(whole, decode_lines(text.split("\n")))
+    last = text.rindex("\n", 0, len(text) - 1) + 1  # the far line
+    for cuts in ([last], [last + 50], list(range(4096, len(text), 4096)), line_cuts(text, 21)):
+        assert_same_result(decoded_in_pieces(text, cuts), whole)
+        assert_same_result(decoded_in_pieces(text, cuts, utf8=True), whole)
