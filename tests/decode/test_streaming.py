@@ -299,11 +299,22 @@ _FAR_APART = {
 }
 
 
+# What each decodes to: (kind, victims, task rows) per incident.
+_FAR_APART_DECODED = {
+    "kill after a cut-short header": [("memcg", [4242], [])],
+    "task row after memcg stats": [("memcg", [], [7788])],
+    "row, then a v1 memcg line": [("unknown", [], [7788]), ("memcg", [], [])],
+}
+
+
 @pytest.mark.parametrize("name", sorted(_FAR_APART))
 def test_lines_far_apart_decode_alike_whole_in_pieces_and_line_by_line(name: str) -> None:
     text = _FAR_APART[name]
     whole = decode_text(text)
-    assert whole.incidents
+    decoded = [
+        (i.kind, [v.pid for v in i.victims], [r.pid for r in i.tasks]) for i in whole.incidents
+    ]
+    assert decoded == _FAR_APART_DECODED[name]
     assert_same_result(whole, decode_lines(text.split("\n")))
     last = text.rindex("\n", 0, len(text) - 1) + 1  # the far line
     for cuts in ([last], [last + 50], list(range(4096, len(text), 4096)), line_cuts(text, 21)):
