@@ -32,7 +32,12 @@ def sampled(agent: AgentProc, usage_bytes: int) -> None:
             ln.startswith(series) and float(ln.rsplit(" ", 1)[1]) == usage_bytes for ln in lines
         )
 
-    until(f"a sample of {usage_bytes} bytes", lambda: shown() or None, 15)
+    def why() -> str:
+        """What /metrics showed of the series, and the agent's last lines."""
+        shown_lines = [ln for ln in agent.metrics().splitlines() if ln.startswith(series)]
+        return f"/metrics: {shown_lines}; {agent.why()}"
+
+    until(f"a sample of {usage_bytes} bytes", lambda: shown() or None, 15, why=why)
 
 
 def test_a_kill_with_a_timeline_loads_no_module(tmp_path: Path) -> None:
