@@ -1,12 +1,11 @@
 """How late this machine wakes a sleeping thread: the floor under any kill-to-log figure.
 
-A thread asks to wake at a deadline (`clock_nanosleep` on CLOCK_MONOTONIC, absolute) every
-`--period-ms`, as cyclictest does, and records how late it ran after each.  Nothing else of
-ours runs.  A late wake is time the
-thread was ready and not running: another task, the kernel (a console write, an irq), or the
-hypervisor holding the virtual CPU.  `bench/latency.py` measures its kill-to-log figure on the
-same machine, so its p99 over 30 kills cannot be below this figure's tail plus the agent's own
-few milliseconds of work.
+A thread asks to wake at a deadline (`time.sleep` to an absolute CLOCK_MONOTONIC grid) every
+`--period-ms`, as cyclictest does, and records how late it ran after each.  A late wake is
+time the thread was ready and not running: another task, the kernel (a console write, an
+irq), or the hypervisor holding the virtual CPU.  `bench/latency.py`'s kill-to-log figure on
+the same machine pays these stalls on top of the agent's own few milliseconds per kill, and
+its p99 over ~30 kills is their slowest.
 
     .venv/bin/python bench/wake_jitter.py [--seconds 30] [--period-ms 1,20]
         [--late-log FILE] [--against LATENCY_OUTPUT]
@@ -29,9 +28,7 @@ import time
 from pathlib import Path
 
 NS_PER_MS = 1_000_000
-
-
-LATE_LOG_MS = 1.0
+LATE_LOG_MS = 1.0  # wakes at least this late go to `--late-log`
 
 
 def late_wakes_ns(
