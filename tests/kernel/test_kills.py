@@ -153,7 +153,14 @@ def test_kubelet_hierarchy(kernel_tree: KernelTree, driver: str, scope: str) -> 
         diagnosed = diagnose(incident)
         assert _codes(diagnosed) == {"limit-pod"}
         assert diagnosed.recommendation is not None
-        assert diagnosed.recommendation["memory_limit"] == "116Mi"  # 96 MiB + 20 %, rounded up
+        # Sized from the pod's usage the report printed: the limit on a real kernel, or a
+        # little under it where pages were uncharged between the failed charge and the
+        # printing (v2 in the lab VM once printed enough less to advise 115Mi, not 116Mi).
+        usage = incident.memcg.usage_bytes
+        assert usage is not None and 92 * MIB <= usage <= 96 * MIB
+        expected_bytes = -(-usage * 12 // 10 // MIB) * MIB  # 20 % above, rounded up to Mi
+        assert diagnosed.recommendation["memory_limit_bytes"] == expected_bytes
+        assert diagnosed.recommendation["memory_limit"] == f"{expected_bytes // MIB}Mi"
 
 
 def test_node_allocatable_limit(scratch: ScratchMemcg) -> None:
